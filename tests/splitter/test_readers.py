@@ -1,0 +1,109 @@
+"""Block readers: every line is read exactly once across all blocks, whatever the block size."""
+
+from __future__ import annotations
+
+import fsspec
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from storage.splitter.metadata import BlockMetadata, FileMetadata
+from storage.splitter.readers import UnreadableFileWarning, read_block_table, read_csv_block, read_lines
+
+FS = fsspec.filesystem("file")
+
+# Line content: any text without line terminators, including multi-byte UTF-8 (é, 中, 😀).
+LINE = st.text(
+    alphabet=st.one_of(st.sampled_from("ab é中😀,\t"), st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",))),
+    max_size=30,
+)
+
+
+def plain_read(data: bytes) -> list[str]:
+    """A plain read: split at '\\n', drop one '\\r' before it, no empty line after a final '\\n'."""
+    text = data.decode("utf-8")
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def all_blocks(path: str, block_size: int, segment_start: int = 0) -> list[BlockMetadata]:
+    size = FS.size(path)
+    return list(FileMetadata(path, size, 0.0, segment_start, block_size).blocks())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(LINE, max_size=12),
+    endings=st.lists(st.sampled_from(["\n", "\r\n"]), min_size=12, max_size=12),
+    final_newline=st.booleans(),
+    block_size=st.integers(min_value=1, max_value=70),
+)
+def test_every_line_read_exactly_once(tmp_path, lines, endings, final_newline, block_size):
+    text = "".join(line + endings[i] for i, line in enumerate(lines))
+    if lines and not final_newline:
+        text = text[: -len(endings[len(lines) - 1])]
+    data = text.encode("utf-8")
+    path = str(tmp_path / "f.txt")
+    with open(path, "wb") as f:
+        f.write(data)
+    blocks = all_blocks(path, block_size)
+    frame = read_lines(FS, blocks)
+    assert frame["value"].tolist() == plain_read(data)
+    # Offsets point at each line's first byte, and each line sits in the block holding that byte.
+    for value, offset, block_id in zip(frame["value"], frame["offset"], frame["block_id"]):
+        assert data[offset:].decode("utf-8").startswith(value)
+        assert block_id == offset // block_size
+
+
+def test_line_longer_than_several_blocks_belongs_to_its_first_block(tmp_path):
+    path = tmp_path / "long.txt"
+    path.write_bytes(b"short\n" + b"x" * 50 + b"\nend")
+    blocks = all_blocks(str(path), 8)
+    per_block = {b.block_id: read_block_table(FS, b)["value"].to_pylist() for b in blocks}
+    assert per_block[0] == ["short", "x" * 50]
+    assert per_block[7] == ["end"]
+    assert sum(len(v) for v in per_block.values()) == 3
+
+
+def test_multibyte_character_cut_by_a_block_boundary(tmp_path):
+    path = tmp_path / "utf8.txt"
+    path.write_bytes("é中😀\n中é\n".encode())
+    for size in range(1, 16):
+        assert read_lines(FS, all_blocks(str(path), size))["value"].tolist() == ["é中😀", "中é"]
+
+
+def test_segment_of_a_grown_file_starts_at_a_line(tmp_path):
+    path = tmp_path / "grown.txt"
+    path.write_bytes(b"old1\nold2\nnew1\nnew2")
+    blocks = all_blocks(str(path), 3, segment_start=10)
+    assert read_lines(FS, blocks)["value"].tolist() == ["new1", "new2"]
+    assert read_lines(FS, blocks)["offset"].tolist() == [10, 15]
+
+
+def test_unreadable_file_warns_or_raises_when_strict(tmp_path):
+    missing = BlockMetadata(str(tmp_path / "gone.txt"), 0, 0, 10, 0, 10)
+    with pytest.warns(UnreadableFileWarning, match="gone.txt"):
+        assert read_block_table(FS, missing, strict=False).num_rows == 0
+    with pytest.raises(OSError, match="cannot read block 0 of file .*gone.txt"):
+        read_block_table(FS, missing, strict=True)
+
+
+def test_invalid_utf8_is_replaced_not_fatal(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"ok\n\xff\xfe\n")
+    assert read_lines(FS, all_blocks(str(path), 4))["value"].tolist() == ["ok", "\ufffd\ufffd"]
+
+
+def test_csv_records_across_blocks(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"a,b\n1,x\r\n22,yy\n\n333,zzz")
+    blocks = all_blocks(str(path), 5)
+    frames = [read_csv_block(FS, b, ["a", "b"]) for b in blocks]
+    import pandas as pd
+
+    rows = pd.concat(frames, ignore_index=True)
+    assert rows[["a", "b"]].values.tolist() == [["1", "x"], ["22", "yy"], ["333", "zzz"]]
+    assert rows["offset"].tolist() == [4, 9, 16]
