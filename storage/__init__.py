@@ -1,0 +1,12 @@
+"""Window-state storage, the key-value store, the file sink and the file splitter."""
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so `import storage` stays cheap and never pulls in pyarrow or pyspark.
+    if name == "FileSink":
+        from .file_sink import FileSink
+
+        return FileSink
+    raise AttributeError(f"module 'storage' has no attribute {name!r}")

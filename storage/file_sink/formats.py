@@ -1,0 +1,152 @@
+"""File formats: row formats append rows to a part, bulk formats write whole files.
+
+A row format encodes a table to bytes plus the end offset of every row, so
+the writer can cut a batch exactly where a part reaches its size limit.
+A bulk format (Parquet, ORC) writes a complete file and is rolled every batch.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.orc as paorc
+import pyarrow.parquet as pq
+
+
+def _line_ends(data: bytes) -> np.ndarray:
+    """End offset (exclusive) of every newline-terminated line in ``data``."""
+    return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
+
+
+@dataclass(frozen=True)
+class JsonLines:
+    """One JSON object per line; timestamps in ISO 8601."""
+
+    name: ClassVar[str] = "jsonl"
+    suffix: ClassVar[str] = ".jsonl"
+    bulk: ClassVar[bool] = False
+
+    def header(self, table: pa.Table) -> bytes:
+        return b""
+
+    def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
+        frame = table.to_pandas()
+        text = frame.to_json(orient="records", lines=True, date_format="iso", date_unit="us")
+        data = text.encode()
+        if data and not data.endswith(b"\n"):
+            data += b"\n"
+        return data, _line_ends(data)
+
+    def decode(self, data: bytes) -> pd.DataFrame:
+        return pd.DataFrame([json.loads(line) for line in data.splitlines() if line])
+
+
+@dataclass(frozen=True)
+class TextLines:
+    """One value of the table's only column per line, as ``str(value)``."""
+
+    name: ClassVar[str] = "text"
+    suffix: ClassVar[str] = ".txt"
+    bulk: ClassVar[bool] = False
+
+    def header(self, table: pa.Table) -> bytes:
+        return b""
+
+    def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
+        if table.num_columns != 1:
+            raise ValueError(
+                f"text format writes one column, the batch has {table.num_columns}: "
+                f"{table.column_names}; select the column to write first"
+            )
+        values = ["" if v is None else str(v) for v in table.column(0).to_pylist()]
+        if any("\n" in v for v in values):
+            raise ValueError("text format cannot write a value containing a newline; use jsonl or csv")
+        data = "".join(v + "\n" for v in values).encode()
+        return data, _line_ends(data)
+
+    def decode(self, data: bytes) -> pd.DataFrame:
+        return pd.DataFrame({"value": data.decode().splitlines()})
+
+
+@dataclass(frozen=True)
+class Csv:
+    """CSV with a header line at the top of every part file."""
+
+    name: ClassVar[str] = "csv"
+    suffix: ClassVar[str] = ".csv"
+    bulk: ClassVar[bool] = False
+
+    def header(self, table: pa.Table) -> bytes:
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerow(table.column_names)
+        return out.getvalue().encode()
+
+    def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
+        sink = pa.BufferOutputStream()
+        pacsv.write_csv(table, sink, pacsv.WriteOptions(include_header=False, eol="\n"))
+        data = sink.getvalue().to_pybytes()
+        ends = _line_ends(data)
+        if len(ends) == table.num_rows:
+            return data, ends
+        # A quoted value holds a newline: find the row ends one row at a time.
+        pieces = []
+        for i in range(table.num_rows):
+            one = pa.BufferOutputStream()
+            pacsv.write_csv(table.slice(i, 1), one, pacsv.WriteOptions(include_header=False, eol="\n"))
+            pieces.append(one.getvalue().to_pybytes())
+        return b"".join(pieces), np.cumsum([len(p) for p in pieces])
+
+    def decode(self, data: bytes) -> pd.DataFrame:
+        return pacsv.read_csv(pa.py_buffer(data)).to_pandas()
+
+
+@dataclass(frozen=True)
+class Parquet:
+    """Apache Parquet; compression is Parquet's own, per column chunk."""
+
+    name: ClassVar[str] = "parquet"
+    suffix: ClassVar[str] = ".parquet"
+    bulk: ClassVar[bool] = True
+
+    def write_file(self, table: pa.Table, compression: str | None) -> bytes:
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression=compression or "none")
+        return sink.getvalue().to_pybytes()
+
+    def decode(self, data: bytes) -> pd.DataFrame:
+        return pq.read_table(pa.py_buffer(data)).to_pandas()
+
+
+@dataclass(frozen=True)
+class Orc:
+    """Apache ORC; compression is ORC's own."""
+
+    name: ClassVar[str] = "orc"
+    suffix: ClassVar[str] = ".orc"
+    bulk: ClassVar[bool] = True
+
+    def write_file(self, table: pa.Table, compression: str | None) -> bytes:
+        sink = pa.BufferOutputStream()
+        paorc.write_table(table, sink, compression=compression or "uncompressed")
+        return sink.getvalue().to_pybytes()
+
+    def decode(self, data: bytes) -> pd.DataFrame:
+        return paorc.read_table(pa.py_buffer(data)).to_pandas()
+
+
+Format = JsonLines | TextLines | Csv | Parquet | Orc
+
+FORMATS: dict[str, type[Format]] = {f.name: f for f in (JsonLines, TextLines, Csv, Parquet, Orc)}
+# Codecs each bulk format compresses with internally (its own names).
+BULK_CODECS: dict[str, tuple[str, ...]] = {
+    "parquet": ("snappy", "gzip", "zstd", "lz4", "brotli"),
+    "orc": ("snappy", "zlib", "zstd", "lz4"),
+}

@@ -1,0 +1,61 @@
+"""Bad configuration fails at construction, naming the parameter and the value."""
+
+import pytest
+
+from storage.file_sink import DateTimeBuckets, FileSink, RollingPolicy
+
+KEY = b"k" * 32
+
+
+@pytest.mark.parametrize(
+    ("build", "match"),
+    [
+        (lambda p: FileSink(p, format="xml"), r"format='xml' is unknown"),
+        (lambda p: FileSink(p, compression="rar"), r"compression='rar' is unknown"),
+        (lambda p: FileSink(p, format="parquet", compression="bz2"), r"compression='bz2' is unknown for format 'parquet'"),
+        (lambda p: FileSink(p, encryption="aes-gcm"), r"encryption='aes-gcm' needs a key"),
+        (lambda p: FileSink(p, encryption="rot13", key=KEY), r"encryption='rot13' is unknown"),
+        (lambda p: FileSink(p).with_encryption(b"short"), r"key has length 5; an AES key is 16, 24 or 32 bytes"),
+        (lambda p: FileSink(p, key=KEY), r"key is set but encryption=None"),
+        (lambda p: FileSink(p).with_open_files(0), r"max_open_files=0 must be a positive integer"),
+        (lambda p: FileSink(p).with_open_files(3, expire_after_ms=-5), r"expire_after_ms=-5"),
+        (lambda p: FileSink(p).with_part_names(prefix=".hidden"), r"prefix='.hidden'"),
+        (lambda p: FileSink(p).with_writer_id("a/b"), r"writer_id='a/b'"),
+        (
+            lambda p: FileSink(p, format="parquet").with_rolling_policy(RollingPolicy(max_part_size=10)),
+            r"format 'parquet' cannot be appended to; use RollingPolicy.on_every_batch",
+        ),
+        (lambda p: RollingPolicy(max_part_size=-1), r"max_part_size=-1 must be a positive integer"),
+        (lambda p: RollingPolicy(max_batches=0), r"max_batches=0"),
+        (lambda p: RollingPolicy(rollover_ms=1.5), r"rollover_ms=1.5"),
+        (lambda p: RollingPolicy(inactivity_ms=-1), r"inactivity_ms=-1"),
+        (lambda p: DateTimeBuckets(timezone="Mars/Olympus"), r"timezone='Mars/Olympus' is not a known"),
+        (lambda p: DateTimeBuckets(pattern="%Y/%m"), r"pattern='%Y/%m' must be"),
+    ],
+)
+def test_bad_configuration_is_refused_at_construction(tmp_path, build, match):
+    with pytest.raises(ValueError, match=match):
+        build(str(tmp_path))
+
+
+def test_builder_steps_return_new_objects(tmp_path):
+    base = FileSink(str(tmp_path))
+    gz = base.with_compression("gzip")
+    assert base.compression is None and gz.compression == "gzip"
+    assert "key=" not in repr(base.with_encryption(KEY))  # never print the key
+
+
+def test_object_stores_need_a_part_per_batch():
+    # fsspec's in-memory filesystem appends; an unregistered protocol is treated as an object store.
+    with pytest.raises(ValueError, match=r"cannot be appended to; use RollingPolicy.on_every_batch"):
+        FileSink("memory://x").with_rolling_policy(RollingPolicy(max_part_size=10)).with_format("orc")
+    assert FileSink("memory://x").rolling.max_part_size is not None
+
+
+def test_default_names_follow_prefix_writer_part_suffix(tmp_path):
+    sink = FileSink(str(tmp_path), compression="zstd")
+    assert sink.part_file_name("w", 7) == "part-w-7.jsonl.zst"
+    named = sink.with_part_names(prefix="out", suffix=".json")
+    assert named.part_file_name("w", 0) == "out-w-0.json"
+    custom = sink.with_part_names(fn=lambda writer, n: f"{writer}_{n:04d}.log")
+    assert custom.part_file_name("w", 3) == "w_0003.log"
