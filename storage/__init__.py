@@ -9,4 +9,8 @@ def __getattr__(name: str) -> Any:
         from .file_sink import FileSink
 
         return FileSink
+    if name == "FileSplitter":
+        from .splitter import FileSplitter
+
+        return FileSplitter
     raise AttributeError(f"module 'storage' has no attribute {name!r}")

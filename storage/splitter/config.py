@@ -1,0 +1,155 @@
+"""The splitter's configuration: one frozen dataclass, validated on construction.
+
+Every check names the parameter and the value, so a typo in a Spark option or a
+keyword argument fails before any file is listed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Mapping, Union
+
+Seconds = Union[float, int, timedelta, str]
+Size = Union[int, str]
+
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "kib": 1024, "mb": 1024**2, "mib": 1024**2, "gb": 1024**3, "gib": 1024**3}
+_SIZE_RE = re.compile(r"\s*(\d+)\s*([a-zA-Z]*)\s*")
+
+#: File names the scanner never offers: hidden ('.x', '_SUCCESS') and temporary files.
+TEMPORARY_SUFFIXES = (".tmp", ".temp", ".crc", ".inprogress", ".partial", ".swp", "~")
+
+
+def parse_size(name: str, value: Size) -> int:
+    """Bytes from an int or a string such as ``"64MB"`` (units are powers of 1024)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name}={value!r} must be a number of bytes such as 1048576 or '1MB'")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE_RE.fullmatch(str(value))
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _SIZE_UNITS:
+            raise ValueError(f"{name}={value!r} is not a size; use bytes such as 1048576 or '64MB'")
+        size = int(match.group(1)) * _SIZE_UNITS[unit]
+    if size <= 0:
+        raise ValueError(f"{name}={value!r} must be positive; a block must hold at least one byte")
+    return size
+
+
+def parse_seconds(name: str, value: Seconds | None, *, allow_none: bool = False) -> float | None:
+    """Seconds from a number, a ``timedelta`` or a numeric string; never negative."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    else:
+        try:
+            seconds = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}={value!r} must be a number of seconds or a timedelta") from None
+    if seconds < 0 or seconds != seconds:
+        raise ValueError(f"{name}={value!r} must be zero or more seconds")
+    return seconds
+
+
+def _positive_int(name: str, value: int | str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={value!r} must be a positive integer") from None
+    if number <= 0 or isinstance(value, bool):
+        raise ValueError(f"{name}={value!r} must be a positive integer")
+    return number
+
+
+@dataclass(frozen=True)
+class SplitterConfig:
+    """What to scan and how to cut it into blocks.
+
+    ``paths``: files or directories, all on one fsspec filesystem (local when no protocol).
+    ``pattern``: a regular expression that must match the whole file name (not the directory).
+    ``block_size``: bytes per block; a record belongs to the block holding its first byte.
+    ``blocks_per_batch``: at most this many blocks per micro-batch (Apex's blocksThreshold).
+    ``scan_interval``: seconds between two listings; a listing is reused until then.
+    ``settle``: a file is stable when two scans see the same size and mtime, or when its mtime
+    is at least ``settle`` seconds old; unstable files wait.
+    ``watermark_slack``: files whose mtime is older than the newest fully read file minus this
+    slack are forgotten and never offered again; ``None`` remembers every file (unbounded).
+    ``continuous``: keep scanning for new files; ``False`` reads what the first scan found and ends.
+    ``strict``: an unreadable file raises instead of being skipped with a warning.
+    """
+
+    paths: tuple[str, ...]
+    recursive: bool = True
+    pattern: str | None = None
+    block_size: int = 64 * 1024 * 1024
+    blocks_per_batch: int = 16
+    scan_interval: float = 10.0
+    settle: float = 2.0
+    watermark_slack: float | None = 3600.0
+    continuous: bool = True
+    strict: bool = False
+    storage_options: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        paths = (self.paths,) if isinstance(self.paths, str) else tuple(self.paths)
+        if not paths or not all(isinstance(p, str) and p for p in paths):
+            raise ValueError(f"paths={self.paths!r} must be one or more non-empty path strings")
+        object.__setattr__(self, "paths", paths)
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as err:
+                raise ValueError(f"pattern={self.pattern!r} is not a valid regular expression: {err}") from None
+        object.__setattr__(self, "block_size", parse_size("block_size", self.block_size))
+        object.__setattr__(self, "blocks_per_batch", _positive_int("blocks_per_batch", self.blocks_per_batch))
+        object.__setattr__(self, "scan_interval", parse_seconds("scan_interval", self.scan_interval))
+        object.__setattr__(self, "settle", parse_seconds("settle", self.settle))
+        object.__setattr__(
+            self, "watermark_slack", parse_seconds("watermark_slack", self.watermark_slack, allow_none=True)
+        )
+
+    def accepts(self, name: str) -> bool:
+        """Whether a file name passes the hidden/temporary filter and the pattern."""
+        if name.startswith((".", "_")) or name.endswith(TEMPORARY_SUFFIXES):
+            return False
+        return self.pattern is None or re.fullmatch(self.pattern, name) is not None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> "SplitterConfig":
+        """Build from Spark's string options (``path``/``paths`` comma-separated)."""
+        opts = {k.lower(): v for k, v in options.items()}
+        raw_paths = opts.pop("paths", None) or opts.pop("path", None)
+        if not raw_paths:
+            raise ValueError("option 'path' is missing: give .load(path) or .option('paths', 'a,b')")
+        kwargs: dict = {"paths": tuple(p.strip() for p in raw_paths.split(",") if p.strip())}
+        for name in ("recursive", "continuous", "strict"):
+            if name in opts:
+                kwargs[name] = _parse_bool(name, opts.pop(name))
+        for name in ("pattern", "block_size", "blocks_per_batch", "scan_interval", "settle"):
+            if name in opts:
+                kwargs[name] = opts.pop(name)
+        if "watermark_slack" in opts:
+            slack = opts.pop("watermark_slack")
+            kwargs["watermark_slack"] = None if slack.lower() == "none" else slack
+        storage = {k[len("storage.") :]: opts.pop(k) for k in list(opts) if k.startswith("storage.")}
+        if opts:
+            raise ValueError(f"unknown splitter option(s) {sorted(opts)}; known: {sorted(_OPTION_NAMES)}")
+        return cls(storage_options=storage, **kwargs)
+
+
+_OPTION_NAMES = {
+    "path", "paths", "recursive", "pattern", "block_size", "blocks_per_batch", "scan_interval",
+    "settle", "watermark_slack", "continuous", "strict", "storage.<fsspec option>",
+}
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    lowered = str(value).strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise ValueError(f"option {name}={value!r} must be true or false")

@@ -1,0 +1,78 @@
+"""The scanner: lists files and decides which are stable enough to read.
+
+A file is stable when two consecutive scans see the same size and mtime (a writer is
+probably done), or when its mtime is at least ``settle`` seconds before the scan.
+The scanner remembers only the previous scan's observations, never what was read:
+that belongs to ``SplitState``, which travels in the stream's offsets.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from datetime import datetime
+from typing import Callable, Iterator, Mapping
+
+import fsspec
+
+from storage.splitter.config import SplitterConfig
+
+#: ``path -> (size, mtime)`` as observed by one scan.
+Listing = Mapping[str, tuple[int, float]]
+
+
+def _mtime(info: Mapping) -> float:
+    """Modification time in epoch seconds from an fsspec ``info`` dict, whatever the backend calls it."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
+        value = info.get(key)
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, str):
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return 0.0
+
+
+class Scanner:
+    """Lists the configured paths and keeps the files that are stable."""
+
+    def __init__(self, config: SplitterConfig, fs: fsspec.AbstractFileSystem, roots: tuple[str, ...],
+                 clock: Callable[[], float]) -> None:
+        self._config = config
+        self._fs = fs
+        self._roots = roots
+        self._clock = clock
+        self._previous: dict[str, tuple[int, float]] = {}
+        self._only: frozenset[str] | None = None
+
+    def freeze(self) -> None:
+        """From now on list only the files seen so far (bounded reads ignore later files)."""
+        if self._only is None:
+            self._only = frozenset(self._previous)
+
+    def _walk(self) -> Iterator[tuple[str, Mapping]]:
+        for root in self._roots:
+            if self._fs.isfile(root):
+                yield root, self._fs.info(root)
+                continue
+            found = self._fs.find(root, maxdepth=None if self._config.recursive else 1, detail=True)
+            for path, info in found.items():
+                relative = posixpath.relpath(path, root)
+                hidden_dir = any(part.startswith((".", "_")) for part in relative.split("/")[:-1])
+                if info.get("type") == "file" and not hidden_dir:
+                    yield path, info
+
+    def scan(self) -> Listing:
+        """List now; return the stable files (those still being written wait for a later scan)."""
+        now = self._clock()
+        observed: dict[str, tuple[int, float]] = {}
+        for path, info in self._walk():
+            if self._config.accepts(posixpath.basename(path)) and (self._only is None or path in self._only):
+                observed[path] = (int(info["size"]), _mtime(info))
+        stable = {
+            path: seen
+            for path, seen in observed.items()
+            if self._previous.get(path) == seen or seen[1] <= now - self._config.settle
+        }
+        self._previous = observed
+        return stable

@@ -1,0 +1,156 @@
+"""``FileSplitter``: scanner, state and block readers behind one object.
+
+For pandas, ``blocks()`` hands out the next non-overlapping blocks and ``read_lines()``
+reads them; for Spark, ``read_stream(spark)`` gives a streaming DataFrame through the
+Python Data Source in ``storage.splitter.spark_source`` (pyspark >= 4.0).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import fsspec
+import pandas as pd
+
+from storage.splitter.config import Seconds, Size, SplitterConfig
+from storage.splitter.metadata import BlockMetadata, FileMetadata, blocks_frame, blocks_from_frame, files_frame
+from storage.splitter.readers import read_lines
+from storage.splitter.scanner import Listing, Scanner
+from storage.splitter.state import SplitState
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def open_filesystem(config: SplitterConfig) -> tuple[fsspec.AbstractFileSystem, tuple[str, ...]]:
+    """The one fsspec filesystem of all ``paths`` and the paths in its own form; checks they exist."""
+    fs, _, roots = fsspec.core.get_fs_token_paths(list(config.paths), storage_options=dict(config.storage_options))
+    for given, root in zip(config.paths, roots):
+        if not fs.exists(root):
+            raise FileNotFoundError(f"paths: {given!r} does not exist; create it or fix the path")
+    return fs, tuple(roots)
+
+
+class FileSplitter:
+    """Discovers files under ``paths`` and hands out their blocks exactly once.
+
+    See ``SplitterConfig`` for the parameters. ``clock`` (epoch seconds) is injectable
+    so tests control the scan interval and the settle time.
+    """
+
+    def __init__(
+        self,
+        paths: str | Sequence[str],
+        *,
+        recursive: bool = True,
+        pattern: str | None = None,
+        block_size: Size = 64 * 1024 * 1024,
+        blocks_per_batch: int = 16,
+        scan_interval: Seconds = 10.0,
+        settle: Seconds = 2.0,
+        watermark_slack: Seconds | None = 3600.0,
+        continuous: bool = True,
+        strict: bool = False,
+        storage_options: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        config = SplitterConfig(
+            paths=paths, recursive=recursive, pattern=pattern, block_size=block_size,  # type: ignore[arg-type]
+            blocks_per_batch=blocks_per_batch, scan_interval=scan_interval, settle=settle,  # type: ignore[arg-type]
+            watermark_slack=watermark_slack, continuous=continuous, strict=strict,  # type: ignore[arg-type]
+            storage_options=dict(storage_options or {}),
+        )
+        self._init(config, clock)
+
+    @classmethod
+    def from_config(cls, config: SplitterConfig, clock: Callable[[], float] = time.time) -> "FileSplitter":
+        splitter = cls.__new__(cls)
+        splitter._init(config, clock)
+        return splitter
+
+    def _init(self, config: SplitterConfig, clock: Callable[[], float]) -> None:
+        self.config = config
+        self.fs, roots = open_filesystem(config)
+        self._clock = clock
+        self._scanner = Scanner(config, self.fs, roots, clock)
+        self._state = SplitState()
+        self._stable: Listing = {}
+        self._last_scan: float | None = None
+        self._scan_requested = True
+
+    def __repr__(self) -> str:
+        return f"FileSplitter({self.config!r})"
+
+    # -- scanning -----------------------------------------------------------------------------
+
+    def trigger_scan(self) -> None:
+        """Scan at the next ``blocks()`` call instead of waiting for ``scan_interval``."""
+        self._scan_requested = True
+
+    def _scan_if_due(self) -> None:
+        now = self._clock()
+        due = self._last_scan is None or now - self._last_scan >= self.config.scan_interval
+        if self._scan_requested or due:
+            self._stable = self._scanner.scan()
+            self._last_scan = now
+            self._scan_requested = False
+            if not self.config.continuous:
+                self.freeze()
+
+    def freeze(self) -> None:
+        """Read only the files known now (listed at least once); later files are ignored."""
+        if self._last_scan is None:
+            self._scan_if_due()
+        self._scanner.freeze()
+
+    # -- handing out blocks -------------------------------------------------------------------
+
+    def next_blocks(self, limit: int | None) -> list[BlockMetadata]:
+        """Scan if due, then hand out up to ``limit`` blocks never handed out before (all if ``None``)."""
+        self._scan_if_due()
+        return self._state.take(self._stable, self.config.block_size, limit, self.config.watermark_slack)
+
+    def blocks(self, limit: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The next blocks (at most ``limit``, default ``blocks_per_batch``) as (files, blocks) frames."""
+        taken = self.next_blocks(limit or self.config.blocks_per_batch)
+        segments: dict[tuple[str, int], BlockMetadata] = {}
+        for block in taken:
+            segments.setdefault((block.path, block.segment_start), block)
+        files = [
+            FileMetadata(b.path, b.segment_end, self._state_mtime(b.path), b.segment_start, self.config.block_size)
+            for b in segments.values()
+        ]
+        return files_frame(files), blocks_frame(taken)
+
+    def _state_mtime(self, path: str) -> float:
+        entry = self._state.files.get(path)
+        return entry.mtime if entry is not None else self._stable.get(path, (0, 0.0))[1]
+
+    def read_lines(self, blocks: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Lines of the given blocks frame; without one, of every block available now."""
+        chosen = blocks_from_frame(blocks) if blocks is not None else self.next_blocks(None)
+        return read_lines(self.fs, chosen, strict=self.config.strict)
+
+    @property
+    def remembered(self) -> int:
+        """How many files the state remembers (bounded by the watermark slack)."""
+        return len(self._state.files)
+
+    # -- state, for offsets -------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        return self._state.to_json()
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a saved state; the next call lists the files again."""
+        self._state = SplitState.from_json(state)
+        self._scan_requested = True
+
+    # -- Spark --------------------------------------------------------------------------------
+
+    def read_stream(self, spark: "SparkSession") -> "DataFrame":
+        """A streaming DataFrame (``value``, ``path``, ``block_id``, ``offset``) through this configuration."""
+        from storage.splitter.spark_source import read_stream
+
+        return read_stream(spark, self.config)

@@ -1,0 +1,185 @@
+"""Scanner and hand-out: recursion, regex, stability, growth, new files, bounded memory, bad input."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from storage import FileSplitter
+from storage.splitter import SplitterConfig
+
+
+class Clock:
+    """A settable clock, so scan intervals and settle times never depend on the wall."""
+
+    def __init__(self) -> None:
+        self.now = time.time() + 1  # files written by the test are older than "now"
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def write(path, text: str, mtime: float | None = None) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+    return str(path)
+
+
+def all_lines(splitter: FileSplitter) -> list[str]:
+    return sorted(splitter.read_lines()["value"])
+
+
+def test_recursion_hidden_and_temporary_files(tmp_path):
+    write(tmp_path / "a.txt", "a\n")
+    write(tmp_path / "sub" / "b.txt", "b\n")
+    write(tmp_path / ".hidden.txt", "h\n")
+    write(tmp_path / "_SUCCESS", "s\n")
+    write(tmp_path / "c.txt.tmp", "t\n")
+    write(tmp_path / ".git" / "d.txt", "g\n")
+    assert all_lines(FileSplitter(str(tmp_path), settle=0)) == ["a", "b"]
+    assert all_lines(FileSplitter(str(tmp_path), recursive=False, settle=0)) == ["a"]
+
+
+def test_regex_matches_whole_file_name(tmp_path):
+    write(tmp_path / "x.log", "log\n")
+    write(tmp_path / "x.log.1", "rotated\n")
+    write(tmp_path / "y.csv", "csv\n")
+    assert all_lines(FileSplitter(str(tmp_path), pattern=r".*\.log", settle=0)) == ["log"]
+
+
+def test_several_paths_including_a_single_file(tmp_path):
+    one = write(tmp_path / "d1" / "a.txt", "a\n")
+    write(tmp_path / "d2" / "b.txt", "b\n")
+    assert all_lines(FileSplitter([one, str(tmp_path / "d2")], settle=0)) == ["a", "b"]
+
+
+def test_file_being_written_waits_until_stable_then_growth_offers_new_bytes_only(tmp_path):
+    clock = Clock()
+    path = tmp_path / "grow.txt"
+    write(path, "one\n", mtime=clock.now)
+    splitter = FileSplitter(str(tmp_path), settle=60, scan_interval=5, clock=clock)
+    assert splitter.read_lines().empty  # first sight, mtime is fresh: it may still be written
+    clock.now += 5
+    assert splitter.read_lines()["value"].tolist() == ["one"]  # unchanged across two scans
+    with open(path, "a") as f:
+        f.write("two\nthree\n")
+    os.utime(path, (clock.now, clock.now))
+    clock.now += 5
+    assert splitter.read_lines().empty  # size changed since the last scan: wait
+    clock.now += 5
+    frame = splitter.read_lines()
+    assert frame["value"].tolist() == ["two", "three"]
+    assert frame["offset"].tolist() == [4, 8]
+
+
+def test_files_added_while_running_need_a_scan(tmp_path):
+    clock = Clock()
+    write(tmp_path / "a.txt", "a\n")
+    splitter = FileSplitter(str(tmp_path), settle=0, scan_interval=30, clock=clock)
+    assert all_lines(splitter) == ["a"]
+    write(tmp_path / "b.txt", "b\n")
+    assert splitter.read_lines().empty  # the interval has not passed: no new listing
+    splitter.trigger_scan()
+    assert all_lines(splitter) == ["b"]
+    write(tmp_path / "c.txt", "c\n")
+    clock.now += 30
+    assert all_lines(splitter) == ["c"]
+    assert splitter.read_lines().empty  # nothing is handed out twice
+
+
+def test_bounded_mode_ignores_files_that_appear_later(tmp_path):
+    write(tmp_path / "a.txt", "a\n")
+    splitter = FileSplitter(str(tmp_path), settle=0, scan_interval=0, continuous=False)
+    assert all_lines(splitter) == ["a"]
+    write(tmp_path / "b.txt", "b\n")
+    assert splitter.read_lines().empty
+
+
+def test_blocks_are_handed_out_lazily_and_never_twice(tmp_path):
+    write(tmp_path / "big.txt", "".join(f"line {i}\n" for i in range(1000)))  # 8890 bytes
+    splitter = FileSplitter(str(tmp_path), block_size=100, blocks_per_batch=7, settle=0)
+    seen, lines = [], []
+    while True:
+        files, blocks = splitter.blocks()
+        if blocks.empty:
+            break
+        assert len(blocks) <= 7
+        assert files["block_count"].iloc[0] == 89  # the whole segment, described without listing it
+        seen.extend(blocks["block_id"])
+        lines.extend(splitter.read_lines(blocks)["value"])
+    assert seen == list(range(89))
+    assert lines == [f"line {i}" for i in range(1000)]
+
+
+def test_remembered_files_stay_bounded_by_the_watermark(tmp_path):
+    clock = Clock()
+    splitter = FileSplitter(str(tmp_path), settle=0, scan_interval=0, watermark_slack=150, clock=clock)
+    for i in range(20):  # a directory that keeps growing, one file every 100 s
+        write(tmp_path / f"f{i:02}.txt", f"{i}\n", mtime=clock.now)
+        assert splitter.read_lines()["value"].tolist() == [str(i)]
+        assert splitter.remembered <= 2  # only files within 150 s of the newest are remembered
+        clock.now += 100
+    # A late file older than the watermark minus the slack is treated as already read: the trade-off.
+    write(tmp_path / "late.txt", "late\n", mtime=clock.now - 1000)
+    write(tmp_path / "new.txt", "new\n", mtime=clock.now)
+    assert splitter.read_lines()["value"].tolist() == ["new"]
+
+
+def test_without_slack_every_file_is_remembered(tmp_path):
+    for i in range(5):
+        write(tmp_path / f"f{i}.txt", f"{i}\n", mtime=1000.0 + i * 1000)
+    splitter = FileSplitter(str(tmp_path), settle=0, watermark_slack=None)
+    assert len(splitter.read_lines()) == 5
+    assert splitter.remembered == 5
+
+
+def test_state_round_trip_resumes_mid_file(tmp_path):
+    write(tmp_path / "a.txt", "".join(f"{i}\n" for i in range(100)))
+    first = FileSplitter(str(tmp_path), block_size=16, blocks_per_batch=3, settle=0)
+    head = first.read_lines(first.blocks()[1])
+    second = FileSplitter(str(tmp_path), block_size=16, settle=0)
+    second.restore(first.state())
+    assert second.state() == first.state()
+    rest = second.read_lines()
+    assert list(head["value"]) + list(rest["value"]) == [str(i) for i in range(100)]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"pattern": "(unclosed"}, r"pattern='\(unclosed' is not a valid regular expression"),
+        ({"block_size": 0}, r"block_size=0 must be positive"),
+        ({"block_size": -5}, r"block_size=-5 must be positive"),
+        ({"block_size": "lots"}, r"block_size='lots' is not a size"),
+        ({"blocks_per_batch": 0}, r"blocks_per_batch=0 must be a positive integer"),
+        ({"scan_interval": -1}, r"scan_interval=-1 must be zero or more seconds"),
+        ({"watermark_slack": "soon"}, r"watermark_slack='soon' must be a number of seconds"),
+    ],
+)
+def test_bad_parameters_name_the_parameter_and_value(tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        FileSplitter(str(tmp_path), **kwargs)
+
+
+def test_missing_path_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"paths: '.*nope' does not exist"):
+        FileSplitter([str(tmp_path), str(tmp_path / "nope")])
+
+
+def test_block_size_accepts_units():
+    assert SplitterConfig(paths=("x",), block_size="2MB").block_size == 2 * 1024 * 1024
+
+
+def test_spark_options_are_parsed_and_unknown_ones_refused():
+    config = SplitterConfig.from_options({"path": "/a,/b", "blocks_per_batch": "2", "recursive": "false",
+                                          "watermark_slack": "none"})
+    assert config.paths == ("/a", "/b") and config.blocks_per_batch == 2
+    assert config.recursive is False and config.watermark_slack is None
+    with pytest.raises(ValueError, match=r"unknown splitter option\(s\) \['blocksize'\]"):
+        SplitterConfig.from_options({"path": "/a", "blockSize": "1"})
+    with pytest.raises(ValueError, match="option 'path' is missing"):
+        SplitterConfig.from_options({})
