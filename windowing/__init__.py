@@ -1,0 +1,8 @@
+"""Event-time windowing with Beam semantics: the builder, TestStream, the engine and its runners."""
+
+from .api import Windowed, windowed
+from .errors import WindowingConfigError
+from .runners.pandas import WindowedResult
+from .test_stream import TestStream
+
+__all__ = ["windowed", "Windowed", "TestStream", "WindowedResult", "WindowingConfigError"]

@@ -1,0 +1,107 @@
+"""The `Accumulation` interface: how a window's state absorbs elements.
+
+Every accumulation has the scalar interface of the seed operator
+(`default_accumulated_value`, `accumulate`, `merge`, `get_output`,
+`get_retraction`). An accumulation may also declare a vectorized path: its
+accumulator is then a fixed set of numeric *fields*, each combined by one of
+the reductions pandas' groupby runs in compiled code (``sum``, ``min``,
+``max``). The engine uses that path to aggregate a whole step of many keys and
+windows in one groupby instead of a Python call per element.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Generic, Literal, Mapping, TypeVar
+
+import numpy as np
+import pandas as pd
+
+In = TypeVar("In")
+Acc = TypeVar("Acc")
+Out = TypeVar("Out")
+
+Reduction = Literal["sum", "min", "max"]
+
+
+class Accumulation(ABC, Generic[In, Acc, Out]):
+    """Folds the values of one window into an accumulator and reads it out.
+
+    ``column`` names the input column the accumulation reads; ``None`` means
+    it needs no column (``Count``) and receives ``None`` per element.
+    """
+
+    column: str | None = None
+
+    @abstractmethod
+    def default_accumulated_value(self) -> Acc:
+        """The accumulator of an empty window (also after a discarding firing)."""
+
+    @abstractmethod
+    def accumulate(self, accumulated: Acc, value: In) -> Acc:
+        """Return the accumulator with one more element; may mutate and return it."""
+
+    @abstractmethod
+    def merge(self, accumulated1: Acc, accumulated2: Acc) -> Acc:
+        """Combine two accumulators (session merging, combining partial results)."""
+
+    @abstractmethod
+    def get_output(self, accumulated: Acc) -> Out:
+        """The value a pane carries."""
+
+    def get_retraction(self, output: Out) -> Out:
+        """What a downstream additive consumer applies to undo ``output``.
+
+        The engine's retraction rows carry the previous output itself (with
+        ``is_retraction`` true); this method is for consumers that fold panes
+        into a running total. The default returns the output unchanged.
+        """
+        return output
+
+    # ---- the optional vectorized path -------------------------------------------------
+
+    def vector_fields(self) -> Mapping[str, Reduction] | None:
+        """Field name -> reduction, or None when there is no vectorized path."""
+        return None
+
+    def vector_defaults(self, dtype: np.dtype) -> dict[str, Any]:
+        """The fields of an empty accumulator, for an input column of ``dtype``."""
+        raise NotImplementedError
+
+    def vector_lift(self, values: pd.Series) -> dict[str, np.ndarray]:
+        """One accumulator per element, as field arrays (reduced by group afterwards)."""
+        raise NotImplementedError
+
+    def vector_output(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The output of many accumulators at once."""
+        raise NotImplementedError
+
+    def accumulate_all(self, accumulated: Acc, values) -> Acc:
+        """Fold many values; the slow path's inner loop."""
+        for value in values:
+            accumulated = self.accumulate(accumulated, value)
+        return accumulated
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.column!r})" if self.column else f"{type(self).__name__}()"
+
+
+class MergeAccumulation(Accumulation[Any, Acc, Out]):
+    """An accumulation over two streams (the seed's WindowedMergeOperator).
+
+    Elements arrive as ``(side, value)`` pairs, side 0 for the left stream and
+    1 for the right; ``accumulate`` routes them to ``accumulate_left`` or
+    ``accumulate_right``.
+    """
+
+    @abstractmethod
+    def accumulate_left(self, accumulated: Acc, value: Any) -> Acc: ...
+
+    @abstractmethod
+    def accumulate_right(self, accumulated: Acc, value: Any) -> Acc: ...
+
+    def accumulate(self, accumulated: Acc, value: tuple[int, Any]) -> Acc:
+        side, item = value
+        if side == 0:
+            return self.accumulate_left(accumulated, item)
+        return self.accumulate_right(accumulated, item)

@@ -1,0 +1,173 @@
+"""The trigger protocol: Beam's trigger state machines, evaluated column-wise.
+
+A trigger holds no state of its own. Its state lives in columns of the
+engine's window table, one row per (key, window), behind a
+`TriggerContext` whose prefix is unique per nested trigger (as Beam's
+``NestedContext``). Every method works on a boolean mask ``rows`` over all
+windows at once, so one step of many keys costs a few numpy operations per
+trigger node rather than a Python call per window. Methods touch only the
+rows in the mask.
+
+The methods mirror Beam's ``TriggerFn``: ``on_elements`` (Beam's
+``on_element``, with the number of elements a window received in the step),
+``merge`` (``on_merge``), ``should_fire``, ``on_fire`` (returns where the
+trigger finished) and ``reset``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+NO_TIME = np.iinfo(np.int64).max
+"""Timer value meaning "no timer set"; also the end of time."""
+
+Merge = Literal["sum", "min", "max", "any", "all"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of trigger state: its dtype, its value in a fresh window, how merges combine it."""
+
+    dtype: Any
+    default: Any
+    merge: Merge
+
+
+class TriggerContext:
+    """The trigger state of a set of windows, seen through one trigger's prefix.
+
+    ``columns`` is shared by every nested context; ``end`` holds the window
+    ends, ``watermark`` and ``processing_time`` the step's times.
+    ``force_emit`` marks windows whose firing must emit a pane even when no
+    element arrived since the last one (the seed operator's periodic firings).
+    """
+
+    def __init__(self, columns: dict[str, np.ndarray], end: np.ndarray, watermark: int,
+                 processing_time: int, prefix: str = "t.", force_emit: np.ndarray | None = None):
+        self.columns = columns
+        self.end = end
+        self.watermark = watermark
+        self.processing_time = processing_time
+        self.prefix = prefix
+        self.force_emit = np.zeros(len(end), dtype=bool) if force_emit is None else force_emit
+
+    def __len__(self) -> int:
+        return len(self.end)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[self.prefix + name]
+
+    def __setitem__(self, name: str, value: np.ndarray) -> None:
+        self.columns[self.prefix + name] = value
+
+    def sub(self, tag: str) -> "TriggerContext":
+        return TriggerContext(self.columns, self.end, self.watermark, self.processing_time,
+                              f"{self.prefix}{tag}.", self.force_emit)
+
+    def late(self) -> np.ndarray:
+        """Windows whose end the watermark has reached (Beam: ``watermark >= window.end``)."""
+        return self.end <= self.watermark
+
+    def put(self, name: str, rows: np.ndarray, value: Any) -> None:
+        """Set column ``name`` to ``value`` (scalar or full-length array) on ``rows``."""
+        column = self[name].copy()
+        column[rows] = value[rows] if isinstance(value, np.ndarray) else value
+        self[name] = column
+
+
+def reduce_groups(values: np.ndarray, groups: np.ndarray, n_groups: int, how: Merge) -> np.ndarray:
+    """Combine ``values`` of rows that share a group id; one result per group."""
+    if how in ("sum", "any"):
+        if values.dtype == bool:
+            return np.bincount(groups, weights=values, minlength=n_groups) > 0
+        out = np.zeros(n_groups, dtype=values.dtype)
+        np.add.at(out, groups, values)
+        return out
+    if how == "all":
+        return np.bincount(groups, weights=~values, minlength=n_groups) == 0
+    if how == "min":
+        out = np.full(n_groups, np.iinfo(np.int64).max if values.dtype.kind == "i" else np.inf, dtype=values.dtype)
+        np.minimum.at(out, groups, values)
+        return out
+    out = np.full(n_groups, np.iinfo(np.int64).min if values.dtype.kind == "i" else -np.inf, dtype=values.dtype)
+    np.maximum.at(out, groups, values)
+    return out
+
+
+class Trigger(ABC):
+    """Decides when a window fires. Subclasses are immutable values."""
+
+    children: tuple["Trigger", ...] = ()
+
+    # ---- state layout ------------------------------------------------------------------
+
+    def own_columns(self) -> dict[str, Column]:
+        return {}
+
+    def columns(self, prefix: str = "t.") -> dict[str, Column]:
+        """Every state column of this trigger and its children, by full name."""
+        out = {prefix + name: col for name, col in self.own_columns().items()}
+        for i, child in enumerate(self.children):
+            out.update(child.columns(f"{prefix}{i}."))
+        return out
+
+    def fresh_state(self, n: int) -> dict[str, np.ndarray]:
+        return {name: np.full(n, col.default, dtype=col.dtype) for name, col in self.columns().items()}
+
+    # ---- the state machine ---------------------------------------------------------------
+
+    def on_elements(self, ctx: TriggerContext, rows: np.ndarray, counts: np.ndarray) -> None:
+        """``counts[i]`` elements arrived in window ``i`` this step (rows with counts > 0)."""
+        for i, child in enumerate(self.children):
+            child.on_elements(ctx.sub(str(i)), rows, counts)
+
+    @abstractmethod
+    def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
+        """Where the trigger would fire now; False outside ``rows``."""
+
+    @abstractmethod
+    def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
+        """Record a firing on ``rows``; return where the trigger is now finished."""
+
+    def reset(self, ctx: TriggerContext, rows: np.ndarray) -> None:
+        """Forget the pane in progress (Beam ``reset``/``clear``) on ``rows``."""
+        for name, col in self.own_columns().items():
+            ctx.put(name, rows, col.default)
+        for i, child in enumerate(self.children):
+            child.reset(ctx.sub(str(i)), rows)
+
+    def merge(self, src: TriggerContext, groups: np.ndarray, dst: TriggerContext) -> None:
+        """Fill ``dst`` (one row per merged window) from the merged-away windows in ``src``.
+
+        ``groups[i]`` is the row of ``dst`` that source row ``i`` merges into;
+        ``dst.end`` already holds the merged windows' ends.
+        """
+        for name, col in self.own_columns().items():
+            dst[name] = reduce_groups(src[name], groups, len(dst), col.merge).astype(col.dtype)
+        for i, child in enumerate(self.children):
+            child.merge(src.sub(str(i)), groups, dst.sub(str(i)))
+
+    def next_processing_time(self, ctx: TriggerContext) -> np.ndarray:
+        """Earliest processing time at which ``should_fire`` may turn true; NO_TIME if none."""
+        out = np.full(len(ctx), NO_TIME, dtype=np.int64)
+        for i, child in enumerate(self.children):
+            out = np.minimum(out, child.next_processing_time(ctx.sub(str(i))))
+        return out
+
+    def durations(self) -> list[tuple[str, Any]]:
+        """(parameter, duration) pairs to convert into the time column's unit before running."""
+        return [d for child in self.children for d in child.durations()]
+
+    def resolve(self, to_internal) -> "Trigger":
+        """A copy whose durations are integers in the engine's time unit."""
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and repr(self) == repr(other)
+
+    def __hash__(self) -> int:
+        return hash(repr(self))

@@ -1,0 +1,161 @@
+"""The fluent builder: ``windowed(source, time=..., key=...)`` and its steps.
+
+Every step returns a new builder; nothing runs until ``aggregate`` (or
+``run``). ``repr`` shows the chain that made the builder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from accumulations import Accumulation
+from triggers import AccumulationMode, Default, Trigger, parse_duration
+
+from .errors import WindowingConfigError
+
+RESERVED = ("window_start", "window_end", "timing", "pane_index", "is_retraction", "step")
+
+
+@dataclass(frozen=True)
+class WindowChoice:
+    kind: str  # "global" | "fixed" | "sliding" | "sessions"
+    size: Any = None
+    every: Any = None
+    offset: Any = 0
+
+
+@dataclass(frozen=True)
+class Windowed:
+    """A windowed pipeline under construction (see ``windowed``)."""
+
+    source: Any
+    time: str | Callable[[Any], Any]
+    key: tuple[str, ...] | None
+    window: WindowChoice = WindowChoice("global")
+    lateness: Any = 0
+    trigger_: Trigger = field(default_factory=Default)
+    mode: AccumulationMode = AccumulationMode.DISCARDING
+    only_updated: bool = False
+    watermark_delay: Any = None
+    steps: tuple[str, ...] = ()
+
+    def _with(self, call: str, **changes) -> "Windowed":
+        return dataclasses.replace(self, steps=self.steps + (call,), **changes)
+
+    # ---- windows ---------------------------------------------------------------------------
+    def global_window(self) -> "Windowed":
+        """One window for all time: it fires at the end of input (or as the trigger says)."""
+        return self._with(".global_window()", window=WindowChoice("global"))
+
+    def fixed(self, size: Any, offset: Any = 0) -> "Windowed":
+        """Tumbling windows ``[offset + k*size, offset + (k+1)*size)``."""
+        parse_duration("fixed(size)", size)
+        parse_duration("fixed(offset)", offset, allow_zero=True)
+        return self._with(f".fixed({size!r})", window=WindowChoice("fixed", size, offset=offset))
+
+    def sliding(self, size: Any, every: Any, offset: Any = 0) -> "Windowed":
+        """Windows of ``size`` starting every ``every``; ``every`` must divide ``size``."""
+        parse_duration("sliding(size)", size)
+        parse_duration("sliding(every)", every)
+        parse_duration("sliding(offset)", offset, allow_zero=True)
+        return self._with(f".sliding({size!r}, every={every!r})", window=WindowChoice("sliding", size, every, offset))
+
+    def sessions(self, gap: Any) -> "Windowed":
+        """Session windows per key: elements less than ``gap`` apart share a session."""
+        parse_duration("sessions(gap)", gap)
+        return self._with(f".sessions({gap!r})", window=WindowChoice("sessions", gap))
+
+    # ---- time ------------------------------------------------------------------------------
+    def allowed_lateness(self, lateness: Any) -> "Windowed":
+        """How long after the watermark passes a window's end it still accepts elements."""
+        parse_duration("allowed_lateness(lateness)", lateness, allow_zero=True)
+        return self._with(f".allowed_lateness({lateness!r})", lateness=lateness)
+
+    def watermark(self, delay: Any) -> "Windowed":
+        """Derive the watermark as the largest event time seen minus ``delay``."""
+        parse_duration("watermark(delay)", delay, allow_zero=True)
+        return self._with(f".watermark({delay!r})", watermark_delay=delay)
+
+    # ---- triggering --------------------------------------------------------------------------
+    def trigger(self, trigger: Trigger) -> "Windowed":
+        if not isinstance(trigger, Trigger):
+            raise WindowingConfigError(f"trigger(trigger={trigger!r}) is not a trigger; give e.g. AtWatermark() or AfterCount(10)")
+        return self._with(f".trigger({trigger!r})", trigger_=trigger)
+
+    def discarding(self) -> "Windowed":
+        return self._with(".discarding()", mode=AccumulationMode.DISCARDING)
+
+    def accumulating(self) -> "Windowed":
+        return self._with(".accumulating()", mode=AccumulationMode.ACCUMULATING)
+
+    def accumulating_and_retracting(self) -> "Windowed":
+        return self._with(".accumulating_and_retracting()", mode=AccumulationMode.ACCUMULATING_AND_RETRACTING)
+
+    def fire_only_updated_panes(self) -> "Windowed":
+        """Skip a firing whose value equals the window's previous pane."""
+        return self._with(".fire_only_updated_panes()", only_updated=True)
+
+    # ---- running -----------------------------------------------------------------------------
+    def aggregate(self, *accumulations: Accumulation, **named: Accumulation):
+        """Run the pipeline; return every pane fired (a DataFrame of the source's kind)."""
+        return self.run(*accumulations, **named).panes
+
+    def run(self, *accumulations: Accumulation, **named: Accumulation):
+        """Run the pipeline; return panes and the dropped elements (``late_data``).
+
+        For a Spark source the result is the Spark DataFrame of panes.
+        """
+        aggregations = self._aggregations(accumulations, named)
+        if _is_spark(self.source):
+            from .runners.spark import run_spark
+            return run_spark(self, aggregations)
+        from .runners.pandas import run_pandas
+        return run_pandas(self, aggregations)
+
+    def _aggregations(self, positional: Sequence[Accumulation], named: dict[str, Accumulation]) -> tuple[tuple[str, Accumulation], ...]:
+        if len(positional) > 1:
+            raise WindowingConfigError(
+                f"aggregate() got {len(positional)} unnamed accumulations; name them, e.g. aggregate(total=Sum('x'), n=Count())")
+        pairs = ([("value", positional[0])] if positional else []) + list(named.items())
+        if not pairs:
+            raise WindowingConfigError("aggregate() needs an accumulation, e.g. aggregate(Sum('amount'))")
+        for name, acc in pairs:
+            if not isinstance(acc, Accumulation):
+                raise WindowingConfigError(f"aggregate({name}={acc!r}) is not an Accumulation; give e.g. Sum('amount')")
+            if name in RESERVED or name in (self.key or ()):
+                raise WindowingConfigError(f"aggregate({name}=...) clashes with the output column {name!r}; choose another name")
+        if self.only_updated and self.mode is AccumulationMode.DISCARDING:
+            raise WindowingConfigError(
+                "fire_only_updated_panes() with discarding(): every discarding pane starts empty, so 'unchanged' "
+                "has no meaning; use accumulating() or accumulating_and_retracting()")
+        return tuple(pairs)
+
+    def __repr__(self) -> str:
+        key = f", key={list(self.key) if self.key and len(self.key) > 1 else (self.key[0] if self.key else None)!r}"
+        return f"windowed(<{type(self.source).__name__}>, time={self.time!r}{key})" + "".join(self.steps)
+
+
+def _is_spark(source: Any) -> bool:
+    return type(source).__module__.startswith("pyspark.")
+
+
+def windowed(source: Any, time: str | Callable[[Any], Any] = "ts", key: str | Sequence[str] | None = None) -> Windowed:
+    """Start a windowed pipeline over ``source`` (pandas DataFrame, TestStream or Spark DataFrame).
+
+    ``time`` names the event-time column, or is a function of the DataFrame
+    returning the event times (pandas only). ``key`` is a column, a list of
+    columns, or None (not keyed: one group).
+    """
+    if not (isinstance(time, str) and time) and not callable(time):
+        raise WindowingConfigError(f"windowed(time={time!r}): give the event-time column's name or a function of the DataFrame")
+    if key is None:
+        keys = None
+    elif isinstance(key, str):
+        keys = (key,)
+    elif isinstance(key, (list, tuple)) and key and all(isinstance(k, str) for k in key):
+        keys = tuple(key)
+    else:
+        raise WindowingConfigError(f"windowed(key={key!r}): give a column name, a list of column names, or None")
+    return Windowed(source=source, time=time, key=keys)

@@ -1,0 +1,515 @@
+"""The runner-agnostic engine step, vectorized across keys and windows.
+
+``step(spec, state, elements, watermark, processing_time)`` takes the window
+table of any number of keys and the new elements of a step, and returns the
+panes that fired, the new window table and the elements it dropped. Runners
+call it once per step (pandas), or once per bucket of keys and micro-batch
+(Spark). It never reads a clock: watermark and processing time come in.
+
+The window table has one row per (key, window) with columns:
+
+==================  ==========================================================
+``_k0`` ...         the key (one column per key column; a constant if not keyed)
+``start``, ``end``  the window, int64, end exclusive
+``on_time_done``    the watermark has passed ``end`` (no ON_TIME pane to come)
+``closed``          the root trigger finished: elements are dropped until purge
+``n_pending``       elements since the last firing (0: the pane is empty)
+``pane_index``      panes emitted so far (the next pane's index)
+``emitted``         a pane was emitted, so ``o<i>`` and ``last_timing`` are set
+``last_timing``     timing code of the last pane (for its retraction row)
+``a<i>.<field>``    vectorized accumulator fields of aggregation ``i``
+``a<i>``            Python accumulator of aggregation ``i`` (slow path)
+``o<i>``            the last emitted output of aggregation ``i``
+``t.<...>``         trigger state columns (see `triggers.base`)
+==================  ==========================================================
+
+One step, as Beam's ReduceFnRunner does it per window but for all windows
+at once: assign windows; drop elements whose window is past the lateness
+horizon; aggregate the rest per (key, window); merge sessions (retracting
+the panes of merged-away windows); let the trigger see the new elements;
+evaluate every open window's trigger; emit panes (and retractions); fire a
+final pane for windows being garbage-collected that still hold unfired
+elements; purge windows past the horizon.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from accumulations import Accumulation
+from triggers import NO_TIME, AccumulationMode, Trigger, TriggerContext
+
+from .timeaxis import MAX_TIME, add_saturating
+from .windows import WindowFn
+
+TIMINGS = np.array(["EARLY", "ON_TIME", "LATE"], dtype=object)
+EARLY, ON_TIME, LATE = 0, 1, 2
+
+DROPPED_LATE = "beyond allowed lateness"
+DROPPED_CLOSED = "window closed (trigger finished)"
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """One output column: its name, its accumulation, and the dtype of its input column."""
+
+    name: str
+    accumulation: Accumulation
+    input_dtype: Any = None
+
+    @property
+    def vectorized(self) -> bool:
+        return self.accumulation.vector_fields() is not None
+
+    def field_defaults(self) -> dict[str, Any]:
+        return self.accumulation.vector_defaults(np.dtype(self.input_dtype or np.int64))
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """Everything the step needs, with durations already in the time axis's unit."""
+
+    windows: WindowFn
+    trigger: Trigger
+    mode: AccumulationMode
+    aggregations: tuple[Aggregation, ...]
+    allowed_lateness: int = 0
+    fire_only_updated: bool = False
+    n_keys: int = 1
+
+    @property
+    def key_columns(self) -> list[str]:
+        return [f"_k{i}" for i in range(self.n_keys)]
+
+
+@dataclass
+class StepResult:
+    panes: pd.DataFrame
+    state: pd.DataFrame
+    dropped: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Dropped element-window pairs: ``element`` (the index label in the step's
+    elements), ``start``, ``end`` and ``reason``."""
+
+
+# ---- the window table --------------------------------------------------------------------
+
+def empty_state(spec: EngineSpec, key_dtypes: list[Any] | None = None) -> pd.DataFrame:
+    """A window table with no windows, with the columns and dtypes of ``spec``."""
+    columns: dict[str, Any] = {}
+    for i, name in enumerate(spec.key_columns):
+        columns[name] = pd.Series([], dtype=(key_dtypes[i] if key_dtypes else object))
+    columns.update({
+        "start": np.array([], np.int64), "end": np.array([], np.int64),
+        "on_time_done": np.array([], bool), "closed": np.array([], bool),
+        "n_pending": np.array([], np.int64), "pane_index": np.array([], np.int64),
+        "emitted": np.array([], bool), "last_timing": np.array([], np.int8),
+    })
+    for i, agg in enumerate(spec.aggregations):
+        if agg.vectorized:
+            for fname, default in agg.field_defaults().items():
+                columns[f"a{i}.{fname}"] = np.array([], dtype=np.asarray(default).dtype)
+        else:
+            columns[f"a{i}"] = np.array([], dtype=object)
+        columns[f"o{i}"] = np.array([], dtype=object)
+    columns.update(spec.trigger.fresh_state(0))
+    return pd.DataFrame(columns)
+
+
+def _fresh_accumulators(spec: EngineSpec, n: int) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for i, agg in enumerate(spec.aggregations):
+        if agg.vectorized:
+            for fname, default in agg.field_defaults().items():
+                out[f"a{i}.{fname}"] = np.full(n, default, dtype=np.asarray(default).dtype)
+        else:
+            acc = agg.accumulation
+            out[f"a{i}"] = _object_array([acc.default_accumulated_value() for _ in range(n)])
+    return out
+
+
+def _object_array(values: list) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+# ---- accumulation over groups ---------------------------------------------------------------
+
+def _partial_accumulators(spec: EngineSpec, pairs: pd.DataFrame, group: np.ndarray, n_groups: int) -> dict[str, np.ndarray]:
+    """Accumulate the element-window pairs of each group from scratch."""
+    out: dict[str, np.ndarray] = {}
+    for i, agg in enumerate(spec.aggregations):
+        values = pairs[f"_v{i}"] if f"_v{i}" in pairs else pd.Series(np.zeros(len(pairs)))
+        if agg.vectorized:
+            lifted = pd.DataFrame(agg.accumulation.vector_lift(values.reset_index(drop=True)))
+            reduced = lifted.groupby(group, sort=True).agg(dict(agg.accumulation.vector_fields()))
+            for fname in lifted.columns:
+                out[f"a{i}.{fname}"] = reduced[fname].to_numpy()
+        else:
+            acc = agg.accumulation
+            by_group = pd.Series(values.to_numpy(), dtype=object).groupby(group, sort=True)
+            out[f"a{i}"] = _object_array(
+                [acc.accumulate_all(acc.default_accumulated_value(), list(vals)) for _, vals in by_group])
+    return out
+
+
+def _merge_accumulators(spec: EngineSpec, rows: dict[str, np.ndarray], group: np.ndarray, n_groups: int) -> dict[str, np.ndarray]:
+    """Merge the accumulators of rows that share a group (order of rows is kept)."""
+    out: dict[str, np.ndarray] = {}
+    for i, agg in enumerate(spec.aggregations):
+        if agg.vectorized:
+            frame = pd.DataFrame({f: rows[f"a{i}.{f}"] for f in agg.accumulation.vector_fields()})
+            reduced = frame.groupby(group, sort=True).agg(dict(agg.accumulation.vector_fields()))
+            for fname in frame.columns:
+                out[f"a{i}.{fname}"] = reduced[fname].to_numpy().astype(frame[fname].dtype)
+        else:
+            acc = agg.accumulation
+            merged: list[Any] = [None] * n_groups
+            seen = np.zeros(n_groups, dtype=bool)
+            for g, value in zip(group, rows[f"a{i}"]):
+                merged[g] = acc.merge(merged[g], value) if seen[g] else value
+                seen[g] = True
+            out[f"a{i}"] = _object_array(merged)
+    return out
+
+
+def _outputs(spec: EngineSpec, table: dict[str, np.ndarray], rows: np.ndarray) -> list[np.ndarray]:
+    """The current output of every aggregation on ``rows``."""
+    outs = []
+    for i, agg in enumerate(spec.aggregations):
+        if agg.vectorized:
+            fields = {f: table[f"a{i}.{f}"][rows] for f in agg.accumulation.vector_fields()}
+            outs.append(np.asarray(agg.accumulation.vector_output(fields)))
+        else:
+            acc = agg.accumulation
+            outs.append(_object_array([acc.get_output(a) for a in table[f"a{i}"][rows]]))
+    return outs
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        equal = a == b
+        if isinstance(equal, np.ndarray):
+            return bool(equal.all())
+        if equal:
+            return True
+    except (TypeError, ValueError):
+        return False
+    return bool(isinstance(a, float) and isinstance(b, float) and a != a and b != b)
+
+
+def _unchanged(new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    if new.dtype != object and len(old) and all(isinstance(v, (int, float, np.number)) for v in old[:1]):
+        old_num = np.asarray(list(old), dtype=new.dtype) if len(old) else old
+        equal = new == old_num
+        if new.dtype.kind == "f":
+            equal |= np.isnan(new) & np.isnan(old_num)
+        return equal
+    return np.array([_same(x, y) for x, y in zip(new, old)], dtype=bool)
+
+
+# ---- the step ----------------------------------------------------------------------------------
+
+def step(spec: EngineSpec, state: pd.DataFrame, elements: pd.DataFrame, watermark: int,
+         processing_time: int) -> StepResult:
+    """Advance the windows of many keys by one step.
+
+    ``elements`` has the key columns ``_k0``..., the int64 event time ``_t``
+    and one value column ``_v<i>`` per aggregation that reads a column. The
+    watermark is the one in force during the step: it decides which elements
+    are dropped and which windows fire.
+    """
+    keys = spec.key_columns
+    dropped: list[pd.DataFrame] = []
+    retractions: list[pd.DataFrame] = []
+
+    pairs = _assign(spec, elements, watermark, dropped)
+    partial = _aggregate_pairs(spec, pairs)
+    table, counts = _combine(spec, state, partial, pairs, watermark, dropped, retractions)
+
+    n = len(table["start"])
+    ctx = TriggerContext({k: v for k, v in table.items() if k.startswith("t.")}, table["end"],
+                         watermark, processing_time)
+    open_rows = ~table["closed"]
+    arrived = open_rows & (counts > 0)
+    if arrived.any():
+        spec.trigger.on_elements(ctx, arrived, counts)
+    fire = spec.trigger.should_fire(ctx, open_rows)
+    finished = spec.trigger.on_fire(ctx, fire) if fire.any() else np.zeros(n, dtype=bool)
+    table.update(ctx.columns)
+
+    horizon = add_saturating(table["end"], spec.allowed_lateness)
+    purge = horizon <= watermark
+    final = purge & open_rows & ~fire & (table["n_pending"] > 0)
+    panes = _emit(spec, table, fire, final, ctx.force_emit, watermark, retractions)
+
+    fired = fire | final
+    table["n_pending"] = np.where(fired, 0, table["n_pending"])
+    reset_acc = finished | (fire if spec.mode is AccumulationMode.DISCARDING else np.zeros(n, dtype=bool))
+    if reset_acc.any():
+        fresh = _fresh_accumulators(spec, int(reset_acc.sum()))
+        for name, values in fresh.items():
+            column = table[name].copy()
+            column[reset_acc] = values
+            table[name] = column
+    table["closed"] = table["closed"] | finished
+    table["on_time_done"] = table["on_time_done"] | (table["end"] <= watermark)
+
+    keep = ~purge
+    new_state = pd.DataFrame({name: values[keep] for name, values in table.items()})
+    dropped_frame = pd.concat(dropped, ignore_index=True) if dropped else pd.DataFrame(
+        {"element": [], "start": np.array([], np.int64), "end": np.array([], np.int64), "reason": []})
+    return StepResult(panes=panes, state=new_state, dropped=dropped_frame)
+
+
+def _assign(spec: EngineSpec, elements: pd.DataFrame, watermark: int, dropped: list) -> pd.DataFrame:
+    """Element-window pairs, without those past the lateness horizon (reported as dropped)."""
+    times = elements["_t"].to_numpy(dtype=np.int64)
+    index, start, end = spec.windows.assign(times)
+    expired = add_saturating(end, spec.allowed_lateness) <= watermark
+    if expired.any():
+        dropped.append(pd.DataFrame({"element": elements.index[index[expired]], "start": start[expired],
+                                     "end": end[expired], "reason": DROPPED_LATE}))
+        index, start, end = index[~expired], start[~expired], end[~expired]
+    pairs = elements.iloc[index] if len(index) != len(elements) or not _is_identity(index) else elements
+    pairs = pairs.drop(columns="_t").assign(start=start, end=end)
+    pairs["_element"] = elements.index[index]
+    return pairs.reset_index(drop=True)
+
+
+def _is_identity(index: np.ndarray) -> bool:
+    return bool(len(index) == 0 or (index[0] == 0 and index[-1] == len(index) - 1 and np.all(np.diff(index) == 1)))
+
+
+def _aggregate_pairs(spec: EngineSpec, pairs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (key, proto-)window holding the pairs' partial accumulators.
+
+    ``end`` is a function of ``start`` for every window function (sessions
+    included: a proto-session is ``[t, t + gap)``), so grouping by start is enough.
+    """
+    keys = spec.key_columns
+    if len(pairs) == 0:
+        return pd.DataFrame({**{k: pairs[k] for k in keys}, "start": np.array([], np.int64),
+                             "end": np.array([], np.int64), "n_new": np.array([], np.int64),
+                             **{k: v[:0] for k, v in _fresh_accumulators(spec, 0).items()}})
+    grouping = pairs.groupby(keys + ["start"], sort=True, dropna=False)
+    group = grouping.ngroup().to_numpy()
+    heads = pairs.loc[:, keys + ["start", "end"]].groupby(group, sort=True).first()
+    out = {k: heads[k].to_numpy() for k in keys}
+    out["start"] = heads["start"].to_numpy(dtype=np.int64)
+    out["end"] = heads["end"].to_numpy(dtype=np.int64)
+    out["n_new"] = np.bincount(group, minlength=len(heads)).astype(np.int64)
+    out.update(_partial_accumulators(spec, pairs, group, len(heads)))
+    result = pd.DataFrame(out)
+    result.attrs["group"] = group
+    return result
+
+
+def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs: pd.DataFrame,
+             watermark: int, dropped: list, retractions: list) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Fold the partial windows into the window table; merge sessions.
+
+    Returns the new table (as columns) and, per row, how many elements it
+    received in this step.
+    """
+    keys = spec.key_columns
+    if len(partial) == 0:
+        table = {name: state[name].to_numpy() for name in state.columns}
+        return table, np.zeros(len(state), dtype=np.int64)
+
+    n_old = len(state)
+    cand = pd.concat([state.loc[:, keys + ["start", "end"]].assign(_new=False),
+                      partial.loc[:, keys + ["start", "end"]].assign(_new=True)], ignore_index=True)
+    group = _candidate_groups(spec, cand)
+    n_groups = int(group.max()) + 1 if len(group) else 0
+    is_new = cand["_new"].to_numpy()
+    new_rows_per_group = np.bincount(group, weights=is_new, minlength=n_groups).astype(np.int64)
+    touched = new_rows_per_group > 0
+
+    old_group = group[:n_old]
+    new_group = group[n_old:]
+    old_closed = state["closed"].to_numpy()
+    closed_group = np.zeros(n_groups, dtype=bool)
+    closed_group[old_group[old_closed]] = True
+
+    # Elements that land in a closed window are dropped: Beam drops data for closed windows.
+    partial_ok = ~closed_group[new_group]
+    if not partial_ok.all():
+        bad = np.flatnonzero(~partial_ok)
+        bad_pairs = np.isin(partial.attrs["group"], bad)
+        dropped.append(pd.DataFrame({"element": pairs["_element"].to_numpy()[bad_pairs],
+                                     "start": pairs["start"].to_numpy()[bad_pairs],
+                                     "end": pairs["end"].to_numpy()[bad_pairs], "reason": DROPPED_CLOSED}))
+
+    g_start = np.full(n_groups, MAX_TIME, np.int64)
+    np.minimum.at(g_start, group, cand["start"].to_numpy())
+    g_end = np.full(n_groups, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(g_end, group, cand["end"].to_numpy())
+    old_per_group = np.bincount(old_group, minlength=n_groups)
+
+    old_touched = touched[old_group]
+    in_place_old = old_touched & (old_per_group[old_group] == 1) & \
+        (state["start"].to_numpy() == g_start[old_group]) & (state["end"].to_numpy() == g_end[old_group])
+    merged_away = old_touched & ~in_place_old
+
+    # Result rows: untouched old rows as they are, then one row per touched group.
+    touched_ids = np.flatnonzero(touched)
+    result_of_group = np.full(n_groups, -1, dtype=np.int64)
+    result_of_group[touched_ids] = np.arange(len(touched_ids))
+    n_res = len(touched_ids)
+
+    res: dict[str, np.ndarray] = {}
+    head_of_group = np.full(n_groups, -1, dtype=np.int64)
+    head_of_group[group[::-1]] = np.arange(len(group))[::-1]
+    heads = head_of_group[touched_ids]
+    for k in keys:
+        res[k] = cand[k].to_numpy()[heads]
+    res["start"], res["end"] = g_start[touched_ids], g_end[touched_ids]
+
+    # Accumulators: merge the touched old rows' accumulators with the (open) partials.
+    acc_names = [c for c in state.columns if c.startswith("a")]
+    src_old = np.flatnonzero(old_touched)
+    src_new = np.flatnonzero(partial_ok)
+    acc_rows = {name: np.concatenate([state[name].to_numpy()[src_old], partial[name].to_numpy()[src_new]])
+                for name in acc_names}
+    acc_group = result_of_group[np.concatenate([old_group[src_old], new_group[src_new]])]
+    res.update(_merge_accumulators(spec, acc_rows, acc_group, n_res))
+    for name, values in _fresh_accumulators(spec, n_res).items():  # groups with nothing to merge
+        if name not in res or len(res[name]) != n_res:
+            res[name] = values
+
+    counts_res = np.zeros(n_res, dtype=np.int64)
+    np.add.at(counts_res, result_of_group[new_group[src_new]], partial["n_new"].to_numpy()[src_new])
+    pending_old = np.zeros(n_res, dtype=np.int64)
+    np.add.at(pending_old, result_of_group[old_group[src_old]], state["n_pending"].to_numpy()[src_old])
+    res["n_pending"] = pending_old + counts_res
+
+    res_closed = closed_group[touched_ids]
+    in_place_res = np.zeros(n_res, dtype=bool)
+    in_place_res[result_of_group[old_group[in_place_old]]] = True
+    res["closed"] = res_closed
+
+    # Pane metadata: kept for windows updated in place, fresh for new and merged windows.
+    all_old_done = np.ones(n_res, dtype=bool)
+    np.logical_and.at(all_old_done, result_of_group[old_group[src_old]], state["on_time_done"].to_numpy()[src_old])
+    res["on_time_done"] = np.where(in_place_res, False, (res["end"] <= watermark) & all_old_done)
+    res["pane_index"] = np.zeros(n_res, dtype=np.int64)
+    res["emitted"] = np.zeros(n_res, dtype=bool)
+    res["last_timing"] = np.zeros(n_res, dtype=np.int8)
+    for i in range(len(spec.aggregations)):
+        res[f"o{i}"] = np.full(n_res, None, dtype=object)
+    if in_place_old.any():
+        dst = result_of_group[old_group[in_place_old]]
+        for name in ["on_time_done", "pane_index", "emitted", "last_timing"] + [f"o{i}" for i in range(len(spec.aggregations))]:
+            res[name][dst] = state[name].to_numpy()[in_place_old]
+
+    # Trigger state: merged from the old windows (Beam on_merge), fresh for new windows.
+    trig_names = [c for c in state.columns if c.startswith("t.")]
+    fresh = spec.trigger.fresh_state(n_res)
+    src_ctx = TriggerContext({c: state[c].to_numpy()[src_old] for c in trig_names},
+                             state["end"].to_numpy()[src_old], watermark, 0)
+    dst_ctx = TriggerContext(dict(fresh), res["end"], watermark, 0)
+    if len(src_old):
+        spec.trigger.merge(src_ctx, result_of_group[old_group[src_old]], dst_ctx)
+    no_old = np.bincount(result_of_group[old_group[src_old]], minlength=n_res) == 0
+    for c in trig_names:
+        res[c] = np.where(no_old, fresh[c], dst_ctx.columns[c]).astype(fresh[c].dtype)
+
+    if spec.mode is AccumulationMode.ACCUMULATING_AND_RETRACTING:
+        gone = merged_away & state["emitted"].to_numpy()
+        if gone.any():
+            retractions.append(_retraction_rows(spec, {c: state[c].to_numpy()[gone] for c in state.columns}))
+
+    untouched_old = ~old_touched
+    table = {name: np.concatenate([state[name].to_numpy()[untouched_old], res[name]]) for name in state.columns}
+    counts = np.concatenate([np.zeros(int(untouched_old.sum()), np.int64), counts_res * ~res_closed])
+    return table, counts
+
+
+def _candidate_groups(spec: EngineSpec, cand: pd.DataFrame) -> np.ndarray:
+    """Group id per candidate window: same window, or (sessions) overlapping windows of a key."""
+    keys = spec.key_columns
+    if not spec.windows.merging:
+        return cand.groupby(keys + ["start"], sort=False, dropna=False).ngroup().to_numpy()
+    key_code = cand.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    order = np.lexsort((cand["start"].to_numpy(), key_code))
+    k, s, e = key_code[order], cand["start"].to_numpy()[order], cand["end"].to_numpy()[order]
+    running_end = pd.Series(e).groupby(k).cummax().to_numpy()
+    prev_end = np.concatenate([[np.iinfo(np.int64).min], running_end[:-1]])
+    prev_key = np.concatenate([[-1], k[:-1]])
+    starts_group = (k != prev_key) | (s >= prev_end)
+    group = np.empty(len(cand), dtype=np.int64)
+    group[order] = np.cumsum(starts_group) - 1
+    return group
+
+
+def _retraction_rows(spec: EngineSpec, rows: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Rows retracting the last emitted pane of each given window."""
+    out = {k: rows[k] for k in spec.key_columns}
+    out["start"], out["end"] = rows["start"], rows["end"]
+    for i, agg in enumerate(spec.aggregations):
+        out[agg.name] = rows[f"o{i}"]
+    out["timing"] = TIMINGS[rows["last_timing"].astype(np.int64)]
+    out["pane_index"] = rows["pane_index"] - 1
+    out["is_retraction"] = np.ones(len(rows["start"]), dtype=bool)
+    return pd.DataFrame(out)
+
+
+def _emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, final: np.ndarray,
+          force_emit: np.ndarray, watermark: int, retractions: list) -> pd.DataFrame:
+    """Build the panes of the fired windows and update their pane metadata in ``table``."""
+    end = table["end"]
+    timing = np.where(end > watermark, EARLY, np.where(table["on_time_done"], LATE, ON_TIME)).astype(np.int8)
+    emit = final | (fire & ((table["n_pending"] > 0) | (timing == ON_TIME) | force_emit))
+    rows = np.flatnonzero(emit)
+    if len(rows) == 0:
+        return _assemble(spec, retractions, None)
+    outputs = _outputs(spec, table, rows)
+    emitted = table["emitted"][rows]
+    changed = np.zeros(len(rows), dtype=bool)
+    if emitted.any():
+        prior = np.flatnonzero(emitted)
+        for i, out in enumerate(outputs):
+            changed[prior] |= ~_unchanged(out[prior], table[f"o{i}"][rows[prior]])
+    keep = ~emitted | changed if spec.fire_only_updated else np.ones(len(rows), dtype=bool)
+    rows, outputs, emitted, changed = rows[keep], [o[keep] for o in outputs], emitted[keep], changed[keep]
+
+    if spec.mode is AccumulationMode.ACCUMULATING_AND_RETRACTING:
+        redo = emitted & changed
+        if redo.any():
+            retractions.append(_retraction_rows(spec, {c: v[rows[redo]] for c, v in table.items()}))
+
+    pane = {k: table[k][rows] for k in spec.key_columns}
+    pane["start"], pane["end"] = table["start"][rows], end[rows]
+    for i, agg in enumerate(spec.aggregations):
+        pane[agg.name] = outputs[i]
+        column = table[f"o{i}"].copy()
+        column[rows] = _object_array(list(outputs[i]))
+        table[f"o{i}"] = column
+    pane["timing"] = TIMINGS[timing[rows].astype(np.int64)]
+    pane["pane_index"] = table["pane_index"][rows]
+    pane["is_retraction"] = np.zeros(len(rows), dtype=bool)
+
+    for name, values in (("pane_index", table["pane_index"][rows] + 1), ("emitted", True),
+                         ("last_timing", timing[rows])):
+        column = table[name].copy()
+        column[rows] = values
+        table[name] = column
+    return _assemble(spec, retractions, pd.DataFrame(pane))
+
+
+def _assemble(spec: EngineSpec, retractions: list, panes: pd.DataFrame | None) -> pd.DataFrame:
+    """Retractions of merged-away windows first, then each retraction right before its pane."""
+    parts = [*retractions, *([panes] if panes is not None else [])]
+    if not parts:
+        columns = spec.key_columns + ["start", "end"] + [a.name for a in spec.aggregations] + \
+            ["timing", "pane_index", "is_retraction"]
+        return pd.DataFrame({c: [] for c in columns})
+    out = pd.concat(parts, ignore_index=True)
+    order = out.sort_values(spec.key_columns + ["start", "end", "is_retraction"],
+                            ascending=[True] * (len(spec.key_columns) + 2) + [False], kind="stable").index
+    return out.loc[order].reset_index(drop=True)

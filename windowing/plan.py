@@ -1,0 +1,120 @@
+"""From a builder to an engine spec, and between user frames and engine frames.
+
+Runner-agnostic: the pandas runner and the Spark runner's Python workers
+both use it, so both see the same columns, units and validation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from accumulations import Accumulation
+
+from .api import Windowed
+from .engine import Aggregation, EngineSpec
+from .errors import WindowingConfigError
+from .timeaxis import TimeAxis
+from .windows import FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec: EngineSpec
+    axis: TimeAxis
+    key_names: tuple[str, ...] | None
+    value_columns: tuple[str | None, ...]
+    watermark_delay: int | None
+
+
+def _window_fn(pipeline: Windowed, axis: TimeAxis) -> WindowFn:
+    w = pipeline.window
+    if w.kind == "global":
+        return GlobalWindows()
+    if w.kind == "fixed":
+        return FixedWindows(axis.duration("fixed(size)", w.size), axis.duration("fixed(offset)", w.offset))
+    if w.kind == "sessions":
+        return Sessions(axis.duration("sessions(gap)", w.size))
+    size, every = axis.duration("sliding(size)", w.size), axis.duration("sliding(every)", w.every)
+    if size % every:
+        raise WindowingConfigError(
+            f"sliding window every={w.every!r} must divide size={w.size!r}; windows would not tile the timeline")
+    return SlidingWindows(size, every, axis.duration("sliding(offset)", w.offset))
+
+
+def check_columns(columns: list[str], pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...]) -> None:
+    """Every column the pipeline names must exist."""
+    wanted = [("time", pipeline.time)] if isinstance(pipeline.time, str) else []
+    wanted += [("key", k) for k in pipeline.key or ()]
+    wanted += [(f"{type(acc).__name__}(column)", acc.column) for _, acc in aggregations if acc.column is not None]
+    for param, column in wanted:
+        if column not in columns:
+            raise WindowingConfigError(f"{param}={column!r} is not a column of the input; it has {list(columns)}")
+
+
+def make_plan(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], axis: TimeAxis,
+              dtypes: Mapping[str, Any]) -> Plan:
+    aggs = tuple(Aggregation(name, acc, None if acc.column is None else _numpy_dtype(dtypes[acc.column]))
+                 for name, acc in aggregations)
+    spec = EngineSpec(
+        windows=_window_fn(pipeline, axis),
+        trigger=pipeline.trigger_.resolve(axis.duration),
+        mode=pipeline.mode,
+        aggregations=aggs,
+        allowed_lateness=axis.duration("allowed_lateness(lateness)", pipeline.lateness),
+        fire_only_updated=pipeline.only_updated,
+        n_keys=len(pipeline.key) if pipeline.key else 1,
+    )
+    delay = None if pipeline.watermark_delay is None else axis.duration("watermark(delay)", pipeline.watermark_delay)
+    return Plan(spec, axis, pipeline.key, tuple(acc.column for _, acc in aggregations), delay)
+
+
+def _numpy_dtype(dtype: Any) -> np.dtype:
+    try:
+        return np.dtype(getattr(dtype, "numpy_dtype", dtype))
+    except TypeError:
+        return np.dtype(object)
+
+
+def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFrame:
+    """The engine's element frame: ``_k*`` keys, ``_t`` times, ``_v*`` values; index kept."""
+    out: dict[str, Any] = {}
+    if plan.key_names:
+        for i, name in enumerate(plan.key_names):
+            out[f"_k{i}"] = frame[name].to_numpy()
+    else:
+        out["_k0"] = np.zeros(len(frame), dtype=np.int64)
+    out["_t"] = times
+    for i, column in enumerate(plan.value_columns):
+        if column is not None:
+            out[f"_v{i}"] = frame[column].to_numpy()
+    return pd.DataFrame(out, index=frame.index)
+
+
+def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
+    """Engine panes in the public shape: keys, window_start, window_end, values, timing, ..."""
+    out: dict[str, Any] = {}
+    if plan.key_names:
+        for i, name in enumerate(plan.key_names):
+            out[name] = panes[f"_k{i}"].to_numpy()
+    out["window_start"] = plan.axis.from_internal(panes["start"].to_numpy()).to_numpy()
+    out["window_end"] = plan.axis.from_internal(panes["end"].to_numpy()).to_numpy()
+    if plan.axis.tz:
+        out["window_start"] = plan.axis.from_internal(panes["start"].to_numpy())
+        out["window_end"] = plan.axis.from_internal(panes["end"].to_numpy())
+    for agg in plan.spec.aggregations:
+        out[agg.name] = _tidy(panes[agg.name])
+    out["timing"] = panes["timing"].astype(object).to_numpy()
+    out["pane_index"] = panes["pane_index"].to_numpy(dtype=np.int64)
+    out["is_retraction"] = panes["is_retraction"].to_numpy(dtype=bool)
+    return pd.DataFrame(out)
+
+
+def _tidy(values: pd.Series) -> pd.Series:
+    """Give an object column of plain numbers a numeric dtype again."""
+    if values.dtype == object and len(values) and all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in values):
+        return pd.to_numeric(values)
+    return values.reset_index(drop=True)

@@ -1,0 +1,137 @@
+"""The pandas runner: a bounded DataFrame or a TestStream, step by step, in one process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from accumulations import Accumulation
+
+from ..api import Windowed
+from ..engine import empty_state, step
+from ..errors import WindowingConfigError
+from ..plan import Plan, check_columns, make_plan, to_elements, to_panes
+from ..test_stream import AddElements, AdvanceProcessingTime, AdvanceWatermark, TestStream
+from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
+
+
+@dataclass
+class WindowedResult:
+    """What a pandas run produced.
+
+    ``panes``: every pane fired, in firing order. ``late_data``: the input
+    rows the engine dropped (late beyond the allowed lateness, or for a
+    window whose trigger had finished), with ``window_start``,
+    ``window_end``, ``reason`` (and ``step`` for a TestStream).
+    """
+
+    panes: pd.DataFrame
+    late_data: pd.DataFrame
+
+    @property
+    def dropped_count(self) -> int:
+        return len(self.late_data)
+
+
+def _event_times(pipeline: Windowed, frame: pd.DataFrame) -> pd.Series:
+    if isinstance(pipeline.time, str):
+        return frame[pipeline.time]
+    times = pipeline.time(frame)
+    return times if isinstance(times, pd.Series) else pd.Series(np.asarray(times), index=frame.index)
+
+
+def run_pandas(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...]) -> WindowedResult:
+    source = pipeline.source
+    if isinstance(source, pd.DataFrame):
+        script = [AddElements(source)]
+        is_stream = False
+    elif isinstance(source, TestStream):
+        script = list(source.actions)
+        is_stream = True
+    else:
+        raise WindowingConfigError(
+            f"windowed(source={type(source).__name__}): give a pandas DataFrame, a TestStream or a Spark DataFrame")
+
+    sample = source if isinstance(source, pd.DataFrame) else source.first_elements()
+    if sample is None:
+        sample = pd.DataFrame({pipeline.time if isinstance(pipeline.time, str) else "ts": pd.Series([], dtype=np.int64)})
+    check_columns(list(sample.columns), pipeline, aggregations)
+    axis = TimeAxis.of(pipeline.time if isinstance(pipeline.time, str) else "<time function>", _event_times(pipeline, sample))
+    plan = make_plan(pipeline, aggregations, axis, sample.dtypes.to_dict())
+    key_dtypes = [sample[k].dtype for k in pipeline.key] if pipeline.key else [np.dtype(np.int64)]
+    return _Run(plan, pipeline, key_dtypes).execute(script, is_stream)
+
+
+class _Run:
+    def __init__(self, plan: Plan, pipeline: Windowed, key_dtypes: list[Any]):
+        self.plan, self.pipeline = plan, pipeline
+        self.state = empty_state(plan.spec, key_dtypes)
+        self.watermark, self.processing_time = MIN_TIME, 0
+        self.max_event_time = MIN_TIME
+        self.panes: list[pd.DataFrame] = []
+        self.late: list[pd.DataFrame] = []
+
+    def execute(self, script: list, is_stream: bool) -> WindowedResult:
+        axis = self.plan.axis
+        for index, action in enumerate(script):
+            if isinstance(action, AddElements):
+                self._step(index, action.elements)
+            elif isinstance(action, AdvanceWatermark):
+                to = MAX_TIME if action.to is None else axis.instant(f"advance_watermark_to(time) at action {index}", action.to)
+                if to < self.watermark:
+                    raise WindowingConfigError(
+                        f"advance_watermark_to({action.to!r}) at action {index} moves the watermark backwards; watermarks only advance")
+                self.watermark = to
+                self._step(index, None)
+            else:
+                self.processing_time += axis.duration(f"advance_processing_time(duration) at action {index}", action.by)
+                self._step(index, None)
+        if self.watermark < MAX_TIME:  # end of input
+            self.watermark = MAX_TIME
+            self._step(len(script), None)
+        panes = pd.concat([p for p in self.panes if len(p)] or self.panes[:1], ignore_index=True)
+        late = pd.concat(self.late, ignore_index=True) if self.late else pd.DataFrame(
+            columns=["window_start", "window_end", "reason"] + (["step"] if is_stream else []))
+        if not is_stream:
+            panes = panes.drop(columns="step")
+            late = late.drop(columns="step", errors="ignore")
+        return WindowedResult(panes, late)
+
+    def _step(self, index: int, frame: pd.DataFrame | None) -> None:
+        plan = self.plan
+        if frame is None or len(frame) == 0:
+            elements = to_elements(plan, _empty_like(plan, self.state), np.array([], dtype=np.int64))
+            times = None
+        else:
+            check_columns(list(frame.columns), self.pipeline, tuple((a.name, a.accumulation) for a in plan.spec.aggregations))
+            times = plan.axis.to_internal(_event_times(self.pipeline, frame))
+            elements = to_elements(plan, frame, times)
+        result = step(plan.spec, self.state, elements, self.watermark, self.processing_time)
+        self.state = result.state
+        panes = to_panes(plan, result.panes)
+        panes["step"] = np.full(len(panes), index, dtype=np.int64)
+        self.panes.append(panes)
+        if len(result.dropped):
+            rows = frame.loc[result.dropped["element"].to_numpy()].reset_index(drop=True)
+            rows["window_start"] = plan.axis.from_internal(result.dropped["start"].to_numpy())
+            rows["window_end"] = plan.axis.from_internal(result.dropped["end"].to_numpy())
+            rows["reason"] = result.dropped["reason"].to_numpy()
+            rows["step"] = index
+            self.late.append(rows)
+        if times is not None and len(times) and plan.watermark_delay is not None:
+            # Like Spark: the watermark derived from this step's data applies from the next step.
+            self.max_event_time = max(self.max_event_time, int(times.max()))
+            self.watermark = max(self.watermark, self.max_event_time - plan.watermark_delay)
+
+
+def _empty_like(plan: Plan, state: pd.DataFrame) -> pd.DataFrame:
+    columns: dict[str, Any] = {}
+    for i, name in enumerate(plan.key_names or ()):
+        columns[name] = state[f"_k{i}"].iloc[:0]
+    for column in plan.value_columns:
+        if column is not None:
+            columns[column] = pd.Series([], dtype=object)
+    return pd.DataFrame(columns)

@@ -1,0 +1,71 @@
+"""TestStream: a scripted stream of elements, watermark and processing-time moves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+import pandas as pd
+
+from triggers import parse_duration
+
+from .errors import WindowingConfigError
+
+
+@dataclass(frozen=True)
+class AddElements:
+    elements: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class AdvanceWatermark:
+    to: Any  # an instant in the time column's type, or None for infinity
+
+
+@dataclass(frozen=True)
+class AdvanceProcessingTime:
+    by: Any
+
+
+Action = Union[AddElements, AdvanceWatermark, AdvanceProcessingTime]
+
+
+class TestStream:
+    """A script of actions; the pandas runner runs each action as one step.
+
+    Every method returns a new TestStream. If the script does not end at an
+    infinite watermark, the runner adds a last step that advances it there
+    (end of input), so no window is left unfired.
+    """
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, actions: tuple[Action, ...] = ()):
+        self.actions = actions
+
+    def _then(self, action: Action) -> "TestStream":
+        return TestStream(self.actions + (action,))
+
+    def add_elements(self, elements: pd.DataFrame | list[dict]) -> "TestStream":
+        if isinstance(elements, list):
+            elements = pd.DataFrame(elements)
+        if not isinstance(elements, pd.DataFrame):
+            raise WindowingConfigError(f"add_elements(elements={type(elements).__name__}): give a pandas DataFrame or a list of dicts")
+        return self._then(AddElements(elements.reset_index(drop=True)))
+
+    def advance_watermark_to(self, time: Any) -> "TestStream":
+        if time is None:
+            raise WindowingConfigError("advance_watermark_to(time=None): use advance_watermark_to_infinity()")
+        return self._then(AdvanceWatermark(time))
+
+    def advance_watermark_to_infinity(self) -> "TestStream":
+        return self._then(AdvanceWatermark(None))
+
+    def advance_processing_time(self, duration: Any) -> "TestStream":
+        return self._then(AdvanceProcessingTime(parse_duration("advance_processing_time(duration)", duration)))
+
+    def first_elements(self) -> pd.DataFrame | None:
+        return next((a.elements for a in self.actions if isinstance(a, AddElements) and len(a.elements.columns)), None)
+
+    def __repr__(self) -> str:
+        return f"TestStream(<{len(self.actions)} actions>)"

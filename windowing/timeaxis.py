@@ -1,0 +1,119 @@
+"""The time axis: how a time column maps to the engine's int64 instants.
+
+Inside the engine every instant and duration is an int64: nanoseconds since
+the epoch (UTC) for timestamp columns, the column's own unit for numeric
+columns. `MIN_TIME` and `MAX_TIME` are the ends of time (the global window's
+bounds, the watermark before any data and at the end of input).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from triggers import NO_TIME, parse_duration
+
+from .errors import WindowingConfigError
+
+MIN_TIME = int(np.iinfo(np.int64).min) + 1  # pd.Timestamp.min in ns; iinfo.min is NaT
+MAX_TIME = int(NO_TIME)
+
+
+def add_saturating(times: np.ndarray, delta: int) -> np.ndarray:
+    """``times + delta`` that sticks at MAX_TIME instead of overflowing."""
+    return np.where(times > MAX_TIME - delta, MAX_TIME, times + delta)
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """A time column's type: ``datetime`` (with its tz and unit) or ``numeric`` (with its dtype)."""
+
+    column: str
+    kind: str  # "datetime" | "numeric"
+    tz: str | None = None
+    unit: str = "ns"
+    dtype: str = "int64"
+
+    @classmethod
+    def of(cls, column: str, series: pd.Series) -> "TimeAxis":
+        dtype = series.dtype
+        if isinstance(dtype, pd.DatetimeTZDtype):
+            return cls(column, "datetime", tz=str(dtype.tz), unit=dtype.unit)
+        if pd.api.types.is_datetime64_dtype(dtype):
+            return cls(column, "datetime", unit=np.datetime_data(dtype)[0])
+        if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
+            return cls(column, "numeric", dtype=str(np.dtype(dtype.numpy_dtype if hasattr(dtype, "numpy_dtype") else dtype)))
+        raise WindowingConfigError(
+            f"time column {column!r} has dtype {dtype}; it must hold timestamps or numbers "
+            "(convert strings with pandas.to_datetime first)")
+
+    def to_internal(self, series: pd.Series) -> np.ndarray:
+        """The column as int64 instants; missing or fractional times are refused."""
+        missing = int(series.isna().sum())
+        if missing:
+            raise WindowingConfigError(f"time column {self.column!r} has {missing} missing value(s); every element needs an event time")
+        if self.kind == "datetime":
+            values = series.dt.tz_convert("UTC").dt.tz_localize(None) if self.tz else series
+            return values.astype("datetime64[ns]").to_numpy().view(np.int64)
+        raw = series.to_numpy()
+        if raw.dtype.kind == "f":
+            if not np.all(np.isfinite(raw)) or not np.all(raw == np.floor(raw)):
+                raise WindowingConfigError(f"time column {self.column!r} holds non-integral numbers; use integers in one unit (e.g. milliseconds)")
+        return raw.astype(np.int64)
+
+    def from_internal(self, values: np.ndarray) -> pd.Series:
+        """Instants back in the column's own type; the ends of time become the type's extremes."""
+        values = np.asarray(values, dtype=np.int64)
+        if self.kind == "datetime":
+            out = pd.Series(values.view("datetime64[ns]"))
+            if self.unit != "ns":
+                out = out.astype(f"datetime64[{self.unit}]")
+            return out.dt.tz_localize("UTC").dt.tz_convert(self.tz) if self.tz else out
+        dtype = np.dtype(self.dtype)
+        if dtype.kind == "f":
+            out = values.astype(dtype)
+            out[values == MIN_TIME] = -np.inf
+            out[values == MAX_TIME] = np.inf
+            return pd.Series(out)
+        info = np.iinfo(dtype)
+        return pd.Series(np.clip(np.where(values == MIN_TIME, info.min, values), info.min, info.max).astype(dtype))
+
+    def duration(self, param: str, value: Any) -> int:
+        """A duration in the axis's unit; strings and timedeltas need a timestamp column."""
+        parsed = parse_duration(param, value, allow_zero=True) if not isinstance(value, (int, np.integer)) or isinstance(value, bool) else value
+        if isinstance(parsed, dt.timedelta):
+            if self.kind == "numeric":
+                raise WindowingConfigError(
+                    f"{param}={value!r} is a duration, but time column {self.column!r} is numeric; "
+                    "give a plain number in the column's unit")
+            return int(pd.Timedelta(parsed).value)
+        if isinstance(parsed, numbers.Real):
+            if self.kind == "datetime":
+                raise WindowingConfigError(
+                    f"{param}={value!r} is a plain number, but time column {self.column!r} holds timestamps; "
+                    "give a duration such as '10 seconds'")
+            if parsed < 0 or parsed != int(parsed):
+                raise WindowingConfigError(f"{param}={value!r} must be a non-negative whole number in the column's unit")
+            return int(parsed)
+        raise WindowingConfigError(f"{param}={value!r} is not a duration")
+
+    def instant(self, param: str, value: Any) -> int:
+        """An instant (a watermark) in the axis's unit."""
+        if self.kind == "numeric":
+            if not isinstance(value, numbers.Real) or isinstance(value, bool):
+                raise WindowingConfigError(f"{param}={value!r} must be a number: time column {self.column!r} is numeric")
+            return int(value)
+        try:
+            stamp = pd.Timestamp(value)
+        except (TypeError, ValueError):
+            raise WindowingConfigError(f"{param}={value!r} is not a timestamp") from None
+        if stamp.tzinfo is None and self.tz:
+            stamp = stamp.tz_localize(self.tz)
+        if stamp.tzinfo is not None:
+            stamp = stamp.tz_convert("UTC").tz_localize(None)
+        return int(stamp.as_unit("ns").value)
