@@ -513,3 +513,22 @@ def _assemble(spec: EngineSpec, retractions: list, panes: pd.DataFrame | None) -
     order = out.sort_values(spec.key_columns + ["start", "end", "is_retraction"],
                             ascending=[True] * (len(spec.key_columns) + 2) + [False], kind="stable").index
     return out.loc[order].reset_index(drop=True)
+
+
+def next_timers(spec: EngineSpec, state: pd.DataFrame) -> tuple[int, int]:
+    """When the table next needs a step without new elements.
+
+    Returns ``(watermark_time, processing_time)``: the earliest watermark at
+    which a window fires ON_TIME or is garbage-collected, and the earliest
+    processing time at which a trigger may fire; ``NO_TIME`` when none. A
+    streaming runner turns them into timeouts.
+    """
+    if len(state) == 0:
+        return NO_TIME, NO_TIME
+    end = state["end"].to_numpy()
+    due_on_time = np.where(state["on_time_done"].to_numpy(), NO_TIME, end)
+    watermark_time = int(min(due_on_time.min(), add_saturating(end, spec.allowed_lateness).min()))
+    open_rows = ~state["closed"].to_numpy()
+    ctx = TriggerContext({c: state[c].to_numpy() for c in state.columns if c.startswith("t.")}, end, 0, 0)
+    pending = np.where(open_rows, spec.trigger.next_processing_time(ctx), NO_TIME)
+    return watermark_time, int(pending.min())
