@@ -422,7 +422,8 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs
     if spec.mode is AccumulationMode.ACCUMULATING_AND_RETRACTING:
         gone = merged_away & state["emitted"].to_numpy()
         if gone.any():
-            retractions.append(_retraction_rows(spec, {c: state[c].to_numpy()[gone] for c in state.columns}))
+            retractions.append(_retraction_rows(spec, {c: state[c].to_numpy()[gone] for c in state.columns},
+                                                merged_away=True))
 
     untouched_old = ~old_touched
     table = {name: np.concatenate([state[name].to_numpy()[untouched_old], res[name]]) for name in state.columns}
@@ -447,8 +448,11 @@ def _candidate_groups(spec: EngineSpec, cand: pd.DataFrame) -> np.ndarray:
     return group
 
 
-def _retraction_rows(spec: EngineSpec, rows: dict[str, np.ndarray]) -> pd.DataFrame:
-    """Rows retracting the last emitted pane of each given window."""
+def _retraction_rows(spec: EngineSpec, rows: dict[str, np.ndarray], merged_away: bool) -> pd.DataFrame:
+    """Rows retracting the last emitted pane of each given window.
+
+    Retractions of merged-away windows sort before every pane of their key.
+    """
     out = {k: rows[k] for k in spec.key_columns}
     out["start"], out["end"] = rows["start"], rows["end"]
     for i, agg in enumerate(spec.aggregations):
@@ -456,6 +460,7 @@ def _retraction_rows(spec: EngineSpec, rows: dict[str, np.ndarray]) -> pd.DataFr
     out["timing"] = TIMINGS[rows["last_timing"].astype(np.int64)]
     out["pane_index"] = rows["pane_index"] - 1
     out["is_retraction"] = np.ones(len(rows["start"]), dtype=bool)
+    out["_first"] = np.full(len(rows["start"]), merged_away, dtype=bool)
     return pd.DataFrame(out)
 
 
@@ -481,7 +486,7 @@ def _emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, fina
     if spec.mode is AccumulationMode.ACCUMULATING_AND_RETRACTING:
         redo = emitted & changed
         if redo.any():
-            retractions.append(_retraction_rows(spec, {c: v[rows[redo]] for c, v in table.items()}))
+            retractions.append(_retraction_rows(spec, {c: v[rows[redo]] for c, v in table.items()}, merged_away=False))
 
     pane = {k: table[k][rows] for k in spec.key_columns}
     pane["start"], pane["end"] = table["start"][rows], end[rows]
@@ -493,6 +498,7 @@ def _emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, fina
     pane["timing"] = TIMINGS[timing[rows].astype(np.int64)]
     pane["pane_index"] = table["pane_index"][rows]
     pane["is_retraction"] = np.zeros(len(rows), dtype=bool)
+    pane["_first"] = np.zeros(len(rows), dtype=bool)
 
     for name, values in (("pane_index", table["pane_index"][rows] + 1), ("emitted", True),
                          ("last_timing", timing[rows])):
@@ -510,9 +516,9 @@ def _assemble(spec: EngineSpec, retractions: list, panes: pd.DataFrame | None) -
             ["timing", "pane_index", "is_retraction"]
         return pd.DataFrame({c: [] for c in columns})
     out = pd.concat(parts, ignore_index=True)
-    order = out.sort_values(spec.key_columns + ["start", "end", "is_retraction"],
-                            ascending=[True] * (len(spec.key_columns) + 2) + [False], kind="stable").index
-    return out.loc[order].reset_index(drop=True)
+    order = out.sort_values(spec.key_columns + ["_first", "start", "end", "is_retraction"],
+                            ascending=[True] * len(spec.key_columns) + [False, True, True, False], kind="stable").index
+    return out.loc[order].drop(columns="_first").reset_index(drop=True)
 
 
 def next_timers(spec: EngineSpec, state: pd.DataFrame) -> tuple[int, int]:
