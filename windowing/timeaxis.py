@@ -86,6 +86,8 @@ class TimeAxis:
     def duration(self, param: str, value: Any) -> int:
         """A duration in the axis's unit; strings and timedeltas need a timestamp column."""
         parsed = parse_duration(param, value, allow_zero=True) if not isinstance(value, (int, np.integer)) or isinstance(value, bool) else value
+        if not isinstance(parsed, dt.timedelta) and parsed == 0:
+            return 0  # zero needs no unit
         if isinstance(parsed, dt.timedelta):
             if self.kind == "numeric":
                 raise WindowingConfigError(
