@@ -1,0 +1,124 @@
+"""Every rolling policy, the open-file cache, and the bucket assigners."""
+
+import pandas as pd
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from storage.file_sink import CallableBuckets, ColumnBuckets, DateTimeBuckets, FileSink, RollingPolicy
+
+from .helpers import batch, tree
+
+
+def sink_at(tmp_path, policy, **kw):
+    return FileSink(str(tmp_path), **kw).with_writer_id("w").with_rolling_policy(policy)
+
+
+def finished(tmp_path):
+    return sorted(n for n in tree(tmp_path) if ".inprogress" not in n)
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes=st.lists(st.integers(0, 40), min_size=1, max_size=6), limit=st.integers(30, 400))
+def test_size_policy_rolls_at_the_limit_and_overshoots_by_at_most_one_row(tmp_path_factory, sizes, limit):
+    root = tmp_path_factory.mktemp("size")
+    sink = sink_at(root, RollingPolicy(max_part_size=limit))
+    writer, start = sink.writer(), 0
+    for i, n in enumerate(sizes):
+        writer.write_batch(batch(start, n), i, 0, end_of_input=i == len(sizes) - 1)
+        start += n
+    longest_row = max(len(f'{{"id":{i},"k":"b0","s":"row-{i}"}}\n') for i in range(max(start, 1)))
+    files = tree(root)
+    names = finished(root)
+    assert len(names) == len(files)  # end of input finished every part
+    for name in names:  # the last part may be short; none is longer than limit plus one row
+        assert len(files[name]) < limit + longest_row
+    for name in sorted(names, key=lambda n: int(n.split("-")[2].split(".")[0]))[:-1]:
+        assert len(files[name]) >= limit
+    assert sink.read().get("id", pd.Series(dtype=int)).tolist() == list(range(start))
+
+
+def test_max_batches_rolls_after_the_nth_batch_that_wrote(tmp_path):
+    writer = sink_at(tmp_path, RollingPolicy(max_batches=2)).writer()
+    for i in range(5):
+        writer.write_batch(batch(i, 1), i, 0)
+    assert finished(tmp_path) == ["part-w-0.jsonl", "part-w-1.jsonl"]
+    assert ".part-w-2.jsonl.inprogress" in tree(tmp_path)
+
+
+def test_rollover_interval_counts_from_the_part_opening(tmp_path):
+    writer = sink_at(tmp_path, RollingPolicy(rollover_ms=10_000)).writer()
+    writer.write_batch(batch(0, 1), 0, 0)
+    writer.write_batch(batch(1, 1), 1, 9_999)
+    assert finished(tmp_path) == []
+    writer.write_batch(batch(2, 1), 2, 10_000)
+    assert finished(tmp_path) == ["part-w-0.jsonl"]
+
+
+def test_inactivity_rolls_an_idle_part_even_in_an_empty_batch(tmp_path):
+    sink = sink_at(tmp_path, RollingPolicy(inactivity_ms=5_000))
+    writer = sink.writer()
+    writer.write_batch(batch(0, 2), 0, 0)
+    writer.write_batch(batch(2, 1), 1, 4_000)  # written again: the idle clock restarts
+    writer.write_batch(batch(0, 0), 2, 8_999)
+    assert finished(tmp_path) == []
+    writer.write_batch(batch(0, 0), 3, 9_000)
+    assert finished(tmp_path) == ["part-w-0.jsonl"]
+    assert sink.read()["id"].tolist() == [0, 1, 2]
+
+
+def test_every_batch_rolls_each_batch_that_wrote(tmp_path):
+    writer = sink_at(tmp_path, RollingPolicy.on_every_batch()).writer()
+    for i in range(3):
+        writer.write_batch(batch(i, 2), i, 0)
+    assert finished(tmp_path) == ["part-w-0.jsonl", "part-w-1.jsonl", "part-w-2.jsonl"]
+
+
+def test_one_open_file_with_interleaved_buckets(tmp_path):
+    sink = sink_at(tmp_path, RollingPolicy(max_part_size=10_000)).with_buckets(ColumnBuckets("k"))
+    sink = sink.with_open_files(1)
+    writer = sink.writer()
+    for i in range(4):
+        writer.write_batch(batch(3 * i, 3, buckets=3), i, 0)
+        assert writer.open_handle_count <= 1
+    writer.write_batch(batch(12, 3, buckets=3), 4, 0, end_of_input=True)
+    assert finished(tmp_path) == [f"k=b{b}/part-w-0.jsonl" for b in range(3)]
+    frame = sink.read()
+    for b in range(3):  # each bucket holds its rows, in order, each once
+        assert frame[frame["k"] == f"b{b}"]["id"].tolist() == list(range(b, 15, 3))
+
+
+def test_open_streams_expire_after_idle_processing_time(tmp_path):
+    sink = sink_at(tmp_path, RollingPolicy(max_part_size=10_000)).with_open_files(10, expire_after_ms=1_000)
+    writer = sink.with_buckets(ColumnBuckets("k")).writer()
+    writer.write_batch(batch(0, 2, buckets=2), 0, 0)
+    assert writer.open_handle_count == 2
+    writer.write_batch(pa.table({"id": [2], "k": ["b0"], "s": ["x"]}), 1, 1_000)
+    assert writer.open_handle_count == 1  # b1's stream expired and was closed; its part stays open
+
+
+def test_date_time_buckets_from_event_time_in_a_time_zone(tmp_path):
+    ts = pd.to_datetime(["2024-03-01 22:30", "2024-03-01 23:10", "2024-03-02 00:05"]).tz_localize("UTC")
+    frame = pd.DataFrame({"ts": ts, "v": [1, 2, 3]})
+    sink = FileSink(str(tmp_path)).with_writer_id("w")
+    sink.with_buckets(DateTimeBuckets(column="ts", timezone="Europe/Berlin")).write(frame)
+    assert finished(tmp_path) == [
+        "2024-03-01--23/part-w-0.jsonl",
+        "2024-03-02--00/part-w-0.jsonl",
+        "2024-03-02--01/part-w-0.jsonl",
+    ]
+
+
+def test_date_time_buckets_from_processing_time_and_epoch_millis(tmp_path):
+    FileSink(str(tmp_path / "p"), buckets=DateTimeBuckets(pattern="%Y%m%d")).write(
+        pd.DataFrame({"v": [1]}), processing_time_ms=86_400_000
+    )
+    assert [n.split("/")[0] for n in finished(tmp_path / "p")] == ["19700102"]
+    FileSink(str(tmp_path / "e"), buckets=DateTimeBuckets(column="t")).write(pd.DataFrame({"t": [3_600_000]}))
+    assert [n.split("/")[0] for n in finished(tmp_path / "e")] == ["1970-01-01--01"]
+
+
+def test_callable_buckets(tmp_path):
+    sink = FileSink(str(tmp_path), buckets=CallableBuckets(lambda row, now: "even" if row["id"] % 2 == 0 else "odd"))
+    sink.write(batch(0, 5))
+    assert sorted({n.split("/")[0] for n in finished(tmp_path)}) == ["even", "odd"]
