@@ -1,0 +1,63 @@
+"""Bad configuration raises a clear error naming the parameter and the value."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from accumulations import Count, Sum, TopN
+from triggers import AfterCount, AfterProcessingTime, AfterEach, AtWatermark, Repeatedly
+from windowing import TestStream, windowed
+
+DF = pd.DataFrame({"k": ["a"], "ts": [1], "x": [1]})
+TS_DF = DF.assign(ts=pd.to_datetime(DF.ts, unit="s"))
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: windowed(DF, time="ts").fixed("ten minutes"), r"fixed\(size\)='ten minutes' is not a duration"),
+    (lambda: windowed(DF, time="ts").fixed(-5), r"fixed\(size\)=-5 must be positive"),
+    (lambda: windowed(DF, time="ts").sessions(0), r"sessions\(gap\)=0 must be positive"),
+    (lambda: windowed(DF, time="ts").sliding(10, every=0), r"sliding\(every\)=0 must be positive"),
+    (lambda: windowed(DF, time="ts").allowed_lateness(-1), r"allowed_lateness\(lateness\)=-1 must not be negative"),
+    (lambda: windowed(DF, time="ts").watermark("soon"), r"watermark\(delay\)='soon' is not a duration"),
+    (lambda: windowed(DF, time="ts").trigger("at watermark"), r"trigger\(trigger='at watermark'\) is not a trigger"),
+    (lambda: windowed(DF, time=3), r"windowed\(time=3\)"),
+    (lambda: windowed(DF, time="ts", key=7), r"windowed\(key=7\)"),
+    (lambda: AfterCount(0), r"AfterCount\(n\)=0 must be a positive integer"),
+    (lambda: AfterProcessingTime("-1 second"), r"AfterProcessingTime\(delay\)='-1 second' must be positive"),
+    (lambda: Repeatedly(5), r"Repeatedly\(trigger\)=5 is not a trigger"),
+    (lambda: AfterEach(), r"AfterEach\(\) needs at least one trigger"),
+    (lambda: AtWatermark().with_early_firings_every(0), r"with_early_firings_every\(count\)=0 must be a positive integer"),
+    (lambda: AtWatermark().with_late_firings_every("often"), r"with_late_firings_every\(duration\)='often' is not a duration"),
+    (lambda: Sum(""), r"Sum\(column=''\): column must be a non-empty column name"),
+    (lambda: TopN("x", n=0), r"TopN\(n=0\): n must be a positive integer"),
+    (lambda: TestStream().advance_processing_time("-5 seconds"), r"advance_processing_time\(duration\)='-5 seconds' must be positive"),
+])
+def test_builder_refuses_bad_values(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+@pytest.mark.parametrize("run, message", [
+    (lambda: windowed(DF, time="when").aggregate(Sum("x")), r"time='when' is not a column of the input"),
+    (lambda: windowed(DF, time="ts", key="user").aggregate(Sum("x")), r"key='user' is not a column of the input"),
+    (lambda: windowed(DF, time="ts").aggregate(Sum("amount")), r"Sum\(column\)='amount' is not a column"),
+    (lambda: windowed(DF, time="ts").aggregate(), r"aggregate\(\) needs an accumulation"),
+    (lambda: windowed(DF, time="ts").aggregate(Sum("x"), Count()), r"got 2 unnamed accumulations"),
+    (lambda: windowed(DF, time="ts").aggregate(timing=Count()), r"clashes with the output column 'timing'"),
+    (lambda: windowed(DF, time="ts").aggregate(total=42), r"aggregate\(total=42\) is not an Accumulation"),
+    (lambda: windowed(DF, time="ts").fixed("1 minute").aggregate(Sum("x")),
+     r"fixed\(size\)='1 minute' is a duration, but time column 'ts' is numeric"),
+    (lambda: windowed(TS_DF, time="ts").fixed(60).aggregate(Sum("x")),
+     r"fixed\(size\)=60 is a plain number, but time column 'ts' holds timestamps"),
+    (lambda: windowed(DF.assign(ts=["x"]), time="ts").aggregate(Sum("x")), r"time column 'ts' has dtype"),
+    (lambda: windowed(DF.assign(ts=[1.5]), time="ts").aggregate(Sum("x")), r"time column 'ts' holds non-integral numbers"),
+    (lambda: windowed(pd.DataFrame({"ts": [1, None], "x": [1, 2]}), time="ts").aggregate(Sum("x")),
+     r"time column 'ts' has 1 missing value"),
+    (lambda: windowed([1, 2], time="ts").aggregate(Sum("x")), r"windowed\(source=list\)"),
+    (lambda: windowed(TestStream().add_elements(DF).advance_watermark_to(5).advance_watermark_to(3), time="ts")
+     .aggregate(Sum("x")), r"advance_watermark_to\(3\) at action 2 moves the watermark backwards"),
+])
+def test_running_refuses_inconsistent_configuration(run, message):
+    with pytest.raises(ValueError, match=message):
+        run()
