@@ -184,11 +184,16 @@ class FileSink:
         finally:
             writer.close()
 
-    def start(self, df: SparkDataFrame, checkpoint_location: str, **options: str) -> StreamingQuery:
-        """Start a Spark streaming query writing ``df`` here, committed by batch id."""
+    def start(
+        self, df: SparkDataFrame, checkpoint_location: str, hook: PhaseHook | None = None, **options: str
+    ) -> StreamingQuery:
+        """Start a Spark streaming query writing ``df`` here, committed by Spark's batch id.
+
+        ``options`` go to ``writeStream.option`` (e.g. ``queryName``); ``hook`` is the test seam.
+        """
         from .spark import start_query
 
-        return start_query(self, df, checkpoint_location, options)
+        return start_query(self, df, checkpoint_location, options, hook)
 
     # ------------------------------------------------------------- reading
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from .sink import FileSink
+    from .writer import PhaseHook
 
 
 def _is_spark(df: Any) -> bool:
@@ -32,9 +33,15 @@ def to_arrow(df: Any) -> pa.Table:
     return to_table(df)
 
 
-def start_query(sink: FileSink, df: DataFrame, checkpoint_location: str, options: Mapping[str, str]) -> StreamingQuery:
+def start_query(
+    sink: FileSink,
+    df: DataFrame,
+    checkpoint_location: str,
+    options: Mapping[str, str],
+    hook: PhaseHook | None = None,
+) -> StreamingQuery:
     """Start ``df.writeStream.foreachBatch`` into ``sink``; one writer lives on the driver."""
-    writer = sink.writer()
+    writer = sink.writer(hook)
 
     def write(batch: DataFrame, batch_id: int) -> None:
         if batch_id <= writer.committed_batch_id:
