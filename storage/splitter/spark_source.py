@@ -1,0 +1,174 @@
+"""The splitter as a Spark streaming source (PySpark's Python Data Source API, pyspark >= 4.0).
+
+Offsets carry everything a micro-batch needs, so a replayed batch reads the same blocks:
+
+    {"v": 1, "n": <batch number>, "block_size": int, "protocol": str,
+     "batch": [[path, segment_start, segment_end, first_block_offset, end_offset], ...],
+     "state": <SplitState.to_json()>}
+
+``partitions(start, end)`` reads only ``end["batch"]``; ``latestOffset`` restores the
+state from ``start`` whenever it is not the offset this process returned last (a restart).
+Each block is one Spark partition, so blocks are read in parallel.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+import pyspark
+
+if int(pyspark.__version__.split(".")[0]) < 4:
+    raise ImportError(
+        f"the file splitter's Spark source needs pyspark >= 4.0 (Python Data Source streaming API); "
+        f"found pyspark {pyspark.__version__}. Upgrade pyspark, or use FileSplitter.read_lines() with pandas."
+    )
+
+import fsspec
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from storage.splitter.config import SplitterConfig
+from storage.splitter.metadata import BlockMetadata, FileMetadata
+from storage.splitter.readers import read_block_table
+from storage.splitter.splitter import FileSplitter
+from storage.splitter.state import SplitState
+
+try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, SupportsTriggerAvailableNow
+except ImportError:  # pragma: no cover - pyspark 4.0/4.1
+    ReadAllAvailable = ReadMaxBytes = None  # type: ignore[assignment,misc]
+    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
+
+FORMAT = "file_splitter"
+SCHEMA = StructType(
+    [
+        StructField("value", StringType()),
+        StructField("path", StringType()),
+        StructField("block_id", LongType()),
+        StructField("offset", LongType()),
+    ]
+)
+
+
+class BlockPartition(InputPartition):
+    """One block to read, with what an executor needs to open its filesystem."""
+
+    def __init__(self, block: BlockMetadata, protocol: str, storage_options: dict[str, str], strict: bool) -> None:
+        super().__init__(block)
+        self.protocol = protocol
+        self.storage_options = storage_options
+        self.strict = strict
+
+
+def _batch_ranges(blocks: Sequence[BlockMetadata]) -> list[list[Any]]:
+    """Consecutive blocks of one segment as ``[path, segment_start, segment_end, first, end]``."""
+    ranges: list[list[Any]] = []
+    for b in blocks:
+        last = ranges[-1] if ranges else None
+        if last is not None and last[0] == b.path and last[1] == b.segment_start and last[4] == b.offset:
+            last[4] = b.end
+        else:
+            ranges.append([b.path, b.segment_start, b.segment_end, b.offset, b.end])
+    return ranges
+
+
+def _blocks_of(ranges: list[list[Any]], block_size: int) -> Iterator[BlockMetadata]:
+    for path, segment_start, segment_end, first, end in ranges:
+        for block in FileMetadata(path, segment_end, 0.0, segment_start, block_size).blocks(first):
+            if block.offset >= end:
+                break
+            yield block
+
+
+class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """Plans micro-batches of at most ``blocks_per_batch`` blocks on the driver."""
+
+    def __init__(self, config: SplitterConfig) -> None:
+        self._config = config
+        self._splitter = FileSplitter.from_config(config)
+        self._protocol = self._splitter.fs.protocol if isinstance(self._splitter.fs.protocol, str) else self._splitter.fs.protocol[0]
+        self._last: dict[str, Any] | None = None
+
+    def initialOffset(self) -> dict:
+        return {"v": 1, "n": 0, "block_size": self._config.block_size, "protocol": self._protocol,
+                "batch": [], "state": SplitState().to_json()}
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        """The next batch's end offset; ``start`` itself when there is nothing new."""
+        current = start if start is not None else (self._last or self.initialOffset())
+        if current != self._last:
+            self._splitter.restore(current["state"])
+        blocks = self._splitter.next_blocks(self._block_limit(limit))
+        if not blocks:
+            self._last = current
+            return current
+        self._last = {**current, "n": current["n"] + 1, "batch": _batch_ranges(blocks), "state": self._splitter.state()}
+        return self._last
+
+    def getDefaultReadLimit(self) -> Any:
+        """``blocks_per_batch`` blocks, said in bytes: the only built-in limits are rows, files and bytes."""
+        return ReadMaxBytes(self._config.blocks_per_batch * self._config.block_size)
+
+    def _block_limit(self, limit: Any) -> int | None:
+        if ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable):
+            return None  # Trigger.Once, or the engine overriding our limit: everything in one batch
+        if ReadMaxBytes is not None and isinstance(limit, ReadMaxBytes):
+            return max(1, limit.max_bytes // self._config.block_size)
+        return self._config.blocks_per_batch
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow reads the files listed now, in batches of ``blocks_per_batch``, then ends."""
+        self._splitter.freeze()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        if start == end:
+            return []
+        options = dict(self._config.storage_options)
+        return [BlockPartition(b, end["protocol"], options, self._config.strict)
+                for b in _blocks_of(end["batch"], end["block_size"])]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        fs = fsspec.filesystem(partition.protocol, **partition.storage_options)
+        yield from read_block_table(fs, partition.value, strict=partition.strict).to_batches()
+
+    def commit(self, end: dict) -> None:
+        """Nothing to clean up: the state travels in the offsets."""
+
+
+class SplitterDataSource(DataSource):
+    """``spark.readStream.format("file_splitter").option(...).load(path)``; options as ``SplitterConfig``."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.config = SplitterConfig.from_options(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return SplitterStreamReader(self.config)
+
+
+def _options(config: SplitterConfig) -> dict[str, str]:
+    options = {
+        "paths": ",".join(config.paths), "recursive": str(config.recursive), "block_size": str(config.block_size),
+        "blocks_per_batch": str(config.blocks_per_batch), "scan_interval": str(config.scan_interval),
+        "settle": str(config.settle), "watermark_slack": str(config.watermark_slack),
+        "continuous": str(config.continuous), "strict": str(config.strict),
+        **{f"storage.{k}": v for k, v in config.storage_options.items()},
+    }
+    if config.pattern is not None:
+        options["pattern"] = config.pattern
+    return options
+
+
+def read_stream(spark: SparkSession, config: SplitterConfig) -> DataFrame:
+    """Register the source and return the streaming DataFrame for ``config``."""
+    spark.dataSource.register(SplitterDataSource)
+    return spark.readStream.format(FORMAT).options(**_options(config)).load()
