@@ -108,38 +108,41 @@ class Csv:
         return pacsv.read_csv(pa.py_buffer(data)).to_pandas()
 
 
+class _BulkFormat:
+    """A format written as one complete file per part; compression is the format's own."""
+
+    bulk: ClassVar[bool] = True
+    uncompressed: ClassVar[str]
+
+    def write_file(self, table: pa.Table, compression: str | None) -> bytes:
+        sink = pa.BufferOutputStream()
+        self._write(table, sink, compression=compression or self.uncompressed)
+        return sink.getvalue().to_pybytes()
+
+    def decode(self, data: bytes) -> pd.DataFrame:
+        return self._read(pa.py_buffer(data)).to_pandas()
+
+
 @dataclass(frozen=True)
-class Parquet:
-    """Apache Parquet; compression is Parquet's own, per column chunk."""
+class Parquet(_BulkFormat):
+    """Apache Parquet; compression per column chunk."""
 
     name: ClassVar[str] = "parquet"
     suffix: ClassVar[str] = ".parquet"
-    bulk: ClassVar[bool] = True
-
-    def write_file(self, table: pa.Table, compression: str | None) -> bytes:
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression=compression or "none")
-        return sink.getvalue().to_pybytes()
-
-    def decode(self, data: bytes) -> pd.DataFrame:
-        return pq.read_table(pa.py_buffer(data)).to_pandas()
+    uncompressed: ClassVar[str] = "none"
+    _write = staticmethod(pq.write_table)
+    _read = staticmethod(pq.read_table)
 
 
 @dataclass(frozen=True)
-class Orc:
-    """Apache ORC; compression is ORC's own."""
+class Orc(_BulkFormat):
+    """Apache ORC; compression per stripe."""
 
     name: ClassVar[str] = "orc"
     suffix: ClassVar[str] = ".orc"
-    bulk: ClassVar[bool] = True
-
-    def write_file(self, table: pa.Table, compression: str | None) -> bytes:
-        sink = pa.BufferOutputStream()
-        paorc.write_table(table, sink, compression=compression or "uncompressed")
-        return sink.getvalue().to_pybytes()
-
-    def decode(self, data: bytes) -> pd.DataFrame:
-        return paorc.read_table(pa.py_buffer(data)).to_pandas()
+    uncompressed: ClassVar[str] = "uncompressed"
+    _write = staticmethod(paorc.write_table)
+    _read = staticmethod(paorc.read_table)
 
 
 Format = JsonLines | TextLines | Csv | Parquet | Orc

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import pandas as pd
-import pyarrow as pa
 from fsspec.core import url_to_fs
 
 from .buckets import BasePathBuckets, BucketAssigner
@@ -185,15 +184,21 @@ class FileSink:
             writer.close()
 
     def start(
-        self, df: SparkDataFrame, checkpoint_location: str, hook: PhaseHook | None = None, **options: str
+        self,
+        df: SparkDataFrame,
+        checkpoint_location: str,
+        trigger: Mapping[str, Any] | None = None,
+        hook: PhaseHook | None = None,
+        **options: str,
     ) -> StreamingQuery:
         """Start a Spark streaming query writing ``df`` here, committed by Spark's batch id.
 
-        ``options`` go to ``writeStream.option`` (e.g. ``queryName``); ``hook`` is the test seam.
+        ``trigger`` goes to ``writeStream.trigger`` (e.g. ``{"availableNow": True}``),
+        ``options`` to ``writeStream.option``; ``hook`` is the crash-test seam.
         """
         from .spark import start_query
 
-        return start_query(self, df, checkpoint_location, options, hook)
+        return start_query(self, df, checkpoint_location, options, trigger, hook)
 
     # ------------------------------------------------------------- reading
 
@@ -221,11 +226,3 @@ class FileSink:
 def _natural(path: str) -> list[Any]:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]
 
-
-def to_table(df: Any) -> pa.Table:
-    """An Arrow table from pandas or Arrow (Spark frames go through ``spark.to_arrow``)."""
-    if isinstance(df, pa.Table):
-        return df
-    if isinstance(df, pd.DataFrame):
-        return pa.Table.from_pandas(df, preserve_index=False)
-    raise TypeError(f"FileSink cannot write a {type(df).__name__}; pass a pandas, Arrow or Spark DataFrame")

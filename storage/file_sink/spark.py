@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
 
-from .sink import to_table
+from .writer import to_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -38,6 +38,7 @@ def start_query(
     df: DataFrame,
     checkpoint_location: str,
     options: Mapping[str, str],
+    trigger: Mapping[str, Any] | None = None,
     hook: PhaseHook | None = None,
 ) -> StreamingQuery:
     """Start ``df.writeStream.foreachBatch`` into ``sink``; one writer lives on the driver."""
@@ -51,4 +52,6 @@ def start_query(
     stream = df.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint_location)
     for key, value in options.items():
         stream = stream.option(key, value)
+    if trigger:
+        stream = stream.trigger(**trigger)
     return stream.start()

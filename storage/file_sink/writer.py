@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 from fsspec.core import url_to_fs
 
@@ -116,11 +117,15 @@ class SinkWriter:
     # ------------------------------------------------------------------ writing
 
     def write_batch(
-        self, data: pa.Table, batch_id: int, processing_time_ms: int, end_of_input: bool = False
+        self, data: pa.Table | pd.DataFrame, batch_id: int, processing_time_ms: int, end_of_input: bool = False
     ) -> bool:
-        """Write and commit one batch; False if ``batch_id`` was already committed (a replay)."""
+        """Write and commit one batch; False if ``batch_id`` was already committed (a replay).
+
+        The pandas runner feeds its panes here, one step or micro-batch per call.
+        """
         if batch_id <= self._state.batch_id:
             return False
+        data = to_table(data)
         sink, now = self._sink, processing_time_ms
         self._now = now
         pending: list[tuple[str, str]] = []
@@ -257,6 +262,15 @@ class SinkWriter:
         """Close every open stream; parts stay in progress (committed) for the next writer."""
         for path in list(self._handles):
             self._close_handle(path)
+
+
+def to_table(df: Any) -> pa.Table:
+    """An Arrow table from pandas or Arrow (Spark frames go through ``spark.to_arrow``)."""
+    if isinstance(df, pa.Table):
+        return df
+    if isinstance(df, pd.DataFrame):
+        return pa.Table.from_pandas(df, preserve_index=False)
+    raise TypeError(f"FileSink cannot write a {type(df).__name__}; pass a pandas, Arrow or Spark DataFrame")
 
 
 def _after_batch(stats: PartStats, part: _Part) -> PartStats:

@@ -95,3 +95,19 @@ def test_a_record_the_directory_contradicts_is_reported(tmp_path):
     os.truncate(tmp_path / ".part-w-0.jsonl.inprogress", 3)
     with pytest.raises(RuntimeError, match="were committed; the sink directory was changed"):
         sink.writer()
+
+
+def test_pandas_panes_written_step_by_step(tmp_path):
+    # The pandas runner's output: one DataFrame of panes per step, the step as batch id.
+    panes = pd.DataFrame({"window_start": [0, 0, 10], "value": [5, 12, 3], "timing": ["EARLY", "ON_TIME", "ON_TIME"],
+                          "step": [0, 1, 1]})
+    sink = FileSink(str(tmp_path), format="csv")
+    writer = sink.writer()
+    for step, frame in panes.groupby("step"):
+        writer.write_batch(frame, int(step), 0, end_of_input=step == 1)
+    pd.testing.assert_frame_equal(sink.read(), panes)
+
+
+def test_unknown_input_types_are_refused(tmp_path):
+    with pytest.raises(TypeError, match="cannot write a list"):
+        FileSink(str(tmp_path)).write([1, 2])
