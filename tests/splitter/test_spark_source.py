@@ -11,7 +11,7 @@ import pytest
 from storage import FileSplitter
 
 
-def make_input(directory, files: int = 3, lines: int = 40) -> list[str]:
+def make_input(directory, files: int = 2, lines: int = 40) -> list[str]:
     expected = []
     for f in range(files):
         rows = [f"file{f} line{i} é" for i in range(lines)]
@@ -75,27 +75,41 @@ def test_restart_from_checkpoint_reads_every_line_exactly_once(spark, tmp_path):
         assert all(block_id == offset // 256 for _, _, block_id, offset in rows)
 
 
+def wait_for(condition, query, rounds: int = 300) -> None:
+    """Wait until ``condition()`` holds; bounded so a broken source fails instead of hanging."""
+    for _ in range(rounds):
+        if condition():
+            return
+        query.awaitTermination(0.2)
+    raise AssertionError("the streaming query did not get there")
+
+
 @pytest.mark.spark
-def test_each_batch_takes_at_most_blocks_per_batch_blocks(spark, tmp_path):
+def test_continuous_mode_reads_files_added_and_bytes_appended_while_running(spark, tmp_path):
     data = tmp_path / "in"
     data.mkdir()
-    expected = make_input(data, files=2, lines=30)
-    splitter = FileSplitter(str(data), block_size=200, blocks_per_batch=2, settle=0, scan_interval=0)
-    frame = splitter.read_stream(spark)
-    batches: dict[int, set] = {}
-    values: list[str] = []
+    (data / "a.txt").write_text("a1\na2\n")
+    splitter = FileSplitter(str(data), block_size=4, blocks_per_batch=2, settle=0, scan_interval=0)
+    recorder = BatchRecorder()
+    query = start(splitter, spark, tmp_path / "cp", recorder)
+    values = lambda: sorted(row[0] for rows in recorder.by_batch().values() for row in rows)  # noqa: E731
+    wait_for(lambda: values() == ["a1", "a2"], query)
+    (data / "b.txt").write_text("b1\n")
+    with open(data / "a.txt", "a") as f:
+        f.write("a3\n")
+    wait_for(lambda: len(values()) == 4, query)
+    query.stop()
+    assert values() == ["a1", "a2", "a3", "b1"]
+    assert all(len({(r[1], r[2]) for r in rows}) <= 2 for rows in recorder.by_batch().values())
 
-    def collect(batch, batch_id):
-        rows = batch.collect()
-        batches[batch_id] = {(r.path, r.block_id) for r in rows}
-        values.extend(r.value for r in rows)
 
-    query = (frame.writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "cp"))
-             .trigger(availableNow=True).start())
-    query.awaitTermination()
-    assert Counter(values) == Counter(expected)
-    assert len(batches) > 1
-    assert all(len(blocks) <= 2 for blocks in batches.values())
+@pytest.mark.spark
+def test_bad_option_is_reported_by_name(spark, tmp_path):
+    from storage.splitter.spark_source import SplitterDataSource
+
+    spark.dataSource.register(SplitterDataSource)
+    with pytest.raises(Exception, match=r"block_size='0' must be positive"):
+        spark.readStream.format("file_splitter").option("block_size", "0").load(str(tmp_path)).schema
 
 
 def test_old_pyspark_gets_a_clear_error(monkeypatch):
