@@ -46,8 +46,8 @@ from triggers import NO_TIME, AccumulationMode, Trigger, TriggerContext
 from .timeaxis import MAX_TIME, add_saturating
 from .windows import WindowFn
 
-TIMINGS = np.array(["EARLY", "ON_TIME", "LATE"], dtype=object)
-EARLY, ON_TIME, LATE = 0, 1, 2
+TIMINGS = ("EARLY", "ON_TIME", "LATE")
+EARLY, ON_TIME, LATE = 0, 1, 2  # pane ``timing`` codes in engine output; runners name them
 
 DROPPED_LATE = "beyond allowed lateness"
 DROPPED_CLOSED = "window closed (trigger finished)"
@@ -139,19 +139,44 @@ def _object_array(values: list) -> np.ndarray:
 
 # ---- accumulation over groups ---------------------------------------------------------------
 
-def _partial_accumulators(spec: EngineSpec, pairs: pd.DataFrame, group: np.ndarray, n_groups: int) -> dict[str, np.ndarray]:
+def group_reduce(values: np.ndarray, group: np.ndarray, n_groups: int, how: str) -> np.ndarray:
+    """Reduce ``values`` per group id (0..n_groups-1) with ``sum``, ``min`` or ``max``.
+
+    Sums use ``bincount`` (compiled, no sort) whenever float64 holds the
+    result exactly; ``ufunc.at`` otherwise.
+    """
+    values = np.asarray(values)
+    if how == "sum":
+        if values.dtype.kind == "f":
+            return np.bincount(group, weights=values, minlength=n_groups)
+        if len(values) == 0 or float(np.abs(values).max()) * len(values) < 2.0**53:
+            return np.bincount(group, weights=values, minlength=n_groups).astype(values.dtype)
+        out = np.zeros(n_groups, dtype=values.dtype)
+        np.add.at(out, group, values)
+        return out
+    ufunc = np.minimum if how == "min" else np.maximum
+    if values.dtype.kind == "f":
+        identity = np.inf if how == "min" else -np.inf
+    else:
+        info = np.iinfo(values.dtype)
+        identity = info.max if how == "min" else info.min
+    out = np.full(n_groups, identity, dtype=values.dtype)
+    ufunc.at(out, group, values)
+    return out
+
+
+def _partial_accumulators(spec: EngineSpec, values: list[np.ndarray | None], group: np.ndarray,
+                          n_groups: int) -> dict[str, np.ndarray]:
     """Accumulate the element-window pairs of each group from scratch."""
     out: dict[str, np.ndarray] = {}
     for i, agg in enumerate(spec.aggregations):
-        values = pairs[f"_v{i}"] if f"_v{i}" in pairs else pd.Series(np.zeros(len(pairs)))
+        column = pd.Series(values[i] if values[i] is not None else np.zeros(len(group)))
         if agg.vectorized:
-            lifted = pd.DataFrame(agg.accumulation.vector_lift(values.reset_index(drop=True)))
-            reduced = lifted.groupby(group, sort=True).agg(dict(agg.accumulation.vector_fields()))
-            for fname in lifted.columns:
-                out[f"a{i}.{fname}"] = reduced[fname].to_numpy()
+            for fname, lifted in agg.accumulation.vector_lift(column).items():
+                out[f"a{i}.{fname}"] = group_reduce(lifted, group, n_groups, agg.accumulation.vector_fields()[fname])
         else:
             acc = agg.accumulation
-            by_group = pd.Series(values.to_numpy(), dtype=object).groupby(group, sort=True)
+            by_group = pd.Series(column.to_numpy(), dtype=object).groupby(group, sort=True)
             out[f"a{i}"] = _object_array(
                 [acc.accumulate_all(acc.default_accumulated_value(), list(vals)) for _, vals in by_group])
     return out
@@ -162,10 +187,8 @@ def _merge_accumulators(spec: EngineSpec, rows: dict[str, np.ndarray], group: np
     out: dict[str, np.ndarray] = {}
     for i, agg in enumerate(spec.aggregations):
         if agg.vectorized:
-            frame = pd.DataFrame({f: rows[f"a{i}.{f}"] for f in agg.accumulation.vector_fields()})
-            reduced = frame.groupby(group, sort=True).agg(dict(agg.accumulation.vector_fields()))
-            for fname in frame.columns:
-                out[f"a{i}.{fname}"] = reduced[fname].to_numpy().astype(frame[fname].dtype)
+            for fname, how in agg.accumulation.vector_fields().items():
+                out[f"a{i}.{fname}"] = group_reduce(rows[f"a{i}.{fname}"], group, n_groups, how)
         else:
             acc = agg.accumulation
             merged: list[Any] = [None] * n_groups
@@ -228,8 +251,8 @@ def step(spec: EngineSpec, state: pd.DataFrame, elements: pd.DataFrame, watermar
     retractions: list[pd.DataFrame] = []
 
     pairs = _assign(spec, elements, watermark, dropped)
-    partial = _aggregate_pairs(spec, pairs)
-    table, counts = _combine(spec, state, partial, pairs, watermark, dropped, retractions)
+    partial = _aggregate_pairs(spec, elements, pairs)
+    table, counts = _combine(spec, state, partial, pairs, elements.index, watermark, dropped, retractions)
 
     n = len(table["start"])
     ctx = TriggerContext({k: v for k, v in table.items() if k.startswith("t.")}, table["end"],
@@ -242,8 +265,7 @@ def step(spec: EngineSpec, state: pd.DataFrame, elements: pd.DataFrame, watermar
     finished = spec.trigger.on_fire(ctx, fire) if fire.any() else np.zeros(n, dtype=bool)
     table.update(ctx.columns)
 
-    horizon = add_saturating(table["end"], spec.allowed_lateness)
-    purge = horizon <= watermark
+    purge = table["end"] <= _lateness_horizon(spec, watermark)
     final = purge & open_rows & ~fire & (table["n_pending"] > 0)
     panes = _emit(spec, table, fire, final, ctx.force_emit, watermark, retractions)
 
@@ -266,50 +288,118 @@ def step(spec: EngineSpec, state: pd.DataFrame, elements: pd.DataFrame, watermar
     return StepResult(panes=panes, state=new_state, dropped=dropped_frame)
 
 
-def _assign(spec: EngineSpec, elements: pd.DataFrame, watermark: int, dropped: list) -> pd.DataFrame:
+@dataclass
+class _Pairs:
+    """Element-window pairs: element position in the step's elements, window bounds."""
+
+    element: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    group: np.ndarray | None = None  # the partial window each pair landed in
+
+
+def _assign(spec: EngineSpec, elements: pd.DataFrame, watermark: int, dropped: list) -> _Pairs:
     """Element-window pairs, without those past the lateness horizon (reported as dropped)."""
     times = elements["_t"].to_numpy(dtype=np.int64)
     index, start, end = spec.windows.assign(times)
-    expired = add_saturating(end, spec.allowed_lateness) <= watermark
-    if expired.any():
-        dropped.append(pd.DataFrame({"element": elements.index[index[expired]], "start": start[expired],
-                                     "end": end[expired], "reason": DROPPED_LATE}))
-        index, start, end = index[~expired], start[~expired], end[~expired]
-    pairs = elements.iloc[index] if len(index) != len(elements) or not _is_identity(index) else elements
-    pairs = pairs.drop(columns="_t").assign(start=start, end=end)
-    pairs["_element"] = elements.index[index]
-    return pairs.reset_index(drop=True)
+    horizon = _lateness_horizon(spec, watermark)
+    if len(end):
+        expired = end <= horizon
+        if expired.any():
+            dropped.append(pd.DataFrame({"element": elements.index[index[expired]], "start": start[expired],
+                                         "end": end[expired], "reason": DROPPED_LATE}))
+            index, start, end = index[~expired], start[~expired], end[~expired]
+    return _Pairs(index, start, end)
 
 
-def _is_identity(index: np.ndarray) -> bool:
-    return bool(len(index) == 0 or (index[0] == 0 and index[-1] == len(index) - 1 and np.all(np.diff(index) == 1)))
+def _lateness_horizon(spec: EngineSpec, watermark: int) -> int:
+    """Windows ending at or before this are past the allowed lateness (end + lateness <= watermark)."""
+    return max(watermark - spec.allowed_lateness, int(np.iinfo(np.int64).min))
 
 
-def _aggregate_pairs(spec: EngineSpec, pairs: pd.DataFrame) -> pd.DataFrame:
+def _take(values: np.ndarray, index: np.ndarray, n_source: int) -> np.ndarray:
+    """``values[index]``, skipping the copy when ``index`` is every position in order."""
+    if len(index) == n_source and (n_source == 0 or (index[0] == 0 and index[-1] == n_source - 1)):
+        return values
+    return values[index]
+
+
+def _codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes and the value of each code.
+
+    Integers spanning a small range get ``value - min`` (no hashing, and
+    codes sorted like the values); anything else is factorized.
+    """
+    if values.dtype.kind in "iu" and len(values):
+        low, high = int(values.min()), int(values.max())
+        if high - low <= 4 * len(values) + 1024:
+            return (values - low).astype(np.int64), np.arange(low, high + 1, dtype=values.dtype)
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    return codes.astype(np.int64), np.asarray(uniques)
+
+
+def _compact(combined: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """Dense group ids 0..n-1 for codes in ``[0, bound)``, and the code of each group."""
+    if bound <= 8 * len(combined) + 1024:
+        present = np.bincount(combined, minlength=bound) > 0
+        rank = np.cumsum(present) - 1
+        return rank[combined], np.flatnonzero(present)
+    group, codes = pd.factorize(combined)
+    return group, codes
+
+
+def _factorize_keys(key_values: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """One int code per row for one or more key columns, and each column's value per code."""
+    codes, uniques = _codes(key_values[0])
+    columns = [uniques]
+    for values in key_values[1:]:
+        more, more_uniques = _codes(values)
+        codes, combo = _compact(codes * len(more_uniques) + more, len(columns[0]) * len(more_uniques))
+        columns = [c[combo // len(more_uniques)] for c in columns] + [more_uniques[combo % len(more_uniques)]]
+    return codes, columns
+
+
+def _aggregate_pairs(spec: EngineSpec, elements: pd.DataFrame, pairs: _Pairs) -> pd.DataFrame:
     """One row per (key, proto-)window holding the pairs' partial accumulators.
 
     ``end`` is a function of ``start`` for every window function (sessions
-    included: a proto-session is ``[t, t + gap)``), so grouping by start is enough.
+    included: a proto-session is ``[t, t + gap)``), so a group is a (key,
+    start) pair, encoded as one int64 code.
     """
-    keys = spec.key_columns
-    if len(pairs) == 0:
-        return pd.DataFrame({**{k: pairs[k] for k in keys}, "start": np.array([], np.int64),
-                             "end": np.array([], np.int64), "n_new": np.array([], np.int64),
-                             **{k: v[:0] for k, v in _fresh_accumulators(spec, 0).items()}})
-    grouping = pairs.groupby(keys + ["start"], sort=True, dropna=False)
-    group = grouping.ngroup().to_numpy()
-    heads = pairs.loc[:, keys + ["start", "end"]].groupby(group, sort=True).first()
-    out = {k: heads[k].to_numpy() for k in keys}
-    out["start"] = heads["start"].to_numpy(dtype=np.int64)
-    out["end"] = heads["end"].to_numpy(dtype=np.int64)
-    out["n_new"] = np.bincount(group, minlength=len(heads)).astype(np.int64)
-    out.update(_partial_accumulators(spec, pairs, group, len(heads)))
-    result = pd.DataFrame(out)
-    result.attrs["group"] = group
-    return result
+    n_src = len(elements)
+    key_values = [_take(elements[k].to_numpy(), pairs.element, n_src) for k in spec.key_columns]
+    key_code, key_columns = _factorize_keys(key_values)
+    start_code, start_uniques = _codes(pairs.start)
+    n_starts = max(len(start_uniques), 1)
+    group, combos = _compact(key_code * n_starts + start_code, len(key_columns[0]) * n_starts)
+    n_groups = len(combos)
+    pairs.group = group
+    out: dict[str, np.ndarray] = {}
+    for name, column in zip(spec.key_columns, key_columns):
+        out[name] = column[combos // n_starts]
+    out["start"] = np.asarray(start_uniques, dtype=np.int64)[combos % n_starts]
+    end = np.empty(n_groups, dtype=np.int64)
+    end[group] = pairs.end
+    out["end"] = end
+    out["n_new"] = np.bincount(group, minlength=n_groups).astype(np.int64)
+    values = [None if f"_v{i}" not in elements else _take(elements[f"_v{i}"].to_numpy(), pairs.element, n_src)
+              for i in range(len(spec.aggregations))]
+    out.update(_partial_accumulators(spec, values, group, n_groups))
+    return pd.DataFrame(out)
 
 
-def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs: pd.DataFrame,
+def _window_rows(spec: EngineSpec, n: int, end: np.ndarray, watermark: int) -> dict[str, np.ndarray]:
+    """Pane metadata and trigger state of ``n`` windows that have never fired."""
+    out = {"on_time_done": end <= watermark, "closed": np.zeros(n, dtype=bool),
+           "pane_index": np.zeros(n, dtype=np.int64), "emitted": np.zeros(n, dtype=bool),
+           "last_timing": np.zeros(n, dtype=np.int8)}
+    for i in range(len(spec.aggregations)):
+        out[f"o{i}"] = np.full(n, None, dtype=object)
+    out.update(spec.trigger.fresh_state(n))
+    return out
+
+
+def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs: _Pairs, labels: pd.Index,
              watermark: int, dropped: list, retractions: list) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Fold the partial windows into the window table; merge sessions.
 
@@ -320,6 +410,11 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs
     if len(partial) == 0:
         table = {name: state[name].to_numpy() for name in state.columns}
         return table, np.zeros(len(state), dtype=np.int64)
+    if len(state) == 0 and not spec.windows.merging:  # every partial window is a new window
+        n_new = partial["n_new"].to_numpy()
+        table = {name: partial[name].to_numpy() for name in partial.columns if name != "n_new"}
+        table.update(_window_rows(spec, len(partial), table["end"], watermark), n_pending=n_new)
+        return {name: table[name] for name in state.columns}, n_new
 
     n_old = len(state)
     cand = pd.concat([state.loc[:, keys + ["start", "end"]].assign(_new=False),
@@ -340,10 +435,9 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs
     partial_ok = ~closed_group[new_group]
     if not partial_ok.all():
         bad = np.flatnonzero(~partial_ok)
-        bad_pairs = np.isin(partial.attrs["group"], bad)
-        dropped.append(pd.DataFrame({"element": pairs["_element"].to_numpy()[bad_pairs],
-                                     "start": pairs["start"].to_numpy()[bad_pairs],
-                                     "end": pairs["end"].to_numpy()[bad_pairs], "reason": DROPPED_CLOSED}))
+        bad_pairs = np.isin(pairs.group, bad)
+        dropped.append(pd.DataFrame({"element": labels[pairs.element[bad_pairs]], "start": pairs.start[bad_pairs],
+                                     "end": pairs.end[bad_pairs], "reason": DROPPED_CLOSED}))
 
     g_start = np.full(n_groups, MAX_TIME, np.int64)
     np.minimum.at(g_start, group, cand["start"].to_numpy())
@@ -457,7 +551,7 @@ def _retraction_rows(spec: EngineSpec, rows: dict[str, np.ndarray], merged_away:
     out["start"], out["end"] = rows["start"], rows["end"]
     for i, agg in enumerate(spec.aggregations):
         out[agg.name] = rows[f"o{i}"]
-    out["timing"] = TIMINGS[rows["last_timing"].astype(np.int64)]
+    out["timing"] = rows["last_timing"]
     out["pane_index"] = rows["pane_index"] - 1
     out["is_retraction"] = np.ones(len(rows["start"]), dtype=bool)
     out["_first"] = np.full(len(rows["start"]), merged_away, dtype=bool)
@@ -484,7 +578,10 @@ def _emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, fina
     rows, outputs, emitted, changed = rows[keep], [o[keep] for o in outputs], emitted[keep], changed[keep]
 
     if spec.mode is AccumulationMode.ACCUMULATING_AND_RETRACTING:
-        redo = emitted & changed
+        # As the seed operator: every pane that replaces an earlier one is preceded by its
+        # retraction, changed or not (fire_only_updated_panes dropped the unchanged ones above),
+        # so emitted minus retracted is always the window's current value.
+        redo = emitted
         if redo.any():
             retractions.append(_retraction_rows(spec, {c: v[rows[redo]] for c, v in table.items()}, merged_away=False))
 
@@ -495,7 +592,7 @@ def _emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, fina
         column = table[f"o{i}"].copy()
         column[rows] = _object_array(list(outputs[i]))
         table[f"o{i}"] = column
-    pane["timing"] = TIMINGS[timing[rows].astype(np.int64)]
+    pane["timing"] = timing[rows]
     pane["pane_index"] = table["pane_index"][rows]
     pane["is_retraction"] = np.zeros(len(rows), dtype=bool)
     pane["_first"] = np.zeros(len(rows), dtype=bool)
@@ -516,6 +613,8 @@ def _assemble(spec: EngineSpec, retractions: list, panes: pd.DataFrame | None) -
             ["timing", "pane_index", "is_retraction"]
         return pd.DataFrame({c: [] for c in columns})
     out = pd.concat(parts, ignore_index=True)
+    if not retractions:  # already in window-table order; nothing to place
+        return out.drop(columns="_first")
     order = out.sort_values(spec.key_columns + ["_first", "start", "end", "is_retraction"],
                             ascending=[True] * len(spec.key_columns) + [False, True, True, False], kind="stable").index
     return out.loc[order].drop(columns="_first").reset_index(drop=True)

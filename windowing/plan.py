@@ -15,7 +15,7 @@ import pandas as pd
 from accumulations import Accumulation
 
 from .api import Windowed
-from .engine import Aggregation, EngineSpec
+from .engine import TIMINGS, Aggregation, EngineSpec
 from .errors import WindowingConfigError
 from .timeaxis import TimeAxis
 from .windows import FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn
@@ -107,7 +107,7 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
         out["window_end"] = plan.axis.from_internal(panes["end"].to_numpy())
     for agg in plan.spec.aggregations:
         out[agg.name] = _tidy(panes[agg.name])
-    out["timing"] = panes["timing"].astype(object).to_numpy()
+    out["timing"] = pd.Categorical.from_codes(panes["timing"].to_numpy(dtype=np.int8), categories=list(TIMINGS))
     out["pane_index"] = panes["pane_index"].to_numpy(dtype=np.int64)
     out["is_retraction"] = panes["is_retraction"].to_numpy(dtype=bool)
     return pd.DataFrame(out)

@@ -54,7 +54,9 @@ def test_session_proto_window_overlapping_nothing_becomes_a_new_session():
     panes = session_run([("a", 0, 1)], [("a", 10, 2)])  # touching [0,10) and [10,20): elements are gap apart
     final = panes[panes.timing == "ON_TIME"]
     assert rows(final, "window_start", "window_end", "value") == [(0, 10, 1), (10, 20, 2)]
-    assert not panes.is_retraction.any()
+    # no window was merged away: each retracts only its own EARLY pane, right before its ON_TIME pane
+    assert rows(panes[panes.is_retraction], "window_start", "window_end", "value", "timing") == [
+        (0, 10, 1, "EARLY"), (10, 20, 2, "EARLY")]
 
 
 # ---- window options ---------------------------------------------------------------------------
@@ -222,10 +224,19 @@ def test_accumulating_mode_keeps_the_state_until_purged():
     assert rows(panes, "value", "timing", "is_retraction") == [(1, "EARLY", False), (3, "EARLY", False), (3, "ON_TIME", False)]
 
 
-def test_accumulating_and_retracting_mode_retracts_a_changed_value_before_the_new_pane():
+def test_accumulating_and_retracting_mode_retracts_the_previous_value_before_each_new_pane():
+    # As the seed operator: a retraction precedes every pane that replaces an earlier one,
+    # the unchanged ON_TIME pane included, so emitted minus retracted is the current value.
     panes = mode_run(lambda b: b.accumulating_and_retracting())
     assert rows(panes, "value", "timing", "pane_index", "is_retraction") == [
-        (1, "EARLY", 0, False), (1, "EARLY", 0, True), (3, "EARLY", 1, False), (3, "ON_TIME", 2, False)]
+        (1, "EARLY", 0, False), (1, "EARLY", 0, True), (3, "EARLY", 1, False), (3, "EARLY", 1, True),
+        (3, "ON_TIME", 2, False)]
+
+
+def test_accumulating_and_retracting_with_fire_only_updated_panes_skips_the_unchanged_pane_and_its_retraction():
+    panes = mode_run(lambda b: b.accumulating_and_retracting().fire_only_updated_panes())
+    assert rows(panes, "value", "timing", "pane_index", "is_retraction") == [
+        (1, "EARLY", 0, False), (1, "EARLY", 0, True), (3, "EARLY", 1, False)]
 
 
 def test_fire_only_updated_panes_suppresses_a_firing_equal_to_the_previous_one():
