@@ -8,7 +8,7 @@ import time
 import pytest
 
 from storage import FileSplitter
-from storage.splitter import SplitterConfig
+from storage.splitter import SplitterConfig, UnreadableFileWarning
 
 
 class Clock:
@@ -183,3 +183,18 @@ def test_spark_options_are_parsed_and_unknown_ones_refused():
         SplitterConfig.from_options({"path": "/a", "blockSize": "1"})
     with pytest.raises(ValueError, match="option 'path' is missing"):
         SplitterConfig.from_options({})
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_one_unreadable_file_does_not_stop_the_others_unless_strict(tmp_path, strict):
+    write(tmp_path / "a.txt", "a\n")
+    write(tmp_path / "b.txt", "b\n")
+    splitter = FileSplitter(str(tmp_path), settle=0, strict=strict)
+    _, blocks = splitter.blocks()
+    (tmp_path / "a.txt").unlink()  # gone between listing and reading, as with a revoked permission
+    if strict:
+        with pytest.raises(OSError, match=r"cannot read block 0 of file '.*a.txt'"):
+            splitter.read_lines(blocks)
+    else:
+        with pytest.warns(UnreadableFileWarning, match=r"a.txt"):
+            assert splitter.read_lines(blocks)["value"].tolist() == ["b"]
