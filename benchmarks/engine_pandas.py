@@ -48,7 +48,9 @@ def run_case(case: str, n: int, keys: int) -> dict:
         out = windowed(df, time="ts", key="user").sessions("5 minutes").trigger(AtWatermark()).aggregate(Sum("amount"))
     elif case == "fixed-stream-10-steps":
         stream = TestStream()
-        for i, part in enumerate(np.array_split(df.sort_values("ts").reset_index(drop=True), 10)):
+        ordered = df.sort_values("ts").reset_index(drop=True)
+        for bounds in np.array_split(np.arange(len(ordered)), 10):
+            part = ordered.iloc[bounds[0]:bounds[-1] + 1]
             stream = stream.add_elements(part).advance_watermark_to(part.ts.max() - pd.Timedelta("1 minute"))
         out = windowed(stream, time="ts", key="user").fixed("1 minute").trigger(AtWatermark()).aggregate(Sum("amount"))
     else:
