@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from accumulations import Accumulation
+from accumulations import Accumulation, MergeAccumulation
 from triggers import AccumulationMode, Default, Trigger, parse_duration
 
 from .errors import WindowingConfigError
@@ -39,6 +39,7 @@ class Windowed:
     mode: AccumulationMode = AccumulationMode.DISCARDING
     only_updated: bool = False
     watermark_delay: Any = None
+    second: Any = None
     steps: tuple[str, ...] = ()
 
     def _with(self, call: str, **changes) -> "Windowed":
@@ -77,6 +78,21 @@ class Windowed:
         """Derive the watermark as the largest event time seen minus ``delay``."""
         parse_duration("watermark(delay)", delay, allow_zero=True)
         return self._with(f".watermark({delay!r})", watermark_delay=delay)
+
+    def with_second_stream(self, right: Any) -> "Windowed":
+        """Merge a second stream into the same windows (the seed's WindowedMergeOperator).
+
+        ``right`` has the same time and key columns. Aggregations must then be
+        two-stream ``MergeAccumulation``s (``InnerJoin``, ``Cogroup``), which
+        see each element as ``(side, value)``: side 0 from this stream, 1 from
+        ``right``. The merged watermark is the earlier of the two; for bounded
+        DataFrames both end together. pandas sources only, for now.
+        """
+        if not isinstance(right, type(self.source)):
+            raise WindowingConfigError(
+                f"with_second_stream(right={type(right).__name__}): the second stream must be of the first's kind "
+                f"({type(self.source).__name__})")
+        return self._with(f".with_second_stream(<{type(right).__name__}>)", second=right)
 
     # ---- triggering --------------------------------------------------------------------------
     def trigger(self, trigger: Trigger) -> "Windowed":
@@ -126,6 +142,15 @@ class Windowed:
                 raise WindowingConfigError(f"aggregate({name}={acc!r}) is not an Accumulation; give e.g. Sum('amount')")
             if name in RESERVED or name in (self.key or ()):
                 raise WindowingConfigError(f"aggregate({name}=...) clashes with the output column {name!r}; choose another name")
+        merging = [name for name, acc in pairs if isinstance(acc, MergeAccumulation)]
+        if self.second is not None and len(merging) != len(pairs):
+            plain = next(name for name, acc in pairs if not isinstance(acc, MergeAccumulation))
+            raise WindowingConfigError(
+                f"aggregate({plain}=...) is a one-stream accumulation, but with_second_stream() needs two-stream "
+                "accumulations such as InnerJoin or Cogroup")
+        if self.second is None and merging:
+            raise WindowingConfigError(
+                f"aggregate({merging[0]}=...) merges two streams; add the second with .with_second_stream(right)")
         if self.only_updated and self.mode is AccumulationMode.DISCARDING:
             raise WindowingConfigError(
                 "fire_only_updated_panes() with discarding(): every discarding pane starts empty, so 'unchanged' "

@@ -21,6 +21,10 @@ from .timeaxis import TimeAxis
 from .windows import FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn
 
 
+SIDE = "_side"
+"""Column marking which of two merged streams an element came from (0 or 1)."""
+
+
 @dataclass(frozen=True)
 class Plan:
     spec: EngineSpec
@@ -89,8 +93,14 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
         out["_k0"] = np.zeros(len(frame), dtype=np.int64)
     out["_t"] = times
     for i, column in enumerate(plan.value_columns):
-        if column is not None:
-            out[f"_v{i}"] = frame[column].to_numpy()
+        if column is None:
+            continue
+        values = frame[column].to_numpy()
+        if SIDE in frame:  # two streams: merge accumulations see (side, value)
+            paired = np.empty(len(frame), dtype=object)
+            paired[:] = list(zip(frame[SIDE].to_numpy().tolist(), values.tolist()))
+            values = paired
+        out[f"_v{i}"] = values
     return pd.DataFrame(out, index=frame.index)
 
 

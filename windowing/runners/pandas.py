@@ -13,7 +13,7 @@ from accumulations import Accumulation
 from ..api import Windowed
 from ..engine import empty_state, step
 from ..errors import WindowingConfigError
-from ..plan import Plan, check_columns, make_plan, to_elements, to_panes
+from ..plan import SIDE, Plan, check_columns, make_plan, to_elements, to_panes
 from ..test_stream import AddElements, AdvanceProcessingTime, AdvanceWatermark, TestStream
 from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
 
@@ -45,6 +45,11 @@ def _event_times(pipeline: Windowed, frame: pd.DataFrame) -> pd.Series:
 
 def run_pandas(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...]) -> WindowedResult:
     source = pipeline.source
+    if pipeline.second is not None:
+        if not isinstance(source, pd.DataFrame):
+            raise WindowingConfigError("with_second_stream() works with bounded pandas DataFrames for now")
+        check_columns(list(pipeline.second.columns), pipeline, aggregations)
+        source = pd.concat([source.assign(**{SIDE: 0}), pipeline.second.assign(**{SIDE: 1})], ignore_index=True)
     if isinstance(source, pd.DataFrame):
         script = [AddElements(source)]
         is_stream = False
