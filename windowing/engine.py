@@ -360,27 +360,34 @@ def _factorize_keys(key_values: list[np.ndarray]) -> tuple[np.ndarray, list[np.n
 
 
 def _aggregate_pairs(spec: EngineSpec, elements: pd.DataFrame, pairs: _Pairs) -> pd.DataFrame:
-    """One row per (key, proto-)window holding the pairs' partial accumulators.
+    """One row per (key, window) of the step holding the pairs' partial accumulators.
 
-    ``end`` is a function of ``start`` for every window function (sessions
-    included: a proto-session is ``[t, t + gap)``), so a group is a (key,
-    start) pair, encoded as one int64 code.
+    For sessions, the rows are the step's proto-sessions already merged with
+    each other; merging with the existing sessions happens in `_combine`.
     """
     n_src = len(elements)
     key_values = [_take(elements[k].to_numpy(), pairs.element, n_src) for k in spec.key_columns]
     key_code, key_columns = _factorize_keys(key_values)
-    start_code, start_uniques = _codes(pairs.start)
-    n_starts = max(len(start_uniques), 1)
-    group, combos = _compact(key_code * n_starts + start_code, len(key_columns[0]) * n_starts)
-    n_groups = len(combos)
-    pairs.group = group
     out: dict[str, np.ndarray] = {}
-    for name, column in zip(spec.key_columns, key_columns):
-        out[name] = column[combos // n_starts]
-    out["start"] = np.asarray(start_uniques, dtype=np.int64)[combos % n_starts]
-    end = np.empty(n_groups, dtype=np.int64)
-    end[group] = pairs.end
-    out["end"] = end
+    if spec.windows.merging:  # the step's proto-sessions merge among themselves first
+        group = _session_groups(key_code, pairs.start, pairs.end)
+        n_groups = int(group.max()) + 1 if len(group) else 0
+        key_of_group = np.empty(n_groups, dtype=np.int64)
+        key_of_group[group] = key_code
+        out.update({name: column[key_of_group] for name, column in zip(spec.key_columns, key_columns)})
+        out["start"] = group_reduce(pairs.start, group, n_groups, "min")
+        out["end"] = group_reduce(pairs.end, group, n_groups, "max")
+    else:  # a (key, start) pair identifies the window: end is a function of start
+        start_code, start_uniques = _codes(pairs.start)
+        n_starts = max(len(start_uniques), 1)
+        group, combos = _compact(key_code * n_starts + start_code, len(key_columns[0]) * n_starts)
+        n_groups = len(combos)
+        out.update({name: column[combos // n_starts] for name, column in zip(spec.key_columns, key_columns)})
+        out["start"] = np.asarray(start_uniques, dtype=np.int64)[combos % n_starts]
+        end = np.empty(n_groups, dtype=np.int64)
+        end[group] = pairs.end
+        out["end"] = end
+    pairs.group = group
     out["n_new"] = np.bincount(group, minlength=n_groups).astype(np.int64)
     values = [None if f"_v{i}" not in elements else _take(elements[f"_v{i}"].to_numpy(), pairs.element, n_src)
               for i in range(len(spec.aggregations))]
@@ -530,14 +537,29 @@ def _candidate_groups(spec: EngineSpec, cand: pd.DataFrame) -> np.ndarray:
     keys = spec.key_columns
     if not spec.windows.merging:
         return cand.groupby(keys + ["start"], sort=False, dropna=False).ngroup().to_numpy()
-    key_code = cand.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
-    order = np.lexsort((cand["start"].to_numpy(), key_code))
-    k, s, e = key_code[order], cand["start"].to_numpy()[order], cand["end"].to_numpy()[order]
-    running_end = pd.Series(e).groupby(k).cummax().to_numpy()
+    key_code, _ = _factorize_keys([cand[k].to_numpy() for k in keys])
+    return _session_groups(key_code, cand["start"].to_numpy(), cand["end"].to_numpy())
+
+
+def _sort_by_key_then_time(key_code: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Order of rows by (key code, time): one int64 argsort when the product fits, else lexsort."""
+    if len(times) == 0:
+        return np.arange(0)
+    low, span = int(times.min()), int(times.max()) - int(times.min()) + 1
+    if (int(key_code.max()) + 1) * span < 2**62:
+        return np.argsort(key_code * span + (times - low))
+    return np.lexsort((times, key_code))
+
+
+def _session_groups(key_code: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Group id per window: overlapping windows of one key share a group (touching ones do not)."""
+    order = _sort_by_key_then_time(key_code, start)
+    k, s, e = key_code[order], start[order], end[order]
+    running_end = pd.Series(e).groupby(k, sort=False).cummax().to_numpy()
     prev_end = np.concatenate([[np.iinfo(np.int64).min], running_end[:-1]])
     prev_key = np.concatenate([[-1], k[:-1]])
     starts_group = (k != prev_key) | (s >= prev_end)
-    group = np.empty(len(cand), dtype=np.int64)
+    group = np.empty(len(k), dtype=np.int64)
     group[order] = np.cumsum(starts_group) - 1
     return group
 
