@@ -313,7 +313,13 @@ def _assign(spec: EngineSpec, elements: pd.DataFrame, watermark: int, dropped: l
 
 
 def _lateness_horizon(spec: EngineSpec, watermark: int) -> int:
-    """Windows ending at or before this are past the allowed lateness (end + lateness <= watermark)."""
+    """Windows ending at or before this are past the allowed lateness (end + lateness <= watermark).
+
+    ``end + lateness`` saturates at the end of time (Beam's garbage-collection time), so at
+    the end of input every window, the global one included, is past the horizon.
+    """
+    if watermark >= MAX_TIME:
+        return MAX_TIME
     return max(watermark - spec.allowed_lateness, int(np.iinfo(np.int64).min))
 
 

@@ -52,7 +52,7 @@ def build(spec: WindowSpec, source, key="k"):
 
 def frame(items: list[Element]) -> pd.DataFrame:
     return pd.DataFrame({"k": [e.key for e in items], "t": pd.Series([e.t for e in items], dtype=np.int64),
-                         "x": pd.Series([e.value for e in items], dtype=np.int64)})
+                         "x": pd.Series([e.value for e in items])})
 
 
 def stream(batches: list[list[Element]], watermarks: list[int | None]) -> TestStream:
@@ -159,3 +159,141 @@ def test_last_pane_of_every_window_equals_the_recomputation_despite_late_data(sp
         assert window in expected or (spec.kind == "sessions" and enclosing(window, expected) is not None)
     on_time = panes[panes["timing"] == "ON_TIME"]
     assert not on_time.duplicated(["k", "window_start", "window_end"]).any(), "at most one ON_TIME pane per window"
+
+
+# ---- (b) re-splitting the input never changes the final values ---------------------------------
+
+early_triggers = st.one_of(
+    st.just(Default()),
+    st.integers(1, 3).map(lambda n: AtWatermark().with_early_firings_every(n)),
+    st.integers(1, 3).map(lambda n: AfterWatermark(early=AfterCount(n))),
+)
+
+
+def contained_totals(panes: pd.DataFrame, finals: dict[tuple, object], signed: bool) -> dict[tuple, object]:
+    """Per final window, the sum of the panes whose window lies inside it
+    (retractions subtracted when ``signed``)."""
+    totals = {w: 0 for w in finals}
+    for row in rows(panes):
+        outer = enclosing(key_of(row), finals)
+        assert outer is not None, f"pane {row} lies in no final window"
+        totals[outer] += -row["value"] if (signed and row["is_retraction"]) else row["value"]
+    return totals
+
+
+@SETTINGS
+@given(spec=window_specs, items=elements, trigger=early_triggers, accumulating=st.booleans(), data=st.data())
+def test_splitting_the_input_into_other_steps_never_changes_the_final_values(spec, items, trigger, accumulating, data):
+    expected = final_values(items, spec)
+    on_time_of_each_split = []
+    for _ in range(2):
+        batches, marks = data.draw(safe_steps(items))
+        pipeline = build(spec, stream(batches, marks)).trigger(trigger)
+        pipeline = pipeline.accumulating() if accumulating else pipeline.discarding()
+        panes = pipeline.aggregate(Sum("x"))
+        on_time = panes[panes["timing"] == "ON_TIME"]
+        assert set(panes["timing"]) <= {"EARLY", "ON_TIME"}, "no element is ever late"
+        if accumulating:
+            assert {key_of(r): r["value"] for r in rows(on_time)} == expected
+            assert len(on_time) == len(expected)
+        else:  # each element is in exactly one pane of its final window (or of a session merged into it)
+            assert contained_totals(panes, expected, signed=False) == expected
+        on_time_of_each_split.append(sorted((key_of(r), r["value"]) for r in rows(on_time)))
+    if accumulating:
+        assert on_time_of_each_split[0] == on_time_of_each_split[1]
+
+
+# ---- (c) accumulating and retracting: emitted minus retracted is the final value ----------------
+
+@st.composite
+def scripts(draw, items: list[Element]):
+    """A TestStream script over ``items``: random batches, watermark moves (late data
+    included) and processing-time advances."""
+    batches = draw(split(items))
+    actions, mark = [], -1
+    for batch in batches:
+        actions.append(("add", batch))
+        for _ in range(draw(st.integers(0, 2))):
+            if draw(st.booleans()):
+                mark = draw(st.integers(mark + 1, mark + 30))
+                actions.append(("watermark", mark))
+            else:
+                actions.append(("processing", draw(st.integers(1, 10))))
+    return actions
+
+
+def script_stream(actions) -> TestStream:
+    out = TestStream()
+    for kind, arg in actions:
+        if kind == "add":
+            out = out.add_elements(frame(arg) if isinstance(arg, list) else arg)
+        elif kind == "watermark":
+            out = out.advance_watermark_to(arg)
+        else:
+            out = out.advance_processing_time(arg)
+    return out
+
+
+firing_triggers = st.one_of(
+    st.integers(1, 3).map(lambda n: AtWatermark().with_early_firings_every(n).with_late_firings_every(1)),
+    st.integers(1, 8).map(lambda d: AtWatermark().with_early_firings_every(d).with_late_firings_every(d)),
+    st.integers(1, 3).map(lambda n: AfterWatermark(early=AfterCount(n), late=AfterCount(1))),
+    st.integers(1, 8).map(lambda d: AfterWatermark(early=AfterProcessingTime(d), late=AfterCount(2))),
+    st.integers(1, 3).map(lambda n: Repeatedly(AfterCount(n))),
+    st.integers(1, 8).map(lambda d: Repeatedly(AfterProcessingTime(d))),
+    st.just(Default()),
+)
+
+
+@SETTINGS
+@given(spec=window_specs, items=elements, trigger=firing_triggers, data=st.data())
+def test_emitted_minus_retracted_equals_the_final_value_of_every_window(spec, items, trigger, data):
+    actions = data.draw(scripts(items))
+    panes = (build(spec, script_stream(actions)).allowed_lateness(BIG_LATENESS).trigger(trigger)
+             .accumulating_and_retracting().aggregate(Sum("x")))
+    expected = final_values(items, spec)
+    assert contained_totals(panes, expected, signed=True) == expected
+
+
+# ---- (d) vectorized accumulations agree with the slow path ---------------------------------------
+
+def _fold_extreme(better):
+    pick = lambda a, v: a if v != v else (v if a is None or better(v, a) else a)  # noqa: E731
+    return dict(initial=None, add=pick, merge=lambda a, b: a if b is None else pick(a, b),
+                output=lambda a: math.nan if a is None else a)
+
+
+def _skip_missing(add):
+    return lambda a, v: a if v != v else add(a, v)
+
+
+SLOW_EQUIVALENTS = {
+    "total": (Sum("x"), Fold("x", 0, _skip_missing(lambda a, v: a + v), lambda a, b: a + b)),
+    "n": (Count(), Fold("x", 0, lambda a, v: a + 1, lambda a, b: a + b)),
+    "n_present": (Count("x"), Fold("x", 0, _skip_missing(lambda a, v: a + 1), lambda a, b: a + b)),
+    "low": (Min("x"), Fold("x", **_fold_extreme(lambda v, a: v < a))),
+    "high": (Max("x"), Fold("x", **_fold_extreme(lambda v, a: v > a))),
+    "mean": (Mean("x"), Fold("x", (0.0, 0), _skip_missing(lambda a, v: (a[0] + v, a[1] + 1)),
+                             lambda a, b: (a[0] + b[0], a[1] + b[1]),
+                             output=lambda a: a[0] / a[1] if a[1] else math.nan)),
+}
+
+elements_with_gaps = st.lists(
+    st.builds(Element, st.sampled_from(["a", "b"]), st.integers(0, 60),
+              st.one_of(st.integers(-5, 20).map(float), st.just(math.nan))),
+    min_size=1, max_size=20)
+
+
+@settings(SETTINGS, max_examples=25)
+@given(spec=window_specs, items=elements_with_gaps, trigger=firing_triggers,
+       mode=st.sampled_from(["discarding", "accumulating", "accumulating_and_retracting"]), data=st.data())
+def test_vectorized_accumulations_give_the_same_panes_as_a_python_fold(spec, items, trigger, mode, data):
+    actions = data.draw(scripts(items))
+    results = []
+    for side in (0, 1):
+        pipeline = build(spec, script_stream(actions)).allowed_lateness(5).trigger(trigger)
+        pipeline = getattr(pipeline, mode)()
+        results.append(pipeline.aggregate(**{name: pair[side] for name, pair in SLOW_EQUIVALENTS.items()}))
+    fast, slow = results
+    pd.testing.assert_frame_equal(fast.astype({c: float for c in SLOW_EQUIVALENTS}),
+                                  slow.astype({c: float for c in SLOW_EQUIVALENTS}), check_exact=False)
