@@ -1,0 +1,152 @@
+"""Shared helpers: a micro-batch simulator of applyInPandasWithState, and pane comparison.
+
+The simulator plays Spark's side of the contract with real ``GroupState``
+objects and no JVM: it groups rows by bucket, hands them over in chunks of
+arbitrary sizes, drops rows whose shifted watermark column is at or behind the
+watermark (as Spark's stateful operator does), advances the watermark after
+each batch, runs a no-data batch when the watermark moved, and calls timed-out
+buckets with ``hasTimedOut``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import Row
+from pyspark.sql import types as T
+from pyspark.sql.streaming.state import GroupState
+
+from windowing.runners.spark import SparkPlan
+
+NO_TIMESTAMP = -1
+EPOCH_2024_S = 1_704_067_200
+
+
+def spark_schema(frame: pd.DataFrame) -> T.StructType:
+    kinds = {"ts": T.TimestampType(), "user": T.StringType(), "amount": T.LongType(), "price": T.DoubleType(), "n": T.LongType()}
+    return T.StructType([T.StructField(c, kinds[c]) for c in frame.columns])
+
+
+def worker_frame(frame: pd.DataFrame, plan: SparkPlan, time: str = "ts") -> pd.DataFrame:
+    """The columns the Spark side projects for the workers: _k*, _t (micros), _v*, _wm (ms)."""
+    adapter = plan.adapter
+    out = {}
+    keys = adapter.plan.key_names or ()
+    for i, k in enumerate(keys):
+        out[f"_k{i}"] = frame[k].to_numpy()
+    if not keys:
+        out["_k0"] = np.zeros(len(frame), dtype=np.int64)
+    micros = frame[time].astype("datetime64[us]").to_numpy().view(np.int64)
+    out["_t"] = micros
+    for i, c in enumerate(adapter.plan.value_columns):
+        if c is not None:
+            out[f"_v{i}"] = frame[c].to_numpy()
+    out["_wm_ms"] = micros // 1000 + plan.horizon_ms
+    return pd.DataFrame(out)
+
+
+def buckets_of(frame: pd.DataFrame, n: int) -> np.ndarray:
+    keys = [c for c in frame.columns if c.startswith("_k")]
+    return (pd.util.hash_pandas_object(frame[keys], index=False).to_numpy() % np.uint64(n)).astype(np.int64)
+
+
+@dataclass
+class SimulatedQuery:
+    """Spark's micro-batch loop around ``BucketStep.run_stream``."""
+
+    plan: SparkPlan
+    delay_ms: int
+    chunk_sizes: list[int] = field(default_factory=lambda: [3])
+    states: dict[int, tuple[bytes, int]] = field(default_factory=dict)  # bucket -> (blob, timeout)
+    max_wm_ms: int = -(2**62)
+    watermark_ms: int = 0
+    panes: list[pd.DataFrame] = field(default_factory=list)
+    calls: int = 0
+
+    def batch(self, frame: pd.DataFrame | None, processing_ms: int) -> None:
+        """One micro-batch (``frame`` None: a no-data batch), then the watermark moves."""
+        data = worker_frame(frame, self.plan) if frame is not None and len(frame) else None
+        by_bucket: dict[int, pd.DataFrame] = {}
+        if data is not None:
+            data = data[data["_wm_ms"] > self.watermark_ms]  # Spark drops rows behind the watermark
+            bucket = buckets_of(data, self.plan.adapter.buckets)
+            by_bucket = {int(b): part.drop(columns="_wm_ms") for b, part in data.groupby(bucket)}
+        for b, part in sorted(by_bucket.items()):
+            self._call(b, self._chunks(part), processing_ms, timed_out=False)
+        for b, (_, timeout) in sorted(self.states.items()):
+            if b in by_bucket or timeout == NO_TIMESTAMP:
+                continue
+            due = timeout < (processing_ms if self.plan.timeout == "ProcessingTimeTimeout" else self.watermark_ms)
+            if due:
+                self._call(b, iter([]), processing_ms, timed_out=True)
+        if data is not None and len(data):
+            self.max_wm_ms = max(self.max_wm_ms, int(data["_wm_ms"].max()))
+        moved = max(self.watermark_ms, self.max_wm_ms - (self.delay_ms + self.plan.horizon_ms))
+        advanced, self.watermark_ms = moved > self.watermark_ms, moved
+        return advanced
+
+    def _chunks(self, part: pd.DataFrame):
+        i, sizes = 0, self.chunk_sizes
+        while i < len(part):
+            size = sizes[(i // max(1, sizes[0])) % len(sizes)] or 1
+            yield part.iloc[i:i + size]
+            i += size
+
+    def _call(self, bucket: int, frames, processing_ms: int, timed_out: bool) -> None:
+        blob, timeout = self.states.get(bucket, (None, NO_TIMESTAMP))
+        state = GroupState(
+            Row(table=blob) if blob is not None else None, processing_ms, self.watermark_ms, self.plan.timeout,
+            timed_out, True, blob is not None, False, False, NO_TIMESTAMP, b"", self.plan.state_schema)
+        out = list(self.plan.adapter.run_stream((bucket,), frames, state))
+        self.calls += 1
+        self.panes.extend(out)
+        if state._removed:
+            self.states.pop(bucket, None)
+        elif state._defined:
+            value = state._value
+            self.states[bucket] = (value[0], state._timeout_timestamp)
+
+    def result(self) -> pd.DataFrame:
+        frames = [p for p in self.panes if len(p)]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def normalize(panes: pd.DataFrame) -> pd.DataFrame:
+    """Panes of any runner as comparable rows: times in micros, timings as str, lists as tuples."""
+    if len(panes) == 0:
+        return pd.DataFrame()
+    out = panes.drop(columns=[c for c in ("step",) if c in panes]).copy()
+    for c in ("window_start", "window_end"):
+        if pd.api.types.is_datetime64_any_dtype(out[c]):
+            out[c] = out[c].astype("datetime64[us]").to_numpy().view(np.int64)
+    out["timing"] = out["timing"].astype(str)
+    for c in out.columns:
+        if out[c].dtype == object:
+            out[c] = [tuple(v) if isinstance(v, (list, np.ndarray)) else v for v in out[c]]
+    out["is_retraction"] = out["is_retraction"].astype(bool)
+    order = [c for c in ("user", "window_start", "window_end", "pane_index") if c in out] + ["is_retraction"]
+    return out.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+def assert_same_panes(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
+    a, e = normalize(actual), normalize(expected)
+    assert len(a) == len(e), f"{len(a)} panes vs {len(e)} expected\n{a}\n{e}"
+    if len(a) == 0:
+        return
+    assert list(a.columns) == list(e.columns)
+    for c in a.columns:
+        left, right = list(a[c]), list(e[c])
+        if all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in left + right):
+            np.testing.assert_allclose(np.asarray(left, float), np.asarray(right, float), err_msg=c)
+        else:
+            assert left == right, f"column {c}: {left} != {right}"
+
+
+def events(seed_rows: list[tuple[str, int, int]]) -> pd.DataFrame:
+    """(user, seconds after 2024-01-01, amount) rows as a frame with a timestamp column."""
+    users, secs, amounts = zip(*seed_rows) if seed_rows else ((), (), ())
+    return pd.DataFrame({"user": pd.Series(users, dtype=object),
+                         "ts": pd.to_datetime(np.asarray(secs, dtype=np.int64) + EPOCH_2024_S, unit="s").astype("datetime64[us]"),
+                         "amount": np.asarray(amounts, dtype=np.int64)})

@@ -1,0 +1,168 @@
+"""The Spark adapter without Spark: the batch function and the stateful function, driven by hand.
+
+Differential: the same events through the pandas runner and through the
+adapter (split into buckets, micro-batches and Arrow-like chunks) give the
+same panes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accumulations import Count, Max, Mean, Sum, ToList
+from triggers import AtWatermark
+from windowing import TestStream, windowed
+from windowing.errors import WindowingConfigError
+from windowing.runners.spark import plan_spark, uses_processing_time
+
+from .helpers import SimulatedQuery, assert_same_panes, buckets_of, events, spark_schema, worker_frame
+
+rows = st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 120), st.integers(-5, 50)),
+                min_size=0, max_size=40)
+WINDOWS = {
+    "fixed": lambda w: w.fixed("10 seconds"),
+    "sliding": lambda w: w.sliding("20 seconds", every="10 seconds"),
+    "sessions": lambda w: w.sessions("15 seconds"),
+    "global": lambda w: w.global_window(),
+}
+AGGS = dict(total=Sum("amount"), n=Count(), top=Max("amount"), mean=Mean("amount"), all=ToList("amount"))
+
+
+def _batch_via_adapter(pipeline, frame: pd.DataFrame, buckets: int) -> pd.DataFrame:
+    plan = plan_spark(pipeline, tuple(AGGS.items()), spark_schema(frame), buckets)
+    data = worker_frame(frame, plan).drop(columns="_wm_ms")
+    bucket = buckets_of(data, buckets)
+    parts = [plan.adapter.run_batch(part) for _, part in data.groupby(bucket)] or [plan.adapter.run_batch(data)]
+    return pd.concat(parts, ignore_index=True)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=rows, kind=st.sampled_from(sorted(WINDOWS)), buckets=st.integers(1, 5))
+def test_batch_function_matches_the_pandas_runner(rows, kind, buckets):
+    frame = events(rows)
+    expected = WINDOWS[kind](windowed(frame, time="ts", key="user")).aggregate(**AGGS)
+    actual = _batch_via_adapter(WINDOWS[kind](windowed(frame, time="ts", key="user")), frame, buckets)
+    assert_same_panes(actual, expected)
+
+
+def test_batch_function_fires_every_window_at_end_of_input():
+    frame = events([("a", 1, 5), ("a", 12, 7), ("b", 3, 1)])
+    out = _batch_via_adapter(windowed(frame, time="ts", key="user").fixed("10 seconds"), frame, 2)
+    assert sorted(zip(out["user"], out["total"], out["timing"])) == [("a", 5, "ON_TIME"), ("a", 7, "ON_TIME"), ("b", 1, "ON_TIME")]
+
+
+# ---- streaming: the stateful function inside a simulated micro-batch loop ---------------------
+
+TRIGGERS = {
+    "on_time": lambda w: w,
+    "late_counts": lambda w: w.allowed_lateness("30 seconds").trigger(AtWatermark().with_late_firings_every(1)).accumulating(),
+    "early_periodic_retracting": lambda w: w.allowed_lateness("20 seconds").trigger(
+        AtWatermark().with_early_firings_every("10 seconds").with_late_firings_every(1)).accumulating_and_retracting(),
+}
+
+
+def _differential(batches, kind, trigger, buckets, chunks, pt_steps):
+    delay = 5
+    frame = events([r for b in batches for r in b])
+    build = lambda source: TRIGGERS[trigger](WINDOWS[kind](windowed(source, time="ts", key="user"))).watermark(f"{delay} seconds")
+    aggs = dict(total=Sum("amount"), n=Count(), all=ToList("amount"))
+    plan = plan_spark(build(frame), tuple(aggs.items()), spark_schema(frame), buckets)
+    query = SimulatedQuery(plan, delay * 1000, chunk_sizes=chunks)
+    stream, pt_ms = TestStream(), 0
+    for batch, pt_s in zip(batches, pt_steps):
+        part = events(batch)
+        pt_ms += pt_s * 1000
+        stream = stream.advance_processing_time(f"{pt_s} seconds")
+        query.batch(None, pt_ms)
+        stream = stream.add_elements(part)
+        query.batch(part, pt_ms)
+        if plan.timeout == "EventTimeTimeout":  # Spark runs a no-data batch when the watermark moved
+            stream = stream.add_elements(events([]))
+            query.batch(None, pt_ms)
+    expected = build(stream).aggregate(**aggs)
+    expected = expected[expected["step"] < expected["step"].max()] if len(expected) else expected
+    if len(expected) and expected["step"].max() >= len(stream.actions):
+        expected = expected[expected["step"] < len(stream.actions)]
+    return query, query.result(), expected
+
+
+batches_st = st.lists(rows.map(lambda r: r[:12]), min_size=1, max_size=5)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=batches_st, kind=st.sampled_from(sorted(WINDOWS)), trigger=st.sampled_from(sorted(TRIGGERS)),
+       buckets=st.integers(1, 4), chunks=st.lists(st.integers(1, 7), min_size=1, max_size=3),
+       pt_steps=st.lists(st.integers(1, 15), min_size=5, max_size=5))
+def test_stateful_function_matches_the_pandas_runner_step_for_step(batches, kind, trigger, buckets, chunks, pt_steps):
+    _, actual, expected = _differential(batches, kind, trigger, buckets, chunks, pt_steps)
+    assert_same_panes(actual, expected)
+
+
+def test_windows_fire_through_timeouts_without_new_data():
+    batches = [[("a", 1, 5)], [("b", 30, 1)]]
+    query, actual, _ = _differential(batches, "fixed", "on_time", 4, [2], [1, 1, 1, 1, 1])
+    # a's window [0, 10) fires when b's data moves the watermark to 25 s; a gets no row in that batch.
+    fired = actual[actual["user"] == "a"]
+    assert list(fired["total"]) == [5] and list(fired["timing"]) == ["ON_TIME"]
+    assert query.states, "b's window is still open"
+
+
+def test_keys_without_open_windows_leave_the_state_and_an_empty_bucket_is_removed():
+    from windowing.state_codec import decode
+
+    batches = [[("a", 1, 5)], [("a", 100, 1)]]
+    query, actual, _ = _differential(batches, "fixed", "on_time", 1, [3], [1, 1, 1, 1, 1])
+    assert list(actual["total"]) == [5]
+    query.batch(events([("z", 1000, 0)]), 10_000)
+    query.batch(None, 10_000)  # the watermark passes a's last window: it fires and is purged
+    assert list(query.result()["total"]) == [5, 1]
+    (blob, _), = query.states.values()
+    assert set(decode(blob)[0]["_k0"]) == {"z"}
+    query.watermark_ms = 2_000_000_000_000  # far past z's window too
+    query.batch(None, 10_000)
+    assert query.states == {}
+
+
+def test_periodic_early_firings_use_processing_time_timeouts():
+    frame = events([("a", 1, 1)])
+    w = windowed(frame, time="ts", key="user").fixed("10 seconds")
+    assert plan_spark(w, (("v", Sum("amount")),), spark_schema(frame), 2).timeout == "EventTimeTimeout"
+    early = w.trigger(AtWatermark().with_early_firings_every("10 seconds"))
+    assert plan_spark(early, (("v", Sum("amount")),), spark_schema(frame), 2).timeout == "ProcessingTimeTimeout"
+    assert uses_processing_time(plan_spark(early, (("v", Sum("amount")),), spark_schema(frame), 2).adapter.plan.spec)
+
+
+# ---- configuration errors ----------------------------------------------------------------------
+
+def test_an_output_type_that_cannot_be_derived_names_the_aggregation_and_the_way_out():
+    from accumulations import Fold
+    from windowing.runners.spark import spark_typed
+
+    frame = events([("a", 1, 1)])
+    fold = Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b)
+    w = windowed(frame, time="ts", key="user").fixed("10 seconds")
+    with pytest.raises(WindowingConfigError, match=r"aggregate\(s=Fold.*cannot derive the Spark type.*spark_typed"):
+        plan_spark(w, (("s", fold),), spark_schema(frame), 2)
+    typed = plan_spark(w, (("s", spark_typed(fold, "bigint")),), spark_schema(frame), 2)
+    assert typed.out_schema["s"].dataType.simpleString() == "bigint"
+    out = typed.adapter.run_batch(worker_frame(frame, typed).drop(columns="_wm_ms"))
+    assert list(out["s"]) == [1]
+
+
+def test_spark_typed_refuses_a_non_type():
+    from windowing.runners.spark import spark_typed
+
+    with pytest.raises(WindowingConfigError, match=r"spark_typed\(spark_type=3\)"):
+        spark_typed(Sum("amount"), 3)
+
+
+def test_a_string_time_column_is_refused_with_its_type():
+    from pyspark.sql import types as T
+
+    schema = T.StructType([T.StructField("ts", T.StringType()), T.StructField("amount", T.LongType())])
+    with pytest.raises(WindowingConfigError, match=r"time column 'ts' has Spark type string"):
+        plan_spark(windowed(None, time="ts").fixed(10), (("v", Sum("amount")),), schema, 1)

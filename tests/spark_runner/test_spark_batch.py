@@ -1,0 +1,48 @@
+"""A batch Spark DataFrame through applyInPandas gives the pandas runner's panes."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from accumulations import Count, Max, Mean, Sum, ToList
+from windowing import windowed
+from windowing.errors import WindowingConfigError
+
+from .helpers import assert_same_panes, events
+
+pytestmark = pytest.mark.spark
+
+ROWS = [("a", 1, 5), ("a", 12, 7), ("b", 3, 1), ("c", 40, -2), ("a", 9, 3), ("b", 29, 4), ("c", 44, 8), ("d", 0, 1)]
+AGGS = dict(total=Sum("amount"), n=Count(), top=Max("amount"), mean=Mean("amount"), all=ToList("amount"))
+
+
+@pytest.mark.parametrize("shape", ["fixed", "sessions", "sliding"])
+def test_batch_dataframe_matches_the_pandas_runner(spark, shape):
+    frame = events(ROWS)
+    build = {"fixed": lambda w: w.fixed("10 seconds"), "sessions": lambda w: w.sessions("8 seconds"),
+             "sliding": lambda w: w.sliding("20 seconds", every="10 seconds")}[shape]
+    expected = build(windowed(frame, time="ts", key="user")).aggregate(**AGGS)
+    result = build(windowed(spark.createDataFrame(frame), time="ts", key="user")).aggregate(**AGGS)
+    assert [f.name for f in result.schema.fields] == list(expected.columns)
+    assert result.schema["window_start"].dataType.simpleString() == "timestamp"
+    assert_same_panes(result.toPandas(), expected)
+
+
+def test_not_keyed_with_a_numeric_time_column(spark):
+    frame = pd.DataFrame({"ts": [1, 12, 3, 25], "amount": [5, 7, 1, 2]})
+    expected = windowed(frame, time="ts").fixed(10).aggregate(Sum("amount"))
+    result = windowed(spark.createDataFrame(frame), time="ts").fixed(10).aggregate(Sum("amount"))
+    assert result.schema["window_start"].dataType.simpleString() == "bigint"
+    got = result.toPandas().sort_values("window_start").reset_index(drop=True)
+    assert list(got["value"]) == list(expected["value"]) == [6, 7, 2]
+
+
+def test_a_bad_bucket_count_names_the_setting(spark):
+    frame = spark.createDataFrame(events(ROWS))
+    spark.conf.set("windowing.spark.buckets", "zero")
+    try:
+        with pytest.raises(WindowingConfigError, match=r"windowing.spark.buckets='zero' must be a positive integer"):
+            windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(Sum("amount"))
+    finally:
+        spark.conf.unset("windowing.spark.buckets")

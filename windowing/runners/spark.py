@@ -1,0 +1,487 @@
+"""The Spark runner: the engine step inside ``applyInPandas`` / ``applyInPandasWithState``.
+
+Rows are grouped by a *bucket* of keys, ``pmod(xxhash64(keys), buckets)``,
+not by the raw key: one Python call then runs the vectorized engine step over
+all keys of a bucket, and the bucket's state holds the window table of all
+its keys (`windowing.state_codec`). Not keyed: one bucket, parallelism 1.
+
+- Batch DataFrame: ``groupBy(bucket).applyInPandas``; every bucket runs one
+  step with all its rows, then end of input (watermark to infinity) fires
+  every window, as the pandas runner does with a bounded DataFrame.
+- Streaming DataFrame: ``groupBy(bucket).applyInPandasWithState`` in append
+  mode. Each call is one step at the micro-batch's watermark and processing
+  time (Spark's batch timestamp, the same on replay). A bucket's timeout is
+  the earliest of its windows' timers (`windowing.engine.next_timers`), so
+  windows fire in the micro-batch in which the watermark passes their end
+  even when no new row arrives.
+
+pyspark is imported lazily, inside the functions that talk to Spark: the
+adapter (`BucketStep`) is plain pandas and is tested with a `GroupState`
+built by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from accumulations import Accumulation
+from accumulations.builtins import BottomN, Count, Distinct, Max, Mean, Min, Sum, ToList, ToSet, TopN
+from triggers import NO_TIME, TriggerContext
+
+from ..api import Windowed
+from ..engine import TIMINGS, EngineSpec, empty_state, next_timers, step
+from ..errors import WindowingConfigError
+from ..plan import Plan, check_columns, make_plan
+from ..state_codec import decode, encode
+from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
+
+BUCKETS_CONF = "windowing.spark.buckets"
+DEFAULT_BUCKETS = 64
+NS_PER_MS = 1_000_000
+NS_PER_US = 1_000
+# Event-time columns fed to the Python workers: event time as int64 (micros for timestamps).
+_T, _B, _WM = "_t", "_b", "_wm"
+
+
+# ---- output types --------------------------------------------------------------------------
+
+class SparkTyped(Accumulation):
+    """An accumulation with its Spark output type stated: ``spark_typed(Fold(...), "double")``.
+
+    Everything else is delegated to the wrapped accumulation, so the engine
+    runs it unchanged.
+    """
+
+    def __init__(self, inner: Accumulation, spark_type: Any):
+        if not isinstance(inner, Accumulation):
+            raise WindowingConfigError(f"spark_typed(accumulation={inner!r}) is not an Accumulation; give e.g. Fold(...)")
+        if not isinstance(spark_type, str) and type(spark_type).__module__.split(".")[0] != "pyspark":
+            raise WindowingConfigError(
+                f"spark_typed(spark_type={spark_type!r}): give a Spark DataType or a DDL string such as 'double' or 'array<string>'")
+        self.inner, self.spark_type, self.column = inner, spark_type, inner.column
+
+    def default_accumulated_value(self):
+        return self.inner.default_accumulated_value()
+
+    def accumulate(self, accumulated, value):
+        return self.inner.accumulate(accumulated, value)
+
+    def accumulate_all(self, accumulated, values):
+        return self.inner.accumulate_all(accumulated, values)
+
+    def merge(self, accumulated1, accumulated2):
+        return self.inner.merge(accumulated1, accumulated2)
+
+    def get_output(self, accumulated):
+        return self.inner.get_output(accumulated)
+
+    def get_retraction(self, output):
+        return self.inner.get_retraction(output)
+
+    def vector_fields(self):
+        return self.inner.vector_fields()
+
+    def vector_defaults(self, dtype):
+        return self.inner.vector_defaults(dtype)
+
+    def vector_lift(self, values):
+        return self.inner.vector_lift(values)
+
+    def vector_output(self, fields):
+        return self.inner.vector_output(fields)
+
+    def __repr__(self) -> str:
+        return f"spark_typed({self.inner!r}, {self.spark_type!r})"
+
+
+def spark_typed(accumulation: Accumulation, spark_type: Any) -> SparkTyped:
+    """State the Spark type of an accumulation's output (for ``Fold``, ``Reduce``, your own)."""
+    return SparkTyped(accumulation, spark_type)
+
+
+def output_type(name: str, acc: Accumulation, input_type: Any) -> Any:
+    """The Spark type of an accumulation's output column (the mapping in docs/spark.md)."""
+    from pyspark.sql import types as T
+
+    if isinstance(acc, SparkTyped):
+        return _ddl(acc.spark_type) if isinstance(acc.spark_type, str) else acc.spark_type
+    integral = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    if isinstance(acc, Count):
+        return T.LongType()
+    if isinstance(acc, Mean):
+        return T.DoubleType()
+    if isinstance(acc, Sum):
+        if isinstance(input_type, integral):
+            return T.LongType()
+        if isinstance(input_type, (T.FloatType, T.DoubleType)):
+            return T.DoubleType()
+    if isinstance(acc, (Min, Max)):
+        if isinstance(input_type, integral):
+            return T.LongType()
+        if isinstance(input_type, (T.FloatType, T.DoubleType)):
+            return T.DoubleType()
+        if isinstance(input_type, (T.StringType, T.DateType, T.TimestampType, T.BooleanType)):
+            return input_type
+    if isinstance(acc, (ToList, ToSet, Distinct, TopN, BottomN)) and input_type is not None:
+        return T.ArrayType(input_type)
+    raise WindowingConfigError(
+        f"aggregate({name}={acc!r}): cannot derive the Spark type of its output"
+        + (f" from input type {input_type.simpleString()}" if input_type is not None else "")
+        + f"; state it with windowing.runners.spark.spark_typed({acc!r}, 'double') (any Spark DDL type)")
+
+
+def _ddl(text: str) -> Any:
+    """A DDL type string as a Spark type; common types without a JVM, the rest through Spark's parser."""
+    from pyspark.sql import types as T
+
+    simple = {"bigint": T.LongType, "long": T.LongType, "int": T.IntegerType, "integer": T.IntegerType,
+              "smallint": T.ShortType, "tinyint": T.ByteType, "double": T.DoubleType, "float": T.FloatType,
+              "string": T.StringType, "boolean": T.BooleanType, "timestamp": T.TimestampType,
+              "date": T.DateType, "binary": T.BinaryType}
+    name = text.strip().lower()
+    if name in simple:
+        return simple[name]()
+    if name.startswith("array<") and name.endswith(">"):
+        return T.ArrayType(_ddl(name[6:-1]))
+    return T._parse_datatype_string(text)
+
+
+def _numpy_dtype(spark_type: Any) -> Any:
+    from pyspark.sql import types as T
+
+    table = [(T.LongType, np.int64), (T.IntegerType, np.int32), (T.ShortType, np.int16), (T.ByteType, np.int8),
+             (T.DoubleType, np.float64), (T.FloatType, np.float32), (T.BooleanType, np.bool_)]
+    for cls, dtype in table:
+        if isinstance(spark_type, cls):
+            return np.dtype(dtype)
+    return np.dtype(object)
+
+
+# ---- the pure-pandas adapter (runs in the Python workers) -----------------------------------
+
+@dataclass(frozen=True)
+class OutputColumn:
+    name: str
+    kind: str  # "key" | "time" | "value" | "timing" | "index" | "flag"
+    source: str
+    integral: bool = False
+    array: bool = False
+
+
+@dataclass(frozen=True)
+class BucketStep:
+    """One engine step over the keys of one bucket; picklable, shipped to the workers.
+
+    ``timestamp`` says the time axis is Spark timestamps: ``_t`` arrives in
+    microseconds, the engine works in nanoseconds, window bounds leave in
+    microseconds (the Spark side turns them back into timestamps).
+    """
+
+    plan: Plan
+    columns: tuple[OutputColumn, ...]
+    key_dtypes: tuple[Any, ...]
+    timestamp: bool
+    buckets: int
+    processing_time_mode: bool
+
+    # -- frames in and out --
+    def elements(self, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+        frames = [f for f in frames if len(f)]
+        spec = self.plan.spec
+        names = spec.key_columns + [_T] + [f"_v{i}" for i, c in enumerate(self.plan.value_columns) if c is not None]
+        if not frames:
+            empty = {k: pd.Series([], dtype=self.key_dtypes[i]) for i, k in enumerate(spec.key_columns)}
+            empty[_T] = np.array([], np.int64)
+            empty.update({n: pd.Series([], dtype=object) for n in names if n.startswith("_v")})
+            return pd.DataFrame(empty)
+        data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+        times = data[_T].to_numpy(dtype=np.int64)
+        out = data.loc[:, names].copy()
+        out[_T] = times * NS_PER_US if self.timestamp else times
+        return out
+
+    def panes(self, panes: pd.DataFrame) -> pd.DataFrame:
+        out: dict[str, Any] = {}
+        for col in self.columns:
+            values = panes[col.source]
+            if col.kind == "time":
+                raw = values.to_numpy(dtype=np.int64)
+                out[col.name] = raw // NS_PER_US if self.timestamp else self.plan.axis.from_internal(raw).to_numpy()
+            elif col.kind == "value":
+                out[col.name] = _spark_ready(values, col)
+            elif col.kind == "timing":
+                raw = values.to_numpy()
+                names = np.asarray(TIMINGS, dtype=object)
+                out[col.name] = names[raw.astype(np.int64)] if raw.dtype.kind in "iu" else raw.astype(str).astype(object)
+            elif col.kind == "index":
+                out[col.name] = values.to_numpy(dtype=np.int64)
+            elif col.kind == "flag":
+                out[col.name] = values.to_numpy(dtype=bool)
+            else:
+                out[col.name] = values.to_numpy()
+        return pd.DataFrame(out, index=pd.RangeIndex(len(panes)))
+
+    def fresh_state(self) -> pd.DataFrame:
+        return empty_state(self.plan.spec, list(self.key_dtypes))
+
+    def load(self, blob: bytes) -> pd.DataFrame:
+        table, meta = decode(blob)
+        if meta.get("buckets") != self.buckets:
+            raise WindowingConfigError(
+                f"{BUCKETS_CONF}={self.buckets} but the checkpoint was written with {meta.get('buckets')} buckets; "
+                "keys would land in other buckets: keep the bucket count, or start from a new checkpoint")
+        return table
+
+    # -- batch: applyInPandas --
+    def run_batch(self, frame: pd.DataFrame) -> pd.DataFrame:
+        spec = self.plan.spec
+        first = step(spec, self.fresh_state(), self.elements([frame]), MIN_TIME, 0)
+        last = step(spec, first.state, self.elements([]), MAX_TIME, 0)
+        both = [p for p in (first.panes, last.panes) if len(p)]
+        panes = pd.concat(both, ignore_index=True) if both else first.panes
+        return self.panes(panes)
+
+    # -- streaming: applyInPandasWithState --
+    def run_stream(self, key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        spec = self.plan.spec
+        watermark_ms = state.getCurrentWatermarkMs()
+        processing_ms = state.getCurrentProcessingTimeMs()
+        # Spark reports 0 before the first watermark; 0 then means "no watermark yet".
+        watermark = MIN_TIME if watermark_ms <= 0 else self._from_ms(watermark_ms)
+        table = self.load(state.get[0]) if state.exists else self.fresh_state()
+        result = step(spec, table, self.elements(frames), watermark, self._from_ms(processing_ms))
+        if len(result.state):
+            state.update((encode(result.state, self.buckets),))
+            self._set_timeout(state, spec, result.state, watermark_ms, processing_ms)
+        else:
+            state.remove()
+        yield self.panes(result.panes)
+
+    def _from_ms(self, ms: int) -> int:
+        return int(ms) * NS_PER_MS if self.timestamp else int(ms)
+
+    def _to_ms_ceil(self, t: int) -> int:
+        return -(-t // NS_PER_MS) if self.timestamp else t
+
+    def _set_timeout(self, state: Any, spec: EngineSpec, table: pd.DataFrame, watermark_ms: int, processing_ms: int) -> None:
+        at_watermark, at_processing = next_timers(spec, table)
+        if self.processing_time_mode:
+            # One timeout per group: a processing-time timeout of 1 ms calls the bucket again in the
+            # next micro-batch, where it checks the watermark; later for processing-time timers only.
+            waits = []
+            if at_watermark < MAX_TIME:
+                waits.append(1)
+            if at_processing < NO_TIME:
+                waits.append(max(1, self._to_ms_ceil(at_processing) - processing_ms))
+            if waits:
+                state.setTimeoutDuration(int(min(waits)))
+        elif at_watermark < MAX_TIME:
+            # Spark times a group out once watermark > timestamp; the window is due once
+            # watermark >= ceil(at_watermark) in ms, so the timestamp is one ms earlier.
+            state.setTimeoutTimestamp(int(max(self._to_ms_ceil(at_watermark) - 1, watermark_ms, 1)))
+
+
+def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
+    values = values.reset_index(drop=True)
+    if col.array:
+        out = np.empty(len(values), dtype=object)
+        out[:] = [None if v is None else _as_list(v) for v in values]
+        return out
+    if col.integral:
+        numbers = pd.to_numeric(pd.Series(values.to_numpy(dtype=object)), errors="raise")
+        return numbers.astype("Int64").to_numpy(dtype=object, na_value=None)
+    return values.to_numpy()
+
+
+def _as_list(value: Any) -> list:
+    if isinstance(value, (set, frozenset)):
+        try:
+            return sorted(value)
+        except TypeError:
+            return list(value)
+    return list(value)
+
+
+# ---- choosing the timeout mode ---------------------------------------------------------------
+
+def uses_processing_time(spec: EngineSpec) -> bool:
+    """Whether the trigger sets processing-time timers (early, late or delay firings).
+
+    Played on one window: an element while early, the watermark reaching the
+    end (with its firing), then a late element.
+    """
+    trigger = spec.trigger
+    columns = dict(trigger.fresh_state(1))
+    end = np.array([10], dtype=np.int64)
+    one, count = np.array([True]), np.array([1], dtype=np.int64)
+    for watermark in (MIN_TIME, 10):
+        ctx = TriggerContext(columns, end, watermark, 0)
+        trigger.on_elements(ctx, one, count)
+        if int(np.min(trigger.next_processing_time(ctx))) < NO_TIME:
+            return True
+        fire = trigger.should_fire(ctx, one)
+        if fire.any():
+            trigger.on_fire(ctx, fire)
+        if int(np.min(trigger.next_processing_time(ctx))) < NO_TIME:
+            return True
+        columns = ctx.columns
+    return False
+
+
+# ---- the driver side ---------------------------------------------------------------------------
+
+@dataclass
+class SparkRun:
+    """What ``run`` returns for a Spark source: ``panes`` is the Spark DataFrame of panes."""
+
+    panes: Any
+    buckets: int
+    streaming: bool
+    timeout: str | None
+
+
+def _buckets(source: Any, keyed: bool) -> int:
+    if not keyed:
+        return 1
+    raw = source.sparkSession.conf.get(BUCKETS_CONF, str(DEFAULT_BUCKETS))
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = 0
+    if value < 1:
+        raise WindowingConfigError(f"{BUCKETS_CONF}={raw!r} must be a positive integer (the number of key buckets)")
+    return value
+
+
+def _watermark_delay_ms(plan: Plan, source: Any, time: str) -> int:
+    if plan.watermark_delay is not None:
+        return -(-plan.watermark_delay // NS_PER_MS)
+    metadata = source.schema[time].metadata or {}
+    if "spark.watermarkDelayMs" in metadata:
+        return int(metadata["spark.watermarkDelayMs"])
+    raise WindowingConfigError(
+        f"streaming windowed(time={time!r}) has no watermark: call .watermark(delay) on the builder, "
+        f"or source.withWatermark({time!r}, delay) before windowed()")
+
+
+def _horizon_ms(plan: Plan) -> int:
+    """How far behind an element's time the engine may still accept it (window extent + lateness)."""
+    windows = plan.spec.windows
+    extent = getattr(windows, "size", None) or getattr(windows, "gap", None)
+    if extent is None:  # the global window: never behind
+        return 1000 * 365 * 24 * 3600 * 1000
+    return -(-(int(extent) + plan.spec.allowed_lateness) // NS_PER_MS) + 1
+
+
+@dataclass(frozen=True)
+class SparkPlan:
+    """The driver's decisions: the adapter shipped to the workers and the schemas around it."""
+
+    adapter: BucketStep
+    out_schema: Any
+    state_schema: Any
+    timeout: str
+    horizon_ms: int
+
+
+def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], schema: Any,
+               buckets: int) -> SparkPlan:
+    """Everything but the query itself; needs pyspark's types, not a SparkSession."""
+    from pyspark.sql import types as T
+
+    if not isinstance(pipeline.time, str):
+        raise WindowingConfigError(
+            f"windowed(time={pipeline.time!r}): on Spark give the event-time column's name; compute the column first with withColumn")
+    check_columns([f.name for f in schema.fields], pipeline, aggregations)
+    types = {f.name: f.dataType for f in schema.fields}
+    time_type = types[pipeline.time]
+    if isinstance(time_type, T.TimestampType):
+        timestamp = True
+        axis = TimeAxis(pipeline.time, "datetime", unit="ns")
+    elif isinstance(time_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        timestamp = False
+        axis = TimeAxis(pipeline.time, "numeric", dtype=str(_numpy_dtype(time_type)))
+    else:
+        raise WindowingConfigError(
+            f"time column {pipeline.time!r} has Spark type {time_type.simpleString()}; it must be a timestamp or an integer")
+    plan = make_plan(pipeline, aggregations, axis, {name: _numpy_dtype(t) for name, t in types.items()})
+    keys = list(pipeline.key or ())
+
+    out_fields, columns = [], []
+    for i, name in enumerate(keys):
+        out_fields.append(T.StructField(name, types[name]))
+        columns.append(OutputColumn(name, "key", f"_k{i}"))
+    window_type = T.LongType() if timestamp else time_type
+    for name, src in (("window_start", "start"), ("window_end", "end")):
+        out_fields.append(T.StructField(name, window_type))
+        columns.append(OutputColumn(name, "time", src))
+    for name, acc in aggregations:
+        vtype = output_type(name, acc, types.get(acc.column) if acc.column else None)
+        out_fields.append(T.StructField(name, vtype))
+        columns.append(OutputColumn(name, "value", name,
+                                    integral=isinstance(vtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)),
+                                    array=isinstance(vtype, T.ArrayType)))
+    out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
+                   T.StructField("is_retraction", T.BooleanType())]
+    columns += [OutputColumn("timing", "timing", "timing"), OutputColumn("pane_index", "index", "pane_index"),
+                OutputColumn("is_retraction", "flag", "is_retraction")]
+
+    key_dtypes = tuple(_numpy_dtype(types[k]) for k in keys) or (np.dtype(np.int64),)
+    pt_mode = uses_processing_time(plan.spec)
+    adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, buckets, pt_mode)
+    return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
+                     "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout", _horizon_ms(plan))
+
+
+def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...]) -> SparkRun:
+    from pyspark.sql import functions as F
+
+    source = pipeline.source
+    keys = list(pipeline.key or ())
+    sp = plan_spark(pipeline, aggregations, source.schema, _buckets(source, bool(keys)))
+    adapter, time = sp.adapter, pipeline.time
+    if source.isStreaming and not adapter.timestamp:
+        raise WindowingConfigError(
+            f"time column {time!r} is {source.schema[time].dataType.simpleString()}: a streaming query needs a "
+            "timestamp time column for Spark's watermark; convert it, e.g. timestamp_millis(col)")
+
+    bucket = F.pmod(F.xxhash64(*[F.col(k) for k in keys]), F.lit(adapter.buckets)) if keys else F.lit(0)
+    projected = [bucket.cast("int").alias(_B)]
+    projected += [F.col(k).alias(f"_k{i}") for i, k in enumerate(keys)] or [F.lit(0).cast("long").alias("_k0")]
+    projected.append((F.expr(f"unix_micros(`{time}`)") if adapter.timestamp else F.col(time).cast("long")).alias(_T))
+    projected += [F.col(c).alias(f"_v{i}") for i, c in enumerate(adapter.plan.value_columns) if c is not None]
+
+    if not source.isStreaming:
+        def run_batch(frame: pd.DataFrame) -> pd.DataFrame:  # Spark counts a bound method's `self` as an argument
+            return adapter.run_batch(frame)
+
+        panes = source.select(*projected).groupBy(_B).applyInPandas(run_batch, sp.out_schema)
+        return SparkRun(_finish(panes, adapter.timestamp), adapter.buckets, False, None)
+
+    # The stateful operator drops rows whose watermarked column is at or behind the watermark.
+    # Beam semantics accept them until their window's end plus lateness passes, so the watermark
+    # is put on a column shifted forward by that horizon, with the delay grown by the same amount:
+    # the watermark is unchanged, and Spark drops only rows the engine would drop anyway.
+    delay_ms = _watermark_delay_ms(adapter.plan, source, time)
+    shift_us = sp.horizon_ms * 1000
+    projected.append(F.expr(f"timestamp_micros(unix_micros(`{time}`) + {shift_us})").alias(_WM))
+    frame = source.select(*projected).withWatermark(_WM, f"{delay_ms + sp.horizon_ms} milliseconds")
+
+    def run_stream(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        return adapter.run_stream(key, frames, state)
+
+    panes = frame.groupBy(_B).applyInPandasWithState(run_stream, sp.out_schema, sp.state_schema, "append", sp.timeout)
+    return SparkRun(_finish(panes, adapter.timestamp), adapter.buckets, True, sp.timeout)
+
+
+def _finish(panes: Any, timestamp: bool) -> Any:
+    from pyspark.sql import functions as F
+
+    if not timestamp:
+        return panes
+    return panes.select(*[F.expr(f"timestamp_micros(`{c}`)").alias(c) if c in ("window_start", "window_end") else F.col(c)
+                          for c in panes.columns])
