@@ -236,7 +236,7 @@ def script_stream(actions) -> TestStream:
 
 firing_triggers = st.one_of(
     st.integers(1, 3).map(lambda n: AtWatermark().with_early_firings_every(n).with_late_firings_every(1)),
-    st.integers(1, 8).map(lambda d: AtWatermark().with_early_firings_every(d).with_late_firings_every(d)),
+    st.integers(1, 8).map(lambda d: AtWatermark().with_early_firings_every(float(d)).with_late_firings_every(float(d))),
     st.integers(1, 3).map(lambda n: AfterWatermark(early=AfterCount(n), late=AfterCount(1))),
     st.integers(1, 8).map(lambda d: AfterWatermark(early=AfterProcessingTime(d), late=AfterCount(2))),
     st.integers(1, 3).map(lambda n: Repeatedly(AfterCount(n))),
