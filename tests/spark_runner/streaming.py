@@ -1,0 +1,51 @@
+"""Driving a real streaming query deterministically: one Parquet file per micro-batch.
+
+Files are written into the source directory one at a time, with
+``maxFilesPerTrigger=1``, and ``processAllAvailable()`` runs the batch and the
+no-data batch that follows when the watermark moved. Panes go to an
+idempotent sink: ``foreachBatch`` overwrites the directory of its batch id.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+import pandas as pd
+
+SCHEMA = "user string, ts timestamp, amount long"
+
+
+def write_batch(source: Path, index: int, frame: pd.DataFrame) -> None:
+    source.mkdir(parents=True, exist_ok=True)
+    tmp = source / f".part-{index:05d}.parquet"
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, source / f"part-{index:05d}.parquet")
+
+
+def start(spark, source: Path, sink: Path, checkpoint: Path, build, prepare=None):
+    """Start the query ``build(windowed-input)``; ``prepare`` may transform the input first."""
+    source.mkdir(parents=True, exist_ok=True)
+    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
+    if prepare is not None:
+        stream = prepare(stream)
+    panes = build(stream)
+
+    def write(frame, batch_id):
+        frame.write.mode("overwrite").parquet(str(sink / f"batch={batch_id}"))
+
+    return (panes.writeStream.foreachBatch(write).option("checkpointLocation", str(checkpoint))
+            .outputMode("append").start())
+
+
+def read_sink(spark, sink: Path) -> pd.DataFrame:
+    if not glob.glob(str(sink / "batch=*" / "*.parquet")):
+        return pd.DataFrame()
+    frame = spark.read.parquet(str(sink)).toPandas()
+    return frame.drop(columns="batch")
+
+
+def batch_inputs(query) -> list[int]:
+    """Rows read by each micro-batch the query ran, in order."""
+    return [p["numInputRows"] for p in sorted(query.recentProgress, key=lambda p: p["batchId"])]
