@@ -441,8 +441,10 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs
     old_group = group[:n_old]
     new_group = group[n_old:]
     old_closed = state["closed"].to_numpy()
-    closed_group = np.zeros(n_groups, dtype=bool)
-    closed_group[old_group[old_closed]] = True
+    # A (merged) window is closed only if every window merging into it is (Beam Java's
+    # AfterWatermark on_merge); an open session bridged to a closed one keeps its elements.
+    old_per_group = np.bincount(old_group, minlength=n_groups)
+    closed_group = (old_per_group > 0) & (np.bincount(old_group, weights=old_closed, minlength=n_groups) == old_per_group)
 
     # Elements that land in a closed window are dropped: Beam drops data for closed windows.
     partial_ok = ~closed_group[new_group]
@@ -456,7 +458,6 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs
     np.minimum.at(g_start, group, cand["start"].to_numpy())
     g_end = np.full(n_groups, np.iinfo(np.int64).min, np.int64)
     np.maximum.at(g_end, group, cand["end"].to_numpy())
-    old_per_group = np.bincount(old_group, minlength=n_groups)
 
     old_touched = touched[old_group]
     in_place_old = old_touched & (old_per_group[old_group] == 1) & \
