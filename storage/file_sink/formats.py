@@ -26,6 +26,21 @@ def _line_ends(data: bytes) -> np.ndarray:
     return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
 
 
+def _iso_microseconds(column: pd.Series) -> pd.Series:
+    """Timestamps as the strings pandas' ``to_json(date_format="iso", date_unit="us")`` writes.
+
+    Byte for byte the same (floored to the microsecond, UTC with ``Z`` when
+    tz-aware, ``None`` for NaT), but vectorized: pandas formats tz-aware
+    columns one Python object at a time, ~60 us a value.
+    """
+    aware = column.dt.tz is not None
+    values = (column.dt.tz_convert("UTC").dt.tz_localize(None) if aware else column).to_numpy()
+    values = values.astype("datetime64[us]")
+    out = np.datetime_as_string(values, unit="us", timezone="UTC" if aware else "naive").astype(object)
+    out[np.isnat(values)] = None
+    return pd.Series(out, index=column.index, dtype=object)
+
+
 @dataclass(frozen=True)
 class JsonLines:
     """One JSON object per line; timestamps in ISO 8601."""
@@ -39,6 +54,9 @@ class JsonLines:
 
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
         frame = table.to_pandas()
+        for i, dtype in enumerate(frame.dtypes):
+            if isinstance(dtype, pd.DatetimeTZDtype) or (isinstance(dtype, np.dtype) and dtype.kind == "M"):
+                frame.isetitem(i, _iso_microseconds(frame.iloc[:, i]))
         text = frame.to_json(orient="records", lines=True, date_format="iso", date_unit="us")
         data = text.encode()
         if data and not data.endswith(b"\n"):

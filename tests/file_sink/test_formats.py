@@ -5,8 +5,11 @@ import csv
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storage.file_sink import CorruptPartError, FileSink, RollingPolicy
+from storage.file_sink.formats import JsonLines
 
 KEY = bytes(range(32))
 ROWS = pd.DataFrame({"id": [1, 2, 3], "name": ["a", 'quote " and, comma', "new\nline"], "x": [0.5, -1.0, 2.25]})
@@ -113,3 +116,30 @@ def test_memory_filesystem_round_trip():
     sink = FileSink("memory://sink-test/out", compression="gzip")
     sink.write(ROWS)
     pd.testing.assert_frame_equal(sink.read(), ROWS)
+
+
+def pandas_json_lines(table: pa.Table) -> bytes:
+    """The JSON-lines encoder the sink used first (pandas ``to_json`` on the whole frame), as the reference."""
+    text = table.to_pandas().to_json(orient="records", lines=True, date_format="iso", date_unit="us")
+    return text.encode() + (b"" if text.endswith("\n") else b"\n")
+
+
+# Microseconds from 1900 to 2200, and whole-nanosecond offsets that must be floored, not rounded.
+TIMES = st.lists(st.one_of(st.none(), st.integers(-(70 * 365 * 86_400 * 10**9), 230 * 365 * 86_400 * 10**9)),
+                 min_size=1, max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    nanos=TIMES,
+    unit=st.sampled_from(["s", "ms", "us", "ns"]),
+    tz=st.sampled_from([None, "UTC", "Europe/Berlin", "+05:30"]),
+)
+def test_json_lines_write_timestamps_byte_for_byte_as_pandas_did(nanos, unit, tz):
+    # The fast timestamp path must not change one byte of what the sink wrote before.
+    ts = pa.array(nanos, type=pa.timestamp("ns")).cast(pa.timestamp(unit, tz=tz), safe=False)
+    table = pa.table({"id": list(range(len(nanos))), "ts": ts, "x": [0.1 * i for i in range(len(nanos))],
+                      "naive": pa.array(nanos, type=pa.timestamp("ns")), "s": ["a/b \"c\" é"] * len(nanos)})
+    data, ends = JsonLines().encode(table)
+    assert data == pandas_json_lines(table)
+    assert len(ends) == len(nanos) and ends[-1] == len(data)
