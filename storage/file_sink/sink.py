@@ -1,9 +1,11 @@
-"""``FileSink``: the frozen configuration, its builder steps and its three uses.
+"""``FileSink``: the frozen configuration, its builder steps and its uses.
 
 * ``FileSink(path).start(streaming_df, checkpoint_location=...)``: a Spark query;
 * ``FileSink(path).write(df)``: a bounded pandas, Arrow or Spark DataFrame;
-* ``FileSink(path).writer()``: a ``SinkWriter`` that the pandas runner (or any
-  loop) feeds batch by batch with ``write_batch(table, batch_id, processing_time_ms)``.
+* ``FileSink(path).write_panes(result.panes)``: the panes of a pandas-runner
+  run, one committed batch per ``step``;
+* ``FileSink(path).writer()``: a ``SinkWriter`` that any loop feeds batch by
+  batch with ``write_batch(table, batch_id, processing_time_ms)``.
 
 ``FileSink(path).read()`` returns the rows of the finished files.
 """
@@ -182,6 +184,46 @@ class FileSink:
             writer.write_batch(to_arrow(df), bid, now, end_of_input=True)
         finally:
             writer.close()
+
+    def write_panes(
+        self,
+        panes: pd.DataFrame,
+        step_column: str = "step",
+        processing_time_ms: int | None = None,
+        end_of_input: bool = True,
+    ) -> int:
+        """Write the panes of a pandas-runner run, one committed batch per step; the number written.
+
+        ``panes`` is ``WindowedResult.panes`` of a ``TestStream`` run (or any
+        frame with an integer ``step_column``); the rows of step ``s`` are
+        committed as batch id ``s``, in step order, ``step`` column included.
+        A step at or below the last committed one is skipped, so writing the
+        same result again, or a longer run of the same stream, duplicates
+        nothing. With ``end_of_input`` every part is finished after the last step.
+        """
+        if step_column not in panes.columns:
+            raise ValueError(
+                f"FileSink.write_panes: panes have no {step_column!r} column (columns: {list(panes.columns)}); "
+                "pass the panes of a TestStream run, or write a bounded result with write(df)"
+            )
+        steps = panes[step_column]
+        if not pd.api.types.is_integer_dtype(steps) or (len(steps) and steps.min() < 0):
+            raise ValueError(
+                f"FileSink.write_panes: {step_column!r} must hold non-negative integers (the batch ids), "
+                f"got dtype {steps.dtype}"
+            )
+        writer = self.writer()
+        written = 0
+        try:
+            now = int(time.time() * 1000) if processing_time_ms is None else processing_time_ms
+            order = sorted(set(steps.tolist()))
+            for i, step in enumerate(order):
+                rows = panes[steps.to_numpy() == step].reset_index(drop=True)
+                last = end_of_input and i == len(order) - 1
+                written += writer.write_batch(rows, int(step), now, end_of_input=last)
+        finally:
+            writer.close()
+        return written
 
     def start(
         self,
