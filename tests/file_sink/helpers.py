@@ -1,10 +1,12 @@
-"""Shared test helpers: batches of rows and a listing of a sink's directory tree."""
+"""Shared test helpers: batches of rows, a listing of a sink's directory tree, a filesystem that cannot append."""
 
 from __future__ import annotations
 
 import os
 
+import fsspec
 import pyarrow as pa
+from fsspec.implementations.memory import MemoryFileSystem
 
 
 def batch(start: int, n: int, buckets: int = 1) -> pa.Table:
@@ -24,3 +26,21 @@ def tree(root: str) -> dict[str, bytes]:
                 with open(path, "rb") as fh:
                     out[rel] = fh.read()
     return out
+
+
+class NoAppendFileSystem(MemoryFileSystem):
+    """``noappend://``: an in-memory filesystem that, like an object store, cannot open a file for append."""
+
+    protocol = ("noappend",)
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        return super()._strip_protocol(str(path).removeprefix("noappend://"))
+
+    def _open(self, path, mode="rb", *args, **kwargs):
+        if "a" in mode:
+            raise NotImplementedError(f"noappend:// cannot open {path} with mode {mode!r}")
+        return super()._open(path, mode, *args, **kwargs)
+
+
+fsspec.register_implementation("noappend", NoAppendFileSystem, clobber=True)

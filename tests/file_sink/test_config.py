@@ -4,6 +4,8 @@ import pytest
 
 from storage.file_sink import DateTimeBuckets, FileSink, RollingPolicy
 
+from . import helpers  # noqa: F401  (registers noappend://)
+
 KEY = b"k" * 32
 
 
@@ -45,11 +47,16 @@ def test_builder_steps_return_new_objects(tmp_path):
     assert "key=" not in repr(base.with_encryption(KEY))  # never print the key
 
 
-def test_object_stores_need_a_part_per_batch():
-    # fsspec's in-memory filesystem appends; an unregistered protocol is treated as an object store.
-    with pytest.raises(ValueError, match=r"cannot be appended to; use RollingPolicy.on_every_batch"):
-        FileSink("memory://x").with_rolling_policy(RollingPolicy(max_part_size=10)).with_format("orc")
-    assert FileSink("memory://x").rolling.max_part_size is not None
+def test_filesystems_that_cannot_append_need_a_part_per_batch():
+    # The same row format and policy: accepted where files can be appended to, refused where they cannot.
+    size_only = RollingPolicy(max_part_size=10)
+    assert FileSink("memory://appends/x", format="jsonl").with_rolling_policy(size_only).rolling == size_only
+    with pytest.raises(ValueError, match=r"'noappend://x' cannot be appended to; use RollingPolicy.on_every_batch"):
+        FileSink("noappend://x", format="jsonl").with_rolling_policy(size_only)
+    with pytest.raises(ValueError, match=r"'noappend://x' cannot be appended to"):
+        FileSink("noappend://x").with_rolling_policy(RollingPolicy(max_batches=2))
+    assert FileSink("noappend://x").rolling == RollingPolicy.on_every_batch()  # the default there
+    assert FileSink("noappend://x").with_rolling_policy(RollingPolicy.on_every_batch()).rolling.every_batch
 
 
 def test_default_names_follow_prefix_writer_part_suffix(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from storage.file_sink import ColumnBuckets, FileSink, RollingPolicy
 
-from .helpers import batch, tree
+from .helpers import batch, tree  # helpers also registers noappend://
 
 
 def test_finished_only_after_commit_and_in_progress_hidden(tmp_path):
@@ -78,6 +78,18 @@ def test_object_store_rewrites_instead_of_truncating():
     fs.pipe_file(path, committed + b"junk")
     sink.writer().write_batch(batch(2, 1), 1, 0, end_of_input=True)
     assert sink.read()["id"].tolist() == [0, 1, 2]
+
+
+def test_a_filesystem_that_cannot_append_gets_finished_parts_every_batch():
+    # noappend:// refuses mode "ab", so this passes only if no part is ever appended to.
+    sink = FileSink("noappend://no-append/out", compression="gzip").with_writer_id("w")
+    writer = sink.writer()
+    for b in range(3):
+        writer.write_batch(batch(3 * b, 3), b, 0)
+        assert len(sink.finished_files()) == b + 1  # finished at the end of its batch, nothing in progress
+    writer.close()
+    assert [p.rsplit("/", 1)[-1] for p in sink.finished_files()] == [f"part-w-{n}.jsonl.gz" for n in range(3)]
+    assert sink.read()["id"].tolist() == list(range(9))
 
 
 def test_buckets_are_directories_and_interleave(tmp_path):
