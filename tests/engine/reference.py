@@ -88,3 +88,25 @@ def final_values(elements: Iterable[Element], spec: WindowSpec,
                  reduce: Callable[[list[Any]], Any] = sum) -> dict[tuple, Any]:
     """``(key, start, end) -> reduce(values)`` for every window that holds an element."""
     return {window: reduce(values) for window, values in window_contents(elements, spec).items()}
+
+
+def with_lateness(steps: Iterable[tuple[list[Element], int | None]], spec: WindowSpec,
+                  lateness: int) -> tuple[dict[tuple, list[Any]], list[tuple[Element, tuple[int, int]]]]:
+    """Window contents when late data is dropped, for non-merging windows.
+
+    ``steps`` are the batches with the watermark in force when each arrives
+    (None: no watermark yet). An element is dropped from a window when the
+    window's end plus the allowed lateness is at or behind that watermark.
+    Returns ``(key, start, end) -> values`` of the accepted elements and the
+    dropped ``(element, (start, end))`` pairs.
+    """
+    contents: dict[tuple, list[Any]] = defaultdict(list)
+    dropped: list[tuple[Element, tuple[int, int]]] = []
+    for batch, watermark in steps:
+        for e in batch:
+            for start, end in spec.windows_of(e.t):
+                if watermark is not None and min(end + lateness, GLOBAL[1]) <= watermark:
+                    dropped.append((e, (start, end)))
+                else:
+                    contents[(e.key, start, end)].append(e.value)
+    return dict(contents), dropped

@@ -19,9 +19,9 @@ from accumulations import Count, Fold, Max, Mean, Min, Sum
 from triggers import AfterCount, AfterProcessingTime, AfterWatermark, AtWatermark, Default, Repeatedly
 from windowing import TestStream, windowed
 
-from .reference import Element, WindowSpec, final_values
+from .reference import Element, WindowSpec, final_values, with_lateness
 
-SETTINGS = settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(deadline=None, max_examples=25, suppress_health_check=[HealthCheck.too_slow])
 BIG_LATENESS = 10**6
 
 # ---- strategies -------------------------------------------------------------------------------
@@ -51,8 +51,22 @@ def build(spec: WindowSpec, source, key="k"):
 
 
 def frame(items: list[Element]) -> pd.DataFrame:
+    """Columns ``k``, ``t``, ``x`` and a second key column ``k2`` (the time's parity)."""
     return pd.DataFrame({"k": [e.key for e in items], "t": pd.Series([e.t for e in items], dtype=np.int64),
-                         "x": pd.Series([e.value for e in items])})
+                         "x": pd.Series([e.value for e in items]), "k2": [e.t % 2 for e in items]})
+
+
+keyings = st.sampled_from([None, "k", ("k", "k2")])
+"""Not keyed, keyed by one column, keyed by two."""
+
+
+def rekey(items: list[Element], keying) -> list[Element]:
+    """The elements with the key the pipeline groups by (None when not keyed)."""
+    if keying is None:
+        return [Element(None, e.t, e.value) for e in items]
+    if keying == "k":
+        return items
+    return [Element((e.key, e.t % 2), e.t, e.value) for e in items]
 
 
 def stream(batches: list[list[Element]], watermarks: list[int | None]) -> TestStream:
@@ -97,8 +111,9 @@ def rows(panes: pd.DataFrame) -> list[dict]:
     return panes.to_dict("records")
 
 
-def key_of(row: dict) -> tuple:
-    return (row["k"], int(row["window_start"]), int(row["window_end"]))
+def key_of(row: dict, keying="k") -> tuple:
+    key = None if keying is None else row["k"] if keying == "k" else (row["k"], row["k2"])
+    return (key, int(row["window_start"]), int(row["window_end"]))
 
 
 def last_panes(panes: pd.DataFrame) -> dict[tuple, dict]:
@@ -119,11 +134,11 @@ def enclosing(window: tuple, finals: dict[tuple, object]) -> tuple | None:
 # ---- (a) final panes equal a recomputation from scratch -----------------------------------------
 
 @SETTINGS
-@given(spec=window_specs, items=elements)
-def test_bounded_frame_fires_one_on_time_pane_per_window_with_the_recomputed_value(spec, items):
-    panes = build(spec, frame(items)).aggregate(Sum("x"))
-    expected = final_values(items, spec)
-    got = {key_of(r): r for r in rows(panes)}
+@given(spec=window_specs, items=elements, keying=keyings)
+def test_bounded_frame_fires_one_on_time_pane_per_window_with_the_recomputed_value(spec, items, keying):
+    panes = build(spec, frame(items), key=keying).aggregate(Sum("x"))
+    expected = final_values(rekey(items, keying), spec)
+    got = {key_of(r, keying): r for r in rows(panes)}
     assert len(got) == len(panes), "one pane per window"
     assert {w: r["value"] for w, r in got.items()} == expected
     assert set(panes["timing"]) <= {"ON_TIME"}
@@ -170,12 +185,12 @@ early_triggers = st.one_of(
 )
 
 
-def contained_totals(panes: pd.DataFrame, finals: dict[tuple, object], signed: bool) -> dict[tuple, object]:
+def contained_totals(panes: pd.DataFrame, finals: dict[tuple, object], signed: bool, keying="k") -> dict[tuple, object]:
     """Per final window, the sum of the panes whose window lies inside it
     (retractions subtracted when ``signed``)."""
     totals = {w: 0 for w in finals}
     for row in rows(panes):
-        outer = enclosing(key_of(row), finals)
+        outer = enclosing(key_of(row, keying), finals)
         assert outer is not None, f"pane {row} lies in no final window"
         totals[outer] += -row["value"] if (signed and row["is_retraction"]) else row["value"]
     return totals
@@ -206,16 +221,16 @@ def test_splitting_the_input_into_other_steps_never_changes_the_final_values(spe
 # ---- (c) accumulating and retracting: emitted minus retracted is the final value ----------------
 
 @st.composite
-def scripts(draw, items: list[Element]):
-    """A TestStream script over ``items``: random batches, watermark moves (late data
-    included) and processing-time advances."""
+def scripts(draw, items: list[Element], advance=st.integers(1, 30)):
+    """A TestStream script over ``items``: random batches, watermark moves by ``advance``
+    (late data included) and processing-time advances."""
     batches = draw(split(items))
     actions, mark = [], -1
     for batch in batches:
         actions.append(("add", batch))
         for _ in range(draw(st.integers(0, 2))):
             if draw(st.booleans()):
-                mark = draw(st.integers(mark + 1, mark + 30))
+                mark = max(mark, 0) + draw(advance)
                 actions.append(("watermark", mark))
             else:
                 actions.append(("processing", draw(st.integers(1, 10))))
@@ -246,13 +261,13 @@ firing_triggers = st.one_of(
 
 
 @SETTINGS
-@given(spec=window_specs, items=elements, trigger=firing_triggers, data=st.data())
-def test_emitted_minus_retracted_equals_the_final_value_of_every_window(spec, items, trigger, data):
+@given(spec=window_specs, items=elements, trigger=firing_triggers, keying=keyings, data=st.data())
+def test_emitted_minus_retracted_equals_the_final_value_of_every_window(spec, items, trigger, keying, data):
     actions = data.draw(scripts(items))
-    panes = (build(spec, script_stream(actions)).allowed_lateness(BIG_LATENESS).trigger(trigger)
+    panes = (build(spec, script_stream(actions), key=keying).allowed_lateness(BIG_LATENESS).trigger(trigger)
              .accumulating_and_retracting().aggregate(Sum("x")))
-    expected = final_values(items, spec)
-    assert contained_totals(panes, expected, signed=True) == expected
+    expected = final_values(rekey(items, keying), spec)
+    assert contained_totals(panes, expected, signed=True, keying=keying) == expected
 
 
 # ---- (d) vectorized accumulations agree with the slow path ---------------------------------------
@@ -284,7 +299,7 @@ elements_with_gaps = st.lists(
     min_size=1, max_size=20)
 
 
-@settings(SETTINGS, max_examples=25)
+@settings(SETTINGS, max_examples=20)
 @given(spec=window_specs, items=elements_with_gaps, trigger=firing_triggers,
        mode=st.sampled_from(["discarding", "accumulating", "accumulating_and_retracting"]), data=st.data())
 def test_vectorized_accumulations_give_the_same_panes_as_a_python_fold(spec, items, trigger, mode, data):
@@ -297,3 +312,31 @@ def test_vectorized_accumulations_give_the_same_panes_as_a_python_fold(spec, ite
     fast, slow = results
     pd.testing.assert_frame_equal(fast.astype({c: float for c in SLOW_EQUIVALENTS}),
                                   slow.astype({c: float for c in SLOW_EQUIVALENTS}), check_exact=False)
+
+
+# ---- (a') late data beyond the allowed lateness is dropped, the rest is counted -------------------
+
+# Window ends, lateness and watermark moves on a grid of 5, so that "end + lateness is at
+# the watermark" (dropped) and "one before it" (kept) both happen often.
+grid_specs = st.sampled_from([WindowSpec("fixed", 5), WindowSpec("fixed", 10), WindowSpec("sliding", 10, 5),
+                              WindowSpec("sliding", 15, 5), WindowSpec("global")])
+
+
+@SETTINGS
+@given(spec=grid_specs, items=elements, lateness=st.sampled_from([0, 5, 10, 4]), data=st.data())
+def test_elements_beyond_the_allowed_lateness_are_dropped_and_reported_and_the_rest_counted(spec, items, lateness, data):
+    actions = data.draw(scripts(items, advance=st.sampled_from([5, 10, 1])))
+    steps, mark = [], None
+    for kind, arg in actions:
+        if kind == "add":
+            steps.append((arg, mark))
+        elif kind == "watermark":
+            mark = arg
+    contents, dropped = with_lateness(steps, spec, lateness)
+    result = build(spec, script_stream(actions)).allowed_lateness(lateness).accumulating().run(Sum("x"))
+    last = last_panes(result.panes)
+    assert {w: r["value"] for w, r in last.items()} == {w: sum(v) for w, v in contents.items()}
+    late = result.late_data
+    got = sorted((r["k"], r["t"], r["x"], int(r["window_start"]), int(r["window_end"])) for r in rows(late)) if len(late) else []
+    assert got == sorted((e.key, e.t, e.value, s, end) for e, (s, end) in dropped)
+    assert set(late["reason"]) <= {"beyond allowed lateness"}
