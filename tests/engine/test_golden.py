@@ -9,6 +9,7 @@ description: what the scenario shows and how its panes follow
 columns: [k, ts, x]            # the input columns; rows of `add` are in this order
 time: ts                       # the event-time column
 tz: Europe/Berlin              # optional: ts holds ISO strings, made tz-aware in this zone
+timestamps: true               # optional: ts holds ISO strings, made naive timestamps
 key: k                         # or null (not keyed)
 window: {fixed: 10}            # {sliding: 10, every: 5} | {sessions: 10} | global
 trigger: AtWatermark().with_early_firings_every(1)   # a `triggers` expression (default Default())
@@ -57,11 +58,15 @@ def to_frame(sc: dict, rows: list[list]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=sc["columns"])
     if sc.get("tz"):
         frame[sc.get("time", "ts")] = pd.to_datetime(frame[sc.get("time", "ts")], utc=True).dt.tz_convert(sc["tz"])
+    elif sc.get("timestamps"):
+        frame[sc.get("time", "ts")] = pd.to_datetime(frame[sc.get("time", "ts")])
     return frame
 
 
 def instant(sc: dict, value):
-    return pd.Timestamp(value).tz_convert(sc["tz"]) if sc.get("tz") else value
+    if sc.get("tz"):
+        return pd.Timestamp(value).tz_convert(sc["tz"])
+    return pd.Timestamp(value) if sc.get("timestamps") else value
 
 
 def build_stream(sc: dict) -> TestStream:

@@ -270,6 +270,18 @@ def test_emitted_minus_retracted_equals_the_final_value_of_every_window(spec, it
     assert contained_totals(panes, expected, signed=True, keying=keying) == expected
 
 
+@SETTINGS
+@given(spec=window_specs, items=elements, trigger=firing_triggers, data=st.data())
+def test_discarding_panes_hold_every_element_exactly_once(spec, items, trigger, data):
+    # None of these triggers finishes, and nothing is beyond the lateness: no element is
+    # dropped, and each is in exactly one pane of its final window (or of a session merged into it).
+    actions = data.draw(scripts(items))
+    panes = (build(spec, script_stream(actions)).allowed_lateness(BIG_LATENESS).trigger(trigger)
+             .discarding().aggregate(Sum("x")))
+    expected = final_values(items, spec)
+    assert contained_totals(panes, expected, signed=False) == expected
+
+
 # ---- (d) vectorized accumulations agree with the slow path ---------------------------------------
 
 def _fold_extreme(better):
