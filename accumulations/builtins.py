@@ -27,17 +27,11 @@ def _require_column(name: str, column: Any) -> str:
     return column
 
 
-class Sum(Accumulation[float, float, float]):
-    """Sum of a column; 0 for an empty window."""
-
-    def __init__(self, column: str):
-        self.column = _require_column("Sum", column)
+class _Additive(Accumulation[Any, Any, Any]):
+    """Accumulators that are their own output and add up: 0 when empty, retracted by negation."""
 
     def default_accumulated_value(self):
         return 0
-
-    def accumulate(self, accumulated, value):
-        return accumulated if _missing(value) else accumulated + value
 
     def merge(self, accumulated1, accumulated2):
         return accumulated1 + accumulated2
@@ -47,6 +41,16 @@ class Sum(Accumulation[float, float, float]):
 
     def get_retraction(self, output):
         return -output
+
+
+class Sum(_Additive):
+    """Sum of a column; 0 for an empty window."""
+
+    def __init__(self, column: str):
+        self.column = _require_column("Sum", column)
+
+    def accumulate(self, accumulated, value):
+        return accumulated if _missing(value) else accumulated + value
 
     def vector_fields(self) -> Mapping[str, Reduction]:
         return {"sum": "sum"}
@@ -68,26 +72,14 @@ def _sum_dtype(dtype) -> np.dtype:
     return np.dtype(np.float64)
 
 
-class Count(Accumulation[Any, int, int]):
+class Count(_Additive):
     """Number of elements; with a column, number of non-missing values in it."""
 
     def __init__(self, column: str | None = None):
         self.column = None if column is None else _require_column("Count", column)
 
-    def default_accumulated_value(self):
-        return 0
-
     def accumulate(self, accumulated, value):
         return accumulated if (self.column is not None and _missing(value)) else accumulated + 1
-
-    def merge(self, accumulated1, accumulated2):
-        return accumulated1 + accumulated2
-
-    def get_output(self, accumulated):
-        return accumulated
-
-    def get_retraction(self, output):
-        return -output
 
     def vector_fields(self):
         return {"count": "sum"}
