@@ -98,7 +98,7 @@ def read_block_table(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, str
     values, offsets = _split_lines(start, buf)
     n = len(values)
     return pa.Table.from_arrays(
-        [values, pa.array([block.path] * n, pa.string()) if n else pa.array([], pa.string()),
+        [values, pa.repeat(pa.scalar(block.path, pa.string()), n),
          pa.array(np.full(n, block.block_id, np.int64)), pa.array(offsets)],
         schema=LINE_SCHEMA,
     )

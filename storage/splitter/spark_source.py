@@ -42,6 +42,7 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1
     SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
 FORMAT = "file_splitter"
+_ROWS_PER_BATCH = 64 * 1024
 SCHEMA = StructType(
     [
         StructField("value", StringType()),
@@ -88,7 +89,8 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, config: SplitterConfig) -> None:
         self._config = config
         self._splitter = FileSplitter.from_config(config)
-        self._protocol = self._splitter.fs.protocol if isinstance(self._splitter.fs.protocol, str) else self._splitter.fs.protocol[0]
+        protocol = self._splitter.fs.protocol
+        self._protocol = protocol if isinstance(protocol, str) else protocol[0]
         self._last: dict[str, Any] | None = None
 
     def initialOffset(self) -> dict:
@@ -131,7 +133,8 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         fs = fsspec.filesystem(partition.protocol, **partition.storage_options)
-        yield from read_block_table(fs, partition.value, strict=partition.strict).to_batches()
+        # Bounded batches let Spark start converting rows before the whole block is sent.
+        yield from read_block_table(fs, partition.value, strict=partition.strict).to_batches(max_chunksize=_ROWS_PER_BATCH)
 
     def commit(self, end: dict) -> None:
         """Nothing to clean up: the state travels in the offsets."""

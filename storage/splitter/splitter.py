@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import fsspec
 import pandas as pd
 
-from storage.splitter.config import Seconds, Size, SplitterConfig
+from storage.splitter.config import DEFAULT_BLOCK_SIZE, Seconds, Size, SplitterConfig
 from storage.splitter.metadata import BlockMetadata, FileMetadata, blocks_frame, blocks_from_frame, files_frame
 from storage.splitter.readers import read_lines
 from storage.splitter.scanner import Listing, Scanner
@@ -45,7 +45,7 @@ class FileSplitter:
         *,
         recursive: bool = True,
         pattern: str | None = None,
-        block_size: Size = 64 * 1024 * 1024,
+        block_size: Size = DEFAULT_BLOCK_SIZE,
         blocks_per_batch: int = 16,
         scan_interval: Seconds = 10.0,
         settle: Seconds = 2.0,

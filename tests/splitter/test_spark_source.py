@@ -21,14 +21,20 @@ def make_input(directory, files: int = 2, lines: int = 40) -> list[str]:
 
 
 class BatchRecorder:
-    """A foreachBatch sink that keeps every call: (batch id, rows), replays included."""
+    """A foreachBatch sink that keeps every call: (batch id, rows), replays included.
 
-    def __init__(self) -> None:
+    With ``crash_at`` it fails right after writing that batch, before Spark commits it.
+    """
+
+    def __init__(self, crash_at: int | None = None) -> None:
         self.calls: list[tuple[int, list[tuple]]] = []
+        self.crash_at = crash_at
 
     def __call__(self, batch, batch_id: int) -> None:
         rows = sorted((r.value, r.path, r.block_id, r.offset) for r in batch.collect())
         self.calls.append((batch_id, rows))
+        if batch_id == self.crash_at:
+            raise RuntimeError(f"simulated crash after writing batch {batch_id}")
 
     def by_batch(self) -> dict[int, list[tuple]]:
         """Idempotent by batch id, like a sink that overwrites a batch's output."""
@@ -48,24 +54,16 @@ def test_restart_from_checkpoint_reads_every_line_exactly_once(spark, tmp_path):
     splitter = FileSplitter(str(data), block_size=256, blocks_per_batch=2, settle=0, scan_interval=0)
     checkpoint = tmp_path / "checkpoint"
 
-    first = BatchRecorder()
-    query = start(splitter, spark, checkpoint, first)
-    for _ in range(300):  # stop after two batches; a bound so a broken source cannot hang the suite
-        if len(first.calls) >= 2:
-            break
-        query.awaitTermination(0.2)
-    query.stop()
-    assert len(first.calls) >= 2
-    # Crash between writing the last batch and committing it: Spark must replay that batch.
-    last_id = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
-    (checkpoint / "commits" / str(last_id)).unlink()
-    (checkpoint / "commits" / f".{last_id}.crc").unlink(missing_ok=True)
+    first = BatchRecorder(crash_at=1)
+    with pytest.raises(Exception, match="simulated crash after writing batch 1"):
+        start(splitter, spark, checkpoint, first, availableNow=True).awaitTermination()
+    assert [batch_id for batch_id, _ in first.calls] == [0, 1]
 
     second = BatchRecorder()
     start(splitter, spark, checkpoint, second, availableNow=True).awaitTermination()
 
-    assert second.calls[0][0] == last_id
-    assert second.calls[0][1] == first.by_batch()[last_id]  # the replay read exactly the same blocks
+    assert second.calls[0][0] == 1  # the uncommitted batch is replayed ...
+    assert second.calls[0][1] == first.by_batch()[1]  # ... and reads exactly the same blocks
     batches = {**first.by_batch(), **second.by_batch()}
     union = [row[0] for rows in batches.values() for row in rows]
     assert Counter(union) == Counter(expected)
