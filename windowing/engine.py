@@ -528,7 +528,9 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs
         res[c] = np.where(no_old, fresh[c], dst_ctx.columns[c]).astype(fresh[c].dtype)
 
     if spec.mode is AccumulationMode.ACCUMULATING_AND_RETRACTING:
-        gone = merged_away & state["emitted"].to_numpy()
+        # A closed window's panes are final (its state was cleared when its trigger finished,
+        # so the merged window does not re-emit it): only open windows are retracted.
+        gone = merged_away & state["emitted"].to_numpy() & ~old_closed
         if gone.any():
             retractions.append(_retraction_rows(spec, {c: state[c].to_numpy()[gone] for c in state.columns},
                                                 merged_away=True))
