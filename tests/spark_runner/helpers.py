@@ -18,6 +18,7 @@ from pyspark.sql import Row
 from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState
 
+from windowing.runners.combine import lift
 from windowing.runners.spark import SparkPlan
 
 NO_TIMESTAMP = -1
@@ -40,11 +41,23 @@ def worker_frame(frame: pd.DataFrame, plan: SparkPlan, time: str = "ts") -> pd.D
         out["_k0"] = np.zeros(len(frame), dtype=np.int64)
     micros = frame[time].astype("datetime64[us]").to_numpy().view(np.int64)
     out["_t"] = micros
-    for i, c in enumerate(adapter.plan.value_columns):
+    for i, c in enumerate(plan.input_columns):
         if c is not None:
             out[f"_v{i}"] = frame[c].to_numpy()
     out["_wm_ms"] = micros // 1000 + plan.horizon_ms
     return pd.DataFrame(out)
+
+
+def shipped(frame: pd.DataFrame, plan: SparkPlan, partition_rows: int = 5) -> pd.DataFrame:
+    """What reaches the shuffle: ``worker_frame`` with its bucket, lifted per input partition when the plan says so."""
+    data = worker_frame(frame, plan)
+    data.insert(0, "_b", buckets_of(data, plan.adapter.buckets))
+    if plan.lifting is None or len(data) == 0:
+        return data
+    partitions = [data.iloc[i:i + partition_rows].drop(columns="_wm_ms") for i in range(0, len(data), partition_rows)]
+    lifted = pd.concat([out for part in partitions for out in lift(iter([part]), plan.lifting)], ignore_index=True)
+    lifted["_wm_ms"] = lifted["_tmax"] // 1000 + plan.horizon_ms
+    return lifted
 
 
 def buckets_of(frame: pd.DataFrame, n: int) -> np.ndarray:
@@ -67,12 +80,11 @@ class SimulatedQuery:
 
     def batch(self, frame: pd.DataFrame | None, processing_ms: int) -> None:
         """One micro-batch (``frame`` None: a no-data batch), then the watermark moves."""
-        data = worker_frame(frame, self.plan) if frame is not None and len(frame) else None
+        data = shipped(frame, self.plan, max(self.chunk_sizes)) if frame is not None and len(frame) else None
         by_bucket: dict[int, pd.DataFrame] = {}
         if data is not None:
             data = data[data["_wm_ms"] > self.watermark_ms]  # Spark drops rows behind the watermark
-            bucket = buckets_of(data, self.plan.adapter.buckets)
-            by_bucket = {int(b): part.drop(columns="_wm_ms") for b, part in data.groupby(bucket)}
+            by_bucket = {int(b): part.drop(columns="_wm_ms") for b, part in data.groupby("_b")}
         for b, part in sorted(by_bucket.items()):
             self._call(b, self._chunks(part), processing_ms, timed_out=False)
         for b, (_, timeout) in sorted(self.states.items()):

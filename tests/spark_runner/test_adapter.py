@@ -19,7 +19,7 @@ from windowing import TestStream, windowed
 from windowing.errors import WindowingConfigError
 from windowing.runners.spark import plan_spark, uses_processing_time
 
-from .helpers import SimulatedQuery, assert_same_panes, buckets_of, events, spark_schema, worker_frame
+from .helpers import SimulatedQuery, assert_same_panes, events, shipped, spark_schema, worker_frame
 
 rows = st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 120), st.integers(-5, 50)),
                 min_size=0, max_size=40)
@@ -32,11 +32,10 @@ WINDOWS = {
 AGGS = dict(total=Sum("amount"), n=Count(), top=Max("amount"), mean=Mean("amount"), all=ToList("amount"))
 
 
-def _batch_via_adapter(pipeline, frame: pd.DataFrame, buckets: int) -> pd.DataFrame:
-    plan = plan_spark(pipeline, tuple(AGGS.items()), spark_schema(frame), buckets)
-    data = worker_frame(frame, plan).drop(columns="_wm_ms")
-    bucket = buckets_of(data, buckets)
-    parts = [plan.adapter.run_batch(part) for _, part in data.groupby(bucket)] or [plan.adapter.run_batch(data)]
+def _batch_via_adapter(pipeline, frame: pd.DataFrame, buckets: int, aggs=AGGS) -> pd.DataFrame:
+    plan = plan_spark(pipeline, tuple(aggs.items()), spark_schema(frame), buckets)
+    data = shipped(frame, plan).drop(columns="_wm_ms")
+    parts = [plan.adapter.run_batch(part) for _, part in data.groupby("_b")] or [plan.adapter.run_batch(data)]
     return pd.concat(parts, ignore_index=True)
 
 
@@ -49,6 +48,33 @@ def test_batch_function_matches_the_pandas_runner(rows, kind, buckets):
     assert_same_panes(actual, expected)
 
 
+LIFTABLE = dict(total=Sum("amount"), n=Count(), top=Max("amount"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=rows, kind=st.sampled_from(["fixed", "sliding"]), buckets=st.integers(1, 3))
+def test_lifted_batch_matches_the_pandas_runner(rows, kind, buckets):
+    frame = events(rows)
+    expected = WINDOWS[kind](windowed(frame, time="ts", key="user")).aggregate(**LIFTABLE)
+    actual = _batch_via_adapter(WINDOWS[kind](windowed(frame, time="ts", key="user")), frame, buckets, LIFTABLE)
+    assert_same_panes(actual, expected)
+
+
+def test_lifting_folds_rows_only_where_it_is_exact():
+    from triggers import AfterCount, Repeatedly
+
+    frame = events([("a", 1, 5), ("a", 2, 7), ("a", 3, 1), ("b", 3, 1), ("a", 14, 2)])
+    w = windowed(frame, time="ts", key="user").fixed("10 seconds")
+    plan = plan_spark(w, tuple(LIFTABLE.items()), spark_schema(frame), 1)
+    assert plan.lifting is not None
+    assert len(shipped(frame, plan, partition_rows=10)) == 3  # (a, [0,10)), (b, [0,10)), (a, [10,20))
+    assert plan_spark(w, tuple(LIFTABLE.items()), spark_schema(frame), 1, combine=False).lifting is None
+    assert plan_spark(w, tuple(AGGS.items()), spark_schema(frame), 1).lifting is None  # Mean, ToList
+    assert plan_spark(w.trigger(Repeatedly(AfterCount(2))), tuple(LIFTABLE.items()), spark_schema(frame), 1).lifting is None
+    assert plan_spark(windowed(frame, time="ts", key="user").sessions("5 seconds"), tuple(LIFTABLE.items()),
+                      spark_schema(frame), 1).lifting is None
+
+
 def test_batch_function_fires_every_window_at_end_of_input():
     frame = events([("a", 1, 5), ("a", 12, 7), ("b", 3, 1)])
     out = _batch_via_adapter(windowed(frame, time="ts", key="user").fixed("10 seconds"), frame, 2)
@@ -59,6 +85,7 @@ def test_batch_function_fires_every_window_at_end_of_input():
 
 TRIGGERS = {
     "on_time": lambda w: w,
+    "default_late": lambda w: w.allowed_lateness("20 seconds"),
     "late_counts": lambda w: w.allowed_lateness("30 seconds").trigger(AtWatermark().with_late_firings_every(1)).accumulating(),
     "early_periodic_retracting": lambda w: w.allowed_lateness("20 seconds").trigger(
         AtWatermark().with_early_firings_every("10 seconds").with_late_firings_every(1)).accumulating_and_retracting(),
@@ -69,7 +96,8 @@ def _differential(batches, kind, trigger, buckets, chunks, pt_steps):
     delay = 5
     frame = events([r for b in batches for r in b])
     build = lambda source: TRIGGERS[trigger](WINDOWS[kind](windowed(source, time="ts", key="user"))).watermark(f"{delay} seconds")
-    aggs = dict(total=Sum("amount"), n=Count(), all=ToList("amount"))
+    # Lifted (pre-aggregated) where exact: fixed and sliding windows with these aggregations and triggers.
+    aggs = LIFTABLE if trigger in ("on_time", "default_late") else dict(total=Sum("amount"), n=Count(), all=ToList("amount"))
     plan = plan_spark(build(frame), tuple(aggs.items()), spark_schema(frame), buckets)
     query = SimulatedQuery(plan, delay * 1000, chunk_sizes=chunks)
     stream, pt_ms = TestStream(), 0

@@ -35,6 +35,17 @@ def _on_time(source):
         .aggregate(total=Sum("amount"), n=Count())
 
 
+def _feed(query, source, parts, first: int = 0, stop: bool = True) -> None:
+    """Write ``parts`` as the next files, each followed by processAllAvailable; then stop the query."""
+    try:
+        for i, part in enumerate(parts, first):
+            write_batch(source, i, part)
+            query.processAllAvailable()
+    finally:
+        if stop:
+            query.stop()
+
+
 def _mirror(parts: list[pd.DataFrame], inputs: list[int], build) -> pd.DataFrame:
     """The pandas runner over the micro-batches Spark ran (a no-data batch is an empty step)."""
     stream, files = TestStream(), iter(parts)
@@ -58,13 +69,9 @@ def test_stream_matches_the_pandas_runner_batch_for_batch(spark, where, cuts):
     source, sink, checkpoint = where()
     bounds = [0, *sorted(cuts), len(ROWS)]
     parts = [events(ROWS[a:b]) for a, b in zip(bounds, bounds[1:])]
-    write_batch(source, 0, parts[0])
     query = start(spark, source, sink, checkpoint, _on_time)
     try:
-        query.processAllAvailable()
-        for i, part in enumerate(parts[1:], 1):
-            write_batch(source, i, part)
-            query.processAllAvailable()
+        _feed(query, source, parts, stop=False)
         inputs = batch_inputs(query)
     finally:
         query.stop()
@@ -87,12 +94,7 @@ def test_early_firings_and_retractions_reach_the_final_values(spark, where):
 
         parts = [events(ROWS[:4]), events(ROWS[4:8]), events(ROWS[8:]), events([("z", 200, 0)])]
         query = start(spark, source, sink, checkpoint, build)
-        try:
-            for i, part in enumerate(parts):
-                write_batch(source, i, part)
-                query.processAllAvailable()
-        finally:
-            query.stop()
+        _feed(query, source, parts)
         assert query.lastProgress is not None
         panes = read_sink(spark, sink)
     finally:
@@ -113,13 +115,7 @@ def test_restarts_from_the_checkpoint_emit_exactly_the_uninterrupted_panes(spark
     parts = [events(ROWS[i:i + 3]) for i in range(0, len(ROWS), 3)] + [events([("z", 300, 0)])]
 
     source, sink, checkpoint = where()
-    query = start(spark, source, sink, checkpoint, _on_time)
-    try:
-        for i, part in enumerate(parts):
-            write_batch(source, i, part)
-            query.processAllAvailable()
-    finally:
-        query.stop()
+    _feed(start(spark, source, sink, checkpoint, _on_time), source, parts)
     uninterrupted = read_sink(spark, sink)
     assert len(uninterrupted) > 0
 
@@ -137,11 +133,7 @@ def test_restarts_from_the_checkpoint_emit_exactly_the_uninterrupted_panes(spark
         return stream.withColumn("amount", F.udf(fail_once, "long")("amount"))
 
     source, sink, checkpoint = where()
-    query = start(spark, source, sink, checkpoint, _on_time, prepare)
-    for i, part in enumerate(parts[:2]):
-        write_batch(source, i, part)
-        query.processAllAvailable()
-    query.stop()  # stopped between batches
+    _feed(start(spark, source, sink, checkpoint, _on_time, prepare), source, parts[:2])  # stopped between batches
 
     query = start(spark, source, sink, checkpoint, _on_time, prepare)
     arm.touch()
@@ -152,11 +144,6 @@ def test_restarts_from_the_checkpoint_emit_exactly_the_uninterrupted_panes(spark
     assert fired.exists()
 
     query = start(spark, source, sink, checkpoint, _on_time, prepare)
-    try:
-        query.processAllAvailable()
-        for i, part in enumerate(parts[3:], 3):
-            write_batch(source, i, part)
-            query.processAllAvailable()
-    finally:
-        query.stop()
+    query.processAllAvailable()
+    _feed(query, source, parts[3:], 3)
     assert_same_panes(read_sink(spark, sink), uninterrupted)

@@ -38,8 +38,10 @@ from ..errors import WindowingConfigError
 from ..plan import Plan, check_columns, make_plan
 from ..state_codec import decode, encode
 from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
+from .combine import Lifting, engine_aggregations, lift, lifting
 
 BUCKETS_CONF = "windowing.spark.buckets"
+COMBINE_CONF = "windowing.spark.combine"
 DEFAULT_BUCKETS = 64
 NS_PER_MS = 1_000_000
 NS_PER_US = 1_000
@@ -386,11 +388,18 @@ class SparkPlan:
     state_schema: Any
     timeout: str
     horizon_ms: int
+    lifting: Lifting | None = None
+    lifted_schema: Any = None
+    input_columns: tuple[str | None, ...] = ()
+    """The input column of each aggregation (``_v<i>`` shipped to the workers)."""
 
 
 def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], schema: Any,
-               buckets: int) -> SparkPlan:
-    """Everything but the query itself; needs pyspark's types, not a SparkSession."""
+               buckets: int, combine: bool = True) -> SparkPlan:
+    """Everything but the query itself; needs pyspark's types, not a SparkSession.
+
+    ``combine``: pre-aggregate before the shuffle where that is exact (`windowing.runners.combine`).
+    """
     from pyspark.sql import types as T
 
     if not isinstance(pipeline.time, str):
@@ -408,8 +417,21 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     else:
         raise WindowingConfigError(
             f"time column {pipeline.time!r} has Spark type {time_type.simpleString()}; it must be a timestamp or an integer")
-    plan = make_plan(pipeline, aggregations, axis, {name: _numpy_dtype(t) for name, t in types.items()})
+    dtypes = {name: _numpy_dtype(t) for name, t in types.items()}
+    plan = make_plan(pipeline, aggregations, axis, dtypes)
     keys = list(pipeline.key or ())
+    how = lifting(plan.spec, aggregations, NS_PER_US if timestamp else 1) if combine else None
+    lifted_fields = None
+    if how is not None:
+        lifted = engine_aggregations(aggregations)
+        counted = {acc.column for (_, acc), (_, old) in zip(lifted, aggregations) if acc is not old}
+        plan = make_plan(pipeline, lifted, axis, {**dtypes, **{c: np.dtype(np.int64) for c in counted}})
+        lifted_fields = [T.StructField(_B, T.IntegerType())]
+        lifted_fields += [T.StructField(f"_k{i}", types[k]) for i, k in enumerate(keys)] or [T.StructField("_k0", T.LongType())]
+        lifted_fields.append(T.StructField(_T, T.LongType()))
+        for i, (name, acc) in enumerate(aggregations):
+            lifted_fields.append(T.StructField(f"_v{i}", output_type(name, acc, types.get(acc.column) if acc.column else None)))
+        lifted_fields.append(T.StructField("_tmax", T.LongType()))
 
     out_fields, columns = [], []
     for i, name in enumerate(keys):
@@ -434,7 +456,9 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     pt_mode = uses_processing_time(plan.spec)
     adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, buckets, pt_mode)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
-                     "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout", _horizon_ms(plan))
+                     "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout", _horizon_ms(plan),
+                     how, T.StructType(lifted_fields) if lifted_fields else None,
+                     tuple(acc.column for _, acc in aggregations))
 
 
 def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...]) -> SparkRun:
@@ -442,7 +466,10 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
 
     source = pipeline.source
     keys = list(pipeline.key or ())
-    sp = plan_spark(pipeline, aggregations, source.schema, _buckets(source, bool(keys)))
+    combine = str(source.sparkSession.conf.get(COMBINE_CONF, "true")).lower()
+    if combine not in ("true", "false"):
+        raise WindowingConfigError(f"{COMBINE_CONF}={combine!r} must be 'true' or 'false' (pre-aggregation before the shuffle)")
+    sp = plan_spark(pipeline, aggregations, source.schema, _buckets(source, bool(keys)), combine == "true")
     adapter, time = sp.adapter, pipeline.time
     if source.isStreaming and not adapter.timestamp:
         raise WindowingConfigError(
@@ -453,13 +480,23 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     projected = [bucket.cast("int").alias(_B)]
     projected += [F.col(k).alias(f"_k{i}") for i, k in enumerate(keys)] or [F.lit(0).cast("long").alias("_k0")]
     projected.append((F.expr(f"unix_micros(`{time}`)") if adapter.timestamp else F.col(time).cast("long")).alias(_T))
-    projected += [F.col(c).alias(f"_v{i}") for i, c in enumerate(adapter.plan.value_columns) if c is not None]
+    projected += [F.col(c).alias(f"_v{i}") for i, c in enumerate(sp.input_columns) if c is not None]
+
+    frame = source.select(*projected)
+    latest = _T
+    if sp.lifting is not None:
+        how = sp.lifting
+
+        def combine_rows(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            return lift(frames, how)
+
+        frame, latest = frame.mapInPandas(combine_rows, sp.lifted_schema), "_tmax"
 
     if not source.isStreaming:
         def run_batch(frame: pd.DataFrame) -> pd.DataFrame:  # Spark counts a bound method's `self` as an argument
             return adapter.run_batch(frame)
 
-        panes = source.select(*projected).groupBy(_B).applyInPandas(run_batch, sp.out_schema)
+        panes = frame.groupBy(_B).applyInPandas(run_batch, sp.out_schema)
         return SparkRun(_finish(panes, adapter.timestamp), adapter.buckets, False, None)
 
     # The stateful operator drops rows whose watermarked column is at or behind the watermark.
@@ -468,8 +505,8 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     # the watermark is unchanged, and Spark drops only rows the engine would drop anyway.
     delay_ms = _watermark_delay_ms(adapter.plan, source, time)
     shift_us = sp.horizon_ms * 1000
-    projected.append(F.expr(f"timestamp_micros(unix_micros(`{time}`) + {shift_us})").alias(_WM))
-    frame = source.select(*projected).withWatermark(_WM, f"{delay_ms + sp.horizon_ms} milliseconds")
+    frame = frame.withColumn(_WM, F.expr(f"timestamp_micros(`{latest}` + {shift_us})"))
+    frame = frame.withWatermark(_WM, f"{delay_ms + sp.horizon_ms} milliseconds")
 
     def run_stream(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         return adapter.run_stream(key, frames, state)

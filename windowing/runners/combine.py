@@ -1,0 +1,121 @@
+"""Combiner lifting: pre-aggregate rows before the shuffle to the stateful step.
+
+Beam lifts a combiner into a partial combine before the shuffle. Here a
+stateless ``mapInPandas`` folds, per input partition and micro-batch, all rows
+of one key that fall in the same *unit* of time into one row:
+
+- fixed windows: the unit is the window; sliding windows: the slide
+  (``every``), since every instant of a slide belongs to the same windows;
+- the row's event time ``_t`` is the unit's start (so it lands in exactly the
+  windows of its rows), ``_tmax`` the largest event time folded into it (the
+  watermark is computed from it, so it does not change);
+- ``Sum`` and ``Min``/``Max`` keep their partial value, ``Count`` becomes the
+  ``Sum`` of partial counts.
+
+It is exact, not an approximation, when:
+1. every aggregation is ``Sum``, ``Count``, ``Min`` or ``Max`` (they merge);
+2. the windows are fixed or sliding: all rows of a unit share their windows,
+   so lateness drops all of them or none, in one row or many;
+3. the trigger does not count elements (``AfterCount``, ``with_*_firings_every(n)``
+   with an int): within a step the engine evaluates triggers once after all
+   elements, so watermark and processing-time triggers see no difference.
+Otherwise the runner ships every row (`lifting` returns None). Session
+windows are not lifted: a partial session's contribution would be dropped or
+kept as a whole at the lateness horizon, while its rows are judged one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from accumulations import Accumulation
+from accumulations.builtins import Count, Max, Min, Sum
+from triggers import TriggerContext
+
+from ..engine import EngineSpec
+from ..timeaxis import MIN_TIME
+from ..windows import FixedWindows, SlidingWindows
+
+_REDUCE = {Sum: "sum", Count: "sum", Min: "min", Max: "max"}
+
+
+@dataclass(frozen=True)
+class Lifting:
+    """How to fold rows: the unit of time (in the ``_t`` column's unit) and one reduction per ``_v<i>``."""
+
+    unit: int
+    offset: int
+    reductions: tuple[str, ...]
+    counts: tuple[bool, ...]  # aggregation i is a Count: its lifted column holds counts
+    key_columns: tuple[str, ...]
+
+
+def counts_elements(spec: EngineSpec) -> bool:
+    """Whether the trigger's firing depends on how many elements a step brought (played on one window)."""
+    decisions = []
+    for count in (1, 1000):
+        trigger = spec.trigger
+        columns = dict(trigger.fresh_state(1))
+        fired = []
+        for watermark in (MIN_TIME, 10):  # early, then late
+            ctx = TriggerContext(columns, np.array([10], dtype=np.int64), watermark, 0)
+            trigger.on_elements(ctx, np.array([True]), np.array([count], dtype=np.int64))
+            fire = trigger.should_fire(ctx, np.array([True]))
+            fired.append(bool(fire[0]))
+            if fire.any():
+                trigger.on_fire(ctx, fire)
+            columns = ctx.columns
+        decisions.append(fired)
+    return decisions[0] != decisions[1]
+
+
+def lifting(spec: EngineSpec, aggregations: tuple[tuple[str, Accumulation], ...], unit_scale: int) -> Lifting | None:
+    """The lifting for this pipeline, or None when pre-aggregation could change a pane.
+
+    ``unit_scale`` converts engine durations to ``_t`` units (1000 ns per µs for timestamps).
+    """
+    windows = spec.windows
+    if isinstance(windows, FixedWindows):
+        unit, offset = windows.size, windows.offset
+    elif isinstance(windows, SlidingWindows):
+        unit, offset = windows.every, windows.offset
+    else:
+        return None
+    if any(type(acc) not in _REDUCE for _, acc in aggregations) or counts_elements(spec):
+        return None
+    if unit % unit_scale or offset % unit_scale:
+        return None
+    return Lifting(unit // unit_scale, offset // unit_scale, tuple(_REDUCE[type(acc)] for _, acc in aggregations),
+                   tuple(isinstance(acc, Count) for _, acc in aggregations), tuple(spec.key_columns))
+
+
+def engine_aggregations(aggregations: tuple[tuple[str, Accumulation], ...]) -> tuple[tuple[str, Accumulation], ...]:
+    """The aggregations the stateful step runs on lifted rows: a Count becomes a Sum of counts."""
+    return tuple((name, Sum(f"_count{i}") if isinstance(acc, Count) else acc)
+                 for i, (name, acc) in enumerate(aggregations))
+
+
+def lift(frames: Iterator[pd.DataFrame], how: Lifting) -> Iterator[pd.DataFrame]:
+    """``mapInPandas`` body: all chunks of one partition folded to one row per (bucket, key, unit)."""
+    parts = [f for f in frames if len(f)]
+    if not parts:
+        return
+    data = pd.concat(parts, ignore_index=True)
+    t = data["_t"].to_numpy(dtype=np.int64)
+    data["_t"] = (t - how.offset) // how.unit * how.unit + how.offset
+    data["_tmax"] = t
+    values = {}
+    for i, reduction in enumerate(how.reductions):
+        name = f"_v{i}"
+        if how.counts[i]:
+            data[name] = data[name].notna().astype(np.int64) if name in data else np.int64(1)
+            values[name] = "sum"
+        else:
+            values[name] = reduction
+    values["_tmax"] = "max"
+    grouped = data.groupby(["_b", *how.key_columns, "_t"], sort=False, dropna=False).agg(values)
+    yield grouped.reset_index()
