@@ -2,16 +2,18 @@
 
 A row format encodes a table to bytes plus the end offset of every row, so
 the writer can cut a batch exactly where a part reaches its size limit.
-A bulk format (Parquet, ORC) writes a complete file and is rolled every batch.
+A bulk format (Parquet, ORC, Avro) writes a complete file and is rolled every batch.
 """
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -163,11 +165,89 @@ class Orc(_BulkFormat):
     _read = staticmethod(paorc.read_table)
 
 
-Format = JsonLines | TextLines | Csv | Parquet | Orc
+@dataclass(frozen=True)
+class Avro(_BulkFormat):
+    """Apache Avro object container files (fastavro); compression per block.
 
-FORMATS: dict[str, type[Format]] = {f.name: f for f in (JsonLines, TextLines, Csv, Parquet, Orc)}
+    Every column is a nullable field: booleans, integers, floats, strings,
+    binary, dates, and timestamps (``timestamp-micros``, or
+    ``local-timestamp-micros`` without a time zone; ``-millis`` for ms;
+    seconds widened, nanoseconds truncated to microseconds). Dictionary
+    (pandas category) columns are written as their values. The Arrow schema
+    rides along in the file's metadata (``arrow.schema``), so ``decode``
+    gives back the same column types; other Avro readers ignore it.
+    """
+
+    name: ClassVar[str] = "avro"
+    suffix: ClassVar[str] = ".avro"
+    uncompressed: ClassVar[str] = "null"
+
+    def write_file(self, table: pa.Table, compression: str | None) -> bytes:
+        import fastavro
+
+        table = table.cast(pa.schema([_avro_arrow_field(f) for f in table.schema], metadata=table.schema.metadata),
+                           safe=False)
+        fields = [{"name": f.name, "type": ["null", _avro_type(f)]} for f in table.schema]
+        schema = fastavro.parse_schema({"type": "record", "name": "Row", "fields": fields})
+        meta = {"arrow.schema": base64.b64encode(table.schema.serialize().to_pybytes()).decode()}
+        out = io.BytesIO()
+        fastavro.writer(out, schema, table.to_pylist(), codec=compression or self.uncompressed, metadata=meta)
+        return out.getvalue()
+
+    def decode(self, data: bytes) -> pd.DataFrame:
+        import fastavro
+
+        reader = fastavro.reader(io.BytesIO(data))
+        records = list(reader)
+        stored = reader.metadata.get("arrow.schema")
+        if stored is None:  # written by another Avro writer
+            return pd.DataFrame.from_records(records)
+        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(stored)))
+        return pa.Table.from_pylist(records, schema=schema).to_pandas()
+
+
+def _avro_arrow_field(field: pa.Field) -> pa.Field:
+    """The column type Avro stores: timestamps in ms or us, everything else as it is."""
+    t = field.type
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", field.name):
+        raise ValueError(
+            f"avro format cannot name a field {field.name!r}: Avro names are letters, digits and '_', "
+            "not starting with a digit; rename the column"
+        )
+    if pa.types.is_timestamp(t) and t.unit in ("s", "ns"):
+        return field.with_type(pa.timestamp("us", tz=t.tz))
+    return field
+
+
+def _avro_type(field: pa.Field) -> Any:
+    t = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_integer(t):
+        return "int" if t.bit_width < 32 or (t.bit_width == 32 and pa.types.is_signed_integer(t)) else "long"
+    if pa.types.is_float32(t) or pa.types.is_float64(t):
+        return "float" if pa.types.is_float32(t) else "double"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return "bytes"
+    if pa.types.is_date32(t):
+        return {"type": "int", "logicalType": "date"}
+    if pa.types.is_timestamp(t):
+        unit = "millis" if t.unit == "ms" else "micros"
+        return {"type": "long", "logicalType": f"{'' if t.tz else 'local-'}timestamp-{unit}"}
+    raise ValueError(
+        f"avro format cannot write column {field.name!r} of type {field.type}; "
+        "cast it to a number, string, binary, date or timestamp, or use parquet"
+    )
+
+
+Format = JsonLines | TextLines | Csv | Parquet | Orc | Avro
+
+FORMATS: dict[str, type[Format]] = {f.name: f for f in (JsonLines, TextLines, Csv, Parquet, Orc, Avro)}
 # Codecs each bulk format compresses with internally (its own names).
 BULK_CODECS: dict[str, tuple[str, ...]] = {
     "parquet": ("snappy", "gzip", "zstd", "lz4", "brotli"),
     "orc": ("snappy", "zlib", "zstd", "lz4"),
+    "avro": ("deflate", "bzip2", "xz"),  # the ones fastavro writes without further packages
 }

@@ -130,7 +130,7 @@ class FileSink:
     # ------------------------------------------------------ builder steps
 
     def with_format(self, format: str) -> FileSink:
-        """Choose ``jsonl``, ``csv``, ``text``, ``parquet`` or ``orc``."""
+        """Choose ``jsonl``, ``csv``, ``text``, ``parquet``, ``orc`` or ``avro``."""
         return dataclasses.replace(self, format=format)
 
     def with_compression(self, codec: str | None) -> FileSink:

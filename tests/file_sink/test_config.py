@@ -15,6 +15,7 @@ KEY = b"k" * 32
         (lambda p: FileSink(p, format="xml"), r"format='xml' is unknown"),
         (lambda p: FileSink(p, compression="rar"), r"compression='rar' is unknown"),
         (lambda p: FileSink(p, format="parquet", compression="bz2"), r"compression='bz2' is unknown for format 'parquet'"),
+        (lambda p: FileSink(p, format="avro", compression="zstd"), r"compression='zstd' is unknown for format 'avro'"),
         (lambda p: FileSink(p, encryption="aes-gcm"), r"encryption='aes-gcm' needs a key"),
         (lambda p: FileSink(p, encryption="rot13", key=KEY), r"encryption='rot13' is unknown"),
         (lambda p: FileSink(p).with_encryption(b"short"), r"key has length 5; an AES key is 16, 24 or 32 bytes"),

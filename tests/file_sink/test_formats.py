@@ -46,7 +46,8 @@ def test_csv_has_one_header_per_part_and_is_plain_csv(tmp_path):
 
 
 @pytest.mark.parametrize(("fmt", "codec"), [("parquet", None), ("parquet", "zstd"), ("parquet", "snappy"),
-                                            ("orc", None), ("orc", "zlib"), ("orc", "zstd")])
+                                            ("orc", None), ("orc", "zlib"), ("orc", "zstd"),
+                                            ("avro", None), ("avro", "deflate"), ("avro", "bzip2"), ("avro", "xz")])
 @pytest.mark.parametrize("key", [None, KEY], ids=["plain", "aes"])
 def test_bulk_formats_round_trip(tmp_path, fmt, codec, key):
     sink = FileSink(str(tmp_path), format=fmt, compression=codec)
@@ -56,6 +57,48 @@ def test_bulk_formats_round_trip(tmp_path, fmt, codec, key):
     sink.write(ROWS)
     assert len(sink.finished_files()) == 2
     pd.testing.assert_frame_equal(sink.read(), pd.concat([ROWS, ROWS], ignore_index=True))
+
+
+def test_avro_round_trips_its_types_and_is_plain_avro(tmp_path):
+    import fastavro
+
+    frame = pd.DataFrame({
+        "flag": [True, None, False],
+        "n": pd.array([1, None, 3], dtype="Int64"),
+        "small": pd.Series([1, 2, 3], dtype="int16"),
+        "ratio": pd.Series([0.5, None, 1.5], dtype="float32"),
+        "when": pd.Series(pd.to_datetime([1, None, 3_000_001], unit="us", utc=True)).astype("datetime64[us, UTC]"),
+        "local": pd.Series(pd.to_datetime([1, 2, None], unit="ms")).astype("datetime64[ms]"),
+        "day": pa.array([0, None, 19_000], type=pa.date32()).to_pandas(),
+        "blob": [b"\x00\xff", None, b""],
+        "timing": pd.Categorical(["EARLY", "ON_TIME", "EARLY"]),
+    })
+    sink = FileSink(str(tmp_path), format="avro", compression="deflate")
+    sink.write(frame)
+    pd.testing.assert_frame_equal(sink.read(), frame)
+    (path,) = sink.finished_files()
+    assert path.endswith(".avro")
+    with open(path, "rb") as fh:  # any Avro reader: a record of nullable fields with logical types
+        reader = fastavro.reader(fh)
+        records = list(reader)
+    types = {f["name"]: f["type"][1] for f in reader.writer_schema["fields"]}
+    assert types["when"] == {"type": "long", "logicalType": "timestamp-micros"}
+    assert types["local"] == {"type": "long", "logicalType": "local-timestamp-millis"}
+    assert types["small"] == "int" and types["n"] == "long" and types["timing"] == "string"
+    assert reader.metadata["avro.codec"] == "deflate"
+    assert records[1]["n"] is None and records[2]["timing"] == "EARLY"
+
+
+@pytest.mark.parametrize(
+    ("frame", "match"),
+    [
+        (pd.DataFrame({"a-b": [1]}), r"avro format cannot name a field 'a-b'"),
+        (pa.table({"xs": [[1, 2]]}), r"avro format cannot write column 'xs' of type list<item: int64>"),
+    ],
+)
+def test_avro_refuses_what_it_cannot_write(tmp_path, frame, match):
+    with pytest.raises(ValueError, match=match):
+        FileSink(str(tmp_path), format="avro").write(frame)
 
 
 def test_text_lines_round_trip_and_refuse_several_columns(tmp_path):
