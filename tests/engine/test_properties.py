@@ -181,7 +181,9 @@ def test_last_pane_of_every_window_equals_the_recomputation_despite_late_data(sp
 early_triggers = st.one_of(
     st.just(Default()),
     st.integers(1, 3).map(lambda n: AtWatermark().with_early_firings_every(n)),
+    st.integers(1, 8).map(lambda d: AtWatermark().with_early_firings_every(float(d))),
     st.integers(1, 3).map(lambda n: AfterWatermark(early=AfterCount(n))),
+    st.integers(1, 8).map(lambda d: AfterWatermark(early=AfterProcessingTime(d))),
 )
 
 
@@ -203,7 +205,14 @@ def test_splitting_the_input_into_other_steps_never_changes_the_final_values(spe
     on_time_of_each_split = []
     for _ in range(2):
         batches, marks = data.draw(safe_steps(items))
-        pipeline = build(spec, stream(batches, marks)).trigger(trigger)
+        actions = []
+        for batch, mark in zip(batches, marks):
+            actions.append(("add", batch))
+            if data.draw(st.booleans()):
+                actions.append(("processing", data.draw(st.integers(1, 10))))
+            if mark is not None:
+                actions.append(("watermark", mark))
+        pipeline = build(spec, script_stream(actions)).trigger(trigger)
         pipeline = pipeline.accumulating() if accumulating else pipeline.discarding()
         panes = pipeline.aggregate(Sum("x"))
         on_time = panes[panes["timing"] == "ON_TIME"]
