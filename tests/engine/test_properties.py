@@ -162,11 +162,13 @@ def streamed_with_late_data(draw):
 
 
 @SETTINGS
-@given(spec=window_specs, case=streamed_with_late_data())
-def test_last_pane_of_every_window_equals_the_recomputation_despite_late_data(spec, case):
-    # Late elements, but none beyond the allowed lateness: Default() fires a LATE pane for them.
+@given(spec=window_specs, case=streamed_with_late_data(),
+       trigger=st.sampled_from([Default(), AtWatermark().with_late_firings_every(1)]))
+def test_last_pane_of_every_window_equals_the_recomputation_despite_late_data(spec, case, trigger):
+    # Late elements, but none beyond the allowed lateness: both triggers fire a LATE pane for them.
     items, batches, marks = case
-    panes = build(spec, stream(batches, marks)).allowed_lateness(BIG_LATENESS).accumulating().aggregate(Sum("x"))
+    panes = (build(spec, stream(batches, marks)).allowed_lateness(BIG_LATENESS).trigger(trigger)
+             .accumulating().aggregate(Sum("x")))
     expected = final_values(items, spec)
     last = last_panes(panes)
     assert {w: last[w]["value"] for w in expected if w in last} == expected
