@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accumulations import Count, Fold, Max, Mean, Min, Sum
-from triggers import AfterCount, AfterProcessingTime, AfterWatermark, AtWatermark, Default, Repeatedly
+from triggers import (AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark,
+                      Default, Never, OrFinally, Repeatedly)
 from windowing import TestStream, windowed
 
 from .reference import Element, WindowSpec, final_values, with_lateness
@@ -374,3 +375,51 @@ def test_elements_beyond_the_allowed_lateness_are_dropped_and_reported_and_the_r
     got = sorted((r["k"], r["t"], r["x"], int(r["window_start"]), int(r["window_end"])) for r in rows(late)) if len(late) else []
     assert got == sorted((e.key, e.t, e.value, s, end) for e, (s, end) in dropped)
     assert set(late["reason"]) <= {"beyond allowed lateness"}
+
+
+# ---- any trigger: the shape of the pane stream -------------------------------------------------
+
+leaf_triggers = st.one_of(
+    st.integers(1, 3).map(AfterCount),
+    st.integers(1, 8).map(AfterProcessingTime),
+    st.just(Never()),
+    st.just(Default()),
+)
+
+
+def _trees(children):
+    return st.one_of(
+        children.map(Repeatedly),
+        st.lists(children, min_size=1, max_size=3).map(lambda ts: AfterAny(*ts)),
+        st.lists(children, min_size=1, max_size=3).map(lambda ts: AfterAll(*ts)),
+        st.lists(children, min_size=1, max_size=3).map(lambda ts: AfterEach(*ts)),
+        st.tuples(children, children).map(lambda pair: OrFinally(*pair)),
+        st.tuples(st.none() | children, st.none() | children).map(lambda pair: AfterWatermark(early=pair[0], late=pair[1])),
+    )
+
+
+any_triggers = st.recursive(leaf_triggers, _trees, max_leaves=4)
+
+
+@SETTINGS
+@given(spec=window_specs, items=elements, trigger=any_triggers,
+       mode=st.sampled_from(["discarding", "accumulating", "accumulating_and_retracting"]), data=st.data())
+def test_every_trigger_gives_a_well_formed_pane_stream(spec, items, trigger, mode, data):
+    actions = data.draw(scripts(items))
+    panes = getattr(build(spec, script_stream(actions)).allowed_lateness(10).trigger(trigger), mode)().aggregate(Sum("x"))
+    seen: dict[tuple, list[dict]] = {}
+    stream_rows = rows(panes)
+    for i, row in enumerate(stream_rows):
+        window = key_of(row)
+        history = seen.setdefault(window, [])
+        if row["is_retraction"]:
+            assert history and history[-1]["value"] == row["value"], f"retraction of a value never emitted: {row}"
+            continue
+        assert row["pane_index"] == len(history), f"pane_index not consecutive: {row}"
+        if history and mode == "accumulating_and_retracting":
+            previous = stream_rows[i - 1]
+            assert previous["is_retraction"] and key_of(previous) == window, f"no retraction before {row}"
+        order = {"EARLY": 0, "ON_TIME": 1, "LATE": 2}
+        assert not history or order[history[-1]["timing"]] <= order[row["timing"]], f"timing went back: {row}"
+        assert not (history and history[-1]["timing"] == "ON_TIME" and row["timing"] == "ON_TIME"), "two ON_TIME panes"
+        history.append(row)
