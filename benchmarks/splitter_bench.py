@@ -1,0 +1,89 @@
+"""Lines per second through the splitter's Spark source versus ``spark.readStream.text``.
+
+    .venv/bin/python benchmarks/splitter_bench.py [--size-gb 2] [--cores 2]
+
+Writes a directory of text files (default 2 GB, 16 files) into a temporary directory,
+reads it with Trigger.AvailableNow into the ``noop`` sink through the splitter for
+several ``blocks_per_batch`` / ``block_size`` settings (a block is one Spark partition),
+each right after a native run, checks every run read every line, prints a Markdown
+table, and deletes the data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from storage import FileSplitter  # noqa: E402
+
+MB = 1024 * 1024
+
+
+def write_data(directory: str, size_gb: float, files: int = 16) -> int:
+    """Files of lines 20-120 bytes long; returns the number of lines."""
+    pattern = [f"{i:08d} " + "x" * (10 + (i * 37) % 100) + "\n" for i in range(10_000)]
+    chunk = "".join(pattern).encode()
+    per_file = int(size_gb * 1024 * MB / files) // len(chunk)
+    for f in range(files):
+        with open(os.path.join(directory, f"part-{f:03d}.txt"), "wb") as out:
+            for _ in range(per_file):
+                out.write(chunk)
+    return files * per_file * len(pattern)
+
+
+def timed(frame) -> tuple[float, int, int]:
+    """Seconds to read everything with Trigger.AvailableNow, the rows read and the micro-batches."""
+    begin = time.perf_counter()
+    query = frame.writeStream.format("noop").trigger(availableNow=True).start()
+    query.awaitTermination()
+    seconds = time.perf_counter() - begin
+    batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    return seconds, sum(batches), len(batches)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-gb", type=float, default=2.0)
+    parser.add_argument("--cores", type=int, default=2)
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(f"local[{args.cores}]").appName("splitter-bench")
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "4g").getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    data = tempfile.mkdtemp(prefix="splitter-bench-")
+    try:
+        lines = write_data(data, args.size_gb)
+        size = sum(os.path.getsize(os.path.join(data, n)) for n in os.listdir(data))
+        print(f"data: {size / MB:.0f} MiB, {lines:,} lines, 16 files; Spark local[{args.cores}]\n")
+        timed(spark.readStream.text(data))  # warm-up: the JVM's first run is not the native speed
+        # The machine may be shared: a native run right before each splitter run keeps the ratio fair.
+        print("| block_size | blocks_per_batch | blocks (= partitions) | micro-batches | splitter s | splitter lines/s "
+              "| native s | native lines/s | splitter / native |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for block_mb, per_batch in [(128, 2), (128, 16), (32, 8), (32, 64), (8, 256)]:
+            native_seconds, rows, _ = timed(spark.readStream.text(data))
+            assert rows == lines, f"native read {rows} rows, expected {lines}"
+            splitter = FileSplitter(data, block_size=block_mb * MB, blocks_per_batch=per_batch, settle=0)
+            blocks = sum(-(-os.path.getsize(os.path.join(data, n)) // (block_mb * MB)) for n in os.listdir(data))
+            seconds, rows, batches = timed(splitter.read_stream(spark))
+            assert rows == lines, f"splitter read {rows} rows, expected {lines}"
+            print(f"| {block_mb} MiB | {per_batch} | {blocks} | {batches} | {seconds:.1f} | {lines / seconds:,.0f} "
+                  f"| {native_seconds:.1f} | {lines / native_seconds:,.0f} | {native_seconds / seconds:.2f}x |", flush=True)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
