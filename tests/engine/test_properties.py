@@ -36,7 +36,7 @@ window_specs = st.one_of(
 )
 
 elements = st.lists(
-    st.builds(Element, st.sampled_from(["a", "b", "c"]), st.integers(0, 60), st.integers(-5, 20)),
+    st.builds(Element, st.sampled_from(["a", "b", "c"]), st.integers(-20, 60), st.integers(-5, 20)),
     min_size=1, max_size=25)
 
 
