@@ -1,0 +1,169 @@
+"""Spark benchmark: this engine versus Spark's native windowed aggregations, streaming.
+
+Same Parquet data for all, read as a stream with one file per micro-batch
+(``maxFilesPerTrigger=1``, ``trigger(availableNow=True)``), written to the
+``noop`` sink in append mode:
+
+- native fixed:    withWatermark + groupBy(key, window(ts, "1 minute")).agg(sum)
+- native sessions: withWatermark + groupBy(key, session_window(ts, "5 minutes")).agg(sum)
+- engine fixed / engine sessions: windowed(...).fixed / .sessions with the default
+  on-time trigger, the same watermark delay, ``aggregate(Sum("amount"))``.
+
+Event times advance through the data with bounded out-of-order jitter; for
+sessions every key alternates 10 minutes of activity and 10 minutes of pause,
+so sessions close. Also reported: state bytes per open window, measured by
+encoding one bucket's window table.
+
+    .venv/bin/python benchmarks/spark_bench.py --events 5000000 --keys 1000 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+MINUTE_S = 60
+DELAY = "10 seconds"
+
+
+def make_data(root: Path, events: int, keys: int, files: int, sessions: bool, seed: int = 7) -> Path:
+    out = root / f"{'sessions' if sessions else 'fixed'}-{events}-{keys}"
+    if out.exists():
+        return out
+    rng = np.random.default_rng(seed)
+    span_s = max(2 * 3600, events // 500)  # about 500 events per second of event time
+    t = np.sort(rng.uniform(0, span_s, events))
+    key = rng.integers(0, keys, events)
+    if sessions:  # active 10 minutes, paused 10 minutes, phase per key
+        phase = (key * 7919 % 1200).astype(np.float64)
+        inactive = ((t + phase) % 1200) >= 600
+        t = np.where(inactive, t + 600, t)
+        order = np.argsort(t, kind="stable")
+        t, key = t[order], key[order]
+    t = t - rng.uniform(0, 10, events)  # bounded out of order: at most 10 s late
+    frame = pd.DataFrame({
+        "key": key.astype(np.int64),
+        "ts": pd.to_datetime(1_704_067_200 + t, unit="s").astype("datetime64[us]"),
+        "amount": rng.integers(1, 100, events).astype(np.int64),
+    })
+    tmp = out.with_suffix(".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for i, part in enumerate(np.array_split(np.arange(events), files)):
+        frame.iloc[part].to_parquet(tmp / f"part-{i:04d}.parquet", index=False)
+    tmp.rename(out)
+    return out
+
+
+def run_query(spark, data: Path, build, checkpoint: Path) -> float:
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    stream = spark.readStream.schema("key long, ts timestamp, amount long").option("maxFilesPerTrigger", 1).parquet(str(data))
+    began = time.perf_counter()
+    query = (build(stream).writeStream.format("noop").outputMode("append")
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination()
+    return time.perf_counter() - began
+
+
+def native_fixed(stream):
+    from pyspark.sql import functions as F
+    return stream.withWatermark("ts", DELAY).groupBy("key", F.window("ts", "1 minute")).agg(F.sum("amount"))
+
+
+def native_sessions(stream):
+    from pyspark.sql import functions as F
+    return stream.withWatermark("ts", DELAY).groupBy("key", F.session_window("ts", "5 minutes")).agg(F.sum("amount"))
+
+
+def engine_fixed(stream):
+    from accumulations import Sum
+    from windowing import windowed
+    return windowed(stream, time="ts", key="key").fixed("1 minute").watermark(DELAY).aggregate(Sum("amount"))
+
+
+def engine_sessions(stream):
+    from accumulations import Sum
+    from windowing import windowed
+    return windowed(stream, time="ts", key="key").sessions("5 minutes").watermark(DELAY).aggregate(Sum("amount"))
+
+
+def state_bytes_per_window(data: Path, shape: str) -> float:
+    """Encode the window table of one bucket after the first file: bytes per open window."""
+    from pyspark.sql import types as T
+
+    from accumulations import Sum
+    from windowing import windowed
+    from windowing.engine import step
+    from windowing.runners.spark import plan_spark
+    from windowing.state_codec import encode
+    from windowing.timeaxis import MIN_TIME
+
+    frame = pd.read_parquet(sorted(data.glob("*.parquet"))[0])
+    schema = T.StructType([T.StructField("key", T.LongType()), T.StructField("ts", T.TimestampType()),
+                           T.StructField("amount", T.LongType())])
+    w = windowed(frame, time="ts", key="key")
+    w = w.fixed("1 minute") if shape == "fixed" else w.sessions("5 minutes")
+    adapter = plan_spark(w, (("value", Sum("amount")),), schema, 1, combine=False).adapter
+    micros = frame["ts"].astype("datetime64[us]").to_numpy().view(np.int64)
+    elements = adapter.elements([pd.DataFrame({"_k0": frame["key"], "_t": micros, "_v0": frame["amount"]})])
+    table = step(adapter.plan.spec, adapter.fresh_state(), elements, MIN_TIME, 0).state
+    return len(encode(table, 1)) / max(1, len(table))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=5_000_000)
+    parser.add_argument("--keys", type=int, nargs="+", default=[1000, 100_000])
+    parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--buckets", type=int, default=32)
+    parser.add_argument("--shuffle-partitions", type=int, default=4)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
+    args = parser.parse_args()
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("spark_bench")
+             .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.driver.memory", "3g")
+             .config("windowing.spark.buckets", str(args.buckets)).getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+
+    rows = []
+    for keys in args.keys:
+        for shape, native, engine in (("fixed", native_fixed, engine_fixed), ("sessions", native_sessions, engine_sessions)):
+            data = make_data(args.work, args.events, keys, args.batches, shape == "sessions")
+            n_s = run_query(spark, data, native, args.work / "chk")
+            e_s = run_query(spark, data, engine, args.work / "chk")
+            rows.append({"keys": keys, "windows": shape, "native ev/s": round(args.events / n_s),
+                         "engine ev/s": round(args.events / e_s), "engine/native": round(n_s / e_s, 2),
+                         "state B/window": round(state_bytes_per_window(data, shape))})
+            print(rows[-1], flush=True)
+    print()
+    print(f"{args.events} events, {args.batches} micro-batches, local[2], {args.shuffle_partitions} shuffle partitions, "
+          f"{args.buckets} buckets")
+    print(pd.DataFrame(rows).to_markdown(index=False) if _has_tabulate() else pd.DataFrame(rows).to_string(index=False))
+    spark.stop()
+
+
+def _has_tabulate() -> bool:
+    try:
+        import tabulate  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+if __name__ == "__main__":
+    main()
