@@ -198,3 +198,16 @@ def test_one_unreadable_file_does_not_stop_the_others_unless_strict(tmp_path, st
     else:
         with pytest.warns(UnreadableFileWarning, match=r"a.txt"):
             assert splitter.read_lines(blocks)["value"].tolist() == ["b"]
+
+
+def test_block_metadata_of_a_huge_file_is_never_materialised(tmp_path):
+    huge = tmp_path / "sparse.bin"
+    with open(huge, "wb") as f:
+        f.truncate(10**10)  # 10 GB, sparse: no disk used; 10**10 one-byte blocks
+    splitter = FileSplitter(str(tmp_path), block_size=1, blocks_per_batch=3, settle=0)
+    files, blocks = splitter.blocks()
+    assert blocks["block_id"].tolist() == [0, 1, 2]
+    assert files["block_count"].tolist() == [10**10]
+    assert files["block_ids"].iloc[0][-1] == 10**10 - 1
+    _, blocks = splitter.blocks()
+    assert blocks["offset"].tolist() == [3, 4, 5]
