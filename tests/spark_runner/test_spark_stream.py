@@ -147,3 +147,47 @@ def test_restarts_from_the_checkpoint_emit_exactly_the_uninterrupted_panes(spark
     query.processAllAvailable()
     _feed(query, source, parts[3:], 3)
     assert_same_panes(read_sink(spark, sink), uninterrupted)
+
+
+def test_the_watermark_can_come_from_with_watermark_on_the_input(spark, where):
+    source, sink, checkpoint = where()
+    parts = [events(ROWS[:6]), events(ROWS[6:])]
+
+    def spark_build(s):
+        return windowed(s, time="ts", key="user").fixed("10 seconds").aggregate(total=Sum("amount"), n=Count())
+
+    query = start(spark, source, sink, checkpoint, spark_build, lambda s: s.withWatermark("ts", "5 seconds"))
+    try:
+        _feed(query, source, parts, stop=False)
+        inputs = batch_inputs(query)
+    finally:
+        query.stop()
+    # No row of this data is behind the watermark while its window is open, where Spark's rule (drop rows
+    # behind the watermark) and Beam's (drop rows whose window is past the watermark) differ.
+    expected = _mirror(parts, inputs, _on_time)  # the pandas runner with .watermark("5 seconds")
+    assert len(expected) > 0
+    assert_same_panes(read_sink(spark, sink), expected)
+
+
+@pytest.mark.parametrize("step, message", [
+    (lambda w: w.watermark("5 seconds"), r"watermark\(delay='5 seconds'\) on an input that already has withWatermark on 'ts'"),
+    (lambda w: w.allowed_lateness("1 minute"), r"allowed_lateness\('1 minute'\) with withWatermark on the input"),
+])
+def test_with_watermark_on_the_input_refuses_what_it_cannot_honour(spark, where, step, message):
+    from windowing.errors import WindowingConfigError
+
+    source, _, _ = where()
+    source.mkdir(parents=True)
+    stream = spark.readStream.schema("user string, ts timestamp, amount long").parquet(str(source)).withWatermark("ts", "5 seconds")
+    with pytest.raises(WindowingConfigError, match=message):
+        step(windowed(stream, time="ts", key="user").fixed("10 seconds")).aggregate(Sum("amount"))
+
+
+def test_a_stream_without_a_watermark_is_refused(spark, where):
+    from windowing.errors import WindowingConfigError
+
+    source, _, _ = where()
+    source.mkdir(parents=True)
+    stream = spark.readStream.schema("user string, ts timestamp, amount long").parquet(str(source))
+    with pytest.raises(WindowingConfigError, match=r"streaming windowed\(time='ts'\) has no watermark: call \.watermark\(delay\)"):
+        windowed(stream, time="ts", key="user").fixed("10 seconds").aggregate(Sum("amount"))

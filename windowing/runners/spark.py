@@ -359,15 +359,29 @@ def _buckets(source: Any, keyed: bool) -> int:
     return value
 
 
-def _watermark_delay_ms(plan: Plan, source: Any, time: str) -> int:
-    if plan.watermark_delay is not None:
-        return -(-plan.watermark_delay // NS_PER_MS)
-    metadata = source.schema[time].metadata or {}
-    if "spark.watermarkDelayMs" in metadata:
-        return int(metadata["spark.watermarkDelayMs"])
-    raise WindowingConfigError(
-        f"streaming windowed(time={time!r}) has no watermark: call .watermark(delay) on the builder, "
-        f"or source.withWatermark({time!r}, delay) before windowed()")
+def _input_watermark(source: Any) -> str | None:
+    """The column the input's own ``withWatermark`` is on, if any."""
+    for f in source.schema.fields:
+        if "spark.watermarkDelayMs" in (f.metadata or {}):
+            return f.name
+    return None
+
+
+def _check_watermark(pipeline: Windowed, plan: Plan, watermarked: str | None) -> None:
+    time = pipeline.time
+    if watermarked is None and plan.watermark_delay is None:
+        raise WindowingConfigError(
+            f"streaming windowed(time={time!r}) has no watermark: call .watermark(delay) on the builder, "
+            f"or source.withWatermark({time!r}, delay) before windowed()")
+    if watermarked is not None and plan.watermark_delay is not None:
+        raise WindowingConfigError(
+            f"watermark(delay={pipeline.watermark_delay!r}) on an input that already has withWatermark on {watermarked!r}: "
+            "Spark refuses to redefine a watermark; keep one of the two (.watermark(delay) keeps Beam's lateness rule)")
+    if watermarked is not None and plan.spec.allowed_lateness:
+        raise WindowingConfigError(
+            f"allowed_lateness({pipeline.lateness!r}) with withWatermark on the input: Spark drops rows behind its "
+            "watermark before the engine sees them, so no element could be late; set the watermark with "
+            ".watermark(delay) on the builder instead")
 
 
 def _horizon_ms(plan: Plan) -> int:
@@ -475,12 +489,21 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
         raise WindowingConfigError(
             f"time column {time!r} is {source.schema[time].dataType.simpleString()}: a streaming query needs a "
             "timestamp time column for Spark's watermark; convert it, e.g. timestamp_millis(col)")
+    watermarked = _input_watermark(source) if source.isStreaming else None
+    if source.isStreaming:
+        _check_watermark(pipeline, adapter.plan, watermarked)
+    if watermarked is not None and sp.lifting is not None:
+        # mapInPandas would lose the watermark's column; without lifting it passes through.
+        sp = plan_spark(pipeline, aggregations, source.schema, adapter.buckets, combine=False)
+        adapter = sp.adapter
 
     bucket = F.pmod(F.xxhash64(*[F.col(k) for k in keys]), F.lit(adapter.buckets)) if keys else F.lit(0)
     projected = [bucket.cast("int").alias(_B)]
     projected += [F.col(k).alias(f"_k{i}") for i, k in enumerate(keys)] or [F.lit(0).cast("long").alias("_k0")]
     projected.append((F.expr(f"unix_micros(`{time}`)") if adapter.timestamp else F.col(time).cast("long")).alias(_T))
     projected += [F.col(c).alias(f"_v{i}") for i, c in enumerate(sp.input_columns) if c is not None]
+    if watermarked is not None:
+        projected.append(F.col(watermarked).alias(_WM))  # keeps its watermark: Spark refuses a second one
 
     frame = source.select(*projected)
     latest = _T
@@ -499,14 +522,15 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
         panes = frame.groupBy(_B).applyInPandas(run_batch, sp.out_schema)
         return SparkRun(_finish(panes, adapter.timestamp), adapter.buckets, False, None)
 
-    # The stateful operator drops rows whose watermarked column is at or behind the watermark.
-    # Beam semantics accept them until their window's end plus lateness passes, so the watermark
-    # is put on a column shifted forward by that horizon, with the delay grown by the same amount:
-    # the watermark is unchanged, and Spark drops only rows the engine would drop anyway.
-    delay_ms = _watermark_delay_ms(adapter.plan, source, time)
-    shift_us = sp.horizon_ms * 1000
-    frame = frame.withColumn(_WM, F.expr(f"timestamp_micros(`{latest}` + {shift_us})"))
-    frame = frame.withWatermark(_WM, f"{delay_ms + sp.horizon_ms} milliseconds")
+    if watermarked is None:
+        # The stateful operator drops rows whose watermarked column is at or behind the watermark.
+        # Beam semantics accept them until their window's end plus lateness passes, so the watermark
+        # is put on a column shifted forward by that horizon, with the delay grown by the same amount:
+        # the watermark is unchanged, and Spark drops only rows the engine would drop anyway.
+        delay_ms = -(-adapter.plan.watermark_delay // NS_PER_MS)
+        shift_us = sp.horizon_ms * 1000
+        frame = frame.withColumn(_WM, F.expr(f"timestamp_micros(`{latest}` + {shift_us})"))
+        frame = frame.withWatermark(_WM, f"{delay_ms + sp.horizon_ms} milliseconds")
 
     def run_stream(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         return adapter.run_stream(key, frames, state)
