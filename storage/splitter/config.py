@@ -22,6 +22,11 @@ _SIZE_RE = re.compile(r"\s*(\d+)\s*([a-zA-Z]*)\s*")
 #: while 8 MiB blocks start paying per-task overhead.
 DEFAULT_BLOCK_SIZE = 32 * 1024 * 1024
 
+#: Record formats: lines, or CSV records without newlines inside values.
+FORMATS = ("text", "csv")
+#: Columns every record carries after its own; a CSV column may not take these names.
+LOCATION_COLUMNS = ("path", "block_id", "offset")
+
 #: File names the scanner never offers: hidden ('.x', '_SUCCESS') and temporary files.
 TEMPORARY_SUFFIXES = (".tmp", ".temp", ".crc", ".inprogress", ".partial", ".swp", "~")
 
@@ -84,6 +89,15 @@ class SplitterConfig:
     slack are forgotten and never offered again; ``None`` remembers every file (unbounded).
     ``continuous``: keep scanning for new files; ``False`` reads what the first scan found and ends.
     ``strict``: an unreadable file raises instead of being skipped with a warning.
+    ``format``: ``"text"`` (one record per line) or ``"csv"`` (CSV records without newlines in
+    values; needs ``columns``).
+    ``columns``: for CSV, the column names in file order, each optionally with a Spark type
+    (``"ts timestamp, user, amount long"``; the default type is ``string``).
+    ``header``: for CSV, the first line of each file is a header, not a record.
+    ``scan_trigger_file``: a file whose content changing (``FileSplitter.trigger_scan()`` writes a
+    new token into it) makes the next hand-out list the files at once, whatever ``scan_interval``
+    says; it reaches a Spark source running in another process. Name it with a leading ``_`` or
+    ``.`` (or keep it outside ``paths``) so it is never read as data.
     """
 
     paths: tuple[str, ...]
@@ -97,6 +111,10 @@ class SplitterConfig:
     continuous: bool = True
     strict: bool = False
     storage_options: Mapping[str, str] = field(default_factory=dict)
+    scan_trigger_file: str | None = None
+    format: str = "text"
+    columns: tuple[tuple[str, str], ...] | None = None
+    header: bool = True
 
     def __post_init__(self) -> None:
         paths = (self.paths,) if isinstance(self.paths, str) else tuple(self.paths)
@@ -115,6 +133,23 @@ class SplitterConfig:
         object.__setattr__(
             self, "watermark_slack", parse_seconds("watermark_slack", self.watermark_slack, allow_none=True)
         )
+        object.__setattr__(self, "columns", _parse_columns(self.columns))
+        if self.format not in FORMATS:
+            raise ValueError(f"format={self.format!r} is not supported; use one of {list(FORMATS)}")
+        if self.format == "csv" and not self.columns:
+            raise ValueError("format='csv' needs columns, the CSV column names in file order "
+                             "(for example columns='ts timestamp, user, amount long')")
+        if self.format != "csv" and self.columns is not None:
+            raise ValueError(f"columns={self.columns!r} only apply to format='csv'; format={self.format!r}")
+        if self.scan_trigger_file is not None:
+            name = self.scan_trigger_file.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+            if not name:
+                raise ValueError(f"scan_trigger_file={self.scan_trigger_file!r} must name a file")
+            if self.accepts(name) and any(_inside(self.scan_trigger_file, p) for p in paths):
+                raise ValueError(
+                    f"scan_trigger_file={self.scan_trigger_file!r} is inside paths and would be read as data; "
+                    f"start its name with '_' or '.', or put it elsewhere"
+                )
 
     def accepts(self, name: str) -> bool:
         """Whether a file name passes the hidden/temporary filter and the pattern."""
@@ -130,10 +165,11 @@ class SplitterConfig:
         if not raw_paths:
             raise ValueError("option 'path' is missing: give .load(path) or .option('paths', 'a,b')")
         kwargs: dict = {"paths": tuple(p.strip() for p in raw_paths.split(",") if p.strip())}
-        for name in ("recursive", "continuous", "strict"):
+        for name in ("recursive", "continuous", "strict", "header"):
             if name in opts:
                 kwargs[name] = _parse_bool(name, opts.pop(name))
-        for name in ("pattern", "block_size", "blocks_per_batch", "scan_interval", "settle"):
+        for name in ("pattern", "block_size", "blocks_per_batch", "scan_interval", "settle", "scan_trigger_file",
+                     "format", "columns"):
             if name in opts:
                 kwargs[name] = opts.pop(name)
         if "watermark_slack" in opts:
@@ -147,8 +183,35 @@ class SplitterConfig:
 
 _OPTION_NAMES = {
     "path", "paths", "recursive", "pattern", "block_size", "blocks_per_batch", "scan_interval",
-    "settle", "watermark_slack", "continuous", "strict", "storage.<fsspec option>",
+    "settle", "watermark_slack", "continuous", "strict", "scan_trigger_file",
+    "format", "columns", "header", "storage.<fsspec option>",
 }
+
+
+def _parse_columns(value: object) -> tuple[tuple[str, str], ...] | None:
+    """``"a, b long"``, ``["a", "b long"]`` or ``[("a", "string"), ...]`` as ``(name, type)`` pairs."""
+    if value is None:
+        return None
+    # Commas inside parentheses belong to a type such as decimal(10,2).
+    items = re.split(r",(?![^(]*\))", value) if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+    columns: list[tuple[str, str]] = []
+    for item in items:
+        name, _, kind = (item.strip().partition(" ") if isinstance(item, str) else (item[0], " ", item[1]))
+        name, kind = name.strip().strip("`"), kind.strip() or "string"
+        if not name:
+            raise ValueError(f"columns={value!r} has an empty column name")
+        columns.append((name, kind))
+    names = [n for n, _ in columns]
+    clash = sorted({n for n in names if names.count(n) > 1 or n in LOCATION_COLUMNS})
+    if clash:
+        raise ValueError(f"columns={value!r}: {clash} repeated or taken by {list(LOCATION_COLUMNS)}; rename them")
+    return tuple(columns)
+
+
+def _inside(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or below it (textually, before fsspec resolves either)."""
+    path, root = path.rstrip("/"), root.rstrip("/")
+    return path == root or path.startswith(root + "/")
 
 
 def _parse_bool(name: str, value: str) -> bool:

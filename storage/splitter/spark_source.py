@@ -31,7 +31,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from storage.splitter.config import SplitterConfig
 from storage.splitter.metadata import BlockMetadata, FileMetadata
-from storage.splitter.readers import read_block_table
+from storage.splitter.readers import read_block_table, read_csv_table
 from storage.splitter.splitter import FileSplitter
 from storage.splitter.state import SplitState
 
@@ -43,14 +43,22 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1
 
 FORMAT = "file_splitter"
 _ROWS_PER_BATCH = 64 * 1024
+#: Not nullable, like ``LINE_SCHEMA``: Spark then converts Arrow to rows without a null check per value.
 SCHEMA = StructType(
     [
-        StructField("value", StringType()),
-        StructField("path", StringType()),
-        StructField("block_id", LongType()),
-        StructField("offset", LongType()),
+        StructField("value", StringType(), nullable=False),
+        StructField("path", StringType(), nullable=False),
+        StructField("block_id", LongType(), nullable=False),
+        StructField("offset", LongType(), nullable=False),
     ]
 )
+
+
+def source_schema(config: SplitterConfig) -> StructType:
+    """``SCHEMA`` for text; for CSV, the columns as strings (as read) and then ``path, block_id, offset``."""
+    if config.format != "csv":
+        return SCHEMA
+    return StructType([StructField(name, StringType()) for name, _ in config.columns or ()] + SCHEMA.fields[1:])
 
 
 class BlockPartition(InputPartition):
@@ -133,8 +141,13 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         fs = fsspec.filesystem(partition.protocol, **partition.storage_options)
+        if self._config.format == "csv":
+            names = [name for name, _ in self._config.columns or ()]
+            table = read_csv_table(fs, partition.value, names, header=self._config.header, strict=partition.strict)
+        else:
+            table = read_block_table(fs, partition.value, strict=partition.strict)
         # Bounded batches let Spark start converting rows before the whole block is sent.
-        yield from read_block_table(fs, partition.value, strict=partition.strict).to_batches(max_chunksize=_ROWS_PER_BATCH)
+        yield from table.to_batches(max_chunksize=_ROWS_PER_BATCH)
 
     def commit(self, end: dict) -> None:
         """Nothing to clean up: the state travels in the offsets."""
@@ -152,7 +165,7 @@ class SplitterDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        return SCHEMA
+        return source_schema(self.config)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return SplitterStreamReader(self.config)
@@ -168,10 +181,26 @@ def _options(config: SplitterConfig) -> dict[str, str]:
     }
     if config.pattern is not None:
         options["pattern"] = config.pattern
+    if config.scan_trigger_file is not None:
+        options["scan_trigger_file"] = config.scan_trigger_file
+    if config.format != "text":
+        options["format"] = config.format
+        options["header"] = str(config.header)
+        options["columns"] = ", ".join(f"`{name}` {kind}" for name, kind in config.columns or ())
     return options
 
 
 def read_stream(spark: SparkSession, config: SplitterConfig) -> DataFrame:
-    """Register the source and return the streaming DataFrame for ``config``."""
+    """Register the source and return the streaming DataFrame for ``config``.
+
+    CSV columns with a type other than ``string`` are cast here, on the JVM, with ``try_cast``:
+    a value that does not parse becomes null, as in Spark's own CSV reader (``PERMISSIVE``).
+    """
     spark.dataSource.register(SplitterDataSource)
-    return spark.readStream.format(FORMAT).options(**_options(config)).load()
+    frame = spark.readStream.format(FORMAT).options(**_options(config)).load()
+    if config.format == "csv" and any(kind.lower() != "string" for _, kind in config.columns or ()):
+        frame = frame.selectExpr(
+            *[f"try_cast(`{name}` AS {kind}) AS `{name}`" for name, kind in config.columns or ()],
+            *(f"`{name}`" for name in SCHEMA.fieldNames()[1:]),
+        )
+    return frame

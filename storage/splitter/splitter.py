@@ -8,6 +8,7 @@ Python Data Source in ``storage.splitter.spark_source`` (pyspark >= 4.0).
 from __future__ import annotations
 
 import time
+import uuid
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import fsspec
@@ -53,13 +54,18 @@ class FileSplitter:
         continuous: bool = True,
         strict: bool = False,
         storage_options: Mapping[str, str] | None = None,
+        scan_trigger_file: str | None = None,
+        format: str = "text",
+        columns: str | Sequence[str] | None = None,
+        header: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         config = SplitterConfig(
             paths=paths, recursive=recursive, pattern=pattern, block_size=block_size,  # type: ignore[arg-type]
             blocks_per_batch=blocks_per_batch, scan_interval=scan_interval, settle=settle,  # type: ignore[arg-type]
             watermark_slack=watermark_slack, continuous=continuous, strict=strict,  # type: ignore[arg-type]
-            storage_options=dict(storage_options or {}),
+            storage_options=dict(storage_options or {}), scan_trigger_file=scan_trigger_file,
+            format=format, columns=columns, header=header,  # type: ignore[arg-type]
         )
         self._init(config, clock)
 
@@ -78,6 +84,7 @@ class FileSplitter:
         self._stable: Listing = {}
         self._last_scan: float | None = None
         self._scan_requested = True
+        self._trigger_seen = self._read_trigger()
 
     def __repr__(self) -> str:
         return f"FileSplitter({self.config!r})"
@@ -85,12 +92,32 @@ class FileSplitter:
     # -- scanning -----------------------------------------------------------------------------
 
     def trigger_scan(self) -> None:
-        """Scan at the next ``blocks()`` call instead of waiting for ``scan_interval``."""
+        """Scan at the next ``blocks()`` call instead of waiting for ``scan_interval``.
+
+        With ``scan_trigger_file`` it also writes a new token into that file, so every splitter
+        watching it, such as a running Spark source in another process, scans at its next call.
+        """
         self._scan_requested = True
+        if self.config.scan_trigger_file is not None:
+            self.fs.pipe_file(self.config.scan_trigger_file, uuid.uuid4().hex.encode())
+            self._trigger_seen = self._read_trigger()
+
+    def _read_trigger(self) -> bytes | None:
+        """The trigger file's content (``None`` when absent or not configured)."""
+        if self.config.scan_trigger_file is None:
+            return None
+        try:
+            return self.fs.cat_file(self.config.scan_trigger_file)
+        except FileNotFoundError:
+            return None
 
     def _scan_if_due(self) -> None:
         now = self._clock()
         due = self._last_scan is None or now - self._last_scan >= self.config.scan_interval
+        if self.config.scan_trigger_file is not None:
+            token = self._read_trigger()
+            if token != self._trigger_seen:
+                self._trigger_seen, self._scan_requested = token, True
         if self._scan_requested or due:
             self._stable = self._scanner.scan()
             self._last_scan = now

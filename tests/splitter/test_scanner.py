@@ -91,6 +91,31 @@ def test_files_added_while_running_need_a_scan(tmp_path):
     assert splitter.read_lines().empty  # nothing is handed out twice
 
 
+def test_scan_trigger_file_makes_another_splitter_scan_at_once(tmp_path):
+    """``trigger_scan()`` reaches a splitter elsewhere (a Spark source's process) through the file."""
+    clock = Clock()
+    data, marker = tmp_path / "in", str(tmp_path / "in" / "_scan_now")
+    write(data / "a.txt", "a\n")
+    reader = FileSplitter(str(data), settle=0, scan_interval=3600, scan_trigger_file=marker, clock=clock)
+    assert all_lines(reader) == ["a"]
+    write(data / "b.txt", "b\n")
+    assert reader.read_lines().empty  # an hour to the next listing
+    requester = FileSplitter(str(data), settle=0, scan_trigger_file=marker)
+    requester.trigger_scan()
+    assert all_lines(reader) == ["b"]  # the marker is never read as data
+    write(data / "c.txt", "c\n")
+    assert reader.read_lines().empty  # one request, one listing
+    requester.trigger_scan()
+    assert all_lines(reader) == ["c"]
+
+
+def test_scan_trigger_file_inside_paths_must_be_hidden(tmp_path):
+    with pytest.raises(ValueError, match=r"scan_trigger_file='.*scan_now' is inside paths and would be read as data"):
+        FileSplitter(str(tmp_path), scan_trigger_file=str(tmp_path / "scan_now"))
+    FileSplitter(str(tmp_path), scan_trigger_file=str(tmp_path / ".scan_now"))
+    FileSplitter(str(tmp_path), scan_trigger_file=str(tmp_path.parent / "elsewhere"))
+
+
 def test_bounded_mode_ignores_files_that_appear_later(tmp_path):
     write(tmp_path / "a.txt", "a\n")
     splitter = FileSplitter(str(tmp_path), settle=0, scan_interval=0, continuous=False)
@@ -158,6 +183,11 @@ def test_state_round_trip_resumes_mid_file(tmp_path):
         ({"blocks_per_batch": 0}, r"blocks_per_batch=0 must be a positive integer"),
         ({"scan_interval": -1}, r"scan_interval=-1 must be zero or more seconds"),
         ({"watermark_slack": "soon"}, r"watermark_slack='soon' must be a number of seconds"),
+        ({"format": "json"}, r"format='json' is not supported; use one of \['text', 'csv'\]"),
+        ({"format": "csv"}, r"format='csv' needs columns, the CSV column names in file order"),
+        ({"columns": "a, b"}, r"columns=.* only apply to format='csv'; format='text'"),
+        ({"format": "csv", "columns": "a, offset long"}, r"\['offset'\] repeated or taken by \['path', 'block_id', 'offset'\]"),
+        ({"format": "csv", "columns": "a, a"}, r"\['a'\] repeated"),
     ],
 )
 def test_bad_parameters_name_the_parameter_and_value(tmp_path, kwargs, message):
@@ -176,8 +206,8 @@ def test_block_size_accepts_units():
 
 def test_spark_options_are_parsed_and_unknown_ones_refused():
     config = SplitterConfig.from_options({"path": "/a,/b", "blocks_per_batch": "2", "recursive": "false",
-                                          "watermark_slack": "none"})
-    assert config.paths == ("/a", "/b") and config.blocks_per_batch == 2
+                                          "watermark_slack": "none", "scan_trigger_file": "/a/_scan"})
+    assert config.paths == ("/a", "/b") and config.blocks_per_batch == 2 and config.scan_trigger_file == "/a/_scan"
     assert config.recursive is False and config.watermark_slack is None
     with pytest.raises(ValueError, match=r"unknown splitter option\(s\) \['blocksize'\]"):
         SplitterConfig.from_options({"path": "/a", "blockSize": "1"})

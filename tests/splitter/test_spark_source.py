@@ -102,6 +102,58 @@ def test_continuous_mode_reads_files_added_and_bytes_appended_while_running(spar
 
 
 @pytest.mark.spark
+def test_trigger_scan_reaches_a_running_query_through_the_scan_trigger_file(spark, tmp_path):
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "a.txt").write_text("a1\n")
+    splitter = FileSplitter(str(data), settle=0, scan_interval=3600, scan_trigger_file=str(data / "_scan_now"))
+    recorder = BatchRecorder()
+    query = start(splitter, spark, tmp_path / "cp", recorder)
+    values = lambda: sorted(row[0] for rows in recorder.by_batch().values() for row in rows)  # noqa: E731
+    try:
+        query.processAllAvailable()
+        assert values() == ["a1"]
+        (data / "b.txt").write_text("b1\n")
+        query.processAllAvailable()  # a trigger ran after b.txt appeared, but the next listing is an hour away
+        assert values() == ["a1"]
+        splitter.trigger_scan()  # from this process; the source lists in Spark's Python process
+        query.processAllAvailable()
+        assert values() == ["a1", "b1"]
+    finally:
+        query.stop()
+
+
+@pytest.mark.spark
+def test_csv_records_through_the_source_with_typed_columns(spark, tmp_path):
+    import datetime
+
+    data = tmp_path / "in"
+    data.mkdir()
+    a = 'ts,user,amount\n2026-11-22T10:00:01,alice,5\r\n2026-11-22T10:00:02,"bob, jr",x\n\n'
+    (data / "a.csv").write_bytes(a.encode())
+    (data / "b.csv").write_text("ts,user,amount\n2026-11-22T10:00:03,carol,12")  # no final newline
+    splitter = FileSplitter(str(data), format="csv", columns="ts timestamp, user, amount long",
+                            block_size=16, blocks_per_batch=3, settle=0)
+    frame = splitter.read_stream(spark)
+    assert [(f.name, f.dataType.simpleString()) for f in frame.schema.fields] == [
+        ("ts", "timestamp"), ("user", "string"), ("amount", "bigint"),
+        ("path", "string"), ("block_id", "bigint"), ("offset", "bigint")]
+    rows: list = []
+    query = (frame.writeStream.foreachBatch(lambda batch, _: rows.extend(batch.collect()))
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    got = sorted((r.ts, r.user, r.amount, r.path.rsplit("/", 1)[-1], r.block_id, r.offset) for r in rows)
+    at = lambda s: datetime.datetime(2026, 11, 22, 10, 0, s)  # noqa: E731
+    assert a.index("2026-11-22T10:00:02") == 44
+    assert got == [
+        (at(1), "alice", 5, "a.csv", 0, 15),
+        (at(2), "bob, jr", None, "a.csv", 2, a.index("2026-11-22T10:00:02")),  # 44: block 2  # the quoted comma is data; 'x' is not a long: null
+        (at(3), "carol", 12, "b.csv", 0, 15),
+    ]
+    assert len([p for p in query.recentProgress if p["numInputRows"]]) > 1  # several micro-batches
+
+
+@pytest.mark.spark
 def test_bad_option_is_reported_by_name(spark, tmp_path):
     from storage.splitter.spark_source import SplitterDataSource
 
