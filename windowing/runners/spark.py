@@ -278,7 +278,8 @@ class BucketStep:
             if at_watermark < MAX_TIME:
                 waits.append(1)
             if at_processing < NO_TIME:
-                waits.append(max(1, self._to_ms_ceil(at_processing) - processing_ms))
+                # Spark times a group out once the batch timestamp > timeout, so one ms before the firing time.
+                waits.append(max(1, self._to_ms_ceil(at_processing) - processing_ms - 1))
             if waits:
                 state.setTimeoutDuration(int(min(waits)))
         elif at_watermark < MAX_TIME:
