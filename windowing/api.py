@@ -116,12 +116,17 @@ class Windowed:
     # ---- running -----------------------------------------------------------------------------
     def aggregate(self, *accumulations: Accumulation, **named: Accumulation):
         """Run the pipeline; return every pane fired (a DataFrame of the source's kind)."""
+        if _is_spark(self.source):  # panes only: no late-data rows to carry, lifting where exact
+            from .runners.spark import run_spark
+            return run_spark(self, self._aggregations(accumulations, named), late_data=False).panes
         return self.run(*accumulations, **named).panes
 
     def run(self, *accumulations: Accumulation, **named: Accumulation):
         """Run the pipeline; return panes and the dropped elements (``late_data``).
 
-        For a Spark source the result is the Spark DataFrame of panes.
+        For a Spark source the result is a ``SparkRun``: ``output`` (panes and dropped elements in
+        one DataFrame, told apart by ``kind``), its views ``panes`` and ``late_data``, and
+        ``split(batch)`` for ``foreachBatch`` (docs/spark.md).
         """
         aggregations = self._aggregations(accumulations, named)
         if _is_spark(self.source):

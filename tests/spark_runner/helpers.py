@@ -10,6 +10,7 @@ buckets with ``hasTimedOut``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,6 +45,9 @@ def worker_frame(frame: pd.DataFrame, plan: SparkPlan, time: str = "ts") -> pd.D
     for i, c in enumerate(plan.input_columns):
         if c is not None:
             out[f"_v{i}"] = frame[c].to_numpy()
+    if adapter.late_output:  # the input row as JSON, as run_spark's to_json ships it (ts in micros here)
+        rows = frame.assign(**{time: micros}).to_dict("records")
+        out["_e"] = np.array([json.dumps(r, default=int) for r in rows], dtype=object)
     out["_wm_ms"] = micros // 1000 + plan.horizon_ms
     return pd.DataFrame(out)
 
@@ -123,6 +127,38 @@ class SimulatedQuery:
     def result(self) -> pd.DataFrame:
         frames = [p for p in self.panes if len(p)]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def split_output(output: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The simulator's output with late rows: (panes, late data with the input row's columns)."""
+    if len(output) == 0:
+        return output, pd.DataFrame()
+    panes = output[output["kind"] == "PANE"].drop(columns=["kind", "reason", "element"])
+    late = output[output["kind"] == "LATE"]
+    rows = pd.DataFrame([json.loads(e) for e in late["element"]], index=late.index)
+    if len(rows):
+        rows["ts"] = pd.to_datetime(rows["ts"], unit="us")
+    late = pd.concat([rows, late[["window_start", "window_end", "reason"]]], axis=1)
+    return panes.reset_index(drop=True), late.reset_index(drop=True)
+
+
+def normalize_late(late: pd.DataFrame) -> pd.DataFrame:
+    """Late data of any runner as comparable rows: times in micros, sorted."""
+    if len(late) == 0:
+        return pd.DataFrame()
+    out = late.drop(columns=[c for c in ("step",) if c in late]).copy()
+    for c in ("ts", "window_start", "window_end"):
+        if pd.api.types.is_datetime64_any_dtype(out[c]):
+            out[c] = out[c].astype("datetime64[us]").to_numpy().view(np.int64)
+        out[c] = out[c].astype(np.int64)
+    out["amount"] = out["amount"].astype(np.int64)
+    out = out[["user", "ts", "amount", "window_start", "window_end", "reason"]]
+    return out.sort_values(list(out.columns), kind="stable").reset_index(drop=True)
+
+
+def assert_same_late_data(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
+    a, e = normalize_late(actual), normalize_late(expected)
+    assert a.to_dict("records") == e.to_dict("records"), f"late data differs\n{a}\n{e}"
 
 
 def normalize(panes: pd.DataFrame) -> pd.DataFrame:

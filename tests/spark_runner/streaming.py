@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -37,6 +38,31 @@ def start(spark, source: Path, sink: Path, checkpoint: Path, build, prepare=None
 
     return (panes.writeStream.foreachBatch(write).option("checkpointLocation", str(checkpoint))
             .outputMode("append").start())
+
+
+def start_run(spark, source: Path, sink: Path, checkpoint: Path, build, block: dict | None = None):
+    """Start ``build(input)``, a ``SparkRun``, writing panes and late data from one query (docs/spark.md).
+
+    ``foreachBatch`` writes ``sink/panes/batch=<id>`` and ``sink/late/batch=<id>``, each
+    overwriting itself on replay. ``block``: ``{"batch": id, "reached": path}`` stops the writer,
+    after the panes of that batch and before its late data, until the process is killed.
+    """
+    source.mkdir(parents=True, exist_ok=True)
+    run = build(spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source)))
+
+    def write(batch, batch_id):
+        batch.persist()  # two writes: without it the stateful step would run twice
+        try:
+            panes, late = run.split(batch)
+            panes.write.mode("overwrite").parquet(str(sink / "panes" / f"batch={batch_id}"))
+            if block is not None and batch_id == block["batch"]:
+                Path(block["reached"]).write_text(str(os.getpid()))
+                time.sleep(300)  # killed here
+            late.write.mode("overwrite").parquet(str(sink / "late" / f"batch={batch_id}"))
+        finally:
+            batch.unpersist()
+
+    return run.output.writeStream.foreachBatch(write).option("checkpointLocation", str(checkpoint)).start()
 
 
 def read_sink(spark, sink: Path) -> pd.DataFrame:

@@ -19,7 +19,8 @@ from windowing import TestStream, windowed
 from windowing.errors import WindowingConfigError
 from windowing.runners.spark import plan_spark, uses_processing_time
 
-from .helpers import SimulatedQuery, assert_same_panes, events, shipped, spark_schema, worker_frame
+from .helpers import (SimulatedQuery, assert_same_late_data, assert_same_panes, events, shipped, spark_schema,
+                      split_output, worker_frame)
 
 rows = st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 120), st.integers(-5, 50)),
                 min_size=0, max_size=40)
@@ -92,13 +93,14 @@ TRIGGERS = {
 }
 
 
-def _differential(batches, kind, trigger, buckets, chunks, pt_steps):
+def _differential(batches, kind, trigger, buckets, chunks, pt_steps, late=False):
+    """Simulated query output and the pandas runner's panes; with ``late`` also its late data."""
     delay = 5
     frame = events([r for b in batches for r in b])
     build = lambda source: TRIGGERS[trigger](WINDOWS[kind](windowed(source, time="ts", key="user"))).watermark(f"{delay} seconds")
     # Lifted (pre-aggregated) where exact: fixed and sliding windows with these aggregations and triggers.
     aggs = LIFTABLE if trigger in ("on_time", "default_late") else dict(total=Sum("amount"), n=Count(), all=ToList("amount"))
-    plan = plan_spark(build(frame), tuple(aggs.items()), spark_schema(frame), buckets)
+    plan = plan_spark(build(frame), tuple(aggs.items()), spark_schema(frame), buckets, late_data=late)
     query = SimulatedQuery(plan, delay * 1000, chunk_sizes=chunks)
     stream, pt_ms = TestStream(), 0
     for batch, pt_s in zip(batches, pt_steps):
@@ -111,10 +113,13 @@ def _differential(batches, kind, trigger, buckets, chunks, pt_steps):
         if plan.timeout == "EventTimeTimeout":  # Spark runs a no-data batch when the watermark moved
             stream = stream.add_elements(events([]))
             query.batch(None, pt_ms)
-    expected = build(stream).aggregate(**aggs)
+    run = build(stream).run(**aggs)
+    expected = run.panes
     expected = expected[expected["step"] < expected["step"].max()] if len(expected) else expected
     if len(expected) and expected["step"].max() >= len(stream.actions):
         expected = expected[expected["step"] < len(stream.actions)]
+    if late:
+        return query, query.result(), expected, run.late_data
     return query, query.result(), expected
 
 
@@ -128,6 +133,41 @@ batches_st = st.lists(rows.map(lambda r: r[:12]), min_size=1, max_size=5)
 def test_stateful_function_matches_the_pandas_runner_step_for_step(batches, kind, trigger, buckets, chunks, pt_steps):
     _, actual, expected = _differential(batches, kind, trigger, buckets, chunks, pt_steps)
     assert_same_panes(actual, expected)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=batches_st, kind=st.sampled_from(sorted(WINDOWS)), trigger=st.sampled_from(sorted(TRIGGERS)),
+       buckets=st.integers(1, 4), chunks=st.lists(st.integers(1, 7), min_size=1, max_size=3),
+       pt_steps=st.lists(st.integers(1, 15), min_size=5, max_size=5))
+def test_late_output_matches_the_pandas_runners_late_data(batches, kind, trigger, buckets, chunks, pt_steps):
+    # Panes against the pandas runner: test_stateful_function_matches_the_pandas_runner_step_for_step.
+    _, output, _, expected_late = _differential(batches, kind, trigger, buckets, chunks, pt_steps, late=True)
+    assert_same_late_data(split_output(output)[1], expected_late)
+
+
+def test_late_output_reports_both_reasons_and_rows_far_behind_the_watermark():
+    from triggers import AfterCount
+
+    frame = events([("a", 1, 5)])
+    w = windowed(frame, time="ts", key="user").fixed("10 seconds").watermark("5 seconds").allowed_lateness("20 seconds")
+    plan = plan_spark(w.trigger(AfterCount(1)), (("total", Sum("amount")),), spark_schema(frame), 2, late_data=True)
+    assert plan.lifting is None and plan.out_schema.names[-3:] == ["kind", "reason", "element"]
+    query = SimulatedQuery(plan, 5000)
+    query.batch(events([("a", 1, 5), ("b", 20, 1)]), 0)  # AfterCount(1) fires and finishes a's window
+    # The watermark is 15 s. a: its window is closed; c: 115 s behind, beyond window size plus
+    # lateness, so Spark's watermark would drop it before the function without run()'s shift.
+    query.batch(events([("a", 2, 7), ("c", -100, 9)]), 0)
+    panes, late = split_output(query.result())
+    assert sorted(panes["total"]) == [1, 5]
+    assert sorted(zip(late["user"], late["amount"], late["reason"])) == [
+        ("a", 7, "window closed (trigger finished)"), ("c", 9, "beyond allowed lateness")]
+
+
+def test_late_output_refuses_an_aggregation_named_like_its_columns():
+    frame = events([("a", 1, 5)])
+    with pytest.raises(WindowingConfigError, match=r"output column 'reason' clashes with run\(\)'s late-data columns"):
+        plan_spark(windowed(frame, time="ts", key="user").fixed("10 seconds"), (("reason", Sum("amount")),),
+                   spark_schema(frame), 1, late_data=True)
 
 
 def test_windows_fire_through_timeouts_without_new_data():

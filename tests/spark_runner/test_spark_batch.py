@@ -46,3 +46,11 @@ def test_a_bad_bucket_count_names_the_setting(spark):
             windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(Sum("amount"))
     finally:
         spark.conf.unset("windowing.spark.buckets")
+
+
+def test_run_on_a_batch_dataframe_gives_the_panes_and_no_late_data(spark):
+    frame = events(ROWS)
+    expected = windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(Sum("amount"))
+    run = windowed(spark.createDataFrame(frame), time="ts", key="user").fixed("10 seconds").run(Sum("amount"))
+    assert_same_panes(run.panes.toPandas(), expected)
+    assert run.late_data.count() == 0  # one step before any watermark, then end of input: nothing is late

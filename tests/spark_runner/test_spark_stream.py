@@ -9,7 +9,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 
 import pandas as pd
@@ -18,11 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accumulations import Count, Sum
-from triggers import AtWatermark
+from triggers import AfterCount, AtWatermark, Repeatedly
 from windowing import TestStream, windowed
 
-from .helpers import assert_same_panes, events
-from .streaming import batch_inputs, read_sink, start, write_batch
+from .helpers import assert_same_late_data, assert_same_panes, events
+from .streaming import batch_inputs, read_sink, start, start_run, write_batch
 
 pytestmark = pytest.mark.spark
 
@@ -46,13 +51,27 @@ def _feed(query, source, parts, first: int = 0, stop: bool = True) -> None:
             query.stop()
 
 
-def _mirror(parts: list[pd.DataFrame], inputs: list[int], build) -> pd.DataFrame:
-    """The pandas runner over the micro-batches Spark ran (a no-data batch is an empty step)."""
+def _run_all(query, source, parts) -> list[int]:
+    """Feed ``parts``, one micro-batch each, and stop the query; the rows each micro-batch read."""
+    try:
+        _feed(query, source, parts, stop=False)
+        return batch_inputs(query)
+    finally:
+        query.stop()
+
+
+def _mirror(parts: list[pd.DataFrame], inputs: list[int], build, late: bool = False):
+    """The pandas runner over the micro-batches Spark ran (a no-data batch is an empty step).
+
+    ``build`` returns panes, or with ``late`` a ``WindowedResult``: then (panes, late data).
+    """
     stream, files = TestStream(), iter(parts)
     for n in inputs:
         stream = stream.add_elements(next(files) if n else events([]))
-    panes = build(stream)
-    return panes[panes["step"] < len(stream.actions)]  # Spark's stream has no end of input
+    result = build(stream)
+    panes = result.panes if late else result
+    panes = panes[panes["step"] < len(stream.actions)]  # Spark's stream has no end of input
+    return (panes, result.late_data) if late else panes
 
 
 @pytest.fixture
@@ -69,12 +88,7 @@ def test_stream_matches_the_pandas_runner_batch_for_batch(spark, where, cuts):
     source, sink, checkpoint = where()
     bounds = [0, *sorted(cuts), len(ROWS)]
     parts = [events(ROWS[a:b]) for a, b in zip(bounds, bounds[1:])]
-    query = start(spark, source, sink, checkpoint, _on_time)
-    try:
-        _feed(query, source, parts, stop=False)
-        inputs = batch_inputs(query)
-    finally:
-        query.stop()
+    inputs = _run_all(start(spark, source, sink, checkpoint, _on_time), source, parts)
     assert sum(inputs) == len(ROWS)
     actual = read_sink(spark, sink)
     expected = _mirror(parts, inputs, _on_time)
@@ -149,6 +163,102 @@ def test_restarts_from_the_checkpoint_emit_exactly_the_uninterrupted_panes(spark
     assert_same_panes(read_sink(spark, sink), uninterrupted)
 
 
+def _with_late_data(source):
+    # AtWatermark() finishes after its ON_TIME pane: within the lateness an element is dropped as
+    # "window closed", beyond it as "beyond allowed lateness".
+    return windowed(source, time="ts", key="user").fixed("10 seconds").watermark("5 seconds") \
+        .allowed_lateness("10 seconds").trigger(AtWatermark()).run(total=Sum("amount"), n=Count())
+
+
+def test_late_data_on_spark_equals_the_pandas_runners_late_data(spark, where):
+    source, sink, checkpoint = where()
+    # ("d", -100, 1) is far behind: beyond window size plus lateness, Spark's own watermark would drop it.
+    parts = [events(ROWS[:6]), events(ROWS[6:] + [("d", -100, 1)]), events([("z", 200, 0)])]
+    inputs = _run_all(start_run(spark, source, sink, checkpoint, _with_late_data), source, parts)
+    panes, late = _mirror(parts, inputs, _with_late_data, late=True)
+    assert set(late["reason"]) == {"window closed (trigger finished)", "beyond allowed lateness"}
+    assert_same_panes(read_sink(spark, sink / "panes"), panes)
+    assert_same_late_data(read_sink(spark, sink / "late"), late)
+
+
+def test_aggregate_returns_the_api_columns_and_run_adds_the_late_data_views(spark, where):
+    source, _, _ = where()
+    source.mkdir(parents=True)
+    stream = spark.readStream.schema("user string, ts timestamp, amount long").parquet(str(source))
+    w = windowed(stream, time="ts", key="user").fixed("10 seconds").watermark("5 seconds")
+    api = ["user", "window_start", "window_end", "value", "timing", "pane_index", "is_retraction"]
+    assert w.aggregate(Sum("amount")).columns == api
+    run = w.run(Sum("amount"))
+    assert run.panes.columns == api
+    assert run.output.columns == api + ["kind", "reason", "element"]
+    assert run.late_data.columns == ["user", "ts", "amount", "window_start", "window_end", "reason"]
+    assert dict(run.late_data.dtypes)["ts"] == "timestamp" and dict(run.late_data.dtypes)["window_start"] == "timestamp"
+
+
+def test_the_global_window_streams_and_spark_drops_no_row_behind_its_watermark(spark, where):
+    source, sink, checkpoint = where()
+
+    def build(s):
+        return (windowed(s, time="ts", key="user").global_window().watermark("5 seconds")
+                .trigger(Repeatedly(AfterCount(2))).accumulating().aggregate(total=Sum("amount"), n=Count()))
+
+    # The second file's rows are a day behind the watermark: the global window still takes them.
+    parts = [events(ROWS[:6]), events([("a", -86_400, 100), ("b", -86_400, 10), ("a", 90, 1)]), events(ROWS[6:])]
+    inputs = _run_all(start(spark, source, sink, checkpoint, build), source, parts)
+    expected = _mirror(parts, inputs, build)
+    actual = read_sink(spark, sink)
+    assert 5 + 7 + 3 + 100 + 1 in set(actual.loc[actual["user"] == "a", "total"])  # the day-old row is counted
+    assert_same_panes(actual, expected)
+
+
+def test_a_killed_streaming_process_restarts_from_its_checkpoint_with_the_uninterrupted_output(spark, where, tmp_path):
+    """SIGKILL to the whole process group (Python driver, JVM, workers) mid-batch, then a new process."""
+    from .killed_query import late_data_run
+
+    parts = [events(ROWS[i:i + 4]) for i in range(0, len(ROWS), 4)]
+    parts += [events([("b", 2, 9), ("c", 13, 4), ("a", 47, 1)]), events([("z", 300, 0)])]
+
+    def write_all(source):
+        now = time.time()
+        for i, part in enumerate(parts):  # one file per micro-batch, in this order (by modification time)
+            write_batch(source, i, part)
+            os.utime(source / f"part-{i:05d}.parquet", (now - 100 + i, now - 100 + i))
+
+    source, sink, checkpoint = where()
+    write_all(source)
+    query = start_run(spark, source, sink, checkpoint, late_data_run)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    panes, late = read_sink(spark, sink / "panes"), read_sink(spark, sink / "late")
+    assert len(panes) > 0 and len(late) > 0
+
+    source, sink, checkpoint = where()
+    write_all(source)
+    spec = {"source": str(source), "sink": str(sink), "checkpoint": str(checkpoint)}
+    script = os.path.join(os.path.dirname(__file__), "killed_query.py")
+    reached = tmp_path / "reached"
+    blocked = {**spec, "block": {"batch": 2, "reached": str(reached)}}
+    process = subprocess.Popen([sys.executable, script, json.dumps(blocked)], start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not reached.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert reached.exists(), f"the query did not reach batch 2 (exit code {process.poll()})"
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)  # its own session: the driver, Spark's JVM and its workers
+        process.wait()
+    assert (sink / "panes" / "batch=2").exists() and not (sink / "late" / "batch=2").exists()  # killed mid-batch
+
+    restarted = subprocess.run([sys.executable, script, json.dumps(spec)], timeout=180,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    assert_same_panes(read_sink(spark, sink / "panes"), panes)
+    assert_same_late_data(read_sink(spark, sink / "late"), late)
+
+
 def test_the_watermark_can_come_from_with_watermark_on_the_input(spark, where):
     source, sink, checkpoint = where()
     parts = [events(ROWS[:6]), events(ROWS[6:])]
@@ -157,11 +267,7 @@ def test_the_watermark_can_come_from_with_watermark_on_the_input(spark, where):
         return windowed(s, time="ts", key="user").fixed("10 seconds").aggregate(total=Sum("amount"), n=Count())
 
     query = start(spark, source, sink, checkpoint, spark_build, lambda s: s.withWatermark("ts", "5 seconds"))
-    try:
-        _feed(query, source, parts, stop=False)
-        inputs = batch_inputs(query)
-    finally:
-        query.stop()
+    inputs = _run_all(query, source, parts)
     # No row of this data is behind the watermark while its window is open, where Spark's rule (drop rows
     # behind the watermark) and Beam's (drop rows whose window is past the watermark) differ.
     expected = _mirror(parts, inputs, _on_time)  # the pandas runner with .watermark("5 seconds")

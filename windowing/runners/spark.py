@@ -47,6 +47,16 @@ NS_PER_MS = 1_000_000
 NS_PER_US = 1_000
 # Event-time columns fed to the Python workers: event time as int64 (micros for timestamps).
 _T, _B, _WM = "_t", "_b", "_wm"
+# Late-data output (``run()``): the input row as JSON, shipped to the workers for the dropped ones.
+_E = "_e"
+KIND, REASON, ELEMENT = "kind", "reason", "element"
+PANE, LATE = "PANE", "LATE"
+# to_json/from_json keep microseconds (the default format keeps milliseconds).
+JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"}
+# Shift of the watermark's helper column when Spark must drop no row (late-data output, the global
+# window): 100 years, so Spark drops only rows more than 100 years behind the watermark. Not more:
+# the column reaches the Python workers, and pandas' nanosecond timestamps end in 2262.
+NEVER_BEHIND_MS = 100 * 365 * 24 * 3600 * 1000
 
 
 # ---- output types --------------------------------------------------------------------------
@@ -189,16 +199,19 @@ class BucketStep:
     timestamp: bool
     buckets: int
     processing_time_mode: bool
+    late_output: bool = False
+    """Also emit the dropped elements as ``kind = LATE`` rows (`output`); panes get ``kind = PANE``."""
 
     # -- frames in and out --
     def elements(self, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
         frames = [f for f in frames if len(f)]
         spec = self.plan.spec
         names = spec.key_columns + [_T] + [f"_v{i}" for i, c in enumerate(self.plan.value_columns) if c is not None]
+        names += [_E] if self.late_output else []
         if not frames:
             empty = {k: pd.Series([], dtype=self.key_dtypes[i]) for i, k in enumerate(spec.key_columns)}
             empty[_T] = np.array([], np.int64)
-            empty.update({n: pd.Series([], dtype=object) for n in names if n.startswith("_v")})
+            empty.update({n: pd.Series([], dtype=object) for n in names if n.startswith("_v") or n == _E})
             return pd.DataFrame(empty)
         data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
         times = data[_T].to_numpy(dtype=np.int64)
@@ -212,7 +225,7 @@ class BucketStep:
             values = panes[col.source]
             if col.kind == "time":
                 raw = values.to_numpy(dtype=np.int64)
-                out[col.name] = raw // NS_PER_US if self.timestamp else self.plan.axis.from_internal(raw).to_numpy()
+                out[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw).to_numpy()
             elif col.kind == "value":
                 out[col.name] = _spark_ready(values, col)
             elif col.kind == "timing":
@@ -226,6 +239,34 @@ class BucketStep:
             else:
                 out[col.name] = values.to_numpy()
         return pd.DataFrame(out, index=pd.RangeIndex(len(panes)))
+
+    def output(self, panes: pd.DataFrame, dropped: pd.DataFrame, elements: pd.DataFrame) -> pd.DataFrame:
+        """The function's output rows: the panes, and with ``late_output`` the dropped elements too.
+
+        A late row has the element's key, the dropped window, ``kind = LATE``, the ``reason`` and
+        the input row as JSON (``element``); its value, timing, index and flag columns are null.
+        """
+        out = self.panes(panes)
+        if not self.late_output:
+            return out
+        out[KIND], out[REASON], out[ELEMENT] = PANE, None, None
+        if not len(dropped):
+            return out
+        labels = dropped["element"].to_numpy()
+        late: dict[str, Any] = {}
+        for col in self.columns:
+            if col.kind == "key":
+                late[col.name] = elements.loc[labels, col.source].to_numpy()
+            elif col.kind == "time":
+                raw = dropped[col.source].to_numpy(dtype=np.int64)
+                late[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw).to_numpy()
+            else:
+                late[col.name] = np.full(len(labels), None, dtype=object)
+        late[KIND] = LATE
+        late[REASON] = dropped["reason"].to_numpy(dtype=object)
+        late[ELEMENT] = elements.loc[labels, _E].to_numpy(dtype=object)
+        rows = pd.DataFrame(late, index=pd.RangeIndex(len(labels)))
+        return pd.concat([out, rows], ignore_index=True) if len(out) else rows
 
     def fresh_state(self) -> pd.DataFrame:
         return empty_state(self.plan.spec, list(self.key_dtypes))
@@ -241,11 +282,12 @@ class BucketStep:
     # -- batch: applyInPandas --
     def run_batch(self, frame: pd.DataFrame) -> pd.DataFrame:
         spec = self.plan.spec
-        first = step(spec, self.fresh_state(), self.elements([frame]), MIN_TIME, 0)
+        elements = self.elements([frame])
+        first = step(spec, self.fresh_state(), elements, MIN_TIME, 0)
         last = step(spec, first.state, self.elements([]), MAX_TIME, 0)
         both = [p for p in (first.panes, last.panes) if len(p)]
         panes = pd.concat(both, ignore_index=True) if both else first.panes
-        return self.panes(panes)
+        return self.output(panes, first.dropped, elements)  # end of input drops nothing: no elements
 
     # -- streaming: applyInPandasWithState --
     def run_stream(self, key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
@@ -255,13 +297,14 @@ class BucketStep:
         # Spark reports 0 before the first watermark; 0 then means "no watermark yet".
         watermark = MIN_TIME if watermark_ms <= 0 else self._from_ms(watermark_ms)
         table = self.load(state.get[0]) if state.exists else self.fresh_state()
-        result = step(spec, table, self.elements(frames), watermark, self._from_ms(processing_ms))
+        elements = self.elements(frames)
+        result = step(spec, table, elements, watermark, self._from_ms(processing_ms))
         if len(result.state):
             state.update((encode(result.state, self.buckets),))
             self._set_timeout(state, spec, result.state, watermark_ms, processing_ms)
         else:
             state.remove()
-        yield self.panes(result.panes)
+        yield self.output(result.panes, result.dropped, elements)
 
     def _from_ms(self, ms: int) -> int:
         return int(ms) * NS_PER_MS if self.timestamp else int(ms)
@@ -286,6 +329,13 @@ class BucketStep:
             # Spark times a group out once watermark > timestamp; the window is due once
             # watermark >= ceil(at_watermark) in ms, so the timestamp is one ms earlier.
             state.setTimeoutTimestamp(int(max(self._to_ms_ceil(at_watermark) - 1, watermark_ms, 1)))
+
+
+def _micros(ns: np.ndarray) -> np.ndarray:
+    """Nanoseconds to microseconds, rounded toward zero: the global window's bounds (the int64
+    extremes) then stay within pandas' nanosecond range when read back (``toPandas``); other
+    bounds are whole microseconds."""
+    return np.where(ns < 0, -(-ns // NS_PER_US), ns // NS_PER_US)
 
 
 def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
@@ -339,12 +389,51 @@ def uses_processing_time(spec: EngineSpec) -> bool:
 
 @dataclass
 class SparkRun:
-    """What ``run`` returns for a Spark source: ``panes`` is the Spark DataFrame of panes."""
+    """What ``run`` returns for a Spark source.
+
+    ``output``: the one DataFrame the stateful step produces, panes (``kind = PANE``) and dropped
+    elements (``kind = LATE``, with ``reason`` and the input row as JSON in ``element``).
+    ``panes`` and ``late_data`` are its two filtered views: ``panes`` has the columns of
+    shared/api.md (as ``aggregate()``), ``late_data`` the input row's columns plus
+    ``window_start``, ``window_end``, ``reason`` (as the pandas runner's ``late_data``).
+    Each view started as its own streaming query runs the stateful step again, on its own
+    checkpoint; to get both from one query, write ``output`` with ``foreachBatch`` and
+    ``split`` each micro-batch (docs/spark.md).
+    """
 
     panes: Any
     buckets: int
     streaming: bool
     timeout: str | None
+    output: Any = None
+    input_schema: Any = None
+
+    @property
+    def late_data(self) -> Any:
+        if self.output is None:
+            raise WindowingConfigError("this run has no late-data output: aggregate() returns panes only; use run(...).late_data")
+        return late_data_of(self.output, self.input_schema)
+
+    def split(self, batch: Any) -> tuple[Any, Any]:
+        """``(panes, late_data)`` of one micro-batch of ``output`` (inside ``foreachBatch``)."""
+        return panes_of(batch), late_data_of(batch, self.input_schema)
+
+
+def panes_of(output: Any) -> Any:
+    """The pane rows of a run's ``output``, with the columns of shared/api.md."""
+    from pyspark.sql import functions as F
+
+    return output.where(F.col(KIND) == PANE).drop(KIND, REASON, ELEMENT)
+
+
+def late_data_of(output: Any, input_schema: Any) -> Any:
+    """The late rows of a run's ``output``: the input row's columns, ``window_start``, ``window_end``, ``reason``."""
+    from pyspark.sql import functions as F
+
+    row = F.from_json(F.col(ELEMENT), input_schema, JSON_OPTIONS).alias("_row")
+    late = output.where(F.col(KIND) == LATE).select(row, "window_start", "window_end", REASON)
+    return late.select(*[F.col("_row").getField(f.name).alias(f.name) for f in input_schema.fields],
+                       "window_start", "window_end", REASON)
 
 
 def _buckets(source: Any, keyed: bool) -> int:
@@ -390,7 +479,7 @@ def _horizon_ms(plan: Plan) -> int:
     windows = plan.spec.windows
     extent = getattr(windows, "size", None) or getattr(windows, "gap", None)
     if extent is None:  # the global window: never behind
-        return 1000 * 365 * 24 * 3600 * 1000
+        return NEVER_BEHIND_MS
     return -(-(int(extent) + plan.spec.allowed_lateness) // NS_PER_MS) + 1
 
 
@@ -410,10 +499,12 @@ class SparkPlan:
 
 
 def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], schema: Any,
-               buckets: int, combine: bool = True) -> SparkPlan:
+               buckets: int, combine: bool = True, late_data: bool = False) -> SparkPlan:
     """Everything but the query itself; needs pyspark's types, not a SparkSession.
 
     ``combine``: pre-aggregate before the shuffle where that is exact (`windowing.runners.combine`).
+    ``late_data``: the function also emits the dropped elements (`BucketStep.output`); that needs
+    every input row in the function, so no lifting, and no row dropped by Spark's watermark.
     """
     from pyspark.sql import types as T
 
@@ -435,7 +526,7 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     dtypes = {name: _numpy_dtype(t) for name, t in types.items()}
     plan = make_plan(pipeline, aggregations, axis, dtypes)
     keys = list(pipeline.key or ())
-    how = lifting(plan.spec, aggregations, NS_PER_US if timestamp else 1) if combine else None
+    how = lifting(plan.spec, aggregations, NS_PER_US if timestamp else 1) if combine and not late_data else None
     lifted_fields = None
     if how is not None:
         lifted = engine_aggregations(aggregations)
@@ -464,19 +555,29 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
                                     array=isinstance(vtype, T.ArrayType)))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
                    T.StructField("is_retraction", T.BooleanType())]
+    if late_data:
+        clash = [f.name for f in out_fields if f.name in (KIND, REASON, ELEMENT)]
+        if clash:
+            raise WindowingConfigError(
+                f"output column {clash[0]!r} clashes with run()'s late-data columns {KIND!r}, {REASON!r}, {ELEMENT!r}; "
+                "rename it, or use aggregate(), which returns panes only")
+        out_fields += [T.StructField(KIND, T.StringType()), T.StructField(REASON, T.StringType()),
+                       T.StructField(ELEMENT, T.StringType())]
     columns += [OutputColumn("timing", "timing", "timing"), OutputColumn("pane_index", "index", "pane_index"),
                 OutputColumn("is_retraction", "flag", "is_retraction")]
 
     key_dtypes = tuple(_numpy_dtype(types[k]) for k in keys) or (np.dtype(np.int64),)
     pt_mode = uses_processing_time(plan.spec)
-    adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, buckets, pt_mode)
+    adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, buckets, pt_mode, late_data)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
-                     "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout", _horizon_ms(plan),
+                     "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
+                     NEVER_BEHIND_MS if late_data else _horizon_ms(plan),
                      how, T.StructType(lifted_fields) if lifted_fields else None,
                      tuple(acc.column for _, acc in aggregations))
 
 
-def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...]) -> SparkRun:
+def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], late_data: bool = True) -> SparkRun:
+    """The query; ``late_data`` False (``aggregate()``) builds panes only, lifted where exact."""
     from pyspark.sql import functions as F
 
     source = pipeline.source
@@ -484,7 +585,7 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     combine = str(source.sparkSession.conf.get(COMBINE_CONF, "true")).lower()
     if combine not in ("true", "false"):
         raise WindowingConfigError(f"{COMBINE_CONF}={combine!r} must be 'true' or 'false' (pre-aggregation before the shuffle)")
-    sp = plan_spark(pipeline, aggregations, source.schema, _buckets(source, bool(keys)), combine == "true")
+    sp = plan_spark(pipeline, aggregations, source.schema, _buckets(source, bool(keys)), combine == "true", late_data)
     adapter, time = sp.adapter, pipeline.time
     if source.isStreaming and not adapter.timestamp:
         raise WindowingConfigError(
@@ -495,7 +596,7 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
         _check_watermark(pipeline, adapter.plan, watermarked)
     if watermarked is not None and sp.lifting is not None:
         # mapInPandas would lose the watermark's column; without lifting it passes through.
-        sp = plan_spark(pipeline, aggregations, source.schema, adapter.buckets, combine=False)
+        sp = plan_spark(pipeline, aggregations, source.schema, adapter.buckets, combine=False, late_data=late_data)
         adapter = sp.adapter
 
     bucket = F.pmod(F.xxhash64(*[F.col(k) for k in keys]), F.lit(adapter.buckets)) if keys else F.lit(0)
@@ -505,6 +606,8 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     projected += [F.col(c).alias(f"_v{i}") for i, c in enumerate(sp.input_columns) if c is not None]
     if watermarked is not None:
         projected.append(F.col(watermarked).alias(_WM))  # keeps its watermark: Spark refuses a second one
+    if late_data:
+        projected.append(F.to_json(F.struct(*[F.col(f.name) for f in source.schema.fields]), JSON_OPTIONS).alias(_E))
 
     frame = source.select(*projected)
     latest = _T
@@ -520,8 +623,8 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
         def run_batch(frame: pd.DataFrame) -> pd.DataFrame:  # Spark counts a bound method's `self` as an argument
             return adapter.run_batch(frame)
 
-        panes = frame.groupBy(_B).applyInPandas(run_batch, sp.out_schema)
-        return SparkRun(_finish(panes, adapter.timestamp), adapter.buckets, False, None)
+        out = frame.groupBy(_B).applyInPandas(run_batch, sp.out_schema)
+        return _spark_run(_finish(out, adapter.timestamp), adapter.buckets, False, None, late_data, source.schema)
 
     if watermarked is None:
         # The stateful operator drops rows whose watermarked column is at or behind the watermark.
@@ -536,8 +639,14 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     def run_stream(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         return adapter.run_stream(key, frames, state)
 
-    panes = frame.groupBy(_B).applyInPandasWithState(run_stream, sp.out_schema, sp.state_schema, "append", sp.timeout)
-    return SparkRun(_finish(panes, adapter.timestamp), adapter.buckets, True, sp.timeout)
+    out = frame.groupBy(_B).applyInPandasWithState(run_stream, sp.out_schema, sp.state_schema, "append", sp.timeout)
+    return _spark_run(_finish(out, adapter.timestamp), adapter.buckets, True, sp.timeout, late_data, source.schema)
+
+
+def _spark_run(out: Any, buckets: int, streaming: bool, timeout: str | None, late_data: bool, schema: Any) -> SparkRun:
+    if not late_data:
+        return SparkRun(out, buckets, streaming, timeout)
+    return SparkRun(panes_of(out), buckets, streaming, timeout, output=out, input_schema=schema)
 
 
 def _finish(panes: Any, timestamp: bool) -> Any:
