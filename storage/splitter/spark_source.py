@@ -43,7 +43,8 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1
 
 FORMAT = "file_splitter"
 _ROWS_PER_BATCH = 64 * 1024
-#: Not nullable, like ``LINE_SCHEMA``: Spark then converts Arrow to rows without a null check per value.
+#: Not nullable, like ``LINE_SCHEMA`` (no value is ever null): Spark then converts Arrow to rows
+#: without a null check per value.
 SCHEMA = StructType(
     [
         StructField("value", StringType(), nullable=False),
