@@ -325,7 +325,7 @@ def _lateness_horizon(spec: EngineSpec, watermark: int) -> int:
 
 def _take(values: np.ndarray, index: np.ndarray, n_source: int) -> np.ndarray:
     """``values[index]``, skipping the copy when ``index`` is every position in order."""
-    if len(index) == n_source and (n_source == 0 or (index[0] == 0 and index[-1] == n_source - 1)):
+    if len(index) == n_source and np.array_equal(index, np.arange(n_source)):
         return values
     return values[index]
 

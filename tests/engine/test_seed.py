@@ -253,3 +253,14 @@ def test_collection_accumulation_runs_on_the_per_window_path():
     df = pd.DataFrame(elements(("a", 1, "x"), ("a", 2, "y"), ("b", 3, "z")))
     panes = windowed(df, time="ts", key="k").fixed(10).aggregate(items=ToList("x"))
     assert [sorted(v) for v in panes["items"]] == [["x", "y"], ["z"]]
+
+
+def test_dropped_pairs_of_one_key_do_not_shift_the_keys_of_the_others():
+    # Sliding windows give two pairs per element; dropping b's and a@0's pairs leaves as many
+    # pairs as elements (positions 0, 0, 3, 3), which once passed for "every element, in order".
+    stream = (TestStream().add_elements(elements(("a", 84, 27), ("a", 104, -4)))
+              .add_elements(elements(("a", 97, 0), ("b", 0, 0), ("a", 0, 0), ("a", 105, 0))))
+    result = (windowed(stream, time="ts", key="k").sliding(20, every=10).allowed_lateness(20)
+              .watermark(5).run(Sum("x")))
+    assert set(result.panes["k"]) == {"a"}
+    assert rows(result.late_data, "k", "ts") == [("b", 0), ("b", 0), ("a", 0), ("a", 0)]
