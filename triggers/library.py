@@ -15,13 +15,12 @@ Durations are resolved into the time column's unit by the pipeline
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from typing import Any, Callable
 
 import numpy as np
 
-from .base import NO_TIME, Column, Trigger, TriggerContext
+from .base import NO_TIME, Column, Trigger
 from .durations import parse_duration
 
 ToInternal = Callable[[str, Any], int]

@@ -246,7 +246,6 @@ def step(spec: EngineSpec, state: pd.DataFrame, elements: pd.DataFrame, watermar
     watermark is the one in force during the step: it decides which elements
     are dropped and which windows fire.
     """
-    keys = spec.key_columns
     dropped: list[pd.DataFrame] = []
     retractions: list[pd.DataFrame] = []
 
@@ -485,10 +484,8 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs
     acc_rows = {name: np.concatenate([state[name].to_numpy()[src_old], partial[name].to_numpy()[src_new]])
                 for name in acc_names}
     acc_group = result_of_group[np.concatenate([old_group[src_old], new_group[src_new]])]
+    # Every touched group has a source row: its open partials, or else its closed old window.
     res.update(_merge_accumulators(spec, acc_rows, acc_group, n_res))
-    for name, values in _fresh_accumulators(spec, n_res).items():  # groups with nothing to merge
-        if name not in res or len(res[name]) != n_res:
-            res[name] = values
 
     counts_res = np.zeros(n_res, dtype=np.int64)
     np.add.at(counts_res, result_of_group[new_group[src_new]], partial["n_new"].to_numpy()[src_new])

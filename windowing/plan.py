@@ -110,11 +110,8 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
     if plan.key_names:
         for i, name in enumerate(plan.key_names):
             out[name] = panes[f"_k{i}"].to_numpy()
-    out["window_start"] = plan.axis.from_internal(panes["start"].to_numpy()).to_numpy()
-    out["window_end"] = plan.axis.from_internal(panes["end"].to_numpy()).to_numpy()
-    if plan.axis.tz:
-        out["window_start"] = plan.axis.from_internal(panes["start"].to_numpy())
-        out["window_end"] = plan.axis.from_internal(panes["end"].to_numpy())
+    out["window_start"] = plan.axis.from_internal(panes["start"].to_numpy())  # a Series: keeps a timezone
+    out["window_end"] = plan.axis.from_internal(panes["end"].to_numpy())
     for agg in plan.spec.aggregations:
         out[agg.name] = _tidy(panes[agg.name])
     out["timing"] = pd.Categorical.from_codes(panes["timing"].to_numpy(dtype=np.int8), categories=list(TIMINGS))

@@ -102,7 +102,6 @@ def test_csv_records_across_blocks(tmp_path):
     path.write_bytes(b"a,b\n1,x\r\n22,yy\n\n333,zzz")
     blocks = all_blocks(str(path), 5)
     frames = [read_csv_block(FS, b, ["a", "b"]) for b in blocks]
-    import pandas as pd
 
     rows = pd.concat(frames, ignore_index=True)
     assert rows[["a", "b"]].values.tolist() == [["1", "x"], ["22", "yy"], ["333", "zzz"]]

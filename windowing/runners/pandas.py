@@ -14,7 +14,7 @@ from ..api import Windowed
 from ..engine import empty_state, step
 from ..errors import WindowingConfigError
 from ..plan import SIDE, Plan, check_columns, make_plan, to_elements, to_panes
-from ..test_stream import AddElements, AdvanceProcessingTime, AdvanceWatermark, TestStream
+from ..test_stream import AddElements, AdvanceWatermark, TestStream
 from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
 
 
