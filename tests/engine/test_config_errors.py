@@ -32,6 +32,8 @@ TS_DF = DF.assign(ts=pd.to_datetime(DF.ts, unit="s"))
     (lambda: Sum(""), r"Sum\(column=''\): column must be a non-empty column name"),
     (lambda: TopN("x", n=0), r"TopN\(n=0\): n must be a positive integer"),
     (lambda: TestStream().advance_processing_time("-5 seconds"), r"advance_processing_time\(duration\)='-5 seconds' must be positive"),
+    (lambda: TestStream().add_elements("a,1"), r"add_elements\(elements=str\): give a pandas DataFrame or a list of dicts"),
+    (lambda: TestStream().advance_watermark_to(None), r"advance_watermark_to\(time=None\): use advance_watermark_to_infinity\(\)"),
 ])
 def test_builder_refuses_bad_values(build, message):
     with pytest.raises(ValueError, match=message):

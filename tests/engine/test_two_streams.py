@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from accumulations import Cogroup, InnerJoin, Sum
-from windowing import windowed
+from windowing import TestStream, windowed
 
 LEFT = pd.DataFrame({"k": ["a", "a", "b"], "ts": [1, 12, 3], "v": ["l1", "l2", "l3"]})
 RIGHT = pd.DataFrame({"k": ["a", "b", "b"], "ts": [2, 4, 15], "v": ["r1", "r2", "r3"]})
@@ -30,3 +30,6 @@ def test_two_stream_configuration_errors_name_the_aggregation():
         windowed(LEFT, time="ts", key="k").aggregate(InnerJoin("v"))
     with pytest.raises(ValueError, match=r"with_second_stream\(right=list\)"):
         windowed(LEFT, time="ts", key="k").with_second_stream([1])
+    streams = TestStream().add_elements(LEFT), TestStream().add_elements(RIGHT)
+    with pytest.raises(ValueError, match=r"with_second_stream\(\) works with bounded pandas DataFrames for now"):
+        windowed(streams[0], time="ts", key="k").with_second_stream(streams[1]).aggregate(InnerJoin("v"))
