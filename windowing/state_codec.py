@@ -5,20 +5,27 @@ keeps one binary value: the window table of all its keys (one row per key and
 open window, the columns of `windowing.engine`). Purged windows are not in
 the table, so a key with no open window has no row and leaves the state.
 
-Layout of version 1 (all integers little-endian)::
+Layout of version 2 (all integers little-endian)::
 
     b"WST1"            4 bytes   magic
-    version            uint16    1
+    version            uint16    2
     meta length        uint32    n
-    meta               n bytes   UTF-8 JSON: {"buckets": int, "objects": [column, ...]}
+    meta               n bytes   UTF-8 JSON: {"buckets": int, "objects": [column, ...],
+                                              "values": [column, ...]}
     body               rest      an Arrow IPC stream holding the table
 
 Columns with a numeric, boolean or string dtype are stored as Arrow columns
 of that type. Object columns (Python accumulators ``a<i>``, last emitted
-outputs ``o<i>``, object keys) are stored as one pickle (protocol 4) per
-cell in an Arrow binary column, and listed under ``"objects"``. Numpy
-scalars are turned into Python numbers first, so a sample does not depend on
-numpy's pickle layout.
+outputs ``o<i>``, object keys) whose cells are all None, or None and values
+of one type among int, float, str and bool, are stored as an Arrow column of
+those values and listed under ``"values"``: they come back as an object
+column of the same Python values. Pickling them cell by cell was a sixth of a
+Spark worker's Python time (``o<i>`` is all None unless panes are re-emitted).
+Other object columns are stored as one pickle (protocol 4) per cell in an
+Arrow binary column, and listed under ``"objects"``. Numpy scalars are turned
+into Python numbers first, so a sample does not depend on numpy's layout.
+
+Version 1 is version 2 without ``"values"``: every object column is pickled.
 
 A reader must decode every version it ever wrote: ``decode`` dispatches on
 the version and a stored sample of each version is decoded by the tests.
@@ -38,8 +45,11 @@ import pyarrow as pa
 from .errors import WindowingConfigError
 
 MAGIC = b"WST1"
-VERSION = 1
+VERSION = 2
 _HEADER = struct.Struct("<4sHI")
+#: Python types an object column may hold (besides None) to be stored as Arrow values; one per column.
+_VALUE_TYPES = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_(),
+                np.int64: pa.int64(), np.float64: pa.float64(), np.bool_: pa.bool_()}
 
 
 def _plain(value: Any) -> Any:
@@ -61,21 +71,41 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _as_values(column: pd.Series) -> pa.Array | None:
+    """The object column as Arrow values when that keeps every cell's Python value, else None."""
+    cells = column.to_numpy()
+    kinds = set(map(type, cells)) - {type(None)}
+    if not kinds:
+        return pa.nulls(len(cells))
+    kind = _VALUE_TYPES.get(kinds.pop()) if len(kinds) == 1 else None
+    if kind is None:
+        return None
+    try:
+        return pa.array(cells, type=kind, from_pandas=False)
+    except (pa.ArrowInvalid, OverflowError, UnicodeError):  # an int beyond int64, a lone surrogate
+        return None
+
+
 def encode(table: pd.DataFrame, buckets: int) -> bytes:
-    """The table as version-1 bytes; ``buckets`` is the bucket count it was written with."""
-    arrays, objects = {}, []
+    """The table as version-2 bytes; ``buckets`` is the bucket count it was written with."""
+    arrays, objects, values = {}, [], []
     for name in table.columns:
         column = table[name]
         if column.dtype == object:
-            objects.append(name)
-            arrays[name] = pa.array([pickle.dumps(_plain(v), protocol=4) for v in column], type=pa.binary())
+            plain = _as_values(column)
+            if plain is not None:
+                values.append(name)
+                arrays[name] = plain
+            else:
+                objects.append(name)
+                arrays[name] = pa.array([pickle.dumps(_plain(v), protocol=4) for v in column], type=pa.binary())
         else:
             arrays[name] = pa.array(column.to_numpy())
     batch = pa.record_batch(list(arrays.values()), names=list(arrays.keys()))
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
-    meta = json.dumps({"buckets": buckets, "objects": objects}, separators=(",", ":")).encode()
+    meta = json.dumps({"buckets": buckets, "objects": objects, "values": values}, separators=(",", ":")).encode()
     return _HEADER.pack(MAGIC, VERSION, len(meta)) + meta + sink.getvalue().to_pybytes()
 
 
@@ -87,7 +117,7 @@ def decode(blob: bytes) -> tuple[pd.DataFrame, dict[str, Any]]:
     magic, version, meta_len = _HEADER.unpack_from(blob)
     if magic != MAGIC:
         raise WindowingConfigError(f"state value starts with {magic!r}, not {MAGIC!r}: not a window table of this library")
-    if version != 1:
+    if version not in (1, 2):
         raise WindowingConfigError(
             f"state value has encoding version {version}; this library reads versions up to {VERSION}: "
             "upgrade the library, or restart the query from a new checkpoint")
@@ -95,13 +125,16 @@ def decode(blob: bytes) -> tuple[pd.DataFrame, dict[str, Any]]:
     reader = pa.ipc.open_stream(blob[_HEADER.size + meta_len:])
     arrow = reader.read_all()
     columns: dict[str, Any] = {}
-    objects = set(meta["objects"])
+    objects, plain = set(meta["objects"]), set(meta.get("values", ()))
     for name in arrow.column_names:
         values = arrow.column(name)
-        if name in objects:
+        if name in objects or name in plain:
             out = np.empty(len(values), dtype=object)
-            out[:] = [pickle.loads(v) for v in values.to_pylist()]
-            columns[name] = out
+            if values.type == pa.null():
+                out.fill(None)
+            else:
+                out[:] = values.to_pylist() if name in plain else [pickle.loads(v) for v in values.to_pylist()]
+            columns[name] = pd.Series(out, dtype=object, copy=False)  # pandas 3 would infer str from strings
         else:
             columns[name] = values.to_numpy(zero_copy_only=False)
     return pd.DataFrame(columns, index=pd.RangeIndex(arrow.num_rows)), meta
