@@ -9,6 +9,11 @@ Offsets carry everything a micro-batch needs, so a replayed batch reads the same
 ``partitions(start, end)`` reads only ``end["batch"]``; ``latestOffset`` restores the
 state from ``start`` whenever it is not the offset this process returned last (a restart).
 Each block is one Spark partition, so blocks are read in parallel.
+
+``read_stream`` asks the source for chunk rows (the internal option ``rows=chunks``): one row
+per ~256 KiB of records, which the JVM cuts into lines with native expressions. Spark turns a
+Python source's Arrow batches into JVM rows one row at a time, and doing that per line was most
+of the source's cost. Without the option the source emits one row per line, as documented.
 """
 
 from __future__ import annotations
@@ -27,11 +32,11 @@ import fsspec
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from storage.splitter.config import SplitterConfig
 from storage.splitter.metadata import BlockMetadata, FileMetadata
-from storage.splitter.readers import read_block_table, read_csv_table
+from storage.splitter.readers import read_block_table, read_chunk_table, read_csv_table
 from storage.splitter.splitter import FileSplitter
 from storage.splitter.state import SplitState
 
@@ -43,6 +48,10 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1
 
 FORMAT = "file_splitter"
 _ROWS_PER_BATCH = 64 * 1024
+#: Chunk rows per Arrow batch (about 4 MiB): Spark converts a batch while the next is sent.
+_CHUNKS_PER_BATCH = 16
+#: The ``rows`` option: ``lines`` (default, ``SCHEMA``) or ``chunks`` (``CHUNK_SCHEMA``, text only).
+ROWS = ("lines", "chunks")
 #: Not nullable, like ``LINE_SCHEMA`` (no value is ever null): Spark then converts Arrow to rows
 #: without a null check per value.
 SCHEMA = StructType(
@@ -51,6 +60,19 @@ SCHEMA = StructType(
         StructField("path", StringType(), nullable=False),
         StructField("block_id", LongType(), nullable=False),
         StructField("offset", LongType(), nullable=False),
+    ]
+)
+
+
+#: ``readers.CHUNK_SCHEMA`` as Spark declares it.
+CHUNK_SCHEMA = StructType(
+    [
+        StructField("path", StringType(), nullable=False),
+        StructField("block_id", LongType(), nullable=False),
+        StructField("base", LongType(), nullable=False),
+        StructField("text", BinaryType(), nullable=False),
+        StructField("offsets", ArrayType(LongType(), containsNull=False), nullable=False),
+        StructField("lengths", ArrayType(IntegerType(), containsNull=False), nullable=False),
     ]
 )
 
@@ -95,8 +117,9 @@ def _blocks_of(ranges: list[list[Any]], block_size: int) -> Iterator[BlockMetada
 class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
     """Plans micro-batches of at most ``blocks_per_batch`` blocks on the driver."""
 
-    def __init__(self, config: SplitterConfig) -> None:
+    def __init__(self, config: SplitterConfig, rows: str = "lines") -> None:
         self._config = config
+        self._rows = rows
         self._splitter = FileSplitter.from_config(config)
         protocol = self._splitter.fs.protocol
         self._protocol = protocol if isinstance(protocol, str) else protocol[0]
@@ -142,6 +165,9 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         fs = fsspec.filesystem(partition.protocol, **partition.storage_options)
+        if self._rows == "chunks":
+            yield from read_chunk_table(fs, partition.value, strict=partition.strict).to_batches(_CHUNKS_PER_BATCH)
+            return
         if self._config.format == "csv":
             names = [name for name, _ in self._config.columns or ()]
             table = read_csv_table(fs, partition.value, names, header=self._config.header, strict=partition.strict)
@@ -155,21 +181,28 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 class SplitterDataSource(DataSource):
-    """``spark.readStream.format("file_splitter").option(...).load(path)``; options as ``SplitterConfig``."""
+    """``spark.readStream.format("file_splitter").option(...).load(path)``; options as ``SplitterConfig``,
+    plus the internal ``rows`` (see the module docstring)."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self.config = SplitterConfig.from_options(options)
+        config_options = {k: v for k, v in options.items() if k.lower() != "rows"}
+        self.rows = next((v.lower() for k, v in options.items() if k.lower() == "rows"), "lines")
+        self.config = SplitterConfig.from_options(config_options)
+        if self.rows not in ROWS:
+            raise ValueError(f"rows={self.rows!r} is not supported; use one of {list(ROWS)}")
+        if self.rows == "chunks" and self.config.format != "text":
+            raise ValueError(f"rows='chunks' reads text only; format={self.config.format!r} needs rows='lines'")
 
     @classmethod
     def name(cls) -> str:
         return FORMAT
 
     def schema(self) -> StructType:
-        return source_schema(self.config)
+        return CHUNK_SCHEMA if self.rows == "chunks" else source_schema(self.config)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SplitterStreamReader(self.config)
+        return SplitterStreamReader(self.config, self.rows)
 
 
 def _options(config: SplitterConfig) -> dict[str, str]:
@@ -194,10 +227,17 @@ def _options(config: SplitterConfig) -> dict[str, str]:
 def read_stream(spark: SparkSession, config: SplitterConfig) -> DataFrame:
     """Register the source and return the streaming DataFrame for ``config``.
 
-    CSV columns with a type other than ``string`` are cast here, on the JVM, with ``try_cast``:
+    Text is read as chunk rows and cut into lines here, on the JVM: ``posexplode`` over each
+    chunk's record offsets and a ``substr`` of its bytes per record, so Spark converts a Python
+    row per chunk, not per line. CSV columns with a type other than ``string`` are cast here, on the JVM, with ``try_cast``:
     a value that does not parse becomes null, as in Spark's own CSV reader (``PERMISSIVE``).
     """
     spark.dataSource.register(SplitterDataSource)
+    if config.format == "text":
+        chunks = spark.readStream.format(FORMAT).options(**_options(config), rows="chunks").load()
+        return chunks.selectExpr("path", "block_id", "base", "text", "lengths", "posexplode(offsets) AS (i, offset)").selectExpr(
+            "CAST(substr(text, CAST(offset - base + 1 AS INT), element_at(lengths, i + 1)) AS STRING) AS value",
+            "path", "block_id", "offset")
     frame = spark.readStream.format(FORMAT).options(**_options(config)).load()
     if config.format == "csv" and any(kind.lower() != "string" for _, kind in config.columns or ()):
         frame = frame.selectExpr(
