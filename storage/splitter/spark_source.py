@@ -227,17 +227,20 @@ def _options(config: SplitterConfig) -> dict[str, str]:
 def read_stream(spark: SparkSession, config: SplitterConfig) -> DataFrame:
     """Register the source and return the streaming DataFrame for ``config``.
 
-    Text is read as chunk rows and cut into lines here, on the JVM: ``posexplode`` over each
-    chunk's record offsets and a ``substr`` of its bytes per record, so Spark converts a Python
-    row per chunk, not per line. CSV columns with a type other than ``string`` are cast here, on the JVM, with ``try_cast``:
-    a value that does not parse becomes null, as in Spark's own CSV reader (``PERMISSIVE``).
+    Text is read as chunk rows and cut into lines here, on the JVM: ``posexplode`` over a chunk's
+    record offsets, and per record a ``substr`` of the chunk's bytes, so Spark converts one Python
+    row per chunk, not per line. CSV columns with a type other than ``string`` are cast here too,
+    with ``try_cast``: a value that does not parse becomes null, as in Spark's own CSV reader
+    (``PERMISSIVE``).
     """
     spark.dataSource.register(SplitterDataSource)
     if config.format == "text":
         chunks = spark.readStream.format(FORMAT).options(**_options(config), rows="chunks").load()
-        return chunks.selectExpr("path", "block_id", "base", "text", "lengths", "posexplode(offsets) AS (i, offset)").selectExpr(
+        records = chunks.selectExpr("path", "block_id", "base", "text", "lengths", "posexplode(offsets) AS (i, offset)")
+        return records.selectExpr(
             "CAST(substr(text, CAST(offset - base + 1 AS INT), element_at(lengths, i + 1)) AS STRING) AS value",
-            "path", "block_id", "offset")
+            "path", "block_id", "offset",
+        )
     frame = spark.readStream.format(FORMAT).options(**_options(config)).load()
     if config.format == "csv" and any(kind.lower() != "string" for _, kind in config.columns or ()):
         frame = frame.selectExpr(

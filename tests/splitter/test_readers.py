@@ -9,7 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage.splitter.metadata import BlockMetadata, FileMetadata
-from storage.splitter.readers import UnreadableFileWarning, read_block_table, read_csv_block, read_lines
+from storage.splitter.readers import (
+    UnreadableFileWarning,
+    read_block_table,
+    read_chunk_table,
+    read_csv_block,
+    read_lines,
+)
 
 FS = fsspec.filesystem("file")
 
@@ -56,6 +62,53 @@ def test_every_line_read_exactly_once(tmp_path, lines, endings, final_newline, b
     for value, offset, block_id in zip(frame["value"], frame["offset"], frame["block_id"]):
         assert data[offset:].decode("utf-8").startswith(value)
         assert block_id == offset // block_size
+
+
+def chunk_records(fs, blocks, chunk_bytes: int) -> list[tuple]:
+    """``(value, path, block_id, offset)`` cut out of ``read_chunk_table``'s rows as the Spark source's
+    ``substr`` does (strict UTF-8 decoding: the chunk text must already be valid)."""
+    records = []
+    for block in blocks:
+        for row in read_chunk_table(fs, block, chunk_bytes=chunk_bytes).to_pylist():
+            for offset, length in zip(row["offsets"], row["lengths"], strict=True):
+                start = offset - row["base"]
+                records.append((row["text"][start : start + length].decode("utf-8"), row["path"], row["block_id"], offset))
+    return records
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(LINE, max_size=12),
+    endings=st.lists(st.sampled_from(["\n", "\r\n"]), min_size=12, max_size=12),
+    final_newline=st.booleans(),
+    block_size=st.integers(min_value=1, max_value=70),
+    chunk_bytes=st.integers(min_value=1, max_value=40),
+)
+def test_chunk_rows_hold_the_same_records_as_line_rows(tmp_path, lines, endings, final_newline, block_size, chunk_bytes):
+    text = "".join(line + endings[i] for i, line in enumerate(lines))
+    if lines and not final_newline:
+        text = text[: -len(endings[len(lines) - 1])]
+    data = text.encode("utf-8")
+    path = str(tmp_path / "f.txt")
+    with open(path, "wb") as f:
+        f.write(data)
+    blocks = all_blocks(path, block_size)
+    records = chunk_records(FS, blocks, chunk_bytes)
+    assert [value for value, *_ in records] == plain_read(data)
+    assert records == list(read_lines(FS, blocks).itertuples(index=False, name=None))
+
+
+def test_chunk_rows_of_a_long_record_invalid_utf8_and_an_empty_file(tmp_path):
+    cases = {"long.txt": b"short\r\n" + b"x" * 50 + b"\n\nend\r", "bad.txt": b"ok\n\xff\xfe\r\n\xe2\x82\nz",
+             "empty.txt": b""}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        blocks = all_blocks(str(tmp_path / name), 8)
+        for chunk_bytes in (1, 5, 1 << 20):
+            want = list(read_lines(FS, blocks).itertuples(index=False, name=None))
+            assert chunk_records(FS, blocks, chunk_bytes) == want, (name, chunk_bytes)
+    middle_of_the_long_record = all_blocks(str(tmp_path / "long.txt"), 8)[3]
+    assert read_chunk_table(FS, middle_of_the_long_record).num_rows == 0  # no row, not an empty chunk
 
 
 def test_line_longer_than_several_blocks_belongs_to_its_first_block(tmp_path):

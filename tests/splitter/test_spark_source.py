@@ -200,3 +200,41 @@ def test_offsets_are_deterministic_and_replayable_without_a_session(tmp_path):
     rest = reader.partitions(first_end, everything)
     assert len(first_blocks) + len(rest) == sum(-(-p.stat().st_size // 100) for p in tmp_path.iterdir())
     assert reader.latestOffset(everything, reader.getDefaultReadLimit()) == everything
+
+
+def collect_stream(frame, checkpoint) -> list[tuple]:
+    rows: list = []
+    query = (frame.writeStream.foreachBatch(lambda batch, _: rows.extend(batch.collect()))
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination()
+    return sorted(tuple(row) for row in rows)
+
+
+@pytest.mark.spark
+def test_lines_cut_on_the_jvm_equal_the_line_rows_of_the_source_and_of_pandas(spark, tmp_path):
+    from storage.splitter.spark_source import SCHEMA
+
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "mixed.txt").write_bytes("a\r\n\nb é中😀\r\n".encode() + b"x" * 40 + b"\n\nlast without newline\r")
+    (data / "bad.txt").write_bytes(b"ok\n\xff\xfe\r\n\xe2\x82\nz")  # invalid UTF-8: replaced as in read_lines
+    (data / "empty.txt").write_bytes(b"")
+    splitter = FileSplitter(str(data), block_size=7, blocks_per_batch=4, settle=0)
+    expected = sorted(splitter.read_lines().itertuples(index=False, name=None))
+    assert len(expected) == 10
+
+    frame = splitter.read_stream(spark)  # chunk rows, cut into lines on the JVM
+    assert frame.schema == SCHEMA  # names, types and nullability as before
+    assert collect_stream(frame, tmp_path / "cp1") == expected
+    line_rows = spark.readStream.format("file_splitter").option("block_size", "7").option("settle", "0").load(str(data))
+    assert line_rows.schema == SCHEMA  # the documented format still emits one row per line
+    assert collect_stream(line_rows, tmp_path / "cp2") == expected
+
+
+def test_rows_option_is_checked():
+    from storage.splitter.spark_source import SplitterDataSource
+
+    with pytest.raises(ValueError, match=r"rows='blocks' is not supported; use one of \['lines', 'chunks'\]"):
+        SplitterDataSource({"path": ".", "rows": "blocks"})
+    with pytest.raises(ValueError, match=r"rows='chunks' reads text only; format='csv' needs rows='lines'"):
+        SplitterDataSource({"path": ".", "rows": "chunks", "format": "csv", "columns": "a"})
