@@ -8,9 +8,12 @@ several ``blocks_per_batch`` / ``block_size`` settings (a block is one Spark par
 each right after two native runs: ``value`` only (what ``spark.readStream.text`` gives),
 and ``value`` plus the file path from ``_metadata.file_path``, the closest native
 equivalent of the splitter's rows (``value, path, block_id, offset``; native Spark has no
-line offset). Both sources are warmed up first (JVM code generation, and for the
-splitter the Python workers' start and imports). Every run is checked to read every
-line; prints a Markdown table and deletes the data.
+line offset). ``read_stream`` reads chunk rows and cuts lines on the JVM; the splitter's
+line-row source (``format("file_splitter")`` without ``rows=chunks``, the path before) is
+timed too, once, for comparison. Both sources are warmed up first (JVM code generation,
+and for the splitter the Python workers' start and imports). Every run is checked to read
+every line (counted with ``observe``, on every query alike, since the splitter's
+``numInputRows`` counts chunks); prints a Markdown table and deletes the data.
 """
 
 from __future__ import annotations
@@ -64,13 +67,16 @@ def cpu_seconds(root: int) -> float:
 
 
 def timed(frame, jvm: int) -> tuple[float, float, int, int]:
-    """Wall and CPU seconds to read everything with Trigger.AvailableNow, the rows read and the micro-batches."""
+    """Wall and CPU seconds to read everything with Trigger.AvailableNow, the lines read and the micro-batches."""
+    from pyspark.sql import functions as F
+
     cpu, begin = cpu_seconds(jvm), time.perf_counter()
-    query = frame.writeStream.format("noop").trigger(availableNow=True).start()
+    counted = frame.observe("counted", F.count(F.lit(1)).alias("lines"))
+    query = counted.writeStream.format("noop").trigger(availableNow=True).start()
     query.awaitTermination()
     seconds, cpu = time.perf_counter() - begin, cpu_seconds(jvm) - cpu
-    batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
-    return seconds, cpu, sum(batches), len(batches)
+    batches = [p for p in query.recentProgress if p["numInputRows"]]
+    return seconds, cpu, sum(p["observedMetrics"]["counted"]["lines"] for p in batches), len(batches)
 
 
 def main() -> None:
@@ -101,6 +107,14 @@ def main() -> None:
         timed(native(), jvm)
         timed(native_path(), jvm)
         timed(FileSplitter(data, block_size=128 * MB, blocks_per_batch=16, settle=0).read_stream(spark), jvm)
+        line_rows = (spark.readStream.format("file_splitter").option("block_size", str(32 * MB))  # registered above
+                     .option("blocks_per_batch", "8").option("settle", "0").load(data))
+        native_s, native_cpu, rows, _ = timed(native(), jvm)
+        seconds, cpu, rows, _ = timed(line_rows, jvm)
+        assert rows == lines, f"line-row splitter read {rows} rows, expected {lines}"
+        print(f"line rows (before), 32 MiB blocks, 8 per batch: {seconds:.1f} s ({cpu:.1f} cpu s); native `value` "
+              f"right before: {native_s:.1f} s ({native_cpu:.1f} cpu s); ratio {native_s / seconds:.2f}x "
+              f"({native_cpu / cpu:.2f}x)\n", flush=True)
         # The machine may be shared: native runs right before each splitter run keep the ratio fair,
         # and CPU seconds (JVM + Python processes) show the work done whatever the other jobs do.
         print("| block_size | blocks_per_batch | blocks (= partitions) | micro-batches | splitter s (cpu s) "
