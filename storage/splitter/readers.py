@@ -86,6 +86,19 @@ def _record_bytes(f: IO[bytes], block: BlockMetadata) -> tuple[int, bytes, int, 
     return base + begin, joined, 0, len(joined)
 
 
+def _read_records(fs: fsspec.AbstractFileSystem, block: BlockMetadata, strict: bool) -> tuple[int, bytes, int, int] | None:
+    """``_record_bytes`` of the block's file; ``None`` (with an ``UnreadableFileWarning``) when the
+    file cannot be read and not ``strict``, so the other blocks go on."""
+    try:
+        with fs.open(block.path, "rb") as f:
+            return _record_bytes(f, block)
+    except OSError as err:
+        if strict:
+            raise OSError(f"cannot read block {block.block_id} of file {block.path!r}: {err}") from err
+        warnings.warn(f"skipped unreadable file {block.path!r}: {err}", UnreadableFileWarning, stacklevel=3)
+        return None
+
+
 def _split_lines(start: int, data: bytes, begin: int = 0, stop: int | None = None) -> tuple[pa.Array, np.ndarray]:
     """Lines of ``data[begin:stop]`` (as UTF-8 strings) and their file offsets (``start`` is the
     first's), split by Arrow on a zero-copy view, not by a Python loop."""
@@ -114,15 +127,10 @@ def read_block_table(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, str
     With ``strict=False`` an unreadable file gives an empty table and an
     ``UnreadableFileWarning`` naming the file, so the other blocks go on.
     """
-    try:
-        with fs.open(block.path, "rb") as f:
-            start, data, begin, stop = _record_bytes(f, block)
-    except OSError as err:
-        if strict:
-            raise OSError(f"cannot read block {block.block_id} of file {block.path!r}: {err}") from err
-        warnings.warn(f"skipped unreadable file {block.path!r}: {err}", UnreadableFileWarning, stacklevel=2)
+    read = _read_records(fs, block, strict)
+    if read is None:
         return LINE_SCHEMA.empty_table()
-    values, offsets = _split_lines(start, data, begin, stop)
+    values, offsets = _split_lines(*read)
     n = len(values)
     return pa.Table.from_arrays(
         [values, pa.repeat(pa.scalar(block.path, pa.string()), n),
@@ -168,19 +176,13 @@ def read_chunk_table(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, str
     The same records as ``read_block_table`` (same reading rules), but with the record bounds
     beside the bytes instead of one row per record, so the Spark source hands the JVM one row per
     chunk and the JVM cuts the records out with ``substr``. ``text`` is a zero-copy view of the
-    bytes read, ``\r\n`` included (``lengths`` leave the ``\r`` out). A block with invalid UTF-8
+    bytes read, ``\\r\\n`` included (``lengths`` leave the ``\\r`` out). A block with invalid UTF-8
     takes ``read_block_table``'s replaced lines instead, one chunk per line (rare, slower).
     """
-    try:
-        with fs.open(block.path, "rb") as f:
-            start, data, begin, stop = _record_bytes(f, block)
-    except OSError as err:
-        if strict:
-            raise OSError(f"cannot read block {block.block_id} of file {block.path!r}: {err}") from err
-        warnings.warn(f"skipped unreadable file {block.path!r}: {err}", UnreadableFileWarning, stacklevel=2)
+    read = _read_records(fs, block, strict)
+    if read is None or read[3] <= read[2]:
         return CHUNK_SCHEMA.empty_table()
-    if stop <= begin:
-        return CHUNK_SCHEMA.empty_table()
+    start, data, begin, stop = read
     body = pa.py_buffer(data).slice(begin, stop - begin)
     whole = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(np.array([0, stop - begin], np.int32)), body])
     try:

@@ -140,6 +140,10 @@ def test_unreadable_file_warns_or_raises_when_strict(tmp_path):
     missing = BlockMetadata(str(tmp_path / "gone.txt"), 0, 0, 10, 0, 10)
     with pytest.warns(UnreadableFileWarning, match="gone.txt"):
         assert read_block_table(FS, missing, strict=False).num_rows == 0
+    with pytest.warns(UnreadableFileWarning, match="gone.txt"):
+        assert read_chunk_table(FS, missing, strict=False).num_rows == 0
+    with pytest.raises(OSError, match="cannot read block 0 of file .*gone.txt"):
+        read_chunk_table(FS, missing, strict=True)
     with pytest.raises(OSError, match="cannot read block 0 of file .*gone.txt"):
         read_block_table(FS, missing, strict=True)
 
