@@ -40,6 +40,18 @@ def all_blocks(path: str, block_size: int, segment_start: int = 0) -> list[Block
     return list(FileMetadata(path, size, 0.0, segment_start, block_size).blocks())
 
 
+def write_lines(tmp_path, lines: list[str], endings: list[str], final_newline: bool) -> tuple[str, bytes]:
+    """A file of ``lines``, each ended by its ending (the last one only with ``final_newline``)."""
+    text = "".join(line + endings[i] for i, line in enumerate(lines))
+    if lines and not final_newline:
+        text = text[: -len(endings[len(lines) - 1])]
+    data = text.encode("utf-8")
+    path = str(tmp_path / "f.txt")
+    with open(path, "wb") as f:
+        f.write(data)
+    return path, data
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     lines=st.lists(LINE, max_size=12),
@@ -48,13 +60,7 @@ def all_blocks(path: str, block_size: int, segment_start: int = 0) -> list[Block
     block_size=st.integers(min_value=1, max_value=70),
 )
 def test_every_line_read_exactly_once(tmp_path, lines, endings, final_newline, block_size):
-    text = "".join(line + endings[i] for i, line in enumerate(lines))
-    if lines and not final_newline:
-        text = text[: -len(endings[len(lines) - 1])]
-    data = text.encode("utf-8")
-    path = str(tmp_path / "f.txt")
-    with open(path, "wb") as f:
-        f.write(data)
+    path, data = write_lines(tmp_path, lines, endings, final_newline)
     blocks = all_blocks(path, block_size)
     frame = read_lines(FS, blocks)
     assert frame["value"].tolist() == plain_read(data)
@@ -85,13 +91,7 @@ def chunk_records(fs, blocks, chunk_bytes: int) -> list[tuple]:
     chunk_bytes=st.integers(min_value=1, max_value=40),
 )
 def test_chunk_rows_hold_the_same_records_as_line_rows(tmp_path, lines, endings, final_newline, block_size, chunk_bytes):
-    text = "".join(line + endings[i] for i, line in enumerate(lines))
-    if lines and not final_newline:
-        text = text[: -len(endings[len(lines) - 1])]
-    data = text.encode("utf-8")
-    path = str(tmp_path / "f.txt")
-    with open(path, "wb") as f:
-        f.write(data)
+    path, data = write_lines(tmp_path, lines, endings, final_newline)
     blocks = all_blocks(path, block_size)
     records = chunk_records(FS, blocks, chunk_bytes)
     assert [value for value, *_ in records] == plain_read(data)
