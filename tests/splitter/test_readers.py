@@ -40,6 +40,15 @@ def all_blocks(path: str, block_size: int, segment_start: int = 0) -> list[Block
     return list(FileMetadata(path, size, 0.0, segment_start, block_size).blocks())
 
 
+#: Strategies for ``write_lines`` and a block size: line lengths, line endings and block sizes from 1 byte.
+FILES_AND_BLOCKS = dict(
+    lines=st.lists(LINE, max_size=12),
+    endings=st.lists(st.sampled_from(["\n", "\r\n"]), min_size=12, max_size=12),
+    final_newline=st.booleans(),
+    block_size=st.integers(min_value=1, max_value=70),
+)
+
+
 def write_lines(tmp_path, lines: list[str], endings: list[str], final_newline: bool) -> tuple[str, bytes]:
     """A file of ``lines``, each ended by its ending (the last one only with ``final_newline``)."""
     text = "".join(line + endings[i] for i, line in enumerate(lines))
@@ -53,12 +62,7 @@ def write_lines(tmp_path, lines: list[str], endings: list[str], final_newline: b
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    lines=st.lists(LINE, max_size=12),
-    endings=st.lists(st.sampled_from(["\n", "\r\n"]), min_size=12, max_size=12),
-    final_newline=st.booleans(),
-    block_size=st.integers(min_value=1, max_value=70),
-)
+@given(**FILES_AND_BLOCKS)
 def test_every_line_read_exactly_once(tmp_path, lines, endings, final_newline, block_size):
     path, data = write_lines(tmp_path, lines, endings, final_newline)
     blocks = all_blocks(path, block_size)
@@ -84,10 +88,7 @@ def chunk_records(fs, blocks, chunk_bytes: int) -> list[tuple]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    lines=st.lists(LINE, max_size=12),
-    endings=st.lists(st.sampled_from(["\n", "\r\n"]), min_size=12, max_size=12),
-    final_newline=st.booleans(),
-    block_size=st.integers(min_value=1, max_value=70),
+    **FILES_AND_BLOCKS,
     chunk_bytes=st.integers(min_value=1, max_value=40),
 )
 def test_chunk_rows_hold_the_same_records_as_line_rows(tmp_path, lines, endings, final_newline, block_size, chunk_bytes):
