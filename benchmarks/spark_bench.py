@@ -11,7 +11,8 @@ Same Parquet data for all, read as a stream with one file per micro-batch
 
 Event times advance through the data with bounded out-of-order jitter; for
 sessions every key alternates 10 minutes of activity and 10 minutes of pause,
-so sessions close. Also reported: state bytes per open window, measured by
+so sessions close. Also reported: CPU seconds of Spark's JVM and of its Python
+processes per query (``spark_cpu``), and state bytes per open window, measured by
 encoding one bucket's window table.
 
     .venv/bin/python benchmarks/spark_bench.py --events 5000000 --keys 1000 100000
@@ -30,6 +31,8 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from spark_cpu import cpu_seconds, jvm_pid  # noqa: E402
 
 MINUTE_S = 60
 DELAY = "10 seconds"
@@ -64,14 +67,19 @@ def make_data(root: Path, events: int, keys: int, files: int, sessions: bool, se
     return out
 
 
-def run_query(spark, data: Path, build, checkpoint: Path) -> float:
+def run_query(spark, data: Path, build, checkpoint: Path) -> tuple[float, float, float]:
+    """Wall seconds, and CPU seconds of the JVM and of Spark's Python processes, of one query."""
     shutil.rmtree(checkpoint, ignore_errors=True)
     stream = spark.readStream.schema("key long, ts timestamp, amount long").option("maxFilesPerTrigger", 1).parquet(str(data))
+    jvm = jvm_pid(spark)
+    cpu_before = cpu_seconds(jvm)
     began = time.perf_counter()
     query = (build(stream).writeStream.format("noop").outputMode("append")
              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
     query.awaitTermination()
-    return time.perf_counter() - began
+    seconds = time.perf_counter() - began
+    cpu_after = cpu_seconds(jvm)
+    return seconds, cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1]
 
 
 def native_fixed(stream):
@@ -144,10 +152,12 @@ def main() -> None:
     for keys in args.keys:
         for shape, native, engine in (("fixed", native_fixed, engine_fixed), ("sessions", native_sessions, engine_sessions)):
             data = make_data(args.work, args.events, keys, args.batches, shape == "sessions")
-            n_s = run_query(spark, data, native, args.work / "chk")
-            e_s = run_query(spark, data, engine, args.work / "chk")
+            n_s, n_jvm, _ = run_query(spark, data, native, args.work / "chk")
+            e_s, e_jvm, e_py = run_query(spark, data, engine, args.work / "chk")
             rows.append({"keys": keys, "windows": shape, "native ev/s": round(args.events / n_s),
                          "engine ev/s": round(args.events / e_s), "engine/native": round(n_s / e_s, 2),
+                         "native JVM cpu s": round(n_jvm, 1), "engine JVM cpu s": round(e_jvm, 1),
+                         "engine Python cpu s": round(e_py, 1),
                          "state B/window": round(state_bytes_per_window(data, shape))})
             print(rows[-1], flush=True)
     print()

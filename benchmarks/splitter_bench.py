@@ -27,6 +27,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from spark_cpu import cpu_seconds, jvm_pid  # noqa: E402
 from storage import FileSplitter  # noqa: E402
 
 MB = 1024 * 1024
@@ -44,37 +45,15 @@ def write_data(directory: str, size_gb: float, files: int = 16) -> int:
     return files * per_file * len(pattern)
 
 
-def cpu_seconds(root: int) -> float:
-    """CPU seconds (user + system, children waited for included) of ``root`` and its descendants
-    (Spark's JVM, its Python daemon and workers), from /proc; 0 where /proc is missing.
-
-    On a shared machine wall time depends on the other jobs; CPU time much less so.
-    """
-    parents, used = {}, {}
-    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else []):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(pid)], used[int(pid)] = int(fields[1]), sum(int(x) for x in fields[11:15])
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += used.get(pid, 0)
-        todo += [child for child, parent in parents.items() if parent == pid]
-    return total / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.0
-
-
 def timed(frame, jvm: int) -> tuple[float, float, int, int]:
     """Wall and CPU seconds to read everything with Trigger.AvailableNow, the lines read and the micro-batches."""
     from pyspark.sql import functions as F
 
-    cpu, begin = cpu_seconds(jvm), time.perf_counter()
+    cpu, begin = sum(cpu_seconds(jvm)), time.perf_counter()
     counted = frame.observe("counted", F.count(F.lit(1)).alias("lines"))
     query = counted.writeStream.format("noop").trigger(availableNow=True).start()
     query.awaitTermination()
-    seconds, cpu = time.perf_counter() - begin, cpu_seconds(jvm) - cpu
+    seconds, cpu = time.perf_counter() - begin, sum(cpu_seconds(jvm)) - cpu
     batches = [p for p in query.recentProgress if p["numInputRows"]]
     return seconds, cpu, sum(p["observedMetrics"]["counted"]["lines"] for p in batches), len(batches)
 
@@ -101,7 +80,7 @@ def main() -> None:
         print(f"data: {size / MB:.0f} MiB, {lines:,} lines, 16 files; Spark local[{args.cores}]\n")
         # Warm-up of both sources: a first run pays JIT compilation and, for the splitter, the
         # start of Python workers and their imports; neither is the steady-state speed.
-        jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        jvm = jvm_pid(spark)
         native = lambda: spark.readStream.text(data)  # noqa: E731
         native_path = lambda: native().select("value", F.col("_metadata.file_path").alias("path"))  # noqa: E731
         timed(native(), jvm)
