@@ -10,7 +10,8 @@ and ``value`` plus the file path from ``_metadata.file_path``, the closest nativ
 equivalent of the splitter's rows (``value, path, block_id, offset``; native Spark has no
 line offset). ``read_stream`` reads chunk rows and cuts lines on the JVM; the splitter's
 line-row source (``format("file_splitter")`` without ``rows=chunks``, the path before) is
-timed too, once, for comparison. Both sources are warmed up first (JVM code generation,
+timed too, once, for comparison, and so is one 4-byte file (what a query costs whatever
+the data). Both sources are warmed up first (JVM code generation,
 and for the splitter the Python workers' start and imports). Every run is checked to read
 every line (counted with ``observe``, on every query alike, since the splitter's
 ``numInputRows`` counts chunks); prints a Markdown table and deletes the data.
@@ -45,17 +46,18 @@ def write_data(directory: str, size_gb: float, files: int = 16) -> int:
     return files * per_file * len(pattern)
 
 
-def timed(frame, jvm: int) -> tuple[float, float, int, int]:
-    """Wall and CPU seconds to read everything with Trigger.AvailableNow, the lines read and the micro-batches."""
+def timed(frame, jvm: int) -> tuple[float, float, float, int, int]:
+    """Wall seconds, CPU seconds of the JVM and of Spark's Python processes, to read everything
+    with Trigger.AvailableNow; the lines read and the micro-batches."""
     from pyspark.sql import functions as F
 
-    cpu, begin = sum(cpu_seconds(jvm)), time.perf_counter()
+    cpu, begin = cpu_seconds(jvm), time.perf_counter()
     counted = frame.observe("counted", F.count(F.lit(1)).alias("lines"))
     query = counted.writeStream.format("noop").trigger(availableNow=True).start()
     query.awaitTermination()
-    seconds, cpu = time.perf_counter() - begin, sum(cpu_seconds(jvm)) - cpu
+    seconds, after = time.perf_counter() - begin, cpu_seconds(jvm)
     batches = [p for p in query.recentProgress if p["numInputRows"]]
-    return seconds, cpu, sum(p["observedMetrics"]["counted"]["lines"] for p in batches), len(batches)
+    return seconds, after[0] - cpu[0], after[1] - cpu[1], sum(p["observedMetrics"]["counted"]["lines"] for p in batches), len(batches)
 
 
 def main() -> None:
@@ -88,28 +90,45 @@ def main() -> None:
         timed(FileSplitter(data, block_size=128 * MB, blocks_per_batch=16, settle=0).read_stream(spark), jvm)
         line_rows = (spark.readStream.format("file_splitter").option("block_size", str(32 * MB))  # registered above
                      .option("blocks_per_batch", "8").option("settle", "0").load(data))
-        native_s, native_cpu, rows, _ = timed(native(), jvm)
-        seconds, cpu, rows, _ = timed(line_rows, jvm)
+        native_s, *native_cpu, rows, _ = timed(native(), jvm)
+        native_cpu = sum(native_cpu)
+        seconds, jvm_cpu, python_cpu, rows, _ = timed(line_rows, jvm)
+        cpu = jvm_cpu + python_cpu
         assert rows == lines, f"line-row splitter read {rows} rows, expected {lines}"
-        print(f"line rows (before), 32 MiB blocks, 8 per batch: {seconds:.1f} s ({cpu:.1f} cpu s); native `value` "
+        print(f"line rows (before), 32 MiB blocks, 8 per batch: {seconds:.1f} s ({cpu:.1f} cpu s: JVM {jvm_cpu:.1f}, "
+              f"Python {python_cpu:.1f}); native `value` "
               f"right before: {native_s:.1f} s ({native_cpu:.1f} cpu s); ratio {native_s / seconds:.2f}x "
               f"({native_cpu / cpu:.2f}x)\n", flush=True)
+        # What a query costs whatever the data: the same source over one 4-byte file.
+        tiny = tempfile.mkdtemp(prefix="splitter-bench-tiny-")
+        try:
+            with open(os.path.join(tiny, "one.txt"), "w") as out:
+                out.write("abc\n")
+            seconds, jvm_cpu, python_cpu, rows, _ = timed(FileSplitter(tiny, settle=0).read_stream(spark), jvm)
+            assert rows == 1, f"splitter read {rows} rows of a one-line file"
+            print(f"fixed cost, one 4-byte file: {seconds:.1f} s (cpu s: JVM {jvm_cpu:.1f}, Python {python_cpu:.1f})\n",
+                  flush=True)
+        finally:
+            shutil.rmtree(tiny, ignore_errors=True)
         # The machine may be shared: native runs right before each splitter run keep the ratio fair,
         # and CPU seconds (JVM + Python processes) show the work done whatever the other jobs do.
-        print("| block_size | blocks_per_batch | blocks (= partitions) | micro-batches | splitter s (cpu s) "
+        print("| block_size | blocks_per_batch | blocks (= partitions) | micro-batches | splitter s (cpu s: JVM + Python) "
               "| splitter lines/s | native `value` s (cpu s) | native `value, path` s (cpu s) "
               "| splitter / native `value`: wall (cpu) | splitter / native `value, path`: wall (cpu) |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for block_mb, per_batch in [(128, 2), (128, 16), (32, 8), (32, 64), (8, 256)]:
-            native_s, native_cpu, rows, _ = timed(native(), jvm)
+            native_s, *native_cpu, rows, _ = timed(native(), jvm)
+            native_cpu = sum(native_cpu)
             assert rows == lines, f"native read {rows} rows, expected {lines}"
-            path_s, path_cpu, rows, _ = timed(native_path(), jvm)
+            path_s, *path_cpu, rows, _ = timed(native_path(), jvm)
+            path_cpu = sum(path_cpu)
             assert rows == lines, f"native with path read {rows} rows, expected {lines}"
             splitter = FileSplitter(data, block_size=block_mb * MB, blocks_per_batch=per_batch, settle=0)
             blocks = sum(-(-os.path.getsize(os.path.join(data, n)) // (block_mb * MB)) for n in os.listdir(data))
-            seconds, cpu, rows, batches = timed(splitter.read_stream(spark), jvm)
+            seconds, jvm_cpu, python_cpu, rows, batches = timed(splitter.read_stream(spark), jvm)
+            cpu = jvm_cpu + python_cpu
             assert rows == lines, f"splitter read {rows} rows, expected {lines}"
-            print(f"| {block_mb} MiB | {per_batch} | {blocks} | {batches} | {seconds:.1f} ({cpu:.1f}) "
+            print(f"| {block_mb} MiB | {per_batch} | {blocks} | {batches} | {seconds:.1f} ({jvm_cpu:.1f} + {python_cpu:.1f}) "
                   f"| {lines / seconds:,.0f} | {native_s:.1f} ({native_cpu:.1f}) | {path_s:.1f} ({path_cpu:.1f}) "
                   f"| {native_s / seconds:.2f}x ({native_cpu / cpu:.2f}x) "
                   f"| {path_s / seconds:.2f}x ({path_cpu / cpu:.2f}x) |", flush=True)
