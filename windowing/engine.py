@@ -428,18 +428,20 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs
         table.update(_window_rows(spec, len(partial), table["end"], watermark), n_pending=n_new)
         return {name: table[name] for name in state.columns}, n_new
 
+    # Columns as NumPy arrays once: a pandas column lookup costs more than most steps' arithmetic.
+    old = {name: state[name].to_numpy() for name in state.columns}
+    new = {name: partial[name].to_numpy() for name in partial.columns}
     n_old = len(state)
-    cand = pd.concat([state.loc[:, keys + ["start", "end"]].assign(_new=False),
-                      partial.loc[:, keys + ["start", "end"]].assign(_new=True)], ignore_index=True)
+    cand = {c: np.concatenate([old[c], new[c]]) for c in keys + ["start", "end"]}
     group = _candidate_groups(spec, cand)
     n_groups = int(group.max()) + 1 if len(group) else 0
-    is_new = cand["_new"].to_numpy()
+    is_new = np.arange(len(group)) >= n_old
     new_rows_per_group = np.bincount(group, weights=is_new, minlength=n_groups).astype(np.int64)
     touched = new_rows_per_group > 0
 
     old_group = group[:n_old]
     new_group = group[n_old:]
-    old_closed = state["closed"].to_numpy()
+    old_closed = old["closed"]
     # A (merged) window is closed only if every window merging into it is (Beam Java's
     # AfterWatermark on_merge); an open session bridged to a closed one keeps its elements.
     old_per_group = np.bincount(old_group, minlength=n_groups)
@@ -454,13 +456,13 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs
                                      "end": pairs.end[bad_pairs], "reason": DROPPED_CLOSED}))
 
     g_start = np.full(n_groups, MAX_TIME, np.int64)
-    np.minimum.at(g_start, group, cand["start"].to_numpy())
+    np.minimum.at(g_start, group, cand["start"])
     g_end = np.full(n_groups, np.iinfo(np.int64).min, np.int64)
-    np.maximum.at(g_end, group, cand["end"].to_numpy())
+    np.maximum.at(g_end, group, cand["end"])
 
     old_touched = touched[old_group]
     in_place_old = old_touched & (old_per_group[old_group] == 1) & \
-        (state["start"].to_numpy() == g_start[old_group]) & (state["end"].to_numpy() == g_end[old_group])
+        (old["start"] == g_start[old_group]) & (old["end"] == g_end[old_group])
     merged_away = old_touched & ~in_place_old
 
     # Result rows: untouched old rows as they are, then one row per touched group.
@@ -474,23 +476,23 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs
     head_of_group[group[::-1]] = np.arange(len(group))[::-1]
     heads = head_of_group[touched_ids]
     for k in keys:
-        res[k] = cand[k].to_numpy()[heads]
+        res[k] = cand[k][heads]
     res["start"], res["end"] = g_start[touched_ids], g_end[touched_ids]
 
     # Accumulators: merge the touched old rows' accumulators with the (open) partials.
     acc_names = [c for c in state.columns if c.startswith("a")]
     src_old = np.flatnonzero(old_touched)
     src_new = np.flatnonzero(partial_ok)
-    acc_rows = {name: np.concatenate([state[name].to_numpy()[src_old], partial[name].to_numpy()[src_new]])
+    acc_rows = {name: np.concatenate([old[name][src_old], new[name][src_new]])
                 for name in acc_names}
     acc_group = result_of_group[np.concatenate([old_group[src_old], new_group[src_new]])]
     # Every touched group has a source row: its open partials, or else its closed old window.
     res.update(_merge_accumulators(spec, acc_rows, acc_group, n_res))
 
     counts_res = np.zeros(n_res, dtype=np.int64)
-    np.add.at(counts_res, result_of_group[new_group[src_new]], partial["n_new"].to_numpy()[src_new])
+    np.add.at(counts_res, result_of_group[new_group[src_new]], new["n_new"][src_new])
     pending_old = np.zeros(n_res, dtype=np.int64)
-    np.add.at(pending_old, result_of_group[old_group[src_old]], state["n_pending"].to_numpy()[src_old])
+    np.add.at(pending_old, result_of_group[old_group[src_old]], old["n_pending"][src_old])
     res["n_pending"] = pending_old + counts_res
 
     res_closed = closed_group[touched_ids]
@@ -500,7 +502,7 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs
 
     # Pane metadata: kept for windows updated in place, fresh for new and merged windows.
     all_old_done = np.ones(n_res, dtype=bool)
-    np.logical_and.at(all_old_done, result_of_group[old_group[src_old]], state["on_time_done"].to_numpy()[src_old])
+    np.logical_and.at(all_old_done, result_of_group[old_group[src_old]], old["on_time_done"][src_old])
     res["on_time_done"] = np.where(in_place_res, False, (res["end"] <= watermark) & all_old_done)
     res["pane_index"] = np.zeros(n_res, dtype=np.int64)
     res["emitted"] = np.zeros(n_res, dtype=bool)
@@ -510,13 +512,12 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs
     if in_place_old.any():
         dst = result_of_group[old_group[in_place_old]]
         for name in ["on_time_done", "pane_index", "emitted", "last_timing"] + [f"o{i}" for i in range(len(spec.aggregations))]:
-            res[name][dst] = state[name].to_numpy()[in_place_old]
+            res[name][dst] = old[name][in_place_old]
 
     # Trigger state: merged from the old windows (Beam on_merge), fresh for new windows.
     trig_names = [c for c in state.columns if c.startswith("t.")]
     fresh = spec.trigger.fresh_state(n_res)
-    src_ctx = TriggerContext({c: state[c].to_numpy()[src_old] for c in trig_names},
-                             state["end"].to_numpy()[src_old], watermark, 0)
+    src_ctx = TriggerContext({c: old[c][src_old] for c in trig_names}, old["end"][src_old], watermark, 0)
     dst_ctx = TriggerContext(dict(fresh), res["end"], watermark, 0)
     if len(src_old):
         spec.trigger.merge(src_ctx, result_of_group[old_group[src_old]], dst_ctx)
@@ -527,24 +528,25 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs
     if spec.mode is AccumulationMode.ACCUMULATING_AND_RETRACTING:
         # A closed window's panes are final (its state was cleared when its trigger finished,
         # so the merged window does not re-emit it): only open windows are retracted.
-        gone = merged_away & state["emitted"].to_numpy() & ~old_closed
+        gone = merged_away & old["emitted"] & ~old_closed
         if gone.any():
-            retractions.append(_retraction_rows(spec, {c: state[c].to_numpy()[gone] for c in state.columns},
+            retractions.append(_retraction_rows(spec, {c: old[c][gone] for c in state.columns},
                                                 merged_away=True))
 
     untouched_old = ~old_touched
-    table = {name: np.concatenate([state[name].to_numpy()[untouched_old], res[name]]) for name in state.columns}
+    table = {name: np.concatenate([old[name][untouched_old], res[name]]) for name in state.columns}
     counts = np.concatenate([np.zeros(int(untouched_old.sum()), np.int64), counts_res * ~res_closed])
     return table, counts
 
 
-def _candidate_groups(spec: EngineSpec, cand: pd.DataFrame) -> np.ndarray:
+def _candidate_groups(spec: EngineSpec, cand: dict[str, np.ndarray]) -> np.ndarray:
     """Group id per candidate window: same window, or (sessions) overlapping windows of a key."""
     keys = spec.key_columns
     if not spec.windows.merging:
-        return cand.groupby(keys + ["start"], sort=False, dropna=False).ngroup().to_numpy()
-    key_code, _ = _factorize_keys([cand[k].to_numpy() for k in keys])
-    return _session_groups(key_code, cand["start"].to_numpy(), cand["end"].to_numpy())
+        frame = pd.DataFrame({c: cand[c] for c in keys + ["start"]})
+        return frame.groupby(keys + ["start"], sort=False, dropna=False).ngroup().to_numpy()
+    key_code, _ = _factorize_keys([cand[k] for k in keys])
+    return _session_groups(key_code, cand["start"], cand["end"])
 
 
 def _sort_by_key_then_time(key_code: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -557,11 +559,23 @@ def _sort_by_key_then_time(key_code: np.ndarray, times: np.ndarray) -> np.ndarra
     return np.lexsort((times, key_code))
 
 
+def _running_max_per_key(key_code: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` restarting at each key (rows sorted by key code): one NumPy
+    accumulate over values lifted by key when that fits in int64, else pandas' grouped cummax."""
+    if len(values) == 0:
+        return values
+    low, span = int(values.min()), int(values.max()) - int(values.min()) + 1
+    if (int(key_code.max()) + 1) * span < 2**62:
+        lift = key_code * span
+        return np.maximum.accumulate(lift + (values - low)) - lift + low
+    return pd.Series(values).groupby(key_code, sort=False).cummax().to_numpy()
+
+
 def _session_groups(key_code: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Group id per window: overlapping windows of one key share a group (touching ones do not)."""
     order = _sort_by_key_then_time(key_code, start)
     k, s, e = key_code[order], start[order], end[order]
-    running_end = pd.Series(e).groupby(k, sort=False).cummax().to_numpy()
+    running_end = _running_max_per_key(k, e)
     prev_end = np.concatenate([[np.iinfo(np.int64).min], running_end[:-1]])
     prev_key = np.concatenate([[-1], k[:-1]])
     starts_group = (k != prev_key) | (s >= prev_end)
