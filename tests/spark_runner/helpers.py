@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Row
 from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState
 
-from windowing.runners.combine import lift
+from windowing.runners.combine import lift, pack
 from windowing.runners.spark import SparkPlan
 
 NO_TIMESTAMP = -1
@@ -53,15 +54,20 @@ def worker_frame(frame: pd.DataFrame, plan: SparkPlan, time: str = "ts") -> pd.D
 
 
 def shipped(frame: pd.DataFrame, plan: SparkPlan, partition_rows: int = 5) -> pd.DataFrame:
-    """What reaches the shuffle: ``worker_frame`` with its bucket, lifted per input partition when the plan says so."""
+    """What reaches the shuffle: ``worker_frame`` with its bucket, lifted or packed per input partition
+    when the plan says so (packed rows as pyspark hands them over: a column of arrays each)."""
     data = worker_frame(frame, plan)
-    data.insert(0, "_b", buckets_of(data, plan.adapter.buckets))
-    if plan.lifting is None or len(data) == 0:
+    data.insert(0, "_b", buckets_of(data, plan.adapter.buckets).astype(np.int32))
+    if (plan.lifting is None and not plan.adapter.packed) or len(data) == 0:
         return data
     partitions = [data.iloc[i:i + partition_rows].drop(columns="_wm_ms") for i in range(0, len(data), partition_rows)]
-    lifted = pd.concat([out for part in partitions for out in lift(iter([part]), plan.lifting)], ignore_index=True)
-    lifted["_wm_ms"] = lifted["_tmax"] // 1000 + plan.horizon_ms
-    return lifted
+    if plan.lifting is not None:
+        out = pd.concat([out for part in partitions for out in lift(iter([part]), plan.lifting)], ignore_index=True)
+    else:
+        batches = [pa.RecordBatch.from_pandas(part, preserve_index=False) for part in partitions]
+        out = pd.concat([packed.to_pandas() for batch in batches for packed in pack(iter([batch]))], ignore_index=True)
+    out["_wm_ms"] = out["_tmax"] // 1000 + plan.horizon_ms
+    return out
 
 
 def buckets_of(frame: pd.DataFrame, n: int) -> np.ndarray:

@@ -19,7 +19,7 @@ from windowing.errors import WindowingConfigError
 from windowing.runners.spark import plan_spark, uses_processing_time
 
 from .helpers import (SimulatedQuery, assert_same_late_data, assert_same_panes, events, shipped, spark_schema,
-                      split_output, worker_frame)
+                      split_output)
 
 rows = st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 120), st.integers(-5, 50)),
                 min_size=0, max_size=40)
@@ -73,6 +73,23 @@ def test_lifting_folds_rows_only_where_it_is_exact():
     assert plan_spark(w.trigger(Repeatedly(AfterCount(2))), tuple(LIFTABLE.items()), spark_schema(frame), 1).lifting is None
     assert plan_spark(windowed(frame, time="ts", key="user").sessions("5 seconds"), tuple(LIFTABLE.items()),
                       spark_schema(frame), 1).lifting is None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=rows, buckets=st.integers(1, 4), partition_rows=st.integers(1, 7))
+def test_packing_hands_every_row_to_its_bucket_once(rows, buckets, partition_rows):
+    frame = events(rows)
+    w = windowed(frame, time="ts", key="user").sessions("15 seconds")
+    plain = plan_spark(w, tuple(AGGS.items()), spark_schema(frame), buckets, combine=False)
+    plan = plan_spark(w, tuple(AGGS.items()), spark_schema(frame), buckets)
+    assert plan.adapter.packed and not plain.adapter.packed
+    packed, unpacked = shipped(frame, plan, partition_rows), shipped(frame, plain)
+    assert len(packed) <= -(-len(frame) // partition_rows) * buckets  # a row per bucket and input partition
+    as_rows = lambda elements: sorted(map(tuple, elements.astype(str).to_numpy().tolist()))
+    for b in range(buckets):
+        mine = packed[packed["_b"] == b]
+        assert all(t == max(ts) for t, ts in zip(mine.get("_tmax", []), mine["_t"]))
+        assert as_rows(plan.adapter.elements([mine])) == as_rows(plain.adapter.elements([unpacked[unpacked["_b"] == b]]))
 
 
 def test_batch_function_fires_every_window_at_end_of_input():
@@ -216,7 +233,7 @@ def test_an_output_type_that_cannot_be_derived_names_the_aggregation_and_the_way
         plan_spark(w, (("s", fold),), spark_schema(frame), 2)
     typed = plan_spark(w, (("s", spark_typed(fold, "bigint")),), spark_schema(frame), 2)
     assert typed.out_schema["s"].dataType.simpleString() == "bigint"
-    out = typed.adapter.run_batch(worker_frame(frame, typed).drop(columns="_wm_ms"))
+    out = typed.adapter.run_batch(shipped(frame, typed).drop(columns="_wm_ms"))
     assert list(out["s"]) == [1]
 
 

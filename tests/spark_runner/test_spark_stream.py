@@ -165,6 +165,32 @@ def test_restarts_from_the_checkpoint_emit_exactly_the_uninterrupted_panes(spark
     assert_same_panes(read_sink(spark, sink), uninterrupted)
 
 
+def test_a_checkpoint_restarts_with_packing_switched_off_or_on(spark, where):
+    """Session windows are packed before the shuffle; ``windowing.spark.combine=false`` ships rows one
+    by one, as versions before packing did. A checkpoint of either restarts as the other: the stateful
+    operator and its state are the same, only its input rows differ."""
+    from windowing.runners.spark import COMBINE_CONF
+
+    def build(s):
+        return windowed(s, time="ts", key="user").sessions("5 seconds").watermark("5 seconds") \
+            .aggregate(total=Sum("amount"), n=Count())
+
+    parts = [events(ROWS[i:i + 3]) for i in range(0, len(ROWS), 3)] + [events([("z", 300, 0)])]
+    source, sink, checkpoint = where()
+    _feed(start(spark, source, sink, checkpoint, build), source, parts)
+    uninterrupted = read_sink(spark, sink)
+    assert len(uninterrupted) > 0
+
+    source, sink, checkpoint = where()
+    try:
+        for first, last, combine in ((0, 2, "false"), (2, 4, "true"), (4, len(parts), "false")):
+            spark.conf.set(COMBINE_CONF, combine)
+            _feed(start(spark, source, sink, checkpoint, build), source, parts[first:last], first)
+    finally:
+        spark.conf.unset(COMBINE_CONF)
+    assert_same_panes(read_sink(spark, sink), uninterrupted)
+
+
 def _with_late_data(source):
     # AtWatermark() finishes after its ON_TIME pane: within the lateness an element is dropped as
     # "window closed", beyond it as "beyond allowed lateness".

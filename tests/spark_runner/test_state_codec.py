@@ -18,7 +18,7 @@ from windowing.runners.spark import plan_spark
 from windowing.state_codec import MAGIC, decode, encode
 from windowing.timeaxis import MAX_TIME
 
-from .helpers import events, spark_schema, worker_frame
+from .helpers import events, shipped, spark_schema
 
 SAMPLES = Path(__file__).parent / "data"
 T0 = 1_704_067_200 * 10**9  # 2024-01-01 in ns
@@ -42,7 +42,7 @@ def _assert_tables_equal(a: pd.DataFrame, b: pd.DataFrame) -> None:
 def test_decode_of_encode_is_the_table(rows, watermark_s):
     frame = events(rows)
     adapter = _plan(frame).adapter
-    elements = adapter.elements([worker_frame(frame, _plan(frame)).drop(columns="_wm_ms")])
+    elements = adapter.elements([shipped(frame, _plan(frame)).drop(columns="_wm_ms")])
     table = step(adapter.plan.spec, adapter.fresh_state(), elements, T0 + watermark_s * 10**9, 0).state
     decoded, meta = decode(encode(table, 4))
     assert meta["buckets"] == 4

@@ -4,6 +4,8 @@ Rows are grouped by a *bucket* of keys, ``pmod(xxhash64(keys), buckets)``,
 not by the raw key: one Python call then runs the vectorized engine step over
 all keys of a bucket, and the bucket's state holds the window table of all
 its keys (`windowing.state_codec`). Not keyed: one bucket, parallelism 1.
+Before the shuffle, rows are lifted (pre-aggregated) where that is exact, and
+otherwise packed into one row of arrays per bucket (`windowing.runners.combine`).
 
 - Batch DataFrame: ``groupBy(bucket).applyInPandas``; every bucket runs one
   step with all its rows, then end of input (watermark to infinity) fires
@@ -38,7 +40,7 @@ from ..errors import WindowingConfigError
 from ..plan import Plan, check_columns, make_plan
 from ..state_codec import decode, encode
 from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
-from .combine import Lifting, engine_aggregations, lift, lifting
+from .combine import Lifting, engine_aggregations, lift, lifting, pack
 
 BUCKETS_CONF = "windowing.spark.buckets"
 COMBINE_CONF = "windowing.spark.combine"
@@ -201,13 +203,15 @@ class BucketStep:
     processing_time_mode: bool
     late_output: bool = False
     """Also emit the dropped elements as ``kind = LATE`` rows (`output`); panes get ``kind = PANE``."""
+    packed: bool = False
+    """Rows arrive packed by `combine.pack`: one row per bucket and packing, each column an array."""
 
     # -- frames in and out --
     def elements(self, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
-        frames = [f for f in frames if len(f)]
         spec = self.plan.spec
         names = spec.key_columns + [_T] + [f"_v{i}" for i, c in enumerate(self.plan.value_columns) if c is not None]
         names += [_E] if self.late_output else []
+        frames = [_unpacked(f, names) if self.packed else f for f in frames if len(f)]
         if not frames:
             empty = {k: pd.Series([], dtype=self.key_dtypes[i]) for i, k in enumerate(spec.key_columns)}
             empty[_T] = np.array([], np.int64)
@@ -327,6 +331,11 @@ class BucketStep:
             # Spark times a group out once watermark > timestamp; the window is due once
             # watermark >= ceil(at_watermark) in ms, so the timestamp is one ms earlier.
             state.setTimeoutTimestamp(int(max(self._to_ms_ceil(at_watermark) - 1, watermark_ms, 1)))
+
+
+def _unpacked(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """The elements of packed rows (`combine.pack`): each column's arrays concatenated."""
+    return pd.DataFrame({name: np.concatenate(frame[name].to_numpy()) for name in names})
 
 
 def _micros(ns: np.ndarray) -> np.ndarray:
@@ -577,7 +586,8 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
 
     key_dtypes = tuple(_numpy_dtype(types[k]) for k in keys) or (np.dtype(np.int64),)
     pt_mode = uses_processing_time(plan.spec)
-    adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, buckets, pt_mode, late_data)
+    adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, buckets, pt_mode, late_data,
+                         packed=combine and how is None)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
                      "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
                      NEVER_BEHIND_MS if late_data else _horizon_ms(plan),
@@ -603,8 +613,8 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
         _check_watermark(pipeline, adapter.plan, watermarked)
-    if watermarked is not None and sp.lifting is not None:
-        # mapInPandas would lose the watermark's column; without lifting it passes through.
+    if watermarked is not None and (sp.lifting is not None or adapter.packed):
+        # mapInPandas / mapInArrow would lose the watermark's column; unlifted rows pass it through.
         sp = plan_spark(pipeline, aggregations, source.schema, adapter.buckets, combine=False, late_data=late_data)
         adapter = sp.adapter
 
@@ -627,6 +637,12 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
             return lift(frames, how)
 
         frame, latest = frame.mapInPandas(combine_rows, sp.lifted_schema), "_tmax"
+    elif adapter.packed:
+        from pyspark.sql import types as T
+
+        packed = T.StructType([f if f.name == _B else T.StructField(f.name, T.ArrayType(f.dataType)) for f in frame.schema]
+                              + [T.StructField("_tmax", T.LongType())])
+        frame, latest = frame.mapInArrow(pack, packed), "_tmax"
 
     if not source.isStreaming:
         def run_batch(frame: pd.DataFrame) -> pd.DataFrame:  # Spark counts a bound method's `self` as an argument
