@@ -62,10 +62,11 @@ def shipped(frame: pd.DataFrame, plan: SparkPlan, partition_rows: int = 5) -> pd
         return data
     partitions = [data.iloc[i:i + partition_rows].drop(columns="_wm_ms") for i in range(0, len(data), partition_rows)]
     if plan.lifting is not None:
-        out = pd.concat([out for part in partitions for out in lift(iter([part]), plan.lifting)], ignore_index=True)
-    else:
+        partitions = [lifted for part in partitions for lifted in lift(iter([part]), plan.lifting)]
+    if plan.adapter.packed:
         batches = [pa.RecordBatch.from_pandas(part, preserve_index=False) for part in partitions]
-        out = pd.concat([packed.to_pandas() for batch in batches for packed in pack(iter([batch]))], ignore_index=True)
+        partitions = [packed.to_pandas() for batch in batches for packed in pack(iter([batch]))]
+    out = pd.concat(partitions, ignore_index=True)
     out["_wm_ms"] = out["_tmax"] // 1000 + plan.horizon_ms
     return out
 

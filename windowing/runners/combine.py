@@ -1,7 +1,7 @@
-"""Combiner lifting: pre-aggregate rows before the shuffle to the stateful step.
+"""Before the shuffle to the stateful step: combiner lifting (pre-aggregation) and packing.
 
 Beam lifts a combiner into a partial combine before the shuffle. Here a
-stateless ``mapInPandas`` folds, per input partition and micro-batch, all rows
+stateless ``mapInArrow`` folds, per input partition and micro-batch, all rows
 of one key that fall in the same *unit* of time into one row:
 
 - fixed windows: the unit is the window; sliding windows: the slide
@@ -19,9 +19,10 @@ It is exact, not an approximation, when:
 3. the trigger does not count elements (``AfterCount``, ``with_*_firings_every(n)``
    with an int): within a step the engine evaluates triggers once after all
    elements, so watermark and processing-time triggers see no difference.
-Otherwise (`lifting` returns None) the rows are *packed* instead (`pack`): a
-stateless ``mapInArrow`` turns the rows of each bucket into one row of
-arrays, and the stateful step unpacks them. Packing is exact for every
+The folded rows are then packed (`lift_and_pack`). Otherwise (`lifting`
+returns None) the rows are only *packed* (`pack`): the same stateless
+``mapInArrow`` turns the rows of each bucket into one row of arrays, and the
+stateful step unpacks them. Packing is exact for every
 pipeline, since every element still reaches the engine; it saves Spark's
 per-row work (shuffle, sort, Arrow conversion), not the engine's. Session
 windows are packed, not lifted: a partial session's contribution would be
@@ -107,7 +108,7 @@ def engine_aggregations(aggregations: tuple[tuple[str, Accumulation], ...]) -> t
 
 
 def lift(frames: Iterator[pd.DataFrame], how: Lifting) -> Iterator[pd.DataFrame]:
-    """``mapInPandas`` body: all chunks of one partition folded to one row per (bucket, key, unit)."""
+    """All chunks of one partition folded to one row per (bucket, key, unit)."""
     parts = [f for f in frames if len(f)]
     if not parts:
         return
@@ -135,7 +136,8 @@ PACK_ROWS = 1 << 17
 
 def pack(batches: Iterator[pa.RecordBatch], bucket: str = "_b", time: str = "_t") -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: the rows of each bucket, ``PACK_ROWS`` input rows at a time, as one row of
-    arrays (every column but ``bucket`` becomes a list), plus ``_tmax``, the latest event time packed.
+    arrays (every column but ``bucket`` becomes a list), plus ``_tmax``, the latest event time packed
+    (from the rows' own ``_tmax`` when they are lifted rows).
 
     Exact for every pipeline: each element still reaches the engine, only in fewer rows; Spark then
     shuffles, sorts and converts a row per bucket instead of a row per element.
@@ -160,7 +162,14 @@ def _packed(table: pa.Table, bucket: str, time: str) -> pa.RecordBatch:
     offsets = pa.array(np.append(starts, len(buckets)).astype(np.int32))
     columns = {bucket: pa.array(buckets[starts])}
     for name in table.column_names:
-        if name != bucket:
+        if name not in (bucket, "_tmax"):
             columns[name] = pa.ListArray.from_arrays(offsets, table[name].combine_chunks())
-    columns["_tmax"] = pa.array(np.maximum.reduceat(table[time].to_numpy(), starts))
+    latest = table["_tmax" if "_tmax" in table.column_names else time].to_numpy()
+    columns["_tmax"] = pa.array(np.maximum.reduceat(latest, starts))
     return pa.RecordBatch.from_pydict(columns)
+
+
+def lift_and_pack(batches: Iterator[pa.RecordBatch], how: Lifting, lifted: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: `lift` the rows, then `pack` the lifted rows (of Arrow schema ``lifted``)."""
+    folded = lift((batch.to_pandas() for batch in batches), how)
+    yield from pack(pa.RecordBatch.from_pandas(frame, schema=lifted, preserve_index=False) for frame in folded)

@@ -40,7 +40,7 @@ from ..errors import WindowingConfigError
 from ..plan import Plan, check_columns, make_plan
 from ..state_codec import decode, encode
 from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
-from .combine import Lifting, engine_aggregations, lift, lifting, pack
+from .combine import Lifting, engine_aggregations, lift_and_pack, lifting, pack
 
 BUCKETS_CONF = "windowing.spark.buckets"
 COMBINE_CONF = "windowing.spark.combine"
@@ -586,8 +586,7 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
 
     key_dtypes = tuple(_numpy_dtype(types[k]) for k in keys) or (np.dtype(np.int64),)
     pt_mode = uses_processing_time(plan.spec)
-    adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, buckets, pt_mode, late_data,
-                         packed=combine and how is None)
+    adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, buckets, pt_mode, late_data, packed=combine)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
                      "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
                      NEVER_BEHIND_MS if late_data else _horizon_ms(plan),
@@ -614,7 +613,7 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     if source.isStreaming:
         _check_watermark(pipeline, adapter.plan, watermarked)
     if watermarked is not None and (sp.lifting is not None or adapter.packed):
-        # mapInPandas / mapInArrow would lose the watermark's column; unlifted rows pass it through.
+        # mapInArrow would lose the watermark's column; rows neither lifted nor packed pass it through.
         sp = plan_spark(pipeline, aggregations, source.schema, adapter.buckets, combine=False, late_data=late_data)
         adapter = sp.adapter
 
@@ -631,18 +630,16 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     frame = source.select(*projected)
     latest = _T
     if sp.lifting is not None:
-        how = sp.lifting
+        from pyspark.sql.pandas.types import to_arrow_schema
 
-        def combine_rows(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-            return lift(frames, how)
+        how, lifted = sp.lifting, to_arrow_schema(sp.lifted_schema)
 
-        frame, latest = frame.mapInPandas(combine_rows, sp.lifted_schema), "_tmax"
+        def combine_rows(batches: Iterator[Any]) -> Iterator[Any]:
+            return lift_and_pack(batches, how, lifted)
+
+        frame, latest = frame.mapInArrow(combine_rows, _packed_schema(sp.lifted_schema)), "_tmax"
     elif adapter.packed:
-        from pyspark.sql import types as T
-
-        packed = T.StructType([f if f.name == _B else T.StructField(f.name, T.ArrayType(f.dataType)) for f in frame.schema]
-                              + [T.StructField("_tmax", T.LongType())])
-        frame, latest = frame.mapInArrow(pack, packed), "_tmax"
+        frame, latest = frame.mapInArrow(pack, _packed_schema(frame.schema)), "_tmax"
 
     if not source.isStreaming:
         def run_batch(frame: pd.DataFrame) -> pd.DataFrame:  # Spark counts a bound method's `self` as an argument
@@ -666,6 +663,14 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
 
     out = frame.groupBy(_B).applyInPandasWithState(run_stream, sp.out_schema, sp.state_schema, "append", sp.timeout)
     return _spark_run(_finish(out, adapter.timestamp), adapter.buckets, True, sp.timeout, late_data, source.schema)
+
+
+def _packed_schema(schema: Any) -> Any:
+    """The Spark schema of `combine.pack`'s rows: ``_b``, every other column as an array, ``_tmax``."""
+    from pyspark.sql import types as T
+
+    arrays = [f if f.name == _B else T.StructField(f.name, T.ArrayType(f.dataType)) for f in schema if f.name != "_tmax"]
+    return T.StructType(arrays + [T.StructField("_tmax", T.LongType())])
 
 
 def _spark_run(out: Any, buckets: int, streaming: bool, timeout: str | None, late_data: bool, schema: Any) -> SparkRun:
