@@ -364,8 +364,8 @@ def _factorize_keys(key_values: list[np.ndarray]) -> tuple[np.ndarray, list[np.n
     return codes, columns
 
 
-def _aggregate_pairs(spec: EngineSpec, elements: pd.DataFrame, pairs: _Pairs) -> pd.DataFrame:
-    """One row per (key, window) of the step holding the pairs' partial accumulators.
+def _aggregate_pairs(spec: EngineSpec, elements: pd.DataFrame, pairs: _Pairs) -> dict[str, np.ndarray]:
+    """Columns of one row per (key, window) of the step holding the pairs' partial accumulators.
 
     For sessions, the rows are the step's proto-sessions already merged with
     each other; merging with the existing sessions happens in `_combine`.
@@ -397,7 +397,7 @@ def _aggregate_pairs(spec: EngineSpec, elements: pd.DataFrame, pairs: _Pairs) ->
     values = [None if f"_v{i}" not in elements else _take(elements[f"_v{i}"].to_numpy(), pairs.element, n_src)
               for i in range(len(spec.aggregations))]
     out.update(_partial_accumulators(spec, values, group, n_groups))
-    return pd.DataFrame(out)
+    return out
 
 
 def _window_rows(spec: EngineSpec, n: int, end: np.ndarray, watermark: int) -> dict[str, np.ndarray]:
@@ -411,26 +411,24 @@ def _window_rows(spec: EngineSpec, n: int, end: np.ndarray, watermark: int) -> d
     return out
 
 
-def _combine(spec: EngineSpec, state: pd.DataFrame, partial: pd.DataFrame, pairs: _Pairs, labels: pd.Index,
+def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], pairs: _Pairs, labels: pd.Index,
              watermark: int, dropped: list, retractions: list) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Fold the partial windows into the window table; merge sessions.
+    """Fold the step's partial windows (``new``, as columns) into the window table; merge sessions.
 
     Returns the new table (as columns) and, per row, how many elements it
     received in this step.
     """
     keys = spec.key_columns
-    if len(partial) == 0:
+    if len(new["n_new"]) == 0:
         table = {name: state[name].to_numpy() for name in state.columns}
         return table, np.zeros(len(state), dtype=np.int64)
     if len(state) == 0 and not spec.windows.merging:  # every partial window is a new window
-        n_new = partial["n_new"].to_numpy()
-        table = {name: partial[name].to_numpy() for name in partial.columns if name != "n_new"}
-        table.update(_window_rows(spec, len(partial), table["end"], watermark), n_pending=n_new)
-        return {name: table[name] for name in state.columns}, n_new
+        table = {name: values for name, values in new.items() if name != "n_new"}
+        table.update(_window_rows(spec, len(new["n_new"]), table["end"], watermark), n_pending=new["n_new"])
+        return {name: table[name] for name in state.columns}, new["n_new"]
 
     # Columns as NumPy arrays once: a pandas column lookup costs more than most steps' arithmetic.
     old = {name: state[name].to_numpy() for name in state.columns}
-    new = {name: partial[name].to_numpy() for name in partial.columns}
     n_old = len(state)
     cand = {c: np.concatenate([old[c], new[c]]) for c in keys + ["start", "end"]}
     group = _candidate_groups(spec, cand)
