@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from spark_cpu import cpu_seconds, jvm_pid  # noqa: E402
+from spark_cpu import cpu_seconds, jvm_pid, wait_for_source_runners  # noqa: E402
 from storage import FileSplitter  # noqa: E402
 
 MB = 1024 * 1024
@@ -55,7 +55,9 @@ def timed(frame, jvm: int) -> tuple[float, float, float, int, int]:
     counted = frame.observe("counted", F.count(F.lit(1)).alias("lines"))
     query = counted.writeStream.format("noop").trigger(availableNow=True).start()
     query.awaitTermination()
-    seconds, after = time.perf_counter() - begin, cpu_seconds(jvm)
+    seconds = time.perf_counter() - begin
+    wait_for_source_runners(jvm)
+    after = cpu_seconds(jvm)
     batches = [p for p in query.recentProgress if p["numInputRows"]]
     return seconds, after[0] - cpu[0], after[1] - cpu[1], sum(p["observedMetrics"]["counted"]["lines"] for p in batches), len(batches)
 
