@@ -62,6 +62,13 @@ def timed(frame, jvm: int) -> tuple[float, float, float, int, int]:
     return seconds, after[0] - cpu[0], after[1] - cpu[1], sum(p["observedMetrics"]["counted"]["lines"] for p in batches), len(batches)
 
 
+def checked(frame, jvm: int, expected: int, what: str) -> tuple[float, float, float, int]:
+    """``timed``, checking that the query read ``expected`` rows; without the row count."""
+    seconds, jvm_cpu, python_cpu, rows, batches = timed(frame, jvm)
+    assert rows == expected, f"{what} read {rows} rows, expected {expected}"
+    return seconds, jvm_cpu, python_cpu, batches
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-gb", type=float, default=2.0)
@@ -92,11 +99,10 @@ def main() -> None:
         timed(FileSplitter(data, block_size=128 * MB, blocks_per_batch=16, settle=0).read_stream(spark), jvm)
         line_rows = (spark.readStream.format("file_splitter").option("block_size", str(32 * MB))  # registered above
                      .option("blocks_per_batch", "8").option("settle", "0").load(data))
-        native_s, *native_cpu, rows, _ = timed(native(), jvm)
+        native_s, *native_cpu, _ = checked(native(), jvm, lines, "native")
         native_cpu = sum(native_cpu)
-        seconds, jvm_cpu, python_cpu, rows, _ = timed(line_rows, jvm)
+        seconds, jvm_cpu, python_cpu, _ = checked(line_rows, jvm, lines, "line-row splitter")
         cpu = jvm_cpu + python_cpu
-        assert rows == lines, f"line-row splitter read {rows} rows, expected {lines}"
         print(f"line rows (before), 32 MiB blocks, 8 per batch: {seconds:.1f} s ({cpu:.1f} cpu s: JVM {jvm_cpu:.1f}, "
               f"Python {python_cpu:.1f}); native `value` "
               f"right before: {native_s:.1f} s ({native_cpu:.1f} cpu s); ratio {native_s / seconds:.2f}x "
@@ -106,8 +112,8 @@ def main() -> None:
         try:
             with open(os.path.join(tiny, "one.txt"), "w") as out:
                 out.write("abc\n")
-            seconds, jvm_cpu, python_cpu, rows, _ = timed(FileSplitter(tiny, settle=0).read_stream(spark), jvm)
-            assert rows == 1, f"splitter read {rows} rows of a one-line file"
+            seconds, jvm_cpu, python_cpu, _ = checked(FileSplitter(tiny, settle=0).read_stream(spark), jvm, 1,
+                                                      "splitter over a one-line file")
             print(f"fixed cost, one 4-byte file: {seconds:.1f} s (cpu s: JVM {jvm_cpu:.1f}, Python {python_cpu:.1f})\n",
                   flush=True)
         finally:
@@ -119,17 +125,14 @@ def main() -> None:
               "| splitter / native `value`: wall (cpu) | splitter / native `value, path`: wall (cpu) |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for block_mb, per_batch in [(128, 2), (128, 16), (32, 8), (32, 64), (8, 256)]:
-            native_s, *native_cpu, rows, _ = timed(native(), jvm)
+            native_s, *native_cpu, _ = checked(native(), jvm, lines, "native")
             native_cpu = sum(native_cpu)
-            assert rows == lines, f"native read {rows} rows, expected {lines}"
-            path_s, *path_cpu, rows, _ = timed(native_path(), jvm)
+            path_s, *path_cpu, _ = checked(native_path(), jvm, lines, "native with path")
             path_cpu = sum(path_cpu)
-            assert rows == lines, f"native with path read {rows} rows, expected {lines}"
             splitter = FileSplitter(data, block_size=block_mb * MB, blocks_per_batch=per_batch, settle=0)
             blocks = sum(-(-os.path.getsize(os.path.join(data, n)) // (block_mb * MB)) for n in os.listdir(data))
-            seconds, jvm_cpu, python_cpu, rows, batches = timed(splitter.read_stream(spark), jvm)
+            seconds, jvm_cpu, python_cpu, batches = checked(splitter.read_stream(spark), jvm, lines, "splitter")
             cpu = jvm_cpu + python_cpu
-            assert rows == lines, f"splitter read {rows} rows, expected {lines}"
             print(f"| {block_mb} MiB | {per_batch} | {blocks} | {batches} | {seconds:.1f} ({jvm_cpu:.1f} + {python_cpu:.1f}) "
                   f"| {lines / seconds:,.0f} | {native_s:.1f} ({native_cpu:.1f}) | {path_s:.1f} ({path_cpu:.1f}) "
                   f"| {native_s / seconds:.2f}x ({native_cpu / cpu:.2f}x) "
