@@ -12,16 +12,18 @@ of such a character is ``0x0A``.
 from __future__ import annotations
 
 import warnings
-from typing import IO, Sequence
+from typing import IO, TYPE_CHECKING, Iterator, Sequence
 
 import fsspec
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from storage.splitter.metadata import BlockMetadata
+
+if TYPE_CHECKING:  # pyarrow's to_pandas() imports pandas when a frame is asked for
+    import pandas as pd
 
 #: Arrow schema of the rows every line reader returns (and the Spark source emits). No column
 #: is ever null, and saying so lets Spark's row conversion skip Arrow's null check per value
@@ -34,85 +36,116 @@ LINE_SCHEMA = pa.schema(
         pa.field("offset", pa.int64(), nullable=False),
     ]
 )
-_TAIL_CHUNK = 1 << 20
-#: Bytes read past a block's end in the same read as the block: enough for the end of its last
-#: record unless that record is longer; then ``_TAIL_CHUNK``-sized reads follow.
-_TAIL_GUESS = 64 << 10
+#: Bytes read at a time. Pieces this size keep the newline search's arrays in the CPU cache and
+#: let memory be reused from piece to piece; a whole block at once cost the Spark source's Python
+#: workers more CPU, the more so the larger the block (docs/splitter.md, "Speed").
+PIECE_BYTES = 4 << 20
+#: Read size while looking for the end of a record longer than a piece, or for a block's first record.
+_PROBE_BYTES = 64 << 10
 
 
 class UnreadableFileWarning(UserWarning):
     """A file could not be read and was skipped (``strict=False``)."""
 
 
-def _record_bytes(f: IO[bytes], block: BlockMetadata) -> tuple[int, bytes, int, int]:
-    """The file offset of the block's first record, and its records as ``data[begin:stop]``.
+def _first_record(f: IO[bytes], block: BlockMetadata) -> int | None:
+    """File offset of the first record starting in the block; ``None`` when none does.
 
-    One read covers the block, the byte before it and ``_TAIL_GUESS`` bytes after it, which
-    usually holds the end of the last record; the records are returned as bounds into that
-    read, not copied (copying 32 MiB blocks was a visible part of a Spark task's Python time).
+    A record starts at ``p`` in ``[offset, end)`` iff ``p`` is the segment start or byte ``p - 1``
+    is ``\n``: search bytes ``offset - 1 .. end - 2``.
     """
-    base = block.offset - 1 if block.offset > block.segment_start else block.offset
-    want = min(block.end - base + _TAIL_GUESS, block.segment_end - base)
-    f.seek(base)
-    data = f.read(want)
-    if base < block.offset:
-        # A record starts at p in [offset, end) iff byte p-1 is '\n': search bytes offset-1 .. end-2.
-        newline = data.find(b"\n", 0, block.end - base - 1)
-        if newline < 0:
-            return block.end, b"", 0, 0
-        begin = newline + 1
-    else:
-        begin = 0
-    if begin >= len(data):
-        return block.end, b"", 0, 0
-    # The last record starting in the block ends at the first '\n' at or after byte end-1.
-    stop = data.find(b"\n", block.end - base - 1)
-    if stop >= 0:
-        return base + begin, data, begin, stop + 1
-    if len(data) < want or base + len(data) >= block.segment_end:
-        return base + begin, data, begin, len(data)
-    parts, pos = [data[begin:]], base + len(data)  # a record longer than the tail chunk: read on
-    while pos < block.segment_end:
-        chunk = f.read(min(_TAIL_CHUNK, block.segment_end - pos))
-        if not chunk:
-            break
-        newline = chunk.find(b"\n")
+    if block.offset == block.segment_start:
+        return block.offset
+    pos = block.offset - 1
+    while pos < block.end - 1:
+        f.seek(pos)
+        probe = f.read(min(_PROBE_BYTES, block.end - 1 - pos))
+        if not probe:
+            return None
+        newline = probe.find(b"\n")
         if newline >= 0:
-            parts.append(chunk[: newline + 1])
+            return pos + newline + 1
+        pos += len(probe)
+    return None
+
+
+def _rest_of_record(f: IO[bytes], head: bytes, segment_end: int) -> bytes:
+    """``head`` (read up to the file position of ``f``) and the following bytes up to its first
+    ``\n`` (included) or the segment end: a record longer than a piece."""
+    parts, pos = [head], f.tell()
+    while pos < segment_end:
+        probe = f.read(min(_PROBE_BYTES, segment_end - pos))
+        if not probe:
             break
-        parts.append(chunk)
-        pos += len(chunk)
-    joined = b"".join(parts)
-    return base + begin, joined, 0, len(joined)
+        newline = probe.find(b"\n")
+        if newline >= 0:
+            parts.append(probe[: newline + 1])
+            break
+        parts.append(probe)
+        pos += len(probe)
+    return b"".join(parts)
 
 
-def _read_records(fs: fsspec.AbstractFileSystem, block: BlockMetadata, strict: bool) -> tuple[int, bytes, int, int] | None:
-    """``_record_bytes`` of the block's file; ``None`` (with an ``UnreadableFileWarning``) when the
-    file cannot be read and not ``strict``, so the other blocks go on."""
+def _record_pieces(f: IO[bytes], block: BlockMetadata, piece_bytes: int) -> Iterator[tuple[int, bytes, int]]:
+    """The block's records as pieces ``(file offset, data, stop)`` of about ``piece_bytes``:
+    ``data[:stop]`` is whole records, the first starting at the file offset.
+
+    The last record starting in the block is read to its end, past the block if need be (up to
+    the segment end). A piece ends at a record end, so the next piece is read from there; only a
+    record longer than a piece is read on, and joined, until its end.
+    """
+    pos = _first_record(f, block)
+    while pos is not None and pos < block.end:
+        want = min(piece_bytes, block.segment_end - pos)
+        f.seek(pos)
+        data = f.read(want)
+        if not data:
+            return
+        if len(data) > block.end - pos - 1:
+            # The piece holds byte end-1: the block's last record ends at the first '\n' from there.
+            stop = data.find(b"\n", block.end - pos - 1)
+            if stop >= 0:
+                yield pos, data, stop + 1
+                return
+        if len(data) < want or pos + len(data) >= block.segment_end:
+            yield pos, data, len(data)  # the segment's (or a truncated file's) end ends the last record
+            return
+        last = data.rfind(b"\n")
+        if last < 0:
+            data = _rest_of_record(f, data, block.segment_end)
+            last = len(data) - 1
+        yield pos, data, last + 1
+        pos += last + 1
+
+
+def _pieces_of(fs: fsspec.AbstractFileSystem, block: BlockMetadata, strict: bool,
+               piece_bytes: int) -> Iterator[tuple[int, bytes, int]]:
+    """``_record_pieces`` of the block's file. A file that cannot be opened or read before its first
+    piece gives no piece and an ``UnreadableFileWarning`` unless ``strict``, so the other blocks go
+    on; an error after a piece was given always raises (the block would be cut short silently)."""
+    given = False
     try:
         with fs.open(block.path, "rb") as f:
-            return _record_bytes(f, block)
+            for piece in _record_pieces(f, block, piece_bytes):
+                given = True
+                yield piece
     except OSError as err:
-        if strict:
+        if strict or given:
             raise OSError(f"cannot read block {block.block_id} of file {block.path!r}: {err}") from err
         warnings.warn(f"skipped unreadable file {block.path!r}: {err}", UnreadableFileWarning, stacklevel=3)
-        return None
 
 
-def _split_lines(start: int, data: bytes, begin: int = 0, stop: int | None = None) -> tuple[pa.Array, np.ndarray]:
-    """Lines of ``data[begin:stop]`` (as UTF-8 strings) and their file offsets (``start`` is the
+def _split_lines(start: int, data: bytes, stop: int) -> tuple[pa.Array, np.ndarray]:
+    """Lines of ``data[:stop]`` (as UTF-8 strings) and their file offsets (``start`` is the
     first's), split by Arrow on a zero-copy view, not by a Python loop."""
-    stop = len(data) if stop is None else stop
-    if stop <= begin:
-        return pa.array([], pa.string()), np.empty(0, np.int64)
     if data[stop - 1] == 10:  # the final '\n' ends the last line; it does not start an empty one
         stop -= 1
-    body = pa.py_buffer(data).slice(begin, stop - begin)
-    whole = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(np.array([0, stop - begin], np.int32)), body])
+    body = pa.py_buffer(data).slice(0, stop)
+    whole = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(np.array([0, stop], np.int32)), body])
     raw = pc.split_pattern(whole, pattern=b"\n").flatten()
     sizes = pc.binary_length(raw).to_numpy(zero_copy_only=False).astype(np.int64) + 1
     offsets = start + np.cumsum(sizes) - sizes
-    if data.find(b"\r", begin, stop) >= 0:
+    if data.find(b"\r", 0, stop) >= 0:
         raw = pc.replace_substring_regex(raw, pattern=r"\r\z", replacement=b"")
     try:
         values = raw.cast(pa.string())
@@ -121,25 +154,30 @@ def _split_lines(start: int, data: bytes, begin: int = 0, stop: int | None = Non
     return values, offsets
 
 
-def read_block_table(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict: bool = True) -> pa.Table:
-    """The lines of one block as an Arrow table with ``LINE_SCHEMA``.
+def line_batches(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict: bool = True,
+                 piece_bytes: int = PIECE_BYTES) -> Iterator[pa.RecordBatch]:
+    """The lines of one block as Arrow batches with ``LINE_SCHEMA``, one per piece read.
 
-    With ``strict=False`` an unreadable file gives an empty table and an
-    ``UnreadableFileWarning`` naming the file, so the other blocks go on.
+    With ``strict=False`` a file that cannot be read gives no batch and an ``UnreadableFileWarning``
+    naming the file, so the other blocks go on.
     """
-    read = _read_records(fs, block, strict)
-    if read is None:
-        return LINE_SCHEMA.empty_table()
-    values, offsets = _split_lines(*read)
-    n = len(values)
-    return pa.Table.from_arrays(
-        [values, pa.repeat(pa.scalar(block.path, pa.string()), n),
-         pa.array(np.full(n, block.block_id, np.int64)), pa.array(offsets)],
-        schema=LINE_SCHEMA,
-    )
+    for start, data, stop in _pieces_of(fs, block, strict, piece_bytes):
+        values, offsets = _split_lines(start, data, stop)
+        n = len(values)
+        yield pa.RecordBatch.from_arrays(
+            [values, pa.repeat(pa.scalar(block.path, pa.string()), n),
+             pa.array(np.full(n, block.block_id, np.int64)), pa.array(offsets)],
+            schema=LINE_SCHEMA,
+        )
 
 
-#: Arrow schema of ``read_chunk_table``: a block's records in chunks, one row per chunk. Record
+def read_block_table(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict: bool = True,
+                     piece_bytes: int = PIECE_BYTES) -> pa.Table:
+    """``line_batches`` of one block as one Arrow table."""
+    return pa.Table.from_batches(list(line_batches(fs, block, strict=strict, piece_bytes=piece_bytes)), LINE_SCHEMA)
+
+
+#: Arrow schema of ``chunk_batches``: a block's records in chunks, one row per chunk. Record
 #: ``i`` of a chunk is ``text[offsets[i] - base : offsets[i] - base + lengths[i]]``, UTF-8.
 CHUNK_SCHEMA = pa.schema(
     [
@@ -158,54 +196,65 @@ CHUNK_BYTES = 256 << 10
 
 
 def _chunks(path: str, block_id: int, base: np.ndarray, text: pa.Array, offsets: np.ndarray,
-            lengths: np.ndarray, cuts: np.ndarray) -> pa.Table:
+            lengths: np.ndarray, cuts: np.ndarray) -> pa.RecordBatch:
     """Rows of ``CHUNK_SCHEMA``: chunk ``j`` holds records ``cuts[j]:cuts[j + 1]``."""
     n = len(base)
     rows = pa.array(cuts.astype(np.int32))
-    return pa.Table.from_arrays(
+    return pa.RecordBatch.from_arrays(
         [pa.repeat(pa.scalar(path, pa.string()), n), pa.array(np.full(n, block_id, np.int64)), pa.array(base), text,
          pa.ListArray.from_arrays(rows, pa.array(offsets)), pa.ListArray.from_arrays(rows, pa.array(lengths))],
         schema=CHUNK_SCHEMA,
     )
 
 
-def read_chunk_table(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict: bool = True,
-                     chunk_bytes: int = CHUNK_BYTES) -> pa.Table:
-    """The records of one block as rows of ``CHUNK_SCHEMA``, each about ``chunk_bytes`` of the file.
-
-    The same records as ``read_block_table`` (same reading rules), but with the record bounds
-    beside the bytes instead of one row per record, so the Spark source hands the JVM one row per
-    chunk and the JVM cuts the records out with ``substr``. ``text`` is a zero-copy view of the
-    bytes read, ``\\r\\n`` included (``lengths`` leave the ``\\r`` out). A block with invalid UTF-8
-    takes ``read_block_table``'s replaced lines instead, one chunk per line (rare, slower).
-    """
-    read = _read_records(fs, block, strict)
-    if read is None or read[3] <= read[2]:
-        return CHUNK_SCHEMA.empty_table()
-    start, data, begin, stop = read
-    body = pa.py_buffer(data).slice(begin, stop - begin)
-    whole = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(np.array([0, stop - begin], np.int32)), body])
+def _chunk_piece(path: str, block_id: int, start: int, data: bytes, stop: int, chunk_bytes: int) -> pa.RecordBatch:
+    """The records of ``data[:stop]`` (the first at file offset ``start``) as chunk rows."""
+    body = pa.py_buffer(data).slice(0, stop)
+    whole = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(np.array([0, stop], np.int32)), body])
     try:
         whole.cast(pa.string())
     except pa.ArrowInvalid:  # invalid UTF-8: one chunk per line, holding the line with bad bytes replaced
-        values, offsets = _split_lines(start, data, begin, stop)
+        values, offsets = _split_lines(start, data, stop)
         text = values.cast(pa.binary())
         lengths = pc.binary_length(text).to_numpy().astype(np.int32)
-        return _chunks(block.path, block.block_id, offsets, text, offsets, lengths, np.arange(len(offsets) + 1))
-    view = np.frombuffer(data, np.uint8, stop - begin, begin)
-    ends = np.flatnonzero(view == 10)  # relative to begin, like every position below
+        return _chunks(path, block_id, offsets, text, offsets, lengths, np.arange(len(offsets) + 1))
+    view = np.frombuffer(data, np.uint8, stop)
+    ends = np.flatnonzero(view == 10)
     if view[-1] != 10:
-        ends = np.append(ends, stop - begin)  # the last record has no final '\n'
+        ends = np.append(ends, stop)  # the last record has no final '\n'
     starts = np.empty_like(ends)
     starts[0], starts[1:] = 0, ends[:-1] + 1
-    carriage_return = (ends > starts) & (view[np.maximum(ends - 1, 0)] == 13)
-    lengths = (ends - starts - carriage_return).astype(np.int32)
+    lengths = ends - starts
+    if data.find(b"\r", 0, stop) >= 0:  # drop the '\r' of '\r\n'
+        lengths -= (lengths > 0) & (view[np.maximum(ends - 1, 0)] == 13)
     # Chunk j starts at the first record starting at or after j * chunk_bytes.
-    cuts = np.unique(np.searchsorted(starts, np.arange(0, stop - begin, chunk_bytes)))
+    cuts = np.unique(np.searchsorted(starts, np.arange(0, stop, chunk_bytes)))
     cuts = np.append(cuts[cuts < len(starts)], len(starts))
-    bounds = np.append(starts[cuts[:-1]], stop - begin).astype(np.int32)
+    bounds = np.append(starts[cuts[:-1]], stop).astype(np.int32)
     text = pa.Array.from_buffers(pa.binary(), len(cuts) - 1, [None, pa.py_buffer(bounds), body])
-    return _chunks(block.path, block.block_id, start + starts[cuts[:-1]], text, start + starts, lengths, cuts)
+    return _chunks(path, block_id, start + starts[cuts[:-1]], text, start + starts, lengths.astype(np.int32), cuts)
+
+
+def chunk_batches(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict: bool = True,
+                  chunk_bytes: int = CHUNK_BYTES, piece_bytes: int = PIECE_BYTES) -> Iterator[pa.RecordBatch]:
+    """The records of one block as rows of ``CHUNK_SCHEMA``, each about ``chunk_bytes`` of the file,
+    in one Arrow batch per piece read.
+
+    The same records as ``line_batches`` (same reading rules), but with the record bounds beside
+    the bytes instead of one row per record, so the Spark source hands the JVM one row per chunk
+    and the JVM cuts the records out with ``substr``. ``text`` is a zero-copy view of the bytes
+    read, ``\r\n`` included (``lengths`` leave the ``\r`` out). A piece with invalid UTF-8 takes
+    ``line_batches``' replaced lines instead, one chunk per line (rare, slower).
+    """
+    for start, data, stop in _pieces_of(fs, block, strict, piece_bytes):
+        yield _chunk_piece(block.path, block.block_id, start, data, stop, chunk_bytes)
+
+
+def read_chunk_table(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict: bool = True,
+                     chunk_bytes: int = CHUNK_BYTES, piece_bytes: int = PIECE_BYTES) -> pa.Table:
+    """``chunk_batches`` of one block as one Arrow table."""
+    batches = chunk_batches(fs, block, strict=strict, chunk_bytes=chunk_bytes, piece_bytes=piece_bytes)
+    return pa.Table.from_batches(list(batches), CHUNK_SCHEMA)
 
 
 def read_lines(fs: fsspec.AbstractFileSystem, blocks: Sequence[BlockMetadata], *, strict: bool = True) -> pd.DataFrame:

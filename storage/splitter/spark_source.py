@@ -36,7 +36,7 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, Stri
 
 from storage.splitter.config import SplitterConfig
 from storage.splitter.metadata import BlockMetadata, FileMetadata
-from storage.splitter.readers import read_block_table, read_chunk_table, read_csv_table
+from storage.splitter.readers import chunk_batches, line_batches, read_csv_table
 from storage.splitter.splitter import FileSplitter
 from storage.splitter.state import SplitState
 
@@ -47,8 +47,8 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1
     SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
 FORMAT = "file_splitter"
+#: Line rows per Arrow batch: bounded batches let Spark start converting rows before a piece is sent.
 _ROWS_PER_BATCH = 64 * 1024
-#: Chunk rows per Arrow batch (about 4 MiB): Spark converts a batch while the next is sent.
 _CHUNKS_PER_BATCH = 16
 #: The ``rows`` option: ``lines`` (default, ``SCHEMA``) or ``chunks`` (``CHUNK_SCHEMA``, text only).
 ROWS = ("lines", "chunks")
@@ -165,16 +165,17 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         fs = fsspec.filesystem(partition.protocol, **partition.storage_options)
-        if self._rows == "chunks":
-            yield from read_chunk_table(fs, partition.value, strict=partition.strict).to_batches(_CHUNKS_PER_BATCH)
+        if self._rows == "chunks":  # one Arrow batch per piece read: Spark converts one while the next is read
+            yield from chunk_batches(fs, partition.value, strict=partition.strict)
             return
         if self._config.format == "csv":
             names = [name for name, _ in self._config.columns or ()]
             table = read_csv_table(fs, partition.value, names, header=self._config.header, strict=partition.strict)
-        else:
-            table = read_block_table(fs, partition.value, strict=partition.strict)
-        # Bounded batches let Spark start converting rows before the whole block is sent.
-        yield from table.to_batches(max_chunksize=_ROWS_PER_BATCH)
+            yield from table.to_batches(max_chunksize=_ROWS_PER_BATCH)
+            return
+        for batch in line_batches(fs, partition.value, strict=partition.strict):
+            for first in range(0, batch.num_rows, _ROWS_PER_BATCH):
+                yield batch.slice(first, _ROWS_PER_BATCH)
 
     def commit(self, end: dict) -> None:
         """Nothing to clean up: the state travels in the offsets."""

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import fsspec
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage.splitter.metadata import BlockMetadata, FileMetadata
 from storage.splitter.readers import (
+    LINE_SCHEMA,
+    PIECE_BYTES,
     UnreadableFileWarning,
     read_block_table,
     read_chunk_table,
@@ -46,6 +49,7 @@ FILES_AND_BLOCKS = dict(
     endings=st.lists(st.sampled_from(["\n", "\r\n"]), min_size=12, max_size=12),
     final_newline=st.booleans(),
     block_size=st.integers(min_value=1, max_value=70),
+    piece_bytes=st.integers(min_value=1, max_value=40),
 )
 
 
@@ -63,23 +67,26 @@ def write_lines(tmp_path, lines: list[str], endings: list[str], final_newline: b
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(**FILES_AND_BLOCKS)
-def test_every_line_read_exactly_once(tmp_path, lines, endings, final_newline, block_size):
+def test_every_line_read_exactly_once(tmp_path, lines, endings, final_newline, block_size, piece_bytes):
     path, data = write_lines(tmp_path, lines, endings, final_newline)
     blocks = all_blocks(path, block_size)
     frame = read_lines(FS, blocks)
     assert frame["value"].tolist() == plain_read(data)
+    # Read in pieces of any size (a record longer than a piece is read on to its end), the same rows.
+    in_pieces = pa.concat_tables([LINE_SCHEMA.empty_table()] + [read_block_table(FS, b, piece_bytes=piece_bytes) for b in blocks])
+    assert in_pieces.to_pandas().equals(frame)
     # Offsets point at each line's first byte, and each line sits in the block holding that byte.
     for value, offset, block_id in zip(frame["value"], frame["offset"], frame["block_id"]):
         assert data[offset:].decode("utf-8").startswith(value)
         assert block_id == offset // block_size
 
 
-def chunk_records(fs, blocks, chunk_bytes: int) -> list[tuple]:
+def chunk_records(fs, blocks, chunk_bytes: int, piece_bytes: int = PIECE_BYTES) -> list[tuple]:
     """``(value, path, block_id, offset)`` cut out of ``read_chunk_table``'s rows as the Spark source's
     ``substr`` does (strict UTF-8 decoding: the chunk text must already be valid)."""
     records = []
     for block in blocks:
-        for row in read_chunk_table(fs, block, chunk_bytes=chunk_bytes).to_pylist():
+        for row in read_chunk_table(fs, block, chunk_bytes=chunk_bytes, piece_bytes=piece_bytes).to_pylist():
             for offset, length in zip(row["offsets"], row["lengths"], strict=True):
                 start = offset - row["base"]
                 records.append((row["text"][start : start + length].decode("utf-8"), row["path"], row["block_id"], offset))
@@ -91,10 +98,11 @@ def chunk_records(fs, blocks, chunk_bytes: int) -> list[tuple]:
     **FILES_AND_BLOCKS,
     chunk_bytes=st.integers(min_value=1, max_value=40),
 )
-def test_chunk_rows_hold_the_same_records_as_line_rows(tmp_path, lines, endings, final_newline, block_size, chunk_bytes):
+def test_chunk_rows_hold_the_same_records_as_line_rows(tmp_path, lines, endings, final_newline, block_size, piece_bytes,
+                                                       chunk_bytes):
     path, data = write_lines(tmp_path, lines, endings, final_newline)
     blocks = all_blocks(path, block_size)
-    records = chunk_records(FS, blocks, chunk_bytes)
+    records = chunk_records(FS, blocks, chunk_bytes, piece_bytes)
     assert [value for value, *_ in records] == plain_read(data)
     assert records == list(read_lines(FS, blocks).itertuples(index=False, name=None))
 
