@@ -8,9 +8,10 @@ are ``offset // block_size`` in file coordinates, so they stay unique across seg
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where frames are made: Spark's Python processes never need it
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,8 @@ FILE_COLUMNS = ["path", "length", "mtime", "segment_start", "block_count", "bloc
 
 def files_frame(files: Iterable[FileMetadata]) -> pd.DataFrame:
     """Per-file metadata as a DataFrame (``block_ids`` holds lazy ranges)."""
+    import pandas as pd
+
     rows = [
         {"path": f.path, "length": f.length, "mtime": f.mtime, "segment_start": f.segment_start,
          "block_count": f.block_count, "block_ids": f.block_ids}
@@ -80,6 +83,8 @@ def files_frame(files: Iterable[FileMetadata]) -> pd.DataFrame:
 
 def blocks_frame(blocks: Iterable[BlockMetadata]) -> pd.DataFrame:
     """Per-block metadata as a DataFrame; ``blocks_from_frame`` turns it back."""
+    import pandas as pd
+
     return pd.DataFrame([asdict(b) for b in blocks], columns=BLOCK_COLUMNS)
 
 

@@ -12,7 +12,6 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import fsspec
-import pandas as pd
 
 from storage.splitter.config import DEFAULT_BLOCK_SIZE, Seconds, Size, SplitterConfig
 from storage.splitter.metadata import BlockMetadata, FileMetadata, blocks_frame, blocks_from_frame, files_frame
@@ -21,6 +20,7 @@ from storage.splitter.scanner import Listing, Scanner
 from storage.splitter.state import SplitState
 
 if TYPE_CHECKING:
+    import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
 
