@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+from types import SimpleNamespace
+
 import fsspec
 import pandas as pd
 import pyarrow as pa
@@ -155,6 +158,32 @@ def test_unreadable_file_warns_or_raises_when_strict(tmp_path):
         read_chunk_table(FS, missing, strict=True)
     with pytest.raises(OSError, match="cannot read block 0 of file .*gone.txt"):
         read_block_table(FS, missing, strict=True)
+
+
+class _FailingFile(io.BytesIO):
+    """A file whose reads after the first ``good_reads`` fail, as on a disk or network gone away."""
+
+    def __init__(self, data: bytes, good_reads: int) -> None:
+        super().__init__(data)
+        self.good_reads = good_reads
+
+    def read(self, size: int = -1) -> bytes:
+        if self.good_reads == 0:
+            raise OSError("connection reset")
+        self.good_reads -= 1
+        return super().read(size)
+
+
+def test_a_read_error_after_part_of_a_block_raises_even_when_not_strict():
+    data = b"one\ntwo\nthree\n"
+    block = BlockMetadata("flaky.txt", 0, 0, len(data), 0, len(data))
+    failing_at = lambda good_reads: SimpleNamespace(open=lambda path, mode: _FailingFile(data, good_reads))  # noqa: E731
+    with pytest.warns(UnreadableFileWarning, match="flaky.txt"):  # nothing read yet: skipped like a missing file
+        assert read_block_table(failing_at(0), block, strict=False, piece_bytes=5).num_rows == 0
+    # One piece was given: skipping the rest would cut the block short without a trace.
+    with pytest.raises(OSError, match="cannot read block 0 of file 'flaky.txt': connection reset"):
+        read_block_table(failing_at(1), block, strict=False, piece_bytes=5)
+    assert read_block_table(failing_at(9), block, strict=False, piece_bytes=5)["value"].to_pylist() == ["one", "two", "three"]
 
 
 def test_invalid_utf8_is_replaced_not_fatal(tmp_path):
