@@ -71,7 +71,7 @@ CHUNK_SCHEMA = StructType(
         StructField("block_id", LongType(), nullable=False),
         StructField("base", LongType(), nullable=False),
         StructField("text", BinaryType(), nullable=False),
-        StructField("offsets", ArrayType(LongType(), containsNull=False), nullable=False),
+        StructField("starts", ArrayType(IntegerType(), containsNull=False), nullable=False),
         StructField("lengths", ArrayType(IntegerType(), containsNull=False), nullable=False),
     ]
 )
@@ -229,7 +229,7 @@ def read_stream(spark: SparkSession, config: SplitterConfig) -> DataFrame:
     """Register the source and return the streaming DataFrame for ``config``.
 
     Text is read as chunk rows and cut into lines here, on the JVM: ``posexplode`` over a chunk's
-    record offsets, and per record a ``substr`` of the chunk's bytes, so Spark converts one Python
+    record starts, and per record a ``substr`` of the chunk's bytes, so Spark converts one Python
     row per chunk, not per line. CSV columns with a type other than ``string`` are cast here too,
     with ``try_cast``: a value that does not parse becomes null, as in Spark's own CSV reader
     (``PERMISSIVE``).
@@ -237,10 +237,10 @@ def read_stream(spark: SparkSession, config: SplitterConfig) -> DataFrame:
     spark.dataSource.register(SplitterDataSource)
     if config.format == "text":
         chunks = spark.readStream.format(FORMAT).options(**_options(config), rows="chunks").load()
-        records = chunks.selectExpr("path", "block_id", "base", "text", "lengths", "posexplode(offsets) AS (i, offset)")
+        records = chunks.selectExpr("path", "block_id", "base", "text", "lengths", "posexplode(starts) AS (i, start)")
         return records.selectExpr(
-            "CAST(substr(text, CAST(offset - base + 1 AS INT), element_at(lengths, i + 1)) AS STRING) AS value",
-            "path", "block_id", "offset",
+            "CAST(substr(text, start + 1, element_at(lengths, i + 1)) AS STRING) AS value",
+            "path", "block_id", "base + start AS offset",
         )
     frame = spark.readStream.format(FORMAT).options(**_options(config)).load()
     if config.format == "csv" and any(kind.lower() != "string" for _, kind in config.columns or ()):

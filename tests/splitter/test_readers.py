@@ -90,9 +90,9 @@ def chunk_records(fs, blocks, chunk_bytes: int, piece_bytes: int = PIECE_BYTES) 
     records = []
     for block in blocks:
         for row in read_chunk_table(fs, block, chunk_bytes=chunk_bytes, piece_bytes=piece_bytes).to_pylist():
-            for offset, length in zip(row["offsets"], row["lengths"], strict=True):
-                start = offset - row["base"]
-                records.append((row["text"][start : start + length].decode("utf-8"), row["path"], row["block_id"], offset))
+            for start, length in zip(row["starts"], row["lengths"], strict=True):
+                value = row["text"][start : start + length].decode("utf-8")
+                records.append((value, row["path"], row["block_id"], row["base"] + start))
     return records
 
 
