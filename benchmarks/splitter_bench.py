@@ -2,19 +2,24 @@
 
     .venv/bin/python benchmarks/splitter_bench.py [--size-gb 2] [--cores 2]
 
-Writes a directory of text files (default 2 GB, 16 files) into a temporary directory,
-reads it with Trigger.AvailableNow into the ``noop`` sink through the splitter for
-several ``blocks_per_batch`` / ``block_size`` settings (a block is one Spark partition),
-each right after two native runs: ``value`` only (what ``spark.readStream.text`` gives),
-and ``value`` plus the file path from ``_metadata.file_path``, the closest native
-equivalent of the splitter's rows (``value, path, block_id, offset``; native Spark has no
-line offset). ``read_stream`` reads chunk rows and cuts lines on the JVM; the splitter's
-line-row source (``format("file_splitter")`` without ``rows=chunks``, the path before) is
-timed too, once, for comparison, and so is one 4-byte file (what a query costs whatever
-the data). Both sources are warmed up first (JVM code generation,
-and for the splitter the Python workers' start and imports). Every run is checked to read
-every line (counted with ``observe``, on every query alike, since the splitter's
-``numInputRows`` counts chunks); prints a Markdown table and deletes the data.
+Writes a directory of text files (default 2 GB, 16 files) into a temporary directory and
+reads it with Trigger.AvailableNow into the ``noop`` sink, for several ``block_size`` /
+``blocks_per_batch`` settings (a block is one Spark partition), four queries each:
+
+- native ``value``: ``spark.readStream.text(dir)``, what the issue compares with;
+- splitter ``value``: ``read_stream(spark).select("value")``, the same rows;
+- native ``value, path``: plus ``_metadata.file_path``;
+- the splitter's whole rows ``value, path, block_id, offset`` (native Spark has no line offset,
+  so native ``value, path`` is the closest native equivalent).
+
+Each is measured three ways: wall seconds from ``start()`` to the end (the query's start
+included), processing seconds (the micro-batches' ``triggerExecution``, which Spark's own
+``processedRowsPerSecond`` divides by), and CPU seconds of Spark's JVM and of its Python
+processes. ``read_stream`` reads chunk rows and cuts lines on the JVM; the splitter's line-row
+source (``format("file_splitter")`` without ``rows=chunks``) is timed once for comparison, and
+so is one 4-byte file (what a query costs whatever the data). Both sources are warmed up
+first (JVM code generation, and for the splitter the Python workers' start and imports).
+Every run is checked to read every line; prints Markdown and deletes the data.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import shutil
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -46,9 +52,27 @@ def write_data(directory: str, size_gb: float, files: int = 16) -> int:
     return files * per_file * len(pattern)
 
 
-def timed(frame, jvm: int) -> tuple[float, float, float, int, int]:
-    """Wall seconds, CPU seconds of the JVM and of Spark's Python processes, to read everything
-    with Trigger.AvailableNow; the lines read and the micro-batches."""
+class Run(NamedTuple):
+    """One query reading everything with Trigger.AvailableNow."""
+
+    wall: float  #: seconds from start() to the end, query start included
+    processing: float  #: seconds in micro-batches (Spark's ``triggerExecution``), what ``processedRowsPerSecond`` uses
+    jvm: float  #: CPU seconds of Spark's JVM
+    python: float  #: CPU seconds of Spark's Python processes
+    batches: int  #: micro-batches that read data
+
+    @property
+    def cpu(self) -> float:
+        return self.jvm + self.python
+
+    def vs(self, native: "Run") -> str:
+        """Speed relative to ``native`` (same lines): wall / processing / CPU."""
+        return f"{native.wall / self.wall:.2f}x / {native.processing / self.processing:.2f}x / {native.cpu / self.cpu:.2f}x"
+
+
+def checked(frame, jvm: int, expected: int, what: str) -> Run:
+    """Read everything into the ``noop`` sink, checking that the query read ``expected`` lines (counted
+    with ``observe``, on every query alike, since the splitter's ``numInputRows`` counts chunks)."""
     from pyspark.sql import functions as F
 
     cpu, begin = cpu_seconds(jvm), time.perf_counter()
@@ -59,14 +83,15 @@ def timed(frame, jvm: int) -> tuple[float, float, float, int, int]:
     wait_for_source_runners(jvm)
     after = cpu_seconds(jvm)
     batches = [p for p in query.recentProgress if p["numInputRows"]]
-    return seconds, after[0] - cpu[0], after[1] - cpu[1], sum(p["observedMetrics"]["counted"]["lines"] for p in batches), len(batches)
-
-
-def checked(frame, jvm: int, expected: int, what: str) -> tuple[float, float, float, int]:
-    """``timed``, checking that the query read ``expected`` rows; without the row count."""
-    seconds, jvm_cpu, python_cpu, rows, batches = timed(frame, jvm)
+    rows = sum(p["observedMetrics"]["counted"]["lines"] for p in batches)
     assert rows == expected, f"{what} read {rows} rows, expected {expected}"
-    return seconds, jvm_cpu, python_cpu, batches
+    processing = sum(p["durationMs"]["triggerExecution"] for p in query.recentProgress) / 1000
+    return Run(seconds, processing, after[0] - cpu[0], after[1] - cpu[1], len(batches))
+
+
+def row(config: str, query: str, run: Run, lines: int, versus: str) -> str:
+    return (f"| {config} | {query} | {run.wall:.1f} | {run.processing:.1f} | {run.cpu:.1f} ({run.jvm:.1f} + {run.python:.1f}) "
+            f"| {lines / run.wall:,.0f} | {lines / run.processing:,.0f} | {versus} |")
 
 
 def main() -> None:
@@ -94,49 +119,43 @@ def main() -> None:
         jvm = jvm_pid(spark)
         native = lambda: spark.readStream.text(data)  # noqa: E731
         native_path = lambda: native().select("value", F.col("_metadata.file_path").alias("path"))  # noqa: E731
-        timed(native(), jvm)
-        timed(native_path(), jvm)
-        timed(FileSplitter(data, block_size=128 * MB, blocks_per_batch=16, settle=0).read_stream(spark), jvm)
+        splitter = lambda block_mb, per_batch: FileSplitter(  # noqa: E731
+            data, block_size=block_mb * MB, blocks_per_batch=per_batch, settle=0).read_stream(spark)
+        for warm_up in (native(), native_path(), splitter(128, 16)):
+            checked(warm_up, jvm, lines, "warm-up")
         line_rows = (spark.readStream.format("file_splitter").option("block_size", str(32 * MB))  # registered above
                      .option("blocks_per_batch", "8").option("settle", "0").load(data))
-        native_s, *native_cpu, _ = checked(native(), jvm, lines, "native")
-        native_cpu = sum(native_cpu)
-        seconds, jvm_cpu, python_cpu, _ = checked(line_rows, jvm, lines, "line-row splitter")
-        cpu = jvm_cpu + python_cpu
-        print(f"line rows (before), 32 MiB blocks, 8 per batch: {seconds:.1f} s ({cpu:.1f} cpu s: JVM {jvm_cpu:.1f}, "
-              f"Python {python_cpu:.1f}); native `value` "
-              f"right before: {native_s:.1f} s ({native_cpu:.1f} cpu s); ratio {native_s / seconds:.2f}x "
-              f"({native_cpu / cpu:.2f}x)\n", flush=True)
+        native_run = checked(native(), jvm, lines, "native")
+        run = checked(line_rows, jvm, lines, "line-row splitter")
+        print(f"line rows (before), 32 MiB blocks, 8 per batch: {run.wall:.1f} s ({run.cpu:.1f} cpu s: JVM {run.jvm:.1f}, "
+              f"Python {run.python:.1f}); native `value` right before: {native_run.wall:.1f} s ({native_run.cpu:.1f} cpu s); "
+              f"wall / processing / cpu: {run.vs(native_run)}\n", flush=True)
         # What a query costs whatever the data: the same source over one 4-byte file.
         tiny = tempfile.mkdtemp(prefix="splitter-bench-tiny-")
         try:
             with open(os.path.join(tiny, "one.txt"), "w") as out:
                 out.write("abc\n")
-            seconds, jvm_cpu, python_cpu, _ = checked(FileSplitter(tiny, settle=0).read_stream(spark), jvm, 1,
-                                                      "splitter over a one-line file")
-            print(f"fixed cost, one 4-byte file: {seconds:.1f} s (cpu s: JVM {jvm_cpu:.1f}, Python {python_cpu:.1f})\n",
-                  flush=True)
+            run = checked(FileSplitter(tiny, settle=0).read_stream(spark), jvm, 1, "splitter over a one-line file")
+            print(f"fixed cost, one 4-byte file: {run.wall:.1f} s, {run.processing:.1f} s processing "
+                  f"(cpu s: JVM {run.jvm:.1f}, Python {run.python:.1f})\n", flush=True)
         finally:
             shutil.rmtree(tiny, ignore_errors=True)
         # The machine may be shared: native runs right before each splitter run keep the ratio fair,
         # and CPU seconds (JVM + Python processes) show the work done whatever the other jobs do.
-        print("| block_size | blocks_per_batch | blocks (= partitions) | micro-batches | splitter s (cpu s: JVM + Python) "
-              "| splitter lines/s | native `value` s (cpu s) | native `value, path` s (cpu s) "
-              "| splitter / native `value`: wall (cpu) | splitter / native `value, path`: wall (cpu) |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| block_size, blocks_per_batch: partitions, micro-batches | query | wall s | processing s "
+              "| cpu s (JVM + Python) | lines/s, wall | lines/s, processing | splitter / native: wall / processing / cpu |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for block_mb, per_batch in [(128, 2), (128, 16), (32, 8), (32, 64), (8, 256)]:
-            native_s, *native_cpu, _ = checked(native(), jvm, lines, "native")
-            native_cpu = sum(native_cpu)
-            path_s, *path_cpu, _ = checked(native_path(), jvm, lines, "native with path")
-            path_cpu = sum(path_cpu)
-            splitter = FileSplitter(data, block_size=block_mb * MB, blocks_per_batch=per_batch, settle=0)
+            native_run = checked(native(), jvm, lines, "native")
+            value_run = checked(splitter(block_mb, per_batch).select("value"), jvm, lines, "splitter, value")
+            path_run = checked(native_path(), jvm, lines, "native with path")
+            rows_run = checked(splitter(block_mb, per_batch), jvm, lines, "splitter")
             blocks = sum(-(-os.path.getsize(os.path.join(data, n)) // (block_mb * MB)) for n in os.listdir(data))
-            seconds, jvm_cpu, python_cpu, batches = checked(splitter.read_stream(spark), jvm, lines, "splitter")
-            cpu = jvm_cpu + python_cpu
-            print(f"| {block_mb} MiB | {per_batch} | {blocks} | {batches} | {seconds:.1f} ({jvm_cpu:.1f} + {python_cpu:.1f}) "
-                  f"| {lines / seconds:,.0f} | {native_s:.1f} ({native_cpu:.1f}) | {path_s:.1f} ({path_cpu:.1f}) "
-                  f"| {native_s / seconds:.2f}x ({native_cpu / cpu:.2f}x) "
-                  f"| {path_s / seconds:.2f}x ({path_cpu / cpu:.2f}x) |", flush=True)
+            config = f"{block_mb} MiB, {per_batch}: {blocks}, {rows_run.batches}"
+            print(row(config, "native `value`", native_run, lines, ""))
+            print(row(config, "splitter `value`", value_run, lines, value_run.vs(native_run)))
+            print(row(config, "native `value, path`", path_run, lines, ""))
+            print(row(config, "splitter, all 4 columns", rows_run, lines, rows_run.vs(path_run)), flush=True)
     finally:
         shutil.rmtree(data, ignore_errors=True)
         spark.stop()
