@@ -45,8 +45,8 @@ def test_docs_example_reads_a_directory_through_the_splitter_into_windowed_panes
     for placeholder, real in [("/data/events", data), ("/out/panes", out / "panes"), ("/chk/panes", chk)]:
         assert placeholder in code
         code = code.replace(placeholder, str(real))
-    assert 'block_size="32MB"' in code
-    code = code.replace('block_size="32MB"', 'block_size="64B"')  # several blocks, several micro-batches
+    assert 'block_size="128MB"' in code
+    code = code.replace('block_size="128MB"', 'block_size="64B"')  # several blocks, several micro-batches
     namespace = {"spark": spark}
     exec(compile(code, str(DOCS), "exec"), namespace)
     query = namespace["query"]
