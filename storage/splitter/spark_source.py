@@ -50,7 +50,6 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1
 FORMAT = "file_splitter"
 #: Line rows per Arrow batch: bounded batches let Spark start converting rows before a piece is sent.
 _ROWS_PER_BATCH = 64 * 1024
-_CHUNKS_PER_BATCH = 16
 #: The ``rows`` option: ``lines`` (default, ``SCHEMA``) or ``chunks`` (``CHUNK_SCHEMA``, text only).
 ROWS = ("lines", "chunks")
 #: Not nullable, like ``LINE_SCHEMA`` (no value is ever null): Spark then converts Arrow to rows
