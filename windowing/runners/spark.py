@@ -24,6 +24,7 @@ built by hand.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -635,14 +636,20 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
         how, lifted = sp.lifting, to_arrow_schema(sp.lifted_schema)
 
         def combine_rows(batches: Iterator[Any]) -> Iterator[Any]:
+            _freeze_lasting_objects()
             return lift_and_pack(batches, how, lifted)
 
         frame, latest = frame.mapInArrow(combine_rows, _packed_schema(sp.lifted_schema)), "_tmax"
     elif adapter.packed:
-        frame, latest = frame.mapInArrow(pack, _packed_schema(frame.schema)), "_tmax"
+        def pack_rows(batches: Iterator[Any]) -> Iterator[Any]:
+            _freeze_lasting_objects()
+            return pack(batches)
+
+        frame, latest = frame.mapInArrow(pack_rows, _packed_schema(frame.schema)), "_tmax"
 
     if not source.isStreaming:
         def run_batch(frame: pd.DataFrame) -> pd.DataFrame:  # Spark counts a bound method's `self` as an argument
+            _freeze_lasting_objects()
             return adapter.run_batch(frame)
 
         out = frame.groupBy(_B).applyInPandas(run_batch, sp.out_schema)
@@ -659,10 +666,24 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
         frame = frame.withWatermark(_WM, f"{delay_ms + sp.horizon_ms} milliseconds")
 
     def run_stream(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        _freeze_lasting_objects()
         return adapter.run_stream(key, frames, state)
 
     out = frame.groupBy(_B).applyInPandasWithState(run_stream, sp.out_schema, sp.state_schema, "append", sp.timeout)
     return _spark_run(_finish(out, adapter.timestamp), adapter.buckets, True, sp.timeout, late_data, source.schema)
+
+
+def _freeze_lasting_objects() -> None:
+    """First thing in every function Spark's Python workers run for this runner: ``gc.freeze()``.
+
+    pyspark's worker runs a full ``gc.collect()`` after every task, and each one walked every
+    object alive in the worker, the modules and classes of pandas, pyarrow and pyspark included:
+    about 30 ms per task, a large part of this runner's Python time
+    (``benchmarks/spark_bench.py``, docs/spark.md). What is alive when a task's function starts is
+    such lasting state; frozen, the collector skips it. Reference counting still frees frozen
+    objects. The splitter's Spark source does the same (``storage.splitter.spark_source``).
+    """
+    gc.freeze()
 
 
 def _packed_schema(schema: Any) -> Any:
