@@ -37,8 +37,8 @@ LINE_SCHEMA = pa.schema(
     ]
 )
 #: Bytes read at a time. Pieces this size keep the newline search's arrays in the CPU cache and
-#: let memory be reused from piece to piece; a whole block at once cost the Spark source's Python
-#: workers more CPU, the more so the larger the block (docs/splitter.md, "Speed").
+#: let memory be reused from piece to piece, where whole blocks needed arrays of a block's size;
+#: a task's memory no longer grows with the block size.
 PIECE_BYTES = 4 << 20
 #: Read size while looking for the end of a record longer than a piece, or for a block's first record.
 _PROBE_BYTES = 64 << 10
