@@ -167,11 +167,11 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The block's rows as Arrow batches, on a Spark Python worker.
 
         First ``gc.freeze()``: pyspark's worker runs a full ``gc.collect()`` after every task, and
-        each walked every object alive in the worker (modules, classes, caches), about 17 ms per
-        task with pyspark and pyarrow loaded and 30 with pandas, most of the Python workers' cost
-        per block. What is alive when a task starts, right after that collection, is such lasting
-        state; frozen, the collector skips it. Reference counting still frees frozen objects, and
-        the frozen set stayed the same size over 512 tasks in each of two workers (docs/splitter.md).
+        each walked every object alive in the worker (modules, classes, caches), about 30 ms of
+        Python per task (docs/splitter.md, "Speed"). What is alive when a task starts, right after
+        that collection, is such lasting state; frozen, the collector skips it. Reference counting
+        still frees frozen objects, and the frozen set stayed the same size over 512 tasks in each
+        of two workers (docs/splitter.md).
         """
         gc.freeze()
         fs = fsspec.filesystem(partition.protocol, **partition.storage_options)
