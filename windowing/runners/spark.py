@@ -678,8 +678,8 @@ def _freeze_lasting_objects() -> None:
 
     pyspark's worker runs a full ``gc.collect()`` after every task, and each one walked every
     object alive in the worker, the modules and classes of pandas, pyarrow and pyspark included:
-    about 30 ms per task, a large part of this runner's Python time
-    (``benchmarks/spark_bench.py``, docs/spark.md). What is alive when a task's function starts is
+    a large part of this runner's Python time (``benchmarks/spark_bench.py``, docs/spark.md,
+    "Benchmark"). What is alive when a task's function starts is
     such lasting state; frozen, the collector skips it. Reference counting still frees frozen
     objects. The splitter's Spark source does the same (``storage.splitter.spark_source``).
     """
