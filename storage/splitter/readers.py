@@ -254,13 +254,6 @@ def chunk_batches(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict
         yield _chunk_piece(block.path, block.block_id, start, data, stop, chunk_bytes)
 
 
-def read_chunk_table(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict: bool = True,
-                     chunk_bytes: int = CHUNK_BYTES, piece_bytes: int = PIECE_BYTES) -> pa.Table:
-    """``chunk_batches`` of one block as one Arrow table."""
-    batches = chunk_batches(fs, block, strict=strict, chunk_bytes=chunk_bytes, piece_bytes=piece_bytes)
-    return pa.Table.from_batches(list(batches), CHUNK_SCHEMA)
-
-
 def read_lines(fs: fsspec.AbstractFileSystem, blocks: Sequence[BlockMetadata], *, strict: bool = True) -> pd.DataFrame:
     """The lines of several blocks as one pandas DataFrame (columns of ``LINE_SCHEMA``)."""
     tables = [read_block_table(fs, b, strict=strict) for b in blocks]

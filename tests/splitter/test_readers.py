@@ -17,8 +17,8 @@ from storage.splitter.readers import (
     LINE_SCHEMA,
     PIECE_BYTES,
     UnreadableFileWarning,
+    chunk_batches,
     read_block_table,
-    read_chunk_table,
     read_csv_block,
     read_lines,
 )
@@ -85,11 +85,12 @@ def test_every_line_read_exactly_once(tmp_path, lines, endings, final_newline, b
 
 
 def chunk_records(fs, blocks, chunk_bytes: int, piece_bytes: int = PIECE_BYTES) -> list[tuple]:
-    """``(value, path, block_id, offset)`` cut out of ``read_chunk_table``'s rows as the Spark source's
+    """``(value, path, block_id, offset)`` cut out of ``chunk_batches``' rows as the Spark source's
     ``substr`` does (strict UTF-8 decoding: the chunk text must already be valid)."""
     records = []
     for block in blocks:
-        for row in read_chunk_table(fs, block, chunk_bytes=chunk_bytes, piece_bytes=piece_bytes).to_pylist():
+        for row in (row for batch in chunk_batches(fs, block, chunk_bytes=chunk_bytes, piece_bytes=piece_bytes)
+                    for row in batch.to_pylist()):
             for start, length in zip(row["starts"], row["lengths"], strict=True):
                 value = row["text"][start : start + length].decode("utf-8")
                 records.append((value, row["path"], row["block_id"], row["base"] + start))
@@ -120,7 +121,7 @@ def test_chunk_rows_of_a_long_record_invalid_utf8_and_an_empty_file(tmp_path):
             want = list(read_lines(FS, blocks).itertuples(index=False, name=None))
             assert chunk_records(FS, blocks, chunk_bytes) == want, (name, chunk_bytes)
     middle_of_the_long_record = all_blocks(str(tmp_path / "long.txt"), 8)[3]
-    assert read_chunk_table(FS, middle_of_the_long_record).num_rows == 0  # no row, not an empty chunk
+    assert list(chunk_batches(FS, middle_of_the_long_record)) == []  # no batch, not an empty chunk
 
 
 def test_line_longer_than_several_blocks_belongs_to_its_first_block(tmp_path):
@@ -153,9 +154,9 @@ def test_unreadable_file_warns_or_raises_when_strict(tmp_path):
     with pytest.warns(UnreadableFileWarning, match="gone.txt"):
         assert read_block_table(FS, missing, strict=False).num_rows == 0
     with pytest.warns(UnreadableFileWarning, match="gone.txt"):
-        assert read_chunk_table(FS, missing, strict=False).num_rows == 0
+        assert list(chunk_batches(FS, missing, strict=False)) == []
     with pytest.raises(OSError, match="cannot read block 0 of file .*gone.txt"):
-        read_chunk_table(FS, missing, strict=True)
+        list(chunk_batches(FS, missing, strict=True))
     with pytest.raises(OSError, match="cannot read block 0 of file .*gone.txt"):
         read_block_table(FS, missing, strict=True)
 
