@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -200,6 +201,17 @@ def test_offsets_are_deterministic_and_replayable_without_a_session(tmp_path):
     rest = reader.partitions(first_end, everything)
     assert len(first_blocks) + len(rest) == sum(-(-p.stat().st_size // 100) for p in tmp_path.iterdir())
     assert reader.latestOffset(everything, reader.getDefaultReadLimit()) == everything
+
+
+def test_spark_processes_can_import_the_source_without_pandas():
+    """Spark's source runner and planner processes import the source for every query; they never
+    need pandas, and importing it would cost each query (docs/splitter.md, "Speed")."""
+    import subprocess
+
+    check = "import sys, storage.splitter.spark_source; print(sorted(m for m in sys.modules if m.startswith('pandas')))"
+    imported = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).resolve().parents[2]).stdout.strip()
+    assert imported == "[]"
 
 
 def test_reading_a_block_exempts_lasting_objects_from_the_garbage_collector(tmp_path):
