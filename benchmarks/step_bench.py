@@ -8,10 +8,10 @@ encode the table, and build the output panes. Shapes like the benchmark's
 buckets (``spark_bench.py``, 32 buckets, 1k or 100k keys): session windows of
 5 minutes, one minute of event time per micro-batch, the watermark 10 s
 behind, and after each micro-batch the no-data one that fires the windows
-the watermark passed. With packed rows
-the number of calls, not of rows, is what the bucket count changes
-(docs/spark.md, "Key buckets"), so this is the cost one more bucket adds to
-every micro-batch. No JVM: pyspark's ~2 ms per call come on top.
+the watermark passed. With packed rows the number of calls, not of rows, is
+what the bucket count changes (docs/spark.md, "Key buckets"), so this is the
+cost one more bucket adds to every micro-batch. No JVM: pyspark's ~2 ms per
+call come on top.
 """
 
 from __future__ import annotations
