@@ -20,8 +20,9 @@ from pyspark.sql import Row
 from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState
 
+from accumulations import Accumulation
 from windowing.runners.combine import lift, pack
-from windowing.runners.spark import SparkPlan
+from windowing.runners.spark import SparkPlan, SparkTyped, spark_typed
 
 NO_TIMESTAMP = -1
 EPOCH_2024_S = 1_704_067_200
@@ -69,6 +70,32 @@ def shipped(frame: pd.DataFrame, plan: SparkPlan, partition_rows: int = 5) -> pd
     out = pd.concat(partitions, ignore_index=True)
     out["_wm_ms"] = out["_tmax"] // 1000 + plan.horizon_ms
     return out
+
+
+def frozen_when_output() -> SparkTyped:
+    """An accumulation whose output says whether it was frozen by ``gc.freeze()`` when its pane was made.
+
+    Spark's Python worker unpickles it with the function of each task, before that function runs,
+    so it is frozen exactly when the function froze what was alive as it started (frozen objects
+    are left out of ``gc.get_objects()``). Defined here, in a function, so that it travels to the
+    workers by value.
+    """
+    import gc
+
+    class FrozenWhenOutput(Accumulation):
+        def default_accumulated_value(self):
+            return 0
+
+        def accumulate(self, accumulated, value):
+            return accumulated
+
+        def merge(self, accumulated1, accumulated2):
+            return accumulated1
+
+        def get_output(self, accumulated):
+            return not any(alive is self for alive in gc.get_objects())
+
+    return spark_typed(FrozenWhenOutput(), "boolean")
 
 
 def buckets_of(frame: pd.DataFrame, n: int) -> np.ndarray:

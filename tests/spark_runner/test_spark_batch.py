@@ -9,7 +9,7 @@ from accumulations import Count, Max, Mean, Sum, ToList
 from windowing import windowed
 from windowing.errors import WindowingConfigError
 
-from .helpers import assert_same_panes, events
+from .helpers import assert_same_panes, events, frozen_when_output
 
 pytestmark = pytest.mark.spark
 
@@ -54,3 +54,11 @@ def test_run_on_a_batch_dataframe_gives_the_panes_and_no_late_data(spark):
     run = windowed(spark.createDataFrame(frame), time="ts", key="user").fixed("10 seconds").run(Sum("amount"))
     assert_same_panes(run.panes.toPandas(), expected)
     assert run.late_data.count() == 0  # one step before any watermark, then end of input: nothing is late
+
+
+def test_the_workers_exempt_lasting_objects_from_the_garbage_collector(spark):
+    """Each function the runner hands Spark's Python workers starts with ``gc.freeze()``: pyspark runs
+    a full ``gc.collect()`` after every task (docs/spark.md, "Benchmark")."""
+    frame = spark.createDataFrame(events(ROWS))
+    panes = windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(frozen=frozen_when_output())
+    assert panes.select("frozen").toPandas()["frozen"].tolist() == [True] * 6

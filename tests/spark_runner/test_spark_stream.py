@@ -26,7 +26,7 @@ from accumulations import Count, Sum
 from triggers import AfterCount, AtWatermark, Repeatedly
 from windowing import TestStream, windowed
 
-from .helpers import assert_same_late_data, assert_same_panes, events
+from .helpers import assert_same_late_data, assert_same_panes, events, frozen_when_output
 from .streaming import batch_inputs, read_sink, start, start_run, write_batch
 
 pytestmark = pytest.mark.spark
@@ -333,3 +333,13 @@ def test_a_stream_without_a_watermark_is_refused(spark, where):
     stream = spark.readStream.schema("user string, ts timestamp, amount long").parquet(str(source))
     with pytest.raises(WindowingConfigError, match=r"streaming windowed\(time='ts'\) has no watermark: call \.watermark\(delay\)"):
         windowed(stream, time="ts", key="user").fixed("10 seconds").aggregate(Sum("amount"))
+
+
+def test_the_stateful_workers_exempt_lasting_objects_from_the_garbage_collector(spark, where):
+    """``applyInPandasWithState``'s function starts with ``gc.freeze()`` too (docs/spark.md, "Benchmark")."""
+    source, sink, checkpoint = where()
+    build = lambda stream: windowed(stream, time="ts", key="user").fixed("10 seconds").watermark("5 seconds") \
+        .aggregate(frozen=frozen_when_output())
+    _feed(start(spark, source, sink, checkpoint, build), source, [events(ROWS[:6]), events(ROWS[6:])])
+    frozen = read_sink(spark, sink)["frozen"].tolist()
+    assert frozen and all(frozen)
