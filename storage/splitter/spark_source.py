@@ -1,4 +1,4 @@
-"""The splitter as a Spark streaming source (PySpark's Python Data Source API, pyspark >= 4.0).
+"""The splitter as a Spark streaming source (PySpark's Python Data Source API, pyspark >= 4.2).
 
 Offsets carry everything a micro-batch needs, so a replayed batch reads the same blocks:
 
@@ -23,16 +23,20 @@ from typing import Any, Iterator, Sequence
 
 import pyspark
 
-if int(pyspark.__version__.split(".")[0]) < 4:
+# pyspark 4.0 and 4.1 call ``latestOffset()`` without the start offset (no admission control), so a
+# restarted query could not know where it stood: it would hand out the files from the beginning again.
+if tuple(int(part) for part in pyspark.__version__.split(".")[:2]) < (4, 2):
     raise ImportError(
-        f"the file splitter's Spark source needs pyspark >= 4.0 (Python Data Source streaming API); "
-        f"found pyspark {pyspark.__version__}. Upgrade pyspark, or use FileSplitter.read_lines() with pandas."
+        f"the file splitter's Spark source needs pyspark >= 4.2 (Python Data Source streaming API with "
+        f"admission control); found pyspark {pyspark.__version__}. Upgrade pyspark, or use "
+        f"FileSplitter.read_lines() with pandas."
     )
 
 import fsspec
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from storage.splitter.config import SplitterConfig
@@ -40,12 +44,6 @@ from storage.splitter.metadata import BlockMetadata, FileMetadata
 from storage.splitter.readers import chunk_batches, line_batches, read_csv_table
 from storage.splitter.splitter import FileSplitter
 from storage.splitter.state import SplitState
-
-try:  # pyspark >= 4.2: admission control and Trigger.AvailableNow
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, SupportsTriggerAvailableNow
-except ImportError:  # pragma: no cover - pyspark 4.0/4.1
-    ReadAllAvailable = ReadMaxBytes = None  # type: ignore[assignment,misc]
-    SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
 FORMAT = "file_splitter"
 #: Line rows per Arrow batch: bounded batches let Spark start converting rows before a piece is sent.
@@ -114,7 +112,7 @@ def _blocks_of(ranges: list[list[Any]], block_size: int) -> Iterator[BlockMetada
             yield block
 
 
-class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches of at most ``blocks_per_batch`` blocks on the driver."""
 
     def __init__(self, config: SplitterConfig, rows: str = "lines") -> None:
@@ -129,26 +127,25 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"v": 1, "n": 0, "block_size": self._config.block_size, "protocol": self._protocol,
                 "batch": [], "state": SplitState().to_json()}
 
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The next batch's end offset; ``start`` itself when there is nothing new."""
-        current = start if start is not None else (self._last or self.initialOffset())
-        if current != self._last:
-            self._splitter.restore(current["state"])
+        if start != self._last:
+            self._splitter.restore(start["state"])
         blocks = self._splitter.next_blocks(self._block_limit(limit))
         if not blocks:
-            self._last = current
-            return current
-        self._last = {**current, "n": current["n"] + 1, "batch": _batch_ranges(blocks), "state": self._splitter.state()}
+            self._last = start
+            return start
+        self._last = {**start, "n": start["n"] + 1, "batch": _batch_ranges(blocks), "state": self._splitter.state()}
         return self._last
 
-    def getDefaultReadLimit(self) -> Any:
+    def getDefaultReadLimit(self) -> ReadLimit:
         """``blocks_per_batch`` blocks, said in bytes: the only built-in limits are rows, files and bytes."""
         return ReadMaxBytes(self._config.blocks_per_batch * self._config.block_size)
 
-    def _block_limit(self, limit: Any) -> int | None:
-        if ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable):
+    def _block_limit(self, limit: ReadLimit) -> int | None:
+        if isinstance(limit, ReadAllAvailable):
             return None  # Trigger.Once, or the engine overriding our limit: everything in one batch
-        if ReadMaxBytes is not None and isinstance(limit, ReadMaxBytes):
+        if isinstance(limit, ReadMaxBytes):
             return max(1, limit.max_bytes // self._config.block_size)
         return self._config.blocks_per_batch
 

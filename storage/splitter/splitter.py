@@ -2,7 +2,7 @@
 
 For pandas, ``blocks()`` hands out the next non-overlapping blocks and ``read_lines()``
 reads them; for Spark, ``read_stream(spark)`` gives a streaming DataFrame through the
-Python Data Source in ``storage.splitter.spark_source`` (pyspark >= 4.0).
+Python Data Source in ``storage.splitter.spark_source`` (pyspark >= 4.2).
 """
 
 from __future__ import annotations

@@ -163,12 +163,14 @@ def test_bad_option_is_reported_by_name(spark, tmp_path):
         spark.readStream.format("file_splitter").option("block_size", "0").load(str(tmp_path)).schema
 
 
-def test_old_pyspark_gets_a_clear_error(monkeypatch):
+@pytest.mark.parametrize("version", ["3.5.1", "4.1.0"])
+def test_old_pyspark_gets_a_clear_error(monkeypatch, version):
+    """4.0 and 4.1 call ``latestOffset()`` without the start offset: a restart would read everything again."""
     import pyspark
 
-    monkeypatch.setattr(pyspark, "__version__", "3.5.1")
+    monkeypatch.setattr(pyspark, "__version__", version)
     monkeypatch.delitem(sys.modules, "storage.splitter.spark_source", raising=False)
-    with pytest.raises(ImportError, match=r"needs pyspark >= 4.0.*found pyspark 3.5.1"):
+    with pytest.raises(ImportError, match=rf"needs pyspark >= 4.2.*found pyspark {version}"):
         importlib.import_module("storage.splitter.spark_source")
 
 
