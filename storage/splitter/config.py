@@ -6,6 +6,7 @@ keyword argument fails before any file is listed.
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -66,8 +67,9 @@ def parse_seconds(name: str, value: Seconds | None, *, allow_none: bool = False)
 
 
 def _positive_int(name: str, value: int | str) -> int:
+    """An int or a string of one; a float is refused rather than cut (2.9 is not 2 blocks)."""
     try:
-        number = int(value)
+        number = int(value) if isinstance(value, str) else operator.index(value)
     except (TypeError, ValueError):
         raise ValueError(f"{name}={value!r} must be a positive integer") from None
     if number <= 0 or isinstance(value, bool):
@@ -122,6 +124,9 @@ class SplitterConfig:
         if not paths or not all(isinstance(p, str) and p for p in paths):
             raise ValueError(f"paths={self.paths!r} must be one or more non-empty path strings")
         object.__setattr__(self, "paths", paths)
+        for name in ("recursive", "continuous", "strict", "header"):  # "false" would count as true
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r} must be True or False")
         if self.pattern is not None:
             try:
                 re.compile(self.pattern)

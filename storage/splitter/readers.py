@@ -290,13 +290,33 @@ def read_csv_table(
         return schema.empty_table()
     values = lines["value"].combine_chunks()
     text = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values), "\n")[0]
-    records = pacsv.read_csv(
-        pa.BufferReader(text.as_buffer()),
-        read_options=pacsv.ReadOptions(column_names=list(column_names)),
-        parse_options=pacsv.ParseOptions(newlines_in_values=False),
-        convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in column_names}),
-    )
+    malformed: list[pacsv.InvalidRow] = []
+
+    def refuse(row: pacsv.InvalidRow) -> str:
+        malformed.append(row)
+        return "error"
+
+    try:
+        records = pacsv.read_csv(
+            pa.BufferReader(text.as_buffer()),
+            read_options=pacsv.ReadOptions(column_names=list(column_names)),
+            parse_options=pacsv.ParseOptions(newlines_in_values=False, invalid_row_handler=refuse),
+            convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in column_names}),
+        )
+    except pa.ArrowInvalid as err:
+        raise _malformed_csv(block, lines, malformed, err) from err
     return pa.Table.from_arrays([*records.columns, lines["path"], lines["block_id"], lines["offset"]], schema=schema)
+
+
+def _malformed_csv(block: BlockMetadata, lines: pa.Table, malformed: list, err: Exception) -> ValueError:
+    """A CSV error naming the file and the record's offset: a record is never dropped or padded
+    silently; the file, or ``columns``, has to be fixed."""
+    where = f"block {block.block_id} of file {block.path!r}"
+    if malformed:
+        offsets = lines.filter(pc.equal(lines["value"], malformed[0].text))["offset"]
+        if len(offsets):
+            where = f"the record at offset {offsets[0].as_py()} of file {block.path!r}"
+    return ValueError(f"cannot read {where} as CSV: {err}")
 
 
 def read_csv_block(

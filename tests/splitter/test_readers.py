@@ -202,3 +202,12 @@ def test_csv_records_across_blocks(tmp_path):
     rows = pd.concat(frames, ignore_index=True)
     assert rows[["a", "b"]].values.tolist() == [["1", "x"], ["22", "yy"], ["333", "zzz"]]
     assert rows["offset"].tolist() == [4, 9, 16]
+
+
+def test_a_malformed_csv_record_is_refused_with_its_file_and_offset(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"a,b\n1,x\n2,y,extra\n3,z\n")
+    [block] = all_blocks(str(path), 1024)
+    with pytest.raises(ValueError, match=rf"cannot read the record at offset 8 of file '{path}' as CSV: .*"
+                                         r"Expected 2 columns, got 3: 2,y,extra"):
+        read_csv_block(FS, block, ["a", "b"], strict=False)

@@ -181,6 +181,11 @@ def test_state_round_trip_resumes_mid_file(tmp_path):
         ({"block_size": -5}, r"block_size=-5 must be positive"),
         ({"block_size": "lots"}, r"block_size='lots' is not a size"),
         ({"blocks_per_batch": 0}, r"blocks_per_batch=0 must be a positive integer"),
+        ({"blocks_per_batch": 2.9}, r"blocks_per_batch=2.9 must be a positive integer"),
+        ({"recursive": "false"}, r"recursive='false' must be True or False"),
+        ({"continuous": "no"}, r"continuous='no' must be True or False"),
+        ({"strict": 1}, r"strict=1 must be True or False"),
+        ({"format": "csv", "columns": "a", "header": None}, r"header=None must be True or False"),
         ({"scan_interval": -1}, r"scan_interval=-1 must be zero or more seconds"),
         ({"watermark_slack": "soon"}, r"watermark_slack='soon' must be a number of seconds"),
         ({"format": "json"}, r"format='json' is not supported; use one of \['text', 'csv'\]"),
@@ -202,6 +207,13 @@ def test_missing_path_is_named(tmp_path):
 
 def test_block_size_accepts_units():
     assert SplitterConfig(paths=("x",), block_size="2MB").block_size == 2 * 1024 * 1024
+
+
+def test_blocks_per_batch_accepts_an_integer_string_and_a_numpy_integer():
+    import numpy as np
+
+    assert SplitterConfig(paths=("x",), blocks_per_batch="3").blocks_per_batch == 3
+    assert SplitterConfig(paths=("x",), blocks_per_batch=np.int64(4)).blocks_per_batch == 4
 
 
 def test_spark_options_are_parsed_and_unknown_ones_refused():
