@@ -319,6 +319,13 @@ def _malformed_csv(block: BlockMetadata, lines: pa.Table, malformed: list, err: 
     return ValueError(f"cannot read {where} as CSV: {err}")
 
 
+def read_csv(fs: fsspec.AbstractFileSystem, blocks: Sequence[BlockMetadata], column_names: Sequence[str], *,
+             header: bool = True, strict: bool = True) -> pd.DataFrame:
+    """The CSV records of several blocks as one pandas DataFrame (columns of ``csv_schema``)."""
+    tables = [read_csv_table(fs, b, column_names, header=header, strict=strict) for b in blocks]
+    return pa.concat_tables([csv_schema(column_names).empty_table(), *tables]).to_pandas()
+
+
 def read_csv_block(
     fs: fsspec.AbstractFileSystem,
     block: BlockMetadata,

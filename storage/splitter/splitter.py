@@ -1,7 +1,7 @@
 """``FileSplitter``: scanner, state and block readers behind one object.
 
 For pandas, ``blocks()`` hands out the next non-overlapping blocks and ``read_lines()``
-reads them; for Spark, ``read_stream(spark)`` gives a streaming DataFrame through the
+(or ``read_records()``, which parses CSV) reads them; for Spark, ``read_stream(spark)`` gives a streaming DataFrame through the
 Python Data Source in ``storage.splitter.spark_source`` (pyspark >= 4.2).
 """
 
@@ -15,7 +15,7 @@ import fsspec
 
 from storage.splitter.config import DEFAULT_BLOCK_SIZE, Seconds, Size, SplitterConfig
 from storage.splitter.metadata import BlockMetadata, FileMetadata, blocks_frame, blocks_from_frame, files_frame
-from storage.splitter.readers import read_lines
+from storage.splitter.readers import read_csv, read_lines
 from storage.splitter.scanner import Listing, Scanner
 from storage.splitter.state import SplitState
 
@@ -156,8 +156,19 @@ class FileSplitter:
 
     def read_lines(self, blocks: pd.DataFrame | None = None) -> pd.DataFrame:
         """Lines of the given blocks frame; without one, of every block available now."""
-        chosen = blocks_from_frame(blocks) if blocks is not None else self.next_blocks(None)
-        return read_lines(self.fs, chosen, strict=self.config.strict)
+        return read_lines(self.fs, self._chosen(blocks), strict=self.config.strict)
+
+    def read_records(self, blocks: pd.DataFrame | None = None) -> pd.DataFrame:
+        """The records of the given blocks frame as this splitter's ``format`` says: ``read_lines``
+        for text; for CSV the columns (as strings, as the Spark source reads them), then ``path``,
+        ``block_id``, ``offset``. Without a frame, of every block available now."""
+        if self.config.format != "csv":
+            return self.read_lines(blocks)
+        names = [name for name, _ in self.config.columns or ()]
+        return read_csv(self.fs, self._chosen(blocks), names, header=self.config.header, strict=self.config.strict)
+
+    def _chosen(self, blocks: pd.DataFrame | None) -> Sequence[BlockMetadata]:
+        return blocks_from_frame(blocks) if blocks is not None else self.next_blocks(None)
 
     @property
     def remembered(self) -> int:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from storage import FileSplitter
 from storage.splitter.metadata import BlockMetadata, FileMetadata
 from storage.splitter.readers import (
     LINE_SCHEMA,
@@ -202,6 +203,15 @@ def test_csv_records_across_blocks(tmp_path):
     rows = pd.concat(frames, ignore_index=True)
     assert rows[["a", "b"]].values.tolist() == [["1", "x"], ["22", "yy"], ["333", "zzz"]]
     assert rows["offset"].tolist() == [4, 9, 16]
+
+
+def test_a_csv_splitter_reads_records_and_a_text_splitter_lines(tmp_path):
+    (tmp_path / "a.csv").write_bytes(b"a,b\n1,x\n22,yy\n")
+    (tmp_path / "b.csv").write_bytes(b"a,b\n333,zzz\n")
+    records = FileSplitter(str(tmp_path), format="csv", columns="a long, b", block_size=6, settle=0).read_records()
+    assert records.sort_values(["path", "offset"])[["a", "b", "offset"]].values.tolist() == [
+        ["1", "x", 4], ["22", "yy", 8], ["333", "zzz", 4]]
+    assert FileSplitter(str(tmp_path), settle=0).read_records()["value"].tolist().count("a,b") == 2
 
 
 def test_a_malformed_csv_record_is_refused_with_its_file_and_offset(tmp_path):
