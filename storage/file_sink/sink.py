@@ -70,15 +70,18 @@ class FileSink:
             raise ValueError(f"FileSink encryption={self.encryption!r} is unknown; the only choice is 'aes-gcm'")
         if self.encryption and self.key is None:
             raise ValueError("FileSink encryption='aes-gcm' needs a key; pass with_encryption(key=...)")
-        if self.key is not None and (not isinstance(self.key, bytes) or len(self.key) not in AES_KEY_BYTES):
-            length = len(self.key) if isinstance(self.key, (bytes, str)) else type(self.key).__name__
-            raise ValueError(f"FileSink key has length {length}; an AES key is 16, 24 or 32 bytes")
+        if self.key is not None and not isinstance(self.key, bytes):
+            kind = type(self.key).__name__
+            raise ValueError(f"FileSink key must be bytes, got {kind}; an AES key is 16, 24 or 32 bytes")
+        if self.key is not None and len(self.key) not in AES_KEY_BYTES:
+            raise ValueError(f"FileSink key has length {len(self.key)}; an AES key is 16, 24 or 32 bytes")
         if self.key is not None and not self.encryption:
             raise ValueError("FileSink key is set but encryption=None; use with_encryption(key) to encrypt")
         if isinstance(self.max_open_files, bool) or not isinstance(self.max_open_files, int) or self.max_open_files < 1:
             raise ValueError(f"FileSink max_open_files={self.max_open_files!r} must be a positive integer")
-        if self.expire_after_ms is not None and (not isinstance(self.expire_after_ms, int) or self.expire_after_ms <= 0):
-            raise ValueError(f"FileSink expire_after_ms={self.expire_after_ms!r} must be a positive integer or None")
+        expiry = self.expire_after_ms
+        if expiry is not None and (isinstance(expiry, bool) or not isinstance(expiry, int) or expiry <= 0):
+            raise ValueError(f"FileSink expire_after_ms={expiry!r} must be a positive integer or None")
         for name in ("prefix", "writer_id"):
             value = getattr(self, name)
             if value is not None and (not value or not re.fullmatch(r"[A-Za-z0-9_\-]+", value) or value[0] in "._"):

@@ -19,9 +19,11 @@ KEY = b"k" * 32
         (lambda p: FileSink(p, encryption="aes-gcm"), r"encryption='aes-gcm' needs a key"),
         (lambda p: FileSink(p, encryption="rot13", key=KEY), r"encryption='rot13' is unknown"),
         (lambda p: FileSink(p).with_encryption(b"short"), r"key has length 5; an AES key is 16, 24 or 32 bytes"),
+        (lambda p: FileSink(p).with_encryption("k" * 16), r"key must be bytes, got str"),
         (lambda p: FileSink(p, key=KEY), r"key is set but encryption=None"),
         (lambda p: FileSink(p).with_open_files(0), r"max_open_files=0 must be a positive integer"),
         (lambda p: FileSink(p).with_open_files(3, expire_after_ms=-5), r"expire_after_ms=-5"),
+        (lambda p: FileSink(p).with_open_files(3, expire_after_ms=True), r"expire_after_ms=True must be"),
         (lambda p: FileSink(p).with_part_names(prefix=".hidden"), r"prefix='.hidden'"),
         (lambda p: FileSink(p).with_writer_id("a/b"), r"writer_id='a/b'"),
         (
