@@ -139,14 +139,23 @@ class Windowed:
         if len(positional) > 1:
             raise WindowingConfigError(
                 f"aggregate() got {len(positional)} unnamed accumulations; name them, e.g. aggregate(total=Sum('x'), n=Count())")
+        if positional and "value" in named:
+            raise WindowingConfigError(
+                f"aggregate({positional[0]!r}, value={named['value']!r}): the unnamed accumulation's output column is "
+                "'value' too, so one would be lost; name both, e.g. aggregate(total=Sum('x'), value=Count())")
         pairs = ([("value", positional[0])] if positional else []) + list(named.items())
         if not pairs:
             raise WindowingConfigError("aggregate() needs an accumulation, e.g. aggregate(Sum('amount'))")
         for name, acc in pairs:
             if not isinstance(acc, Accumulation):
                 raise WindowingConfigError(f"aggregate({name}={acc!r}) is not an Accumulation; give e.g. Sum('amount')")
-            if name in RESERVED or name in (self.key or ()):
+            if name in RESERVED:
                 raise WindowingConfigError(f"aggregate({name}=...) clashes with the output column {name!r}; choose another name")
+            if name in (self.key or ()):
+                raise WindowingConfigError(
+                    f"windowed(key={name!r}) clashes with the output column {name!r} of aggregate("
+                    f"{'' if positional and name == 'value' else name + '='}...); the key would be overwritten: "
+                    "rename the key column, or give the accumulation another name, e.g. aggregate(total=Sum('x'))")
         merging = [name for name, acc in pairs if isinstance(acc, MergeAccumulation)]
         if self.second is not None and len(merging) != len(pairs):
             plain = next(name for name, acc in pairs if not isinstance(acc, MergeAccumulation))
@@ -188,4 +197,11 @@ def windowed(source: Any, time: str | Callable[[Any], Any] = "ts", key: str | Se
         keys = tuple(key)
     else:
         raise WindowingConfigError(f"windowed(key={key!r}): give a column name, a list of column names, or None")
+    for name in keys or ():
+        if name in RESERVED:
+            raise WindowingConfigError(
+                f"windowed(key={key!r}): key column {name!r} clashes with the output column {name!r}, "
+                "which would overwrite it; rename that column of the input first")
+        if keys.count(name) > 1:
+            raise WindowingConfigError(f"windowed(key={key!r}) names column {name!r} twice; name each key column once")
     return Windowed(source=source, time=time, key=keys)

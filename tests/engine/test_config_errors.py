@@ -34,6 +34,10 @@ TS_DF = DF.assign(ts=pd.to_datetime(DF.ts, unit="s"))
     (lambda: TestStream().advance_processing_time("-5 seconds"), r"advance_processing_time\(duration\)='-5 seconds' must be positive"),
     (lambda: TestStream().add_elements("a,1"), r"add_elements\(elements=str\): give a pandas DataFrame or a list of dicts"),
     (lambda: TestStream().advance_watermark_to(None), r"advance_watermark_to\(time=None\): use advance_watermark_to_infinity\(\)"),
+    (lambda: windowed(DF, time="ts", key="timing"), r"windowed\(key='timing'\): key column 'timing' clashes with the output column"),
+    (lambda: windowed(DF, time="ts", key=["k", "window_start"]), r"key column 'window_start' clashes with the output column"),
+    (lambda: windowed(DF, time="ts", key="step"), r"windowed\(key='step'\): key column 'step' clashes"),
+    (lambda: windowed(DF, time="ts", key=["k", "k"]), r"windowed\(key=\['k', 'k'\]\) names column 'k' twice"),
 ])
 def test_builder_refuses_bad_values(build, message):
     with pytest.raises(ValueError, match=message):
@@ -47,6 +51,12 @@ def test_builder_refuses_bad_values(build, message):
     (lambda: windowed(DF, time="ts").aggregate(), r"aggregate\(\) needs an accumulation"),
     (lambda: windowed(DF, time="ts").aggregate(Sum("x"), Count()), r"got 2 unnamed accumulations"),
     (lambda: windowed(DF, time="ts").aggregate(timing=Count()), r"clashes with the output column 'timing'"),
+    (lambda: windowed(DF, time="ts").aggregate(Sum("x"), value=Count()),
+     r"aggregate\(Sum\('x'\), value=Count\(\)\): the unnamed accumulation's output column is 'value' too"),
+    (lambda: windowed(DF.rename(columns={"k": "value"}), time="ts", key="value").aggregate(Sum("x")),
+     r"windowed\(key='value'\) clashes with the output column 'value' of aggregate\(\.\.\.\)"),
+    (lambda: windowed(DF, time="ts", key="k").aggregate(k=Sum("x")),
+     r"windowed\(key='k'\) clashes with the output column 'k' of aggregate\(k=\.\.\.\)"),
     (lambda: windowed(DF, time="ts").aggregate(total=42), r"aggregate\(total=42\) is not an Accumulation"),
     (lambda: windowed(DF, time="ts").fixed("1 minute").aggregate(Sum("x")),
      r"fixed\(size\)='1 minute' is a duration, but time column 'ts' is numeric"),
