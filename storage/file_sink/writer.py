@@ -133,7 +133,7 @@ class SinkWriter:
         for bucket, rows in _group(buckets, data.num_rows):
             table = data if rows is None else data.take(pa.array(rows))
             if sink.file_format.bulk:
-                pending.append(self._write_bulk(bucket, table, now, batch_id))
+                pending.append(self._write_bulk(bucket, table, batch_id))
             else:
                 self._write_rows(bucket, table, now, batch_id, pending)
         for bucket, part in list(self._parts.items()):
@@ -151,7 +151,7 @@ class SinkWriter:
         self._commit(batch_id, pending)
         return True
 
-    def _write_bulk(self, bucket: str, table: pa.Table, now: int, batch_id: int) -> tuple[str, str]:
+    def _write_bulk(self, bucket: str, table: pa.Table, batch_id: int) -> tuple[str, str]:
         sink = self._sink
         body = sink.file_format.write_file(table, sink.compression)
         _, temp, final = self._new_names(bucket)
