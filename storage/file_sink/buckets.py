@@ -35,6 +35,7 @@ class DateTimeBuckets:
 
     ``column`` names the event-time column (timestamps, or integers in epoch
     milliseconds); ``None`` buckets by the batch's processing time instead.
+    A null time fails the whole batch: no bucket would be right for it.
     """
 
     pattern: str = "%Y-%m-%d--%H"
@@ -64,6 +65,12 @@ class DateTimeBuckets:
             col = pd.to_datetime(col, unit="ms", utc=True)
         else:
             col = pd.to_datetime(col, utc=True)
+        nulls = int(col.isna().sum())
+        if nulls:  # factorize would code them -1, and take(-1) the last bucket name
+            raise ValueError(
+                f"DateTimeBuckets column={self.column!r} has {nulls} null timestamp(s) in this batch; a row without "
+                "a time has no bucket: fill or drop them, or bucket by processing time (column=None)"
+            )
         # strftime per distinct second only: a batch has far fewer of them than rows.
         seconds = col.dt.floor("s")
         codes, uniques = pd.factorize(seconds)

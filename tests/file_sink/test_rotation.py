@@ -2,6 +2,7 @@
 
 import pandas as pd
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -116,6 +117,16 @@ def test_date_time_buckets_from_processing_time_and_epoch_millis(tmp_path):
     assert [n.split("/")[0] for n in finished(tmp_path / "p")] == ["19700102"]
     FileSink(str(tmp_path / "e"), buckets=DateTimeBuckets(column="t")).write(pd.DataFrame({"t": [3_600_000]}))
     assert [n.split("/")[0] for n in finished(tmp_path / "e")] == ["1970-01-01--01"]
+
+
+def test_date_time_buckets_refuse_null_timestamps_and_write_nothing(tmp_path):
+    sink = FileSink(str(tmp_path), buckets=DateTimeBuckets(column="ts"))
+    frame = pd.DataFrame({"ts": pd.to_datetime(["2024-01-01 10:00", None, "2024-01-01 12:00"]), "v": [1, 2, 3]})
+    with pytest.raises(ValueError, match=r"column='ts' has 1 null timestamp\(s\) in this batch"):
+        sink.write(frame)
+    with pytest.raises(ValueError, match=r"column='t' has 2 null"):
+        FileSink(str(tmp_path), buckets=DateTimeBuckets(column="t")).write(pd.DataFrame({"t": [None, 5.0, None]}))
+    assert tree(tmp_path) == {}
 
 
 def test_callable_buckets(tmp_path):
