@@ -158,10 +158,6 @@ class Trigger(ABC):
             out = np.minimum(out, child.next_processing_time(ctx.sub(str(i))))
         return out
 
-    def durations(self) -> list[tuple[str, Any]]:
-        """(parameter, duration) pairs to convert into the time column's unit before running."""
-        return [d for child in self.children for d in child.durations()]
-
     def resolve(self, to_internal) -> "Trigger":
         """A copy whose durations are integers in the engine's time unit."""
         return self
