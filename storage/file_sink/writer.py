@@ -16,6 +16,7 @@ the committed one is a replay and writes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections import OrderedDict
@@ -64,10 +65,11 @@ class SinkWriter:
         self._handles: OrderedDict[str, Any] = OrderedDict()
         self._handle_used_ms: dict[str, int] = {}
         self._now = 0
-        state = load_state(self._fs, self._root)
-        self._state = state or SinkState(writer_id=sink.writer_id or uuid.uuid4().hex[:12])
+        self._rollback_failure: BaseException | None = None
+        # This writer id is kept only while the directory has no commit record.
+        self._state = SinkState(writer_id=sink.writer_id or uuid.uuid4().hex[:12])
         self._parts: dict[str, _Part] = {}
-        self._recover()
+        self._restore()
 
     @property
     def committed_batch_id(self) -> int:
@@ -80,6 +82,14 @@ class SinkWriter:
         return len(self._handles)
 
     # ---------------------------------------------------------------- recovery
+
+    def _restore(self) -> None:
+        """Forget everything uncommitted: close the streams, reload the newest record, recover the directory to it."""
+        for path in list(self._handles):
+            self._close_handle(path)
+        self._state = load_state(self._fs, self._root) or SinkState(writer_id=self._state.writer_id)
+        self._parts = {}
+        self._recover()
 
     def _recover(self) -> None:
         fs = self._fs
@@ -122,11 +132,33 @@ class SinkWriter:
         """Write and commit one batch; False if ``batch_id`` was already committed (a replay).
 
         The pandas runner feeds its panes here, one step or micro-batch per call.
+        A batch that raises is rolled back to the last commit, so the same
+        writer can retry it (or write another) without losing or duplicating rows.
         """
+        if self._rollback_failure is not None:
+            raise RuntimeError(
+                f"SinkWriter cannot write: rolling back a failed batch failed too ({self._rollback_failure!r}); "
+                "make a new writer with FileSink.writer(), which recovers the directory from its commit record"
+            ) from self._rollback_failure
         if batch_id <= self._state.batch_id:
             return False
         data = to_table(data)
-        sink, now = self._sink, processing_time_ms
+        try:
+            self._stage_and_commit(data, batch_id, processing_time_ms, end_of_input)
+        except BaseException:
+            self._roll_back()
+            raise
+        return True
+
+    def _roll_back(self) -> None:
+        try:
+            self._restore()
+        except BaseException as failure:
+            self._rollback_failure = failure  # half restored: refuse to write on top of it
+            raise
+
+    def _stage_and_commit(self, data: pa.Table, batch_id: int, now: int, end_of_input: bool) -> None:
+        sink = self._sink
         self._now = now
         pending: list[tuple[str, str]] = []
         buckets = sink.buckets.assign(data, now) if data.num_rows else ""
@@ -149,7 +181,6 @@ class SinkWriter:
         self._expire_handles(now)
         self._hook("after_staging", batch_id)
         self._commit(batch_id, pending)
-        return True
 
     def _write_bulk(self, bucket: str, table: pa.Table, batch_id: int) -> tuple[str, str]:
         sink = self._sink
@@ -226,10 +257,11 @@ class SinkWriter:
                 part.record.batches += 1
                 part.wrote_this_batch = False
             open_parts.append(part.record)
-        self._state.batch_id = batch_id
-        self._state.open_parts = [PartRecord(**vars(r)) for r in open_parts]
-        self._state.finalize = pending
-        commit_state(self._fs, self._root, self._state)
+        committed = dataclasses.replace(
+            self._state, batch_id=batch_id, open_parts=[PartRecord(**vars(r)) for r in open_parts], finalize=pending
+        )
+        commit_state(self._fs, self._root, committed)
+        self._state = committed  # only now: until the record is written the batch is not committed
         self._hook("after_commit_record", batch_id)
         self._finish_renames(pending, batch_id)
 

@@ -3,10 +3,12 @@
 import os
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from storage.file_sink import ColumnBuckets, FileSink, RollingPolicy
+import storage.file_sink.writer as writer_module
+from storage.file_sink import CallableBuckets, ColumnBuckets, FileSink, RollingPolicy
 
 from .helpers import batch, tree  # helpers also registers noappend://
 
@@ -47,6 +49,93 @@ def test_write_retried_with_the_same_batch_id_is_a_no_op(tmp_path):
     sink.write(pd.DataFrame({"a": [1, 2]}), batch_id=0)
     sink.write(pd.DataFrame({"a": [3]}))
     assert sink.read()["a"].tolist() == [1, 2, 3]
+
+
+class Injected(RuntimeError):
+    pass
+
+
+def fail_at(phase, batch_id):
+    """A hook that raises the first time the writer reaches ``phase`` of ``batch_id``."""
+    armed = [True]
+
+    def hook(seen_phase, seen_batch):
+        if armed[0] and (seen_phase, seen_batch) == (phase, batch_id):
+            armed[0] = False
+            raise Injected(f"{phase} of batch {batch_id}")
+
+    return hook
+
+
+@pytest.mark.parametrize(
+    ("phase", "committed"),
+    [("mid_write", False), ("after_staging", False), ("after_commit_record", True), ("mid_rename", True)],
+)
+def test_a_failed_batch_retried_on_the_same_writer_loses_and_duplicates_nothing(tmp_path, phase, committed):
+    sink = FileSink(str(tmp_path)).with_writer_id("w").with_buckets(ColumnBuckets("k"))
+    writer = sink.with_rolling_policy(RollingPolicy(max_batches=2)).writer(fail_at(phase, 1))
+    writer.write_batch(batch(0, 4, buckets=2), 0, 0)
+    with pytest.raises(Injected):
+        writer.write_batch(batch(4, 4, buckets=2), 1, 0)  # rolls both parts: two renames
+    assert writer.committed_batch_id == (1 if committed else 0)
+    assert writer.write_batch(batch(4, 4, buckets=2), 1, 0) is not committed
+    writer.write_batch(batch(8, 2, buckets=2), 2, 0, end_of_input=True)
+    writer.close()
+    sink.writer().close()  # a restart recovers nothing more
+    assert sorted(sink.read()["id"]) == list(range(10))
+
+
+def test_a_batch_refused_by_its_format_is_retried_with_fixed_rows(tmp_path):
+    # The first bucket's rows are buffered before the second bucket's newline is refused.
+    by_value = CallableBuckets(lambda row, now: "bad" if "\n" in row["v"] else "good")
+    sink = FileSink(str(tmp_path), format="text").with_buckets(by_value)
+    writer = sink.with_rolling_policy(RollingPolicy(max_batches=5)).writer()
+    with pytest.raises(ValueError, match="cannot write a value containing a newline"):
+        writer.write_batch(pa.table({"v": ["ok-row", "bad\nrow"]}), 0, 0)
+    assert writer.write_batch(pa.table({"v": ["ok-row", "fixed"]}), 0, 0, end_of_input=True)
+    assert sorted(sink.read()["value"]) == ["fixed", "ok-row"]
+
+
+def test_a_commit_record_that_fails_to_write_is_retried(tmp_path, monkeypatch):
+    sink = FileSink(str(tmp_path), format="parquet")
+    writer = sink.writer()
+    real_commit = writer_module.commit_state
+    calls = []
+
+    def full_disk_once(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise OSError("No space left on device")
+        real_commit(*args)
+
+    monkeypatch.setattr(writer_module, "commit_state", full_disk_once)
+    with pytest.raises(OSError, match="No space left"):
+        writer.write_batch(pa.table({"id": [1, 2]}), 0, 0)
+    assert writer.write_batch(pa.table({"id": [1, 2]}), 0, 0)  # not "already committed"
+    assert writer.write_batch(pa.table({"id": [3]}), 1, 0)
+    writer.close()
+    sink.writer().close()
+    assert sink.read()["id"].tolist() == [1, 2, 3]
+
+
+def test_a_writer_whose_rollback_failed_refuses_to_write(tmp_path, monkeypatch):
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy(max_batches=5))
+    writer = sink.writer(fail_at("after_staging", 1))
+    writer.write_batch(batch(0, 2), 0, 0)
+    real_load = writer_module.load_state
+
+    def unreadable(*args):
+        raise OSError("I/O error reading the commit record")
+
+    monkeypatch.setattr(writer_module, "load_state", unreadable)
+    with pytest.raises(OSError, match="I/O error"):
+        writer.write_batch(batch(2, 2), 1, 0)
+    monkeypatch.setattr(writer_module, "load_state", real_load)
+    with pytest.raises(RuntimeError, match=r"rolling back a failed batch failed too .*make a new writer"):
+        writer.write_batch(batch(2, 2), 1, 0)
+    writer.close()
+    sink.write(batch(2, 2), batch_id=1)
+    assert sink.read()["id"].tolist() == [0, 1, 2, 3]
 
 
 def test_restart_truncates_uncommitted_bytes_and_removes_stray_parts(tmp_path):
