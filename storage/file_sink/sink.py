@@ -202,7 +202,8 @@ class FileSink:
         committed as batch id ``s``, in step order, ``step`` column included.
         A step at or below the last committed one is skipped, so writing the
         same result again, or a longer run of the same stream, duplicates
-        nothing. With ``end_of_input`` every part is finished after the last step.
+        nothing. With ``end_of_input`` every part is finished after the last
+        step, also when every step had been committed before.
         """
         if step_column not in panes.columns:
             raise ValueError(
@@ -224,6 +225,8 @@ class FileSink:
                 rows = panes[steps.to_numpy() == step].reset_index(drop=True)
                 last = end_of_input and i == len(order) - 1
                 written += writer.write_batch(rows, int(step), now, end_of_input=last)
+            if end_of_input:
+                writer.finish(now)  # parts left open by an earlier call that committed the last step
         finally:
             writer.close()
         return written

@@ -135,20 +135,37 @@ class SinkWriter:
         A batch that raises is rolled back to the last commit, so the same
         writer can retry it (or write another) without losing or duplicating rows.
         """
+        self._refuse_if_rollback_failed()
+        if batch_id <= self._state.batch_id:
+            return False
+        self._run(to_table(data), batch_id, processing_time_ms, end_of_input)
+        return True
+
+    def finish(self, processing_time_ms: int) -> bool:
+        """Finish every in-progress part, committed again under the last batch id; False if none was open.
+
+        End of input for a run whose batches were all committed before: a new
+        batch id would be skipped as a replay by a later, longer run of the same stream.
+        """
+        self._refuse_if_rollback_failed()
+        if not self._parts:
+            return False
+        self._run(pa.table({}), self._state.batch_id, processing_time_ms, end_of_input=True)
+        return True
+
+    def _refuse_if_rollback_failed(self) -> None:
         if self._rollback_failure is not None:
             raise RuntimeError(
                 f"SinkWriter cannot write: rolling back a failed batch failed too ({self._rollback_failure!r}); "
                 "make a new writer with FileSink.writer(), which recovers the directory from its commit record"
             ) from self._rollback_failure
-        if batch_id <= self._state.batch_id:
-            return False
-        data = to_table(data)
+
+    def _run(self, data: pa.Table, batch_id: int, now: int, end_of_input: bool) -> None:
         try:
-            self._stage_and_commit(data, batch_id, processing_time_ms, end_of_input)
+            self._stage_and_commit(data, batch_id, now, end_of_input)
         except BaseException:
             self._roll_back()
             raise
-        return True
 
     def _roll_back(self) -> None:
         try:

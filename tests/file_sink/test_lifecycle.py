@@ -85,6 +85,23 @@ def test_a_failed_batch_retried_on_the_same_writer_loses_and_duplicates_nothing(
     assert sorted(sink.read()["id"]) == list(range(10))
 
 
+@pytest.mark.parametrize("phase", ["mid_write", "after_staging", "after_commit_record", "mid_rename"])
+def test_finish_rolls_every_open_part_under_the_last_batch_id_and_can_be_retried(tmp_path, phase):
+    sink = FileSink(str(tmp_path)).with_buckets(ColumnBuckets("k")).with_rolling_policy(RollingPolicy(max_batches=5))
+    sink = sink.with_encryption(b"0" * 16)  # rolling then writes a final segment: a mid_write to fail at
+    first = sink.writer()
+    first.write_batch(batch(0, 4, buckets=2), 0, 0)
+    first.close()
+    assert sink.read().empty
+    writer = sink.writer(fail_at(phase, 0))  # batch 0's phases are reached again only by finish
+    with pytest.raises(Injected):
+        writer.finish(0)
+    writer.finish(0)
+    assert writer.committed_batch_id == 0 and not writer.finish(0)  # nothing left open
+    writer.close()
+    assert sorted(sink.read()["id"]) == list(range(4))
+
+
 def test_a_batch_refused_by_its_format_is_retried_with_fixed_rows(tmp_path):
     # The first bucket's rows are buffered before the second bucket's newline is refused.
     by_value = CallableBuckets(lambda row, now: "bad" if "\n" in row["v"] else "good")

@@ -61,6 +61,20 @@ def test_a_longer_run_of_the_same_stream_adds_only_its_new_steps(tmp_path):
     pd.testing.assert_frame_equal(read(sink), as_written(full))
 
 
+def test_end_of_input_finishes_parts_whose_steps_were_all_committed_before(tmp_path):
+    sink = FileSink(str(tmp_path))
+    panes = panes_of(2)
+    sink.write_panes(panes, processing_time_ms=0, end_of_input=False)
+    assert sink.write_panes(panes, processing_time_ms=0) == 0  # no step to commit, yet the end of input
+    pd.testing.assert_frame_equal(read(sink), as_written(panes))
+    before = tree(tmp_path)
+    assert sink.write_panes(panes, processing_time_ms=0) == 0
+    assert tree(tmp_path) == before  # finishing again does nothing
+    full = panes_of(4)  # finishing took no step id: a longer run still adds its new steps
+    assert sink.write_panes(full, processing_time_ms=0) == full["step"].nunique() - panes["step"].nunique()
+    pd.testing.assert_frame_equal(read(sink), as_written(full))
+
+
 def test_panes_without_a_step_column_are_refused(tmp_path):
     result = windowed(pd.DataFrame({"ts": [1], "k": ["a"], "x": [1]}), time="ts", key="k").fixed(10).run(Sum("x"))
     with pytest.raises(ValueError, match=r"panes have no 'step' column .* write\(df\)"):
