@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from fsspec import AbstractFileSystem
 
 STATE_DIR = "_file_sink"
-VERSION = 1
+VERSION = 2  # 2 added the settings; a version 1 record reads with settings unknown ({})
 _KEEP = 3
 
 
@@ -41,6 +41,8 @@ class SinkState:
     next_part: dict[str, int] = field(default_factory=dict)
     open_parts: list[PartRecord] = field(default_factory=list)
     finalize: list[tuple[str, str]] = field(default_factory=list)
+    # Format, compression and key fingerprint the open parts were written with.
+    settings: dict[str, str | None] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps({"version": VERSION, **asdict(self)}, sort_keys=True)
@@ -48,7 +50,7 @@ class SinkState:
     @classmethod
     def from_json(cls, text: str) -> SinkState:
         raw = json.loads(text)
-        if raw.pop("version") != VERSION:
+        if raw.pop("version") not in (1, VERSION):
             raise ValueError("unknown file sink state version")
         raw["open_parts"] = [PartRecord(**p) for p in raw["open_parts"]]
         raw["finalize"] = [tuple(pair) for pair in raw["finalize"]]

@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 from fsspec.core import url_to_fs
 
-from .codec import compress, seal
+from .codec import compress, key_fingerprint, seal
 from .rolling import PartStats
 from .state import PartRecord, SinkState, commit_state, load_state
 
@@ -87,9 +87,31 @@ class SinkWriter:
         """Forget everything uncommitted: close the streams, reload the newest record, recover the directory to it."""
         for path in list(self._handles):
             self._close_handle(path)
-        self._state = load_state(self._fs, self._root) or SinkState(writer_id=self._state.writer_id)
+        state = load_state(self._fs, self._root)
+        if state is not None:
+            self._refuse_changed_settings(state)
+        self._state = state or SinkState(writer_id=self._state.writer_id)
         self._parts = {}
         self._recover()
+
+    def _settings(self) -> dict[str, str | None]:
+        """What the bytes of a part depend on."""
+        sink = self._sink
+        return {"format": sink.format, "compression": sink.compression, "key_fingerprint": key_fingerprint(sink.key)}
+
+    def _refuse_changed_settings(self, state: SinkState) -> None:
+        """Appending to in-progress parts under other settings than they were written with would corrupt them."""
+        if not state.open_parts:
+            return
+        for name, value in self._settings().items():
+            recorded = state.settings.get(name, value)  # a version 1 record does not say
+            if recorded != value:
+                raise ValueError(
+                    f"FileSink {name}={value!r} differs from {name}={recorded!r}, the setting that "
+                    f"{len(state.open_parts)} in-progress part(s) under {self._root} were written with; "
+                    "appending would corrupt them. Finish them with the old settings first "
+                    "(writer().finish(processing_time_ms) on the sink as it was), then change it"
+                )
 
     def _recover(self) -> None:
         fs = self._fs
@@ -275,7 +297,11 @@ class SinkWriter:
                 part.wrote_this_batch = False
             open_parts.append(part.record)
         committed = dataclasses.replace(
-            self._state, batch_id=batch_id, open_parts=[PartRecord(**vars(r)) for r in open_parts], finalize=pending
+            self._state,
+            batch_id=batch_id,
+            open_parts=[PartRecord(**vars(r)) for r in open_parts],
+            finalize=pending,
+            settings=self._settings(),
         )
         commit_state(self._fs, self._root, committed)
         self._state = committed  # only now: until the record is written the batch is not committed
