@@ -50,8 +50,12 @@ class SinkState:
     @classmethod
     def from_json(cls, text: str) -> SinkState:
         raw = json.loads(text)
-        if raw.pop("version") not in (1, VERSION):
-            raise ValueError("unknown file sink state version")
+        version = raw.pop("version")
+        if version not in (1, VERSION):  # not a torn record: skipping it would roll the directory back
+            raise RuntimeError(
+                f"file sink commit record version {version!r} is unknown; this release reads versions 1 to "
+                f"{VERSION}: a newer release wrote it, write with that one"
+            )
         raw["open_parts"] = [PartRecord(**p) for p in raw["open_parts"]]
         raw["finalize"] = [tuple(pair) for pair in raw["finalize"]]
         return cls(**raw)
