@@ -7,7 +7,7 @@ Every assigner maps a whole Arrow table to one bucket id per row at once
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pandas as pd
@@ -19,6 +19,18 @@ class BucketAssigner(Protocol):
 
     def assign(self, table: pa.Table, processing_time_ms: int) -> list[str] | str:
         """One bucket id per row, or a single id for every row of the batch."""
+
+
+def check_bucket_id(bucket: Any, assigner: BucketAssigner) -> None:
+    """Refuse a bucket id that is not a directory below the base path that readers see."""
+    refused = f"FileSink bucket id {bucket!r} from {type(assigner).__name__} is refused"
+    if not isinstance(bucket, str):
+        raise ValueError(f"{refused}: a bucket id is a str")
+    for level in bucket.split("/") if bucket else []:
+        if level in ("", ".", ".."):
+            raise ValueError(f"{refused}: a level is {level!r}; a bucket id is '/'-separated directory names")
+        if level[0] in "._":
+            raise ValueError(f"{refused}: level {level!r} starts with {level[0]!r}, so readers would skip its rows")
 
 
 @dataclass(frozen=True)
@@ -78,18 +90,39 @@ class DateTimeBuckets:
         return list(pd.Index(names).take(codes))
 
 
+# What Hive and Spark percent-escape in a partition directory name (Hive's FileUtils.escapePathName);
+# their readers, and pyarrow's hive partitioning, decode it back.
+HIVE_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
+
+
+def hive_escape(text: str) -> str:
+    """``text`` as Hive and Spark write it in a partition directory name."""
+    return "".join(f"%{ord(c):02X}" if c in HIVE_ESCAPED else c for c in text)
+
+
 @dataclass(frozen=True)
 class ColumnBuckets:
     """One bucket per distinct value of a column, named ``<column>=<value>``.
 
-    The Hive-style name lets Spark and pyarrow readers rebuild the column.
+    The Hive-style name lets Spark and pyarrow readers rebuild the column:
+    name and value are escaped as Hive escapes them ('/' as ``%2F``, ...), so
+    a value can neither add directory levels nor hide its rows.
     """
 
     column: str
 
+    def __post_init__(self) -> None:
+        if not self.column or self.column[0] in "._":
+            raise ValueError(
+                f"ColumnBuckets column={self.column!r} would name directories that readers skip "
+                "(empty, or starting with '.' or '_'); bucket by another column, or rename it"
+            )
+
     def assign(self, table: pa.Table, processing_time_ms: int) -> list[str]:
-        values = table.column(self.column).to_pylist()
-        return [f"{self.column}={v}" for v in values]
+        texts = [str(v) for v in table.column(self.column).to_pylist()]
+        prefix = f"{hive_escape(self.column)}="
+        names = {text: prefix + hive_escape(text) for text in set(texts)}  # escape each distinct value once
+        return [names[text] for text in texts]
 
 
 @dataclass(frozen=True)

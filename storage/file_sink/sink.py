@@ -89,6 +89,11 @@ class FileSink:
                     f"FileSink {name}={value!r} must be letters, digits, '-' or '_', not starting with '.' or '_' "
                     "(readers skip such files)"
                 )
+        if self.suffix is not None and not re.fullmatch(r"[A-Za-z0-9_.\-]*", self.suffix):
+            raise ValueError(
+                f"FileSink suffix={self.suffix!r} must be letters, digits, '.', '-' or '_'; "
+                "a '/' would make the part's name a directory"
+            )
         policy = self.rolling
         if (bulk or not self.appendable) and not (policy.every_batch and policy.max_batches is None):
             reason = f"format {self.format!r} cannot be appended to" if bulk else f"{self.path!r} cannot be appended to"
@@ -123,7 +128,13 @@ class FileSink:
     def part_file_name(self, writer_id: str, number: int) -> str:
         """``<prefix>-<writer id>-<part number><suffix>``, or the user's function."""
         if self.part_name is not None:
-            return self.part_name(writer_id, number)
+            name = self.part_name(writer_id, number)
+            if not isinstance(name, str) or not name or "/" in name or name[0] in "._":
+                raise ValueError(
+                    f"FileSink part name fn gave {name!r} for part {number}; a part name is a non-empty str "
+                    "without '/', not starting with '.' or '_' (readers skip such files)"
+                )
+            return name
         suffix = self.suffix
         if suffix is None:
             bulk = FORMATS[self.format].bulk

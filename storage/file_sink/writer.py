@@ -28,6 +28,7 @@ import pandas as pd
 import pyarrow as pa
 from fsspec.core import url_to_fs
 
+from .buckets import check_bucket_id
 from .codec import compress, key_fingerprint, seal
 from .rolling import PartStats
 from .state import PartRecord, SinkState, commit_state, load_state
@@ -200,8 +201,10 @@ class SinkWriter:
         sink = self._sink
         self._now = now
         pending: list[tuple[str, str]] = []
-        buckets = sink.buckets.assign(data, now) if data.num_rows else ""
-        for bucket, rows in _group(buckets, data.num_rows):
+        groups = _group(sink.buckets.assign(data, now) if data.num_rows else "", data.num_rows)
+        for bucket, _ in groups:
+            check_bucket_id(bucket, sink.buckets)
+        for bucket, rows in groups:
             table = data if rows is None else data.take(pa.array(rows))
             if sink.file_format.bulk:
                 pending.append(self._write_bulk(bucket, table, batch_id))
@@ -266,7 +269,13 @@ class SinkWriter:
         self._state.next_part[bucket] = number + 1
         name = self._sink.part_file_name(self._state.writer_id, number)
         directory = f"{self._root}/{bucket}" if bucket else self._root
-        return number, f"{directory}/.{name}{INPROGRESS}", f"{directory}/{name}"
+        temp, final = f"{directory}/.{name}{INPROGRESS}", f"{directory}/{name}"
+        if self._fs.exists(final) or self._fs.exists(temp):  # renaming onto it would lose rows
+            raise ValueError(
+                f"FileSink part {number} of bucket {bucket!r} would be named {name!r}, which another part "
+                "already has; each part needs its own name: a with_part_names fn must use the part number"
+            )
+        return number, temp, final
 
     def _flush(self, part: _Part, batch_id: int, final: bool = False) -> None:
         """Append the part's buffered rows as one segment (and the final one when rolling)."""

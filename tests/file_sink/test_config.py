@@ -2,7 +2,7 @@
 
 import pytest
 
-from storage.file_sink import DateTimeBuckets, FileSink, RollingPolicy
+from storage.file_sink import ColumnBuckets, DateTimeBuckets, FileSink, RollingPolicy
 
 from . import helpers  # noqa: F401  (registers noappend://)
 
@@ -26,6 +26,8 @@ KEY = b"k" * 32
         (lambda p: FileSink(p).with_open_files(3, expire_after_ms=True), r"expire_after_ms=True must be"),
         (lambda p: FileSink(p).with_part_names(prefix=".hidden"), r"prefix='.hidden'"),
         (lambda p: FileSink(p).with_writer_id("a/b"), r"writer_id='a/b'"),
+        (lambda p: FileSink(p).with_part_names(suffix="/x.json"), r"suffix='/x.json' must be letters, digits"),
+        (lambda p: ColumnBuckets("_k"), r"ColumnBuckets column='_k' would name directories that readers skip"),
         (
             lambda p: FileSink(p, format="parquet").with_rolling_policy(RollingPolicy(max_part_size=10)),
             r"format 'parquet' cannot be appended to; use RollingPolicy.on_every_batch",

@@ -206,6 +206,31 @@ def test_buckets_are_directories_and_interleave(tmp_path):
     assert sorted(sink.read()["id"]) == list(range(6))
 
 
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [(lambda w, n: f"_p{n}.jsonl", "'_p0.jsonl'"), (lambda w, n: f"a/{n}", "'a/0'"), (lambda w, n: 3, "3")],
+)
+def test_part_names_readers_would_skip_are_refused(tmp_path, name, shown):
+    with pytest.raises(ValueError, match=f"part name fn gave {shown} for part 0; a part name is a non-empty str"):
+        FileSink(str(tmp_path)).with_part_names(fn=name).write(batch(0, 1))
+    assert tree(tmp_path) == {}
+
+
+def test_a_part_name_taken_by_an_earlier_part_is_refused_before_anything_is_renamed(tmp_path):
+    sink = FileSink(str(tmp_path)).with_part_names(fn=lambda writer, n: "out.jsonl")
+    sink.write(batch(0, 2))
+    with pytest.raises(ValueError, match=r"part 1 of bucket '' would be named 'out.jsonl', which another part"):
+        sink.write(batch(2, 2))
+    assert sink.read()["id"].tolist() == [0, 1]  # the finished part was not overwritten
+
+
+def test_a_part_name_repeated_within_a_batch_is_refused(tmp_path):
+    sink = FileSink(str(tmp_path)).with_part_names(fn=lambda writer, n: "out.jsonl")
+    with pytest.raises(ValueError, match=r"part 1 of bucket '' would be named 'out.jsonl'"):
+        sink.with_rolling_policy(RollingPolicy(max_part_size=40)).write(batch(0, 4))  # two parts
+    assert tree(tmp_path) == {}
+
+
 def test_a_record_the_directory_contradicts_is_reported(tmp_path):
     sink = FileSink(str(tmp_path)).with_writer_id("w").with_rolling_policy(RollingPolicy(max_batches=5))
     writer = sink.writer()

@@ -1,7 +1,10 @@
 """Every rolling policy, the open-file cache, and the bucket assigners."""
 
+import os
+
 import pandas as pd
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -126,6 +129,44 @@ def test_date_time_buckets_refuse_null_timestamps_and_write_nothing(tmp_path):
         sink.write(frame)
     with pytest.raises(ValueError, match=r"column='t' has 2 null"):
         FileSink(str(tmp_path), buckets=DateTimeBuckets(column="t")).write(pd.DataFrame({"t": [None, 5.0, None]}))
+    assert tree(tmp_path) == {}
+
+
+def test_column_values_are_escaped_as_hive_does_and_read_back_as_they_were(tmp_path):
+    values = ["a", "x/_y", "../../escaped", "p:q%", ".dot"]
+    sink = FileSink(str(tmp_path / "out"), format="parquet").with_writer_id("w").with_buckets(ColumnBuckets("k"))
+    sink.write(pa.table({"k": values, "v": range(5)}))
+    directories = ["k=..%2F..%2Fescaped", "k=.dot", "k=a", "k=p%3Aq%25", "k=x%2F_y"]  # one level each
+    assert finished(tmp_path / "out") == [f"{d}/part-w-0.parquet" for d in directories]
+    assert os.listdir(tmp_path) == ["out"]  # nothing climbed out
+    assert sorted(sink.read()["v"]) == list(range(5))
+    hive = ds.partitioning(pa.schema([("k", pa.string())]), flavor="hive")
+    fragments = ds.dataset(str(tmp_path / "out"), format="parquet", partitioning=hive).get_fragments()
+    decoded = [ds.get_partition_keys(f.partition_expression)["k"] for f in fragments]
+    assert sorted(decoded) == sorted(values)  # pyarrow's hive partitioning decodes the names back
+
+
+class IntBuckets:
+    def assign(self, table, processing_time_ms):
+        return [7] * table.num_rows
+
+
+@pytest.mark.parametrize(
+    ("assigner", "match"),
+    [
+        (CallableBuckets(lambda row, now: "../up"), r"bucket id '../up' from CallableBuckets is refused: a level is"),
+        (CallableBuckets(lambda row, now: "a//b"), r"bucket id 'a//b' .* a level is ''"),
+        (CallableBuckets(lambda row, now: "/abs"), r"bucket id '/abs' .* a level is ''"),
+        (CallableBuckets(lambda row, now: "x/_y"), r"bucket id 'x/_y' .* level '_y' starts with '_', so readers"),
+        (CallableBuckets(lambda row, now: ".hidden"), r"level '.hidden' starts with '.'"),
+        (DateTimeBuckets(pattern="_%Y"), r"bucket id '_1970' from DateTimeBuckets is refused"),
+        (IntBuckets(), r"bucket id 7 from IntBuckets is refused: a bucket id is a str"),
+    ],
+)
+def test_unsafe_bucket_ids_are_refused_before_anything_is_written(tmp_path, assigner, match):
+    sink = FileSink(str(tmp_path / "out")).with_buckets(assigner)
+    with pytest.raises(ValueError, match=match):
+        sink.write(batch(0, 3), processing_time_ms=0)
     assert tree(tmp_path) == {}
 
 
