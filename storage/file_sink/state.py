@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 from fsspec import AbstractFileSystem
 
@@ -83,13 +84,17 @@ def load_state(fs: AbstractFileSystem, root: str) -> SinkState | None:
     return None
 
 
-def commit_state(fs: AbstractFileSystem, root: str, state: SinkState) -> None:
-    """Write the record atomically (temporary name, then rename) and prune old ones."""
+def commit_state(fs: AbstractFileSystem, root: str, state: SinkState, sync: Callable[[str], None]) -> None:
+    """Write the record atomically (temporary name, then rename) and durably (``sync``), and prune old ones."""
     directory = f"{root}/{STATE_DIR}"
-    fs.makedirs(directory, exist_ok=True)
+    if not fs.exists(directory):
+        fs.makedirs(directory, exist_ok=True)
+        sync(root)
     final = f"{directory}/{state.batch_id:020d}.json"
     temp = f"{directory}/.{state.batch_id:020d}.json.tmp"
     fs.pipe_file(temp, state.to_json().encode())
+    sync(temp)
     fs.mv(temp, final)
+    sync(directory)
     for _, old in _record_paths(fs, root)[:-_KEEP]:
         fs.rm_file(old)

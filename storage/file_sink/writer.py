@@ -66,6 +66,8 @@ class SinkWriter:
         self._handles: OrderedDict[str, Any] = OrderedDict()
         self._handle_used_ms: dict[str, int] = {}
         self._now = 0
+        self._unsynced_files: set[str] = set()  # written by this batch
+        self._unsynced_dirs: set[str] = set()  # given a new part by this batch
         self._rollback_failure: BaseException | None = None
         # This writer id is kept only while the directory has no commit record.
         self._state = SinkState(writer_id=sink.writer_id or uuid.uuid4().hex[:12])
@@ -146,6 +148,18 @@ class SinkWriter:
                 self._fs.mv(src, dst)
             if hooked and i == 0:
                 self._hook("mid_rename", batch_id)
+        # Durable before the next record, which no longer lists them: else a crash leaves a stray in-progress file.
+        for directory in sorted({dst.rsplit("/", 1)[0] for _, dst in renames}):
+            self._sync(directory)
+
+    def _sync(self, path: str) -> None:
+        """Make a local file's data, or a local directory's entries, durable; other filesystems decide themselves."""
+        if self._local:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     # ------------------------------------------------------------------ writing
 
@@ -200,6 +214,8 @@ class SinkWriter:
     def _stage_and_commit(self, data: pa.Table, batch_id: int, now: int, end_of_input: bool) -> None:
         sink = self._sink
         self._now = now
+        self._unsynced_files.clear()
+        self._unsynced_dirs.clear()
         pending: list[tuple[str, str]] = []
         groups = _group(sink.buckets.assign(data, now) if data.num_rows else "", data.num_rows)
         for bucket, _ in groups:
@@ -228,8 +244,9 @@ class SinkWriter:
         sink = self._sink
         body = sink.file_format.write_file(table, sink.compression)
         _, temp, final = self._new_names(bucket)
-        self._fs.makedirs(temp.rsplit("/", 1)[0], exist_ok=True)
+        self._make_directory_of(temp)
         self._fs.pipe_file(temp, seal(body, sink.key, 0, final=True))
+        self._unsynced_files.add(temp)
         self._hook("mid_write", batch_id)
         return temp, final
 
@@ -257,12 +274,20 @@ class SinkWriter:
 
     def _open_part(self, bucket: str, table: pa.Table, now: int) -> _Part:
         number, temp, final = self._new_names(bucket)
-        self._fs.makedirs(temp.rsplit("/", 1)[0], exist_ok=True)
+        self._make_directory_of(temp)
         part = _Part(PartRecord(bucket, number, temp, final, 0, 0, now, now, 0))
         header = self._sink.file_format.header(table)
         part.pending, part.pending_bytes = ([header], len(header)) if header else ([], 0)
         self._parts[bucket] = part
         return part
+
+    def _make_directory_of(self, path: str) -> None:
+        """Make the directory of a new part; it and its parents up to the root are synced before the commit."""
+        directory = path.rsplit("/", 1)[0]
+        self._fs.makedirs(directory, exist_ok=True)
+        while len(directory) >= len(self._root):
+            self._unsynced_dirs.add(directory)
+            directory = directory.rsplit("/", 1)[0]
 
     def _new_names(self, bucket: str) -> tuple[int, str, str]:
         number = self._state.next_part.get(bucket, 0)
@@ -287,6 +312,7 @@ class SinkWriter:
         handle = self._handle(rec.path)
         handle.write(segment)
         handle.flush()
+        self._unsynced_files.add(rec.path)
         rec.length += len(segment)
         rec.segments += 1
         part.pending, part.pending_bytes = [], 0
@@ -312,7 +338,9 @@ class SinkWriter:
             finalize=pending,
             settings=self._settings(),
         )
-        commit_state(self._fs, self._root, committed)
+        for path in sorted(self._unsynced_files) + sorted(self._unsynced_dirs):
+            self._sync(path)  # the record must never promise bytes or files a crash can take back
+        commit_state(self._fs, self._root, committed, self._sync)
         self._state = committed  # only now: until the record is written the batch is not committed
         self._hook("after_commit_record", batch_id)
         self._finish_renames(pending, batch_id)

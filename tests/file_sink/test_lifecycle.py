@@ -318,3 +318,43 @@ def test_a_commit_record_of_an_unknown_version_is_refused_not_skipped(tmp_path):
     with pytest.raises(RuntimeError, match="commit record version 99 is unknown; this release reads versions 1 to 2"):
         sink.writer()
     assert (tmp_path / ".part-w-0.jsonl.inprogress").exists()  # not deleted as a stray of no commit
+
+
+def record_fsyncs(monkeypatch, root):
+    """Replace os.fsync by a recorder of the synced paths (relative to ``root``, '.' for it) in order."""
+    synced = []
+
+    def fsync(fd):
+        synced.append(os.path.relpath(os.readlink(f"/proc/self/fd/{fd}"), root))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+def test_parts_and_the_record_are_fsynced_before_the_commit_and_renames_after(tmp_path, monkeypatch):
+    synced = record_fsyncs(monkeypatch, tmp_path)
+    sink = FileSink(str(tmp_path)).with_writer_id("w").with_buckets(ColumnBuckets("k"))
+    writer = sink.with_rolling_policy(RollingPolicy(max_batches=2)).writer(lambda phase, b: synced.append(phase))
+    writer.write_batch(batch(0, 2), 0, 0)  # opens k=b0/.part-w-0.jsonl.inprogress
+    record = os.path.join("_file_sink", f".{0:020d}.json.tmp")
+    assert synced == [
+        "mid_write", "after_staging",
+        "k=b0/.part-w-0.jsonl.inprogress", ".", "k=b0",  # the part's bytes and its new directory entries
+        ".", record, "_file_sink",  # the record's directory (new), its bytes before the rename, then the rename
+        "after_commit_record",
+    ]
+    synced.clear()
+    writer.write_batch(batch(2, 2), 1, 0)  # appends to the part and rolls it
+    assert synced == [
+        "mid_write", "after_staging",
+        "k=b0/.part-w-0.jsonl.inprogress",  # once, though it was appended to and then sealed
+        os.path.join("_file_sink", f".{1:020d}.json.tmp"), "_file_sink",
+        "after_commit_record", "mid_rename",
+        "k=b0",  # the rename to part-w-0.jsonl, before the next record forgets it was due
+    ]
+
+
+def test_other_filesystems_are_not_fsynced(monkeypatch):
+    synced = record_fsyncs(monkeypatch, "/")
+    FileSink("memory://no-fsync/out").write(batch(0, 2))
+    assert synced == []
