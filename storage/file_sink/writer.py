@@ -244,7 +244,7 @@ class SinkWriter:
         sink = self._sink
         body = sink.file_format.write_file(table, sink.compression)
         _, temp, final = self._new_names(bucket)
-        self._make_directory_of(temp)
+        self._make_bucket_directory(bucket)
         self._fs.pipe_file(temp, seal(body, sink.key, 0, final=True))
         self._unsynced_files.add(temp)
         self._hook("mid_write", batch_id)
@@ -274,20 +274,19 @@ class SinkWriter:
 
     def _open_part(self, bucket: str, table: pa.Table, now: int) -> _Part:
         number, temp, final = self._new_names(bucket)
-        self._make_directory_of(temp)
+        self._make_bucket_directory(bucket)
         part = _Part(PartRecord(bucket, number, temp, final, 0, 0, now, now, 0))
         header = self._sink.file_format.header(table)
         part.pending, part.pending_bytes = ([header], len(header)) if header else ([], 0)
         self._parts[bucket] = part
         return part
 
-    def _make_directory_of(self, path: str) -> None:
-        """Make the directory of a new part; it and its parents up to the root are synced before the commit."""
-        directory = path.rsplit("/", 1)[0]
-        self._fs.makedirs(directory, exist_ok=True)
-        while len(directory) >= len(self._root):
-            self._unsynced_dirs.add(directory)
-            directory = directory.rsplit("/", 1)[0]
+    def _make_bucket_directory(self, bucket: str) -> None:
+        """Make the directory of a bucket's new part; it and its parents up to the root are synced before the commit."""
+        levels = bucket.split("/") if bucket else []
+        self._fs.makedirs("/".join([self._root, *levels]), exist_ok=True)
+        for depth in range(len(levels) + 1):
+            self._unsynced_dirs.add("/".join([self._root, *levels[:depth]]))
 
     def _new_names(self, bucket: str) -> tuple[int, str, str]:
         number = self._state.next_part.get(bucket, 0)

@@ -358,3 +358,11 @@ def test_other_filesystems_are_not_fsynced(monkeypatch):
     synced = record_fsyncs(monkeypatch, "/")
     FileSink("memory://no-fsync/out").write(batch(0, 2))
     assert synced == []
+
+
+def test_every_directory_level_of_a_new_part_is_fsynced_before_the_commit(tmp_path, monkeypatch):
+    synced = record_fsyncs(monkeypatch, tmp_path)
+    sink = FileSink(str(tmp_path), format="parquet").with_buckets(CallableBuckets(lambda row, now: "y=2024/m=01"))
+    sink.writer(lambda phase, b: synced.append(phase)).write_batch(batch(0, 2), 0, 0)
+    before_commit = synced[: synced.index("after_commit_record")]
+    assert {".", "y=2024", "y=2024/m=01"} <= set(before_commit)
