@@ -25,7 +25,7 @@ def check_bucket_id(bucket: Any, assigner: BucketAssigner) -> None:
     """Refuse a bucket id that is not a directory below the base path that readers see."""
     refused = f"FileSink bucket id {bucket!r} from {type(assigner).__name__} is refused"
     if not isinstance(bucket, str):
-        raise ValueError(f"{refused}: a bucket id is a str")
+        raise TypeError(f"{refused}: a bucket id is a str")
     for level in bucket.split("/") if bucket else []:
         if level in ("", ".", ".."):
             raise ValueError(f"{refused}: a level is {level!r}; a bucket id is '/'-separated directory names")

@@ -8,8 +8,8 @@ record exists is done, whatever happened to the renames that follow.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from fsspec import AbstractFileSystem
 
