@@ -158,6 +158,15 @@ class Trigger(ABC):
             out = np.minimum(out, child.next_processing_time(ctx.sub(str(i))))
         return out
 
+    def counts_elements(self) -> bool:
+        """Whether firing may depend on how many elements a window received in a step, anywhere
+        in the tree (late firings included).
+
+        Folding a step's elements of a window into one (Spark's combiner lifting) is exact only
+        when it does not. A trigger that does not say otherwise is assumed to count.
+        """
+        return True
+
     def resolve(self, to_internal) -> "Trigger":
         """A copy whose durations are integers in the engine's time unit."""
         return self

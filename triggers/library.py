@@ -57,6 +57,9 @@ class Never(Trigger):
     def on_fire(self, ctx, rows):
         return np.zeros(len(ctx), dtype=bool)
 
+    def counts_elements(self):
+        return False
+
     def __repr__(self):
         return "Never()"
 
@@ -70,6 +73,9 @@ class Default(Trigger):
 
     def on_fire(self, ctx, rows):
         return np.zeros(len(ctx), dtype=bool)
+
+    def counts_elements(self):
+        return False  # fires in a step with late elements, however many
 
     def __repr__(self):
         return "Default()"
@@ -128,6 +134,9 @@ class AfterProcessingTime(Trigger):
     def next_processing_time(self, ctx):
         return ctx["fire_at"].copy()
 
+    def counts_elements(self):
+        return False  # starts its delay at the pane's first element, however many arrive
+
     def __repr__(self):
         return f"AfterProcessingTime({_fmt_duration(self.delay)})"
 
@@ -140,6 +149,9 @@ class _Composite(Trigger):
         out.__dict__.update(self.__dict__)
         out.children = tuple(child.resolve(to_internal) for child in self.children)
         return out
+
+    def counts_elements(self):
+        return any(child.counts_elements() for child in self.children)
 
 
 class Repeatedly(_Composite):
@@ -421,6 +433,9 @@ class AtWatermark(Trigger):
     def next_processing_time(self, ctx):
         is_late = ctx["late"]
         return np.where(is_late, ctx["late_next"], ctx["early_next"])
+
+    def counts_elements(self):
+        return isinstance(self.early, int) or isinstance(self.late, int)
 
     def __repr__(self):
         out = "AtWatermark()"

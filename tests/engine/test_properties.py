@@ -88,9 +88,9 @@ def stream(batches: list[list[Element]], watermarks: list[int | None]) -> TestSt
 
 
 @st.composite
-def split(draw, items: list[Element]) -> list[list[Element]]:
-    """``items`` cut into consecutive batches at random points."""
-    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(items) - 1)), max_size=len(items))))
+def split(draw, items: list[Element], max_cuts: int | None = None) -> list[list[Element]]:
+    """``items`` cut into consecutive batches at random points (at most ``max_cuts`` of them)."""
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(items) - 1)), max_size=len(items) if max_cuts is None else max_cuts)))
     bounds = [0, *cuts, len(items)]
     return [items[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
@@ -239,10 +239,10 @@ def test_splitting_the_input_into_other_steps_never_changes_the_final_values(spe
 # ---- (c) accumulating and retracting: emitted minus retracted is the final value ----------------
 
 @st.composite
-def scripts(draw, items: list[Element], advance=st.integers(1, 30)):
+def scripts(draw, items: list[Element], advance=st.integers(1, 30), max_cuts: int | None = None):
     """A TestStream script over ``items``: random batches, watermark moves by ``advance``
     (late data included) and processing-time advances."""
-    batches = draw(split(items))
+    batches = draw(split(items, max_cuts))
     actions, mark = [], -1
     for batch in batches:
         actions.append(("add", batch))
@@ -429,6 +429,50 @@ def test_every_trigger_gives_a_well_formed_pane_stream(spec, items, trigger, mod
         assert not history or order[history[-1]["timing"]] <= order[row["timing"]], f"timing went back: {row}"
         assert not (history and history[-1]["timing"] == "ON_TIME" and row["timing"] == "ON_TIME"), "two ON_TIME panes"
         history.append(row)
+
+
+# ---- triggers that do not count elements: folding a step's elements changes no pane ------------
+
+uncounted_leaves = st.one_of(st.integers(1, 8).map(AfterProcessingTime), st.just(Never()), st.just(Default()))
+seed_options = st.one_of(st.none(), st.integers(2, 3), st.integers(1, 8).map(float))
+maybe_uncounted_triggers = st.one_of(
+    st.recursive(uncounted_leaves, _trees, max_leaves=4),
+    any_triggers,
+    st.builds(AtWatermark, seed_options, seed_options),
+)
+
+
+def _folded(items: list[Element], unit: int) -> list[Element]:
+    """One element per (key, unit of time) holding the sum of its values: what Spark's lifting ships."""
+    sums: dict[tuple, int] = {}
+    for e in items:
+        start = e.t - e.t % unit
+        sums[(e.key, start)] = sums.get((e.key, start), 0) + e.value
+    return [Element(key, start, total) for (key, start), total in sums.items()]
+
+
+crowded_elements = st.lists(st.builds(Element, st.sampled_from(["a", "b"]), st.integers(0, 20), st.integers(-5, 20)),
+                           min_size=1, max_size=25)
+"""Few keys and units of time: a step often brings several elements of one window."""
+
+
+@settings(SETTINGS, max_examples=60)
+@given(spec=grid_specs.filter(lambda s: s.kind != "global"), items=crowded_elements, trigger=maybe_uncounted_triggers,
+       mode=st.sampled_from(["discarding", "accumulating", "accumulating_and_retracting"]), data=st.data())
+def test_a_trigger_that_counts_no_elements_fires_the_same_panes_when_each_steps_elements_are_folded(
+        spec, items, trigger, mode, data):
+    # What makes Spark's combiner lifting exact (windowing/runners/combine.py).
+    if trigger.counts_elements():
+        return
+    unit = spec.every if spec.kind == "sliding" else spec.size
+    actions = data.draw(scripts(items, max_cuts=3))
+    folded = [(kind, _folded(arg, unit) if kind == "add" else arg) for kind, arg in actions]
+    results = []
+    for script in (actions, folded):
+        pipeline = build(spec, script_stream(script)).allowed_lateness(5).trigger(trigger)
+        panes = getattr(pipeline, mode)().aggregate(Sum("x"))
+        results.append(sorted(tuple(row.values()) for row in rows(panes)))
+    assert results[0] == results[1]
 
 
 @SETTINGS

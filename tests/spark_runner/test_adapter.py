@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accumulations import Count, Max, Mean, Sum, ToList
-from triggers import AtWatermark
+from triggers import (AfterAll, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Default, Never,
+                      Repeatedly)
 from windowing import TestStream, windowed
 from windowing.errors import WindowingConfigError
 from windowing.runners.spark import plan_spark, uses_processing_time
@@ -61,7 +62,6 @@ def test_lifted_batch_matches_the_pandas_runner(rows, kind, buckets):
 
 
 def test_lifting_folds_rows_only_where_it_is_exact():
-    from triggers import AfterCount, Repeatedly
 
     frame = events([("a", 1, 5), ("a", 2, 7), ("a", 3, 1), ("b", 3, 1), ("a", 14, 2)])
     w = windowed(frame, time="ts", key="user").fixed("10 seconds")
@@ -74,6 +74,28 @@ def test_lifting_folds_rows_only_where_it_is_exact():
     assert plan_spark(w.trigger(Repeatedly(AfterCount(2))), tuple(LIFTABLE.items()), spark_schema(frame), 1).lifting is None
     assert plan_spark(windowed(frame, time="ts", key="user").sessions("5 seconds"), tuple(LIFTABLE.items()),
                       spark_schema(frame), 1).lifting is None
+
+
+@pytest.mark.parametrize("trigger, lifted", [
+    (AtWatermark(), True),
+    (AtWatermark().with_early_firings_every("10 seconds").with_late_firings_every("5 seconds"), True),
+    (AfterWatermark(early=AfterProcessingTime("5 seconds")), True),
+    (Repeatedly(AfterProcessingTime("5 seconds")), True),
+    (AfterEach(AfterProcessingTime("5 seconds"), Never()), True),
+    (Default(), True),
+    (AtWatermark().with_early_firings_every(2), False),
+    (AtWatermark().with_late_firings_every(2), False),
+    (AfterWatermark(late=AfterCount(2)), False),
+    (AfterAll(AfterCount(2), AfterProcessingTime("5 seconds")), False),
+    (AfterEach(AfterProcessingTime("5 seconds"), AfterCount(2)), False),
+    (Repeatedly(AfterAll(AfterCount(3), AfterProcessingTime("1 second"))), False),
+], ids=repr)
+def test_lifting_is_off_when_any_part_of_the_trigger_counts_elements(trigger, lifted):
+    """A count anywhere in the tree (late firings, after a processing-time part) would see one
+    element per folded row instead of the step's elements."""
+    frame = events([("a", 1, 5)])
+    w = windowed(frame, time="ts", key="user").fixed("10 seconds").trigger(trigger)
+    assert (plan_spark(w, tuple(LIFTABLE.items()), spark_schema(frame), 1).lifting is not None) is lifted
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -163,7 +185,6 @@ def test_late_output_matches_the_pandas_runners_late_data(batches, kind, trigger
 
 
 def test_late_output_reports_both_reasons_and_rows_far_behind_the_watermark():
-    from triggers import AfterCount
 
     frame = events([("a", 1, 5)])
     w = windowed(frame, time="ts", key="user").fixed("10 seconds").watermark("5 seconds").allowed_lateness("20 seconds")

@@ -16,9 +16,10 @@ It is exact, not an approximation, when:
 1. every aggregation is ``Sum``, ``Count``, ``Min`` or ``Max`` (they merge);
 2. the windows are fixed or sliding: all rows of a unit share their windows,
    so lateness drops all of them or none, in one row or many;
-3. the trigger does not count elements (``AfterCount``, ``with_*_firings_every(n)``
-   with an int): within a step the engine evaluates triggers once after all
-   elements, so watermark and processing-time triggers see no difference.
+3. no part of the trigger tree counts elements (``Trigger.counts_elements``:
+   no ``AfterCount`` and no ``with_*_firings_every(n)`` with an int, late
+   firings included): within a step the engine evaluates triggers once after
+   all elements, so watermark and processing-time triggers see no difference.
 The folded rows are then packed (`lift_and_pack`). Otherwise (`lifting`
 returns None) the rows are only *packed* (`pack`): the same stateless
 ``mapInArrow`` turns the rows of each bucket into one row of arrays, and the
@@ -42,10 +43,8 @@ import pyarrow.compute as pc
 
 from accumulations import Accumulation
 from accumulations.builtins import Count, Max, Min, Sum
-from triggers import TriggerContext
 
 from ..engine import EngineSpec
-from ..timeaxis import MIN_TIME
 from ..windows import FixedWindows, SlidingWindows
 
 _REDUCE = {Sum: "sum", Count: "sum", Min: "min", Max: "max"}
@@ -62,25 +61,6 @@ class Lifting:
     key_columns: tuple[str, ...]
 
 
-def counts_elements(spec: EngineSpec) -> bool:
-    """Whether the trigger's firing depends on how many elements a step brought (played on one window)."""
-    decisions = []
-    for count in (1, 1000):
-        trigger = spec.trigger
-        columns = dict(trigger.fresh_state(1))
-        fired = []
-        for watermark in (MIN_TIME, 10):  # early, then late
-            ctx = TriggerContext(columns, np.array([10], dtype=np.int64), watermark, 0)
-            trigger.on_elements(ctx, np.array([True]), np.array([count], dtype=np.int64))
-            fire = trigger.should_fire(ctx, np.array([True]))
-            fired.append(bool(fire[0]))
-            if fire.any():
-                trigger.on_fire(ctx, fire)
-            columns = ctx.columns
-        decisions.append(fired)
-    return decisions[0] != decisions[1]
-
-
 def lifting(spec: EngineSpec, aggregations: tuple[tuple[str, Accumulation], ...], unit_scale: int) -> Lifting | None:
     """The lifting for this pipeline, or None when pre-aggregation could change a pane.
 
@@ -93,7 +73,7 @@ def lifting(spec: EngineSpec, aggregations: tuple[tuple[str, Accumulation], ...]
         unit, offset = windows.every, windows.offset
     else:
         return None
-    if any(type(acc) not in _REDUCE for _, acc in aggregations) or counts_elements(spec):
+    if any(type(acc) not in _REDUCE for _, acc in aggregations) or spec.trigger.counts_elements():
         return None
     if unit % unit_scale or offset % unit_scale:
         return None
