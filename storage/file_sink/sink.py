@@ -187,7 +187,9 @@ class FileSink:
         """Write a bounded DataFrame as one batch and finish every part (end of input).
 
         ``batch_id`` defaults to the one after the last committed; pass it to
-        make a retried call a no-op.
+        make a retried call a no-op. To end a streaming query's output, use
+        ``writer().finish(t)`` instead: a batch id after the stream's last would be
+        skipped as a replay by the stream's next run.
         """
         from .spark import to_arrow
 
