@@ -2,7 +2,6 @@
 
 import json
 
-import pandas as pd
 import pytest
 
 from storage.file_sink import ColumnBuckets, FileSink, RollingPolicy
