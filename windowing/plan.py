@@ -32,6 +32,8 @@ class Plan:
     key_names: tuple[str, ...] | None
     value_columns: tuple[str | None, ...]
     watermark_delay: int | None
+    key_dtypes: tuple[Any, ...] = ()
+    """The input dtype of each key column."""
 
 
 def _window_fn(pipeline: Windowed, axis: TimeAxis) -> WindowFn:
@@ -73,7 +75,8 @@ def make_plan(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
         n_keys=len(pipeline.key) if pipeline.key else 1,
     )
     delay = None if pipeline.watermark_delay is None else axis.duration("watermark(delay)", pipeline.watermark_delay)
-    return Plan(spec, axis, pipeline.key, tuple(acc.column for _, acc in aggregations), delay)
+    key_dtypes = tuple(dtypes[k] for k in pipeline.key or ())
+    return Plan(spec, axis, pipeline.key, tuple(acc.column for _, acc in aggregations), delay, key_dtypes)
 
 
 def _numpy_dtype(dtype: Any) -> np.dtype:
@@ -109,7 +112,7 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
     out: dict[str, Any] = {}
     if plan.key_names:
         for i, name in enumerate(plan.key_names):
-            out[name] = panes[f"_k{i}"].to_numpy()
+            out[name] = _keys(panes[f"_k{i}"], plan.key_dtypes[i])
     out["window_start"] = plan.axis.from_internal(panes["start"].to_numpy())  # a Series: keeps a timezone
     out["window_end"] = plan.axis.from_internal(panes["end"].to_numpy())
     for agg in plan.spec.aggregations:
@@ -118,6 +121,16 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
     out["pane_index"] = panes["pane_index"].to_numpy(dtype=np.int64)
     out["is_retraction"] = panes["is_retraction"].to_numpy(dtype=bool)
     return pd.DataFrame(out)
+
+
+def _keys(values: pd.Series, dtype: Any) -> Any:
+    """A key column of the panes. An object column keeps a missing key as None, as in the input:
+    the engine's grouping (``pd.factorize``) turns None into NaN."""
+    if dtype != object:
+        return values.to_numpy()
+    out = values.to_numpy(dtype=object, copy=True)
+    out[pd.isna(out)] = None
+    return pd.Series(out, dtype=object)
 
 
 def _tidy(values: pd.Series) -> pd.Series:

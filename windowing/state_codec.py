@@ -15,7 +15,7 @@ Layout of version 2 (all integers little-endian)::
     body               rest      an Arrow IPC stream holding the table
 
 Columns with a numeric, boolean or string dtype are stored as Arrow columns
-of that type. Object columns (Python accumulators ``a<i>``, last emitted
+of that type (a missing string, such as a null key, as an Arrow null). Object columns (Python accumulators ``a<i>``, last emitted
 outputs ``o<i>``, object keys) whose cells are all None, or None and values
 of one type among int, float, str and bool, are stored as an Arrow column of
 those values and listed under ``"values"``: they come back as an object
@@ -99,8 +99,8 @@ def encode(table: pd.DataFrame, buckets: int) -> bytes:
             else:
                 objects.append(name)
                 arrays[name] = pa.array([pickle.dumps(_plain(v), protocol=4) for v in column], type=pa.binary())
-        else:
-            arrays[name] = pa.array(column.to_numpy())
+        else:  # a str column holds NaN (or NA) for a missing value, a null key: stored as Arrow null
+            arrays[name] = pa.array(column.to_numpy(), from_pandas=isinstance(column.dtype, pd.StringDtype))
     batch = pa.record_batch(list(arrays.values()), names=list(arrays.keys()))
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:

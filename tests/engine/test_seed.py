@@ -104,6 +104,18 @@ def test_key_may_be_several_columns():
     assert rows(panes, "k", "j", "value") == [("a", 1, 4), ("a", 2, 2)]
 
 
+@pytest.mark.parametrize("window", ["fixed", "sessions"])
+def test_a_missing_key_is_one_key_of_its_own_and_its_panes_keep_it_missing(window):
+    # None and NaN are one missing key, apart from the others, across steps; in an object
+    # column its panes carry None, as the input did (grouping alone would turn it into NaN).
+    first = pd.DataFrame({"k": pd.Series(["a", None], dtype=object), "ts": [1, 2], "x": [1, 10]})
+    second = pd.DataFrame({"k": pd.Series([float("nan"), "a", None], dtype=object), "ts": [3, 4, 5], "x": [100, 1000, 10000]})
+    stream = TestStream().add_elements(first).add_elements(second)
+    panes = getattr(windowed(stream, time="ts", key="k"), window)(10).accumulating().aggregate(Sum("x"))
+    assert panes["k"].dtype == object
+    assert rows(panes, "k", "value") == [("a", 1001), (None, 10110)]
+
+
 # ---- watermarks, lateness, dropping and purging ------------------------------------------------
 
 def test_window_is_on_time_until_the_watermark_reaches_its_end():

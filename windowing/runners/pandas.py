@@ -66,14 +66,13 @@ def run_pandas(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     check_columns(list(sample.columns), pipeline, aggregations)
     axis = TimeAxis.of(pipeline.time if isinstance(pipeline.time, str) else "<time function>", _event_times(pipeline, sample))
     plan = make_plan(pipeline, aggregations, axis, sample.dtypes.to_dict())
-    key_dtypes = [sample[k].dtype for k in pipeline.key] if pipeline.key else [np.dtype(np.int64)]
-    return _Run(plan, pipeline, key_dtypes).execute(script, is_stream)
+    return _Run(plan, pipeline).execute(script, is_stream)
 
 
 class _Run:
-    def __init__(self, plan: Plan, pipeline: Windowed, key_dtypes: list[Any]):
+    def __init__(self, plan: Plan, pipeline: Windowed):
         self.plan, self.pipeline = plan, pipeline
-        self.state = empty_state(plan.spec, key_dtypes)
+        self.state = empty_state(plan.spec, list(plan.key_dtypes) or [np.dtype(np.int64)])
         self.watermark, self.processing_time = MIN_TIME, 0
         self.max_event_time = MIN_TIME
         self.panes: list[pd.DataFrame] = []
