@@ -167,6 +167,16 @@ class Trigger(ABC):
         """
         return True
 
+    def uses_processing_time(self) -> bool:
+        """Whether firing may wait for processing time to pass, anywhere in the tree (late
+        firings included).
+
+        Such a firing may be due with no new element and no watermark move, so a runner that
+        calls a key only then (Spark's event-time timeout) would never make it. A trigger that
+        does not say otherwise is assumed to wait.
+        """
+        return True
+
     def resolve(self, to_internal) -> "Trigger":
         """A copy whose durations are integers in the engine's time unit."""
         return self

@@ -60,6 +60,9 @@ class Never(Trigger):
     def counts_elements(self):
         return False
 
+    def uses_processing_time(self):
+        return False
+
     def __repr__(self):
         return "Never()"
 
@@ -76,6 +79,9 @@ class Default(Trigger):
 
     def counts_elements(self):
         return False  # fires in a step with late elements, however many
+
+    def uses_processing_time(self):
+        return False
 
     def __repr__(self):
         return "Default()"
@@ -98,6 +104,9 @@ class AfterCount(Trigger):
 
     def on_fire(self, ctx, rows):
         return rows.copy()
+
+    def uses_processing_time(self):
+        return False
 
     def __repr__(self):
         return f"AfterCount({self.n})"
@@ -152,6 +161,9 @@ class _Composite(Trigger):
 
     def counts_elements(self):
         return any(child.counts_elements() for child in self.children)
+
+    def uses_processing_time(self):
+        return any(child.uses_processing_time() for child in self.children)
 
 
 class Repeatedly(_Composite):
@@ -436,6 +448,9 @@ class AtWatermark(Trigger):
 
     def counts_elements(self):
         return isinstance(self.early, int) or isinstance(self.late, int)
+
+    def uses_processing_time(self):
+        return any(option is not None and not isinstance(option, int) for option in (self.early, self.late))
 
     def __repr__(self):
         out = "AtWatermark()"

@@ -33,7 +33,7 @@ import pandas as pd
 
 from accumulations import Accumulation
 from accumulations.builtins import BottomN, Count, Distinct, Max, Mean, Min, Sum, ToList, ToSet, TopN
-from triggers import NO_TIME, TriggerContext
+from triggers import NO_TIME
 
 from ..api import Windowed
 from ..engine import TIMINGS, EngineSpec, empty_state, next_timers, step
@@ -381,27 +381,10 @@ def _as_list(value: Any) -> list:
 # ---- choosing the timeout mode ---------------------------------------------------------------
 
 def uses_processing_time(spec: EngineSpec) -> bool:
-    """Whether the trigger sets processing-time timers (early, late or delay firings).
-
-    Played on one window: an element while early, the watermark reaching the
-    end (with its firing), then a late element.
-    """
-    trigger = spec.trigger
-    columns = dict(trigger.fresh_state(1))
-    end = np.array([10], dtype=np.int64)
-    one, count = np.array([True]), np.array([1], dtype=np.int64)
-    for watermark in (MIN_TIME, 10):
-        ctx = TriggerContext(columns, end, watermark, 0)
-        trigger.on_elements(ctx, one, count)
-        if int(np.min(trigger.next_processing_time(ctx))) < NO_TIME:
-            return True
-        fire = trigger.should_fire(ctx, one)
-        if fire.any():
-            trigger.on_fire(ctx, fire)
-        if int(np.min(trigger.next_processing_time(ctx))) < NO_TIME:
-            return True
-        columns = ctx.columns
-    return False
+    """Whether the buckets need Spark's processing-time timeout: some part of the trigger
+    (late firings included) may fire when only processing time passed, which the event-time
+    timeout never calls a bucket for."""
+    return spec.trigger.uses_processing_time()
 
 
 # ---- the driver side ---------------------------------------------------------------------------
