@@ -404,9 +404,6 @@ class SparkRun:
     """
 
     panes: Any
-    buckets: int
-    streaming: bool
-    timeout: str | None
     output: Any = None
     input_schema: Any = None
 
@@ -636,7 +633,7 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
             return adapter.run_batch(frame)
 
         out = frame.groupBy(_B).applyInPandas(run_batch, sp.out_schema)
-        return _spark_run(_finish(out, adapter.timestamp), adapter.buckets, False, None, late_data, source.schema)
+        return _spark_run(_finish(out, adapter.timestamp), late_data, source.schema)
 
     if watermarked is None:
         # The stateful operator drops rows whose watermarked column is at or behind the watermark.
@@ -653,7 +650,7 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
         return adapter.run_stream(key, frames, state)
 
     out = frame.groupBy(_B).applyInPandasWithState(run_stream, sp.out_schema, sp.state_schema, "append", sp.timeout)
-    return _spark_run(_finish(out, adapter.timestamp), adapter.buckets, True, sp.timeout, late_data, source.schema)
+    return _spark_run(_finish(out, adapter.timestamp), late_data, source.schema)
 
 
 def _freeze_lasting_objects() -> None:
@@ -677,10 +674,10 @@ def _packed_schema(schema: Any) -> Any:
     return T.StructType(arrays + [T.StructField("_tmax", T.LongType())])
 
 
-def _spark_run(out: Any, buckets: int, streaming: bool, timeout: str | None, late_data: bool, schema: Any) -> SparkRun:
+def _spark_run(out: Any, late_data: bool, schema: Any) -> SparkRun:
     if not late_data:
-        return SparkRun(out, buckets, streaming, timeout)
-    return SparkRun(panes_of(out), buckets, streaming, timeout, output=out, input_schema=schema)
+        return SparkRun(out)
+    return SparkRun(panes_of(out), output=out, input_schema=schema)
 
 
 def _finish(panes: Any, timestamp: bool) -> Any:
