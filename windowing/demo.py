@@ -4,9 +4,9 @@ Click events arrive as CSV files in a directory. The file splitter streams
 them in blocks (``storage.FileSplitter``), the engine groups each user's
 clicks into sessions with early firings and retractions (``windowed``), and
 the exactly-once file sink writes the panes as JSON lines
-(``storage.FileSink``). The job runs with ``trigger(availableNow=True)`` twice
-over a growing directory, restarting from its checkpoint, then prints the
-finished files' rows.
+(``storage.FileSink``). The job runs with ``trigger(availableNow=True)`` three
+times, once per arriving file, over a growing directory, restarting from its
+checkpoint, then prints the finished files' rows.
 """
 
 from __future__ import annotations
