@@ -62,3 +62,18 @@ def test_the_workers_exempt_lasting_objects_from_the_garbage_collector(spark):
     frame = spark.createDataFrame(events(ROWS))
     panes = windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(frozen=frozen_when_output())
     assert panes.select("frozen").toPandas()["frozen"].tolist() == [True] * 6
+
+
+@pytest.mark.parametrize("late_data", [False, True], ids=["aggregate", "run"])
+def test_column_names_with_a_dot_or_a_backtick_are_names_not_paths(spark, late_data):
+    frame = events(ROWS[:4]).rename(columns={"user": "u.id", "ts": "t.s", "amount": "a`mt"}).assign(**{"not.used": "x"})
+    expected = windowed(frame, time="t.s", key="u.id").fixed("10 seconds").aggregate(total=Sum("a`mt"))
+    w = windowed(spark.createDataFrame(frame), time="t.s", key="u.id").fixed("10 seconds")
+    if late_data:
+        run = w.run(total=Sum("a`mt"))
+        panes = run.panes.toPandas()
+        assert run.late_data.count() == 0
+        assert run.late_data.columns == ["u.id", "t.s", "a`mt", "not.used", "window_start", "window_end", "reason"]
+    else:
+        panes = w.aggregate(total=Sum("a`mt")).toPandas()
+    assert_same_panes(panes.rename(columns={"u.id": "user"}), expected.rename(columns={"u.id": "user"}))

@@ -598,15 +598,15 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
         sp = plan_spark(pipeline, aggregations, source.schema, adapter.buckets, combine=False, late_data=late_data)
         adapter = sp.adapter
 
-    bucket = F.pmod(F.xxhash64(*[F.col(k) for k in keys]), F.lit(adapter.buckets)) if keys else F.lit(0)
+    bucket = F.pmod(F.xxhash64(*[_col(k) for k in keys]), F.lit(adapter.buckets)) if keys else F.lit(0)
     projected = [bucket.cast("int").alias(_B)]
-    projected += [F.col(k).alias(f"_k{i}") for i, k in enumerate(keys)] or [F.lit(0).cast("long").alias("_k0")]
-    projected.append((F.expr(f"unix_micros(`{time}`)") if adapter.timestamp else F.col(time).cast("long")).alias(_T))
-    projected += [F.col(c).alias(f"_v{i}") for i, c in enumerate(sp.input_columns) if c is not None]
+    projected += [_col(k).alias(f"_k{i}") for i, k in enumerate(keys)] or [F.lit(0).cast("long").alias("_k0")]
+    projected.append((F.expr(f"unix_micros({_quoted(time)})") if adapter.timestamp else _col(time).cast("long")).alias(_T))
+    projected += [_col(c).alias(f"_v{i}") for i, c in enumerate(sp.input_columns) if c is not None]
     if watermarked is not None:
-        projected.append(F.col(watermarked).alias(_WM))  # keeps its watermark: Spark refuses a second one
+        projected.append(_col(watermarked).alias(_WM))  # keeps its watermark: Spark refuses a second one
     if late_data:
-        projected.append(F.to_json(F.struct(*[F.col(f.name) for f in source.schema.fields]), JSON_OPTIONS).alias(_E))
+        projected.append(F.to_json(F.struct(*[_col(f.name) for f in source.schema.fields]), JSON_OPTIONS).alias(_E))
 
     frame = source.select(*projected)
     latest = _T
@@ -653,6 +653,17 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     return _spark_run(_finish(out, adapter.timestamp), late_data, source.schema)
 
 
+def _col(name: str) -> Any:
+    """The column named ``name``, quoted: a dot in a name is no field access, a backtick no quote."""
+    from pyspark.sql import functions as F
+
+    return F.col(_quoted(name))
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
 def _freeze_lasting_objects() -> None:
     """First thing in every function Spark's Python workers run for this runner: ``gc.freeze()``.
 
@@ -685,5 +696,5 @@ def _finish(panes: Any, timestamp: bool) -> Any:
 
     if not timestamp:
         return panes
-    return panes.select(*[F.expr(f"timestamp_micros(`{c}`)").alias(c) if c in ("window_start", "window_end") else F.col(c)
+    return panes.select(*[F.expr(f"timestamp_micros(`{c}`)").alias(c) if c in ("window_start", "window_end") else _col(c)
                           for c in panes.columns])
