@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pandas as pd
 import pytest
 
@@ -62,6 +64,42 @@ def test_the_workers_exempt_lasting_objects_from_the_garbage_collector(spark):
     frame = spark.createDataFrame(events(ROWS))
     panes = windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(frozen=frozen_when_output())
     assert panes.select("frozen").toPandas()["frozen"].tolist() == [True] * 6
+
+
+@pytest.mark.parametrize("combine", ["true", "false"])
+@pytest.mark.parametrize("late_data", [False, True], ids=["aggregate", "run"])
+def test_a_missing_event_time_fails_the_query_naming_the_column(spark, combine, late_data):
+    # It was given the 1970 window (a null unix_micros read as 0).
+    frame = spark.createDataFrame([("a", dt.datetime(2024, 1, 1), 2), ("a", None, 5)], "user string, ts timestamp, amount long")
+    _assert_refused(spark, frame, combine, late_data, r"time column 'ts' has a missing value \(null\); every element needs an event time")
+
+
+@pytest.mark.parametrize("combine", ["true", "false"])
+@pytest.mark.parametrize("late_data", [False, True], ids=["aggregate", "run"])
+def test_an_event_time_beyond_pandas_timestamps_fails_the_query_naming_the_column_and_the_value(spark, combine, late_data):
+    # 3000-01-01 overflowed to nanoseconds in 1830 and landed in that window.
+    frame = spark.createDataFrame([("a", dt.datetime(2024, 1, 1), 2), ("a", dt.datetime(3000, 1, 1), 5)],
+                                  "user string, ts timestamp, amount long")
+    _assert_refused(spark, frame, combine, late_data,
+                    r"time column 'ts' holds 3000-01-01 00:00:00, outside the engine's time range, pandas' nanosecond "
+                    r"timestamps \(1677-09-21 00:12:43.145225 to 2262-04-11 23:47:16.854775 UTC\)")
+
+
+def _assert_refused(spark, frame, combine: str, late_data: bool, message: str) -> None:
+    spark.conf.set("windowing.spark.combine", combine)
+    try:
+        w = windowed(frame, time="ts", key="user").fixed("10 seconds")
+        out = w.run(total=Sum("amount")).output if late_data else w.aggregate(total=Sum("amount"))
+        with pytest.raises(Exception, match=message):
+            out.collect()
+    finally:
+        spark.conf.unset("windowing.spark.combine")
+
+
+def test_a_missing_integer_event_time_fails_the_query_naming_the_column(spark):
+    frame = spark.createDataFrame([(1, 5), (None, 7)], "t bigint, amount long")
+    with pytest.raises(Exception, match=r"time column 't' has a missing value \(null\)"):
+        windowed(frame, time="t").fixed(10).aggregate(Sum("amount")).collect()
 
 
 @pytest.mark.parametrize("late_data", [False, True], ids=["aggregate", "run"])

@@ -343,3 +343,19 @@ def test_the_stateful_workers_exempt_lasting_objects_from_the_garbage_collector(
     _feed(start(spark, source, sink, checkpoint, build), source, [events(ROWS[:6]), events(ROWS[6:])])
     frozen = read_sink(spark, sink)["frozen"].tolist()
     assert frozen and all(frozen)
+
+
+@pytest.mark.parametrize("late_data", [False, True], ids=["aggregate", "run"])
+def test_a_missing_event_time_fails_the_micro_batch_naming_the_column(spark, where, late_data):
+    # aggregate() emitted it in a 1970 window; run().output failed in the JVM reading the null.
+    source, sink, checkpoint = where()
+    pipeline = lambda s: windowed(s, time="ts", key="user").fixed("10 seconds").watermark("1 second")
+    if late_data:
+        query = start_run(spark, source, sink, checkpoint, lambda s: pipeline(s).run(total=Sum("amount")))
+    else:
+        query = start(spark, source, sink, checkpoint, lambda s: pipeline(s).aggregate(total=Sum("amount")))
+    part = events([("a", 1, 5), ("a", 2, 100)])
+    part.loc[1, "ts"] = pd.NaT
+    with pytest.raises(Exception, match=r"time column 'ts' has a missing value \(null\); every element needs an event time"):
+        _feed(query, source, [part])
+    assert not list(sink.rglob("*.parquet"))

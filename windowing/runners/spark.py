@@ -601,7 +601,7 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     bucket = F.pmod(F.xxhash64(*[_col(k) for k in keys]), F.lit(adapter.buckets)) if keys else F.lit(0)
     projected = [bucket.cast("int").alias(_B)]
     projected += [_col(k).alias(f"_k{i}") for i, k in enumerate(keys)] or [F.lit(0).cast("long").alias("_k0")]
-    projected.append((F.expr(f"unix_micros({_quoted(time)})") if adapter.timestamp else _col(time).cast("long")).alias(_T))
+    projected.append(_event_time(time, adapter.timestamp).alias(_T))
     projected += [_col(c).alias(f"_v{i}") for i, c in enumerate(sp.input_columns) if c is not None]
     if watermarked is not None:
         projected.append(_col(watermarked).alias(_WM))  # keeps its watermark: Spark refuses a second one
@@ -662,6 +662,30 @@ def _col(name: str) -> Any:
 
 def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
+
+
+def _event_time(time: str, timestamp: bool) -> Any:
+    """The event time as int64 (microseconds for a timestamp), checked on the JVM.
+
+    A null time or a timestamp outside pandas' nanosecond range fails the query naming the column
+    (the pandas runner refuses a missing time too): the workers would put a null in the 1970 window
+    and overflow an outlying time into a wrong window.
+    """
+    from pyspark.sql import functions as F
+
+    column = _col(time)
+    value = F.expr(f"unix_micros({_quoted(time)})") if timestamp else column.cast("long")
+    checked = F.when(column.isNull(), F.raise_error(F.lit(
+        f"time column {time!r} has a missing value (null); every element needs an event time: "
+        "filter such rows out before windowed()")))
+    if timestamp:
+        low, high = -(-MIN_TIME // NS_PER_US), MAX_TIME // NS_PER_US
+        checked = checked.when((value < low) | (value > high), F.raise_error(F.concat(
+            F.lit(f"time column {time!r} holds "), column.cast("string"),
+            F.lit(f", outside the engine's time range, pandas' nanosecond timestamps "
+                  f"({pd.Timestamp(low, unit='us')} to {pd.Timestamp(high, unit='us')} UTC): "
+                  "filter such rows out before windowed()"))))
+    return checked.otherwise(value)
 
 
 def _freeze_lasting_objects() -> None:
