@@ -7,7 +7,7 @@ import datetime as dt
 import pandas as pd
 import pytest
 
-from accumulations import Count, Max, Mean, Sum, ToList
+from accumulations import Count, InnerJoin, Max, Mean, Sum, ToList
 from windowing import windowed
 from windowing.errors import WindowingConfigError
 
@@ -115,3 +115,14 @@ def test_column_names_with_a_dot_or_a_backtick_are_names_not_paths(spark, late_d
     else:
         panes = w.aggregate(total=Sum("a`mt")).toPandas()
     assert_same_panes(panes.rename(columns={"u.id": "user"}), expected.rename(columns={"u.id": "user"}))
+
+
+def test_a_second_stream_is_refused_rather_than_ignored(spark):
+    # The advice was to wrap InnerJoin in spark_typed, which then failed elsewhere; the runner never read the second.
+    frame = spark.createDataFrame(events(ROWS))
+    w = windowed(frame, time="ts", key="user").with_second_stream(frame).fixed("10 seconds")
+    with pytest.raises(WindowingConfigError, match=r"with_second_stream\(<DataFrame>\) on Spark: the Spark runner runs one "
+                                                   r"stream and would ignore the second"):
+        w.aggregate(j=InnerJoin("amount"))
+    with pytest.raises(WindowingConfigError, match=r"with_second_stream\(<DataFrame>\) on Spark"):
+        w.run(j=InnerJoin("amount"))

@@ -507,6 +507,10 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     """
     from pyspark.sql import types as T
 
+    if pipeline.second is not None:
+        raise WindowingConfigError(
+            f"with_second_stream(<{type(pipeline.second).__name__}>) on Spark: the Spark runner runs one stream and would "
+            "ignore the second; with_second_stream() works with bounded pandas DataFrames for now")
     if not isinstance(pipeline.time, str):
         raise WindowingConfigError(
             f"windowed(time={pipeline.time!r}): on Spark give the event-time column's name; compute the column first with withColumn")
