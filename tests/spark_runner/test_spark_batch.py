@@ -126,3 +126,13 @@ def test_a_second_stream_is_refused_rather_than_ignored(spark):
         w.aggregate(j=InnerJoin("amount"))
     with pytest.raises(WindowingConfigError, match=r"with_second_stream\(<DataFrame>\) on Spark"):
         w.run(j=InnerJoin("amount"))
+
+
+@pytest.mark.parametrize("acc", [Sum("amount"), Mean("amount")], ids=repr)
+def test_sum_or_mean_of_a_string_column_says_it_needs_numbers(spark, acc):
+    # Sum advised spark_typed(Sum('amount'), 'double'), which cannot help; Mean was planned with a string input.
+    frame = spark.createDataFrame([("a", dt.datetime(2024, 1, 1), "5")], "user string, ts timestamp, amount string")
+    name = type(acc).__name__
+    with pytest.raises(WindowingConfigError, match=rf"aggregate\(total={name}\('amount'\)\): column 'amount' has Spark type "
+                                                   rf"string; {name} needs numbers: cast the column first"):
+        windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(total=acc)

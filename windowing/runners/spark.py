@@ -124,6 +124,11 @@ def output_type(name: str, acc: Accumulation, input_type: Any) -> Any:
 
     if isinstance(acc, SparkTyped):
         return _ddl(acc.spark_type) if isinstance(acc.spark_type, str) else acc.spark_type
+    if isinstance(acc, (Sum, Mean)) and not isinstance(input_type, (T.NumericType, T.BooleanType, T.DayTimeIntervalType)):
+        # Not a missing output type: spark_typed would not help.
+        raise WindowingConfigError(
+            f"aggregate({name}={acc!r}): column {acc.column!r} has Spark type {input_type.simpleString()}; "
+            f"{type(acc).__name__} needs numbers: cast the column first, e.g. col({acc.column!r}).cast('double')")
     integral = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
     if isinstance(acc, Count):
         return T.LongType()
