@@ -10,8 +10,8 @@ buckets (``spark_bench.py``, 32 buckets, 1k or 100k keys): session windows of
 behind, and after each micro-batch the no-data one that fires the windows
 the watermark passed. With packed rows the number of calls, not of rows, is
 what the bucket count changes (docs/spark.md, "Key buckets"), so this is the
-cost one more bucket adds to every micro-batch. No JVM: pyspark's ~2 ms per
-call come on top.
+cost one more bucket adds to every micro-batch. No JVM: pyspark's own cost per
+call (about 2 ms by our brief; not measured here) comes on top.
 """
 
 from __future__ import annotations
