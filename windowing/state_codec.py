@@ -11,7 +11,7 @@ Layout of version 2 (all integers little-endian)::
     version            uint16    2
     meta length        uint32    n
     meta               n bytes   UTF-8 JSON: {"buckets": int, "objects": [column, ...],
-                                              "values": [column, ...]}
+                                              "values": [column, ...], "pipeline": {...}}
     body               rest      an Arrow IPC stream holding the table
 
 Columns with a numeric, boolean or string dtype are stored as Arrow columns
@@ -25,6 +25,9 @@ Other object columns are stored as one pickle (protocol 4) per cell in an
 Arrow binary column, and listed under ``"objects"``. Numpy scalars are turned
 into Python numbers first, so a sample does not depend on numpy's layout.
 
+``"pipeline"`` (optional; absent in values written before it) describes what built the
+table, for a restart to compare with its own (`windowing.runners.spark`).
+
 Version 1 is version 2 without ``"values"``: every object column is pickled.
 
 A reader must decode every version it ever wrote: ``decode`` dispatches on
@@ -36,7 +39,7 @@ from __future__ import annotations
 import json
 import pickle
 import struct
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -86,8 +89,9 @@ def _as_values(column: pd.Series) -> pa.Array | None:
         return None
 
 
-def encode(table: pd.DataFrame, buckets: int) -> bytes:
-    """The table as version-2 bytes; ``buckets`` is the bucket count it was written with."""
+def encode(table: pd.DataFrame, buckets: int, pipeline: Mapping[str, str] | None = None) -> bytes:
+    """The table as version-2 bytes; ``buckets`` is the bucket count it was written with, ``pipeline``
+    what built it."""
     arrays, objects, values = {}, [], []
     for name in table.columns:
         column = table[name]
@@ -105,7 +109,10 @@ def encode(table: pd.DataFrame, buckets: int) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
-    meta = json.dumps({"buckets": buckets, "objects": objects, "values": values}, separators=(",", ":")).encode()
+    described = {"buckets": buckets, "objects": objects, "values": values}
+    if pipeline is not None:
+        described["pipeline"] = dict(pipeline)
+    meta = json.dumps(described, separators=(",", ":")).encode()
     return _HEADER.pack(MAGIC, VERSION, len(meta)) + meta + sink.getvalue().to_pybytes()
 
 

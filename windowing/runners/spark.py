@@ -279,8 +279,18 @@ class BucketStep:
     def fresh_state(self) -> pd.DataFrame:
         return empty_state(self.plan.spec, list(self.key_dtypes))
 
+    def save(self, table: pd.DataFrame) -> bytes:
+        return encode(table, self.buckets, pipeline_of(self.plan.spec))
+
     def load(self, blob: bytes) -> pd.DataFrame:
         table, meta = decode(blob)
+        written_by, pipeline = meta.get("pipeline"), pipeline_of(self.plan.spec)
+        if written_by is not None and written_by != pipeline:
+            changed = "; ".join(f"{part} {written_by.get(part)} then, {pipeline[part]} now"
+                                for part in pipeline if written_by.get(part) != pipeline[part])
+            raise WindowingConfigError(
+                f"the checkpoint's state was written by another pipeline ({changed}): its window table would be "
+                "read wrongly; restore the pipeline, or start from a new checkpoint")
         if meta.get("buckets") != self.buckets:
             raise WindowingConfigError(
                 f"{BUCKETS_CONF}={self.buckets} but the checkpoint was written with {meta.get('buckets')} buckets; "
@@ -308,7 +318,7 @@ class BucketStep:
         elements = self.elements(frames)
         result = step(spec, table, elements, watermark, self._from_ms(processing_ms))
         if len(result.state):
-            state.update((encode(result.state, self.buckets),))
+            state.update((self.save(result.state),))
             self._set_timeout(state, spec, result.state, watermark_ms, processing_ms)
         else:
             state.remove()
@@ -337,6 +347,24 @@ class BucketStep:
             # Spark times a group out once watermark > timestamp; the window is due once
             # watermark >= ceil(at_watermark) in ms, so the timestamp is one ms earlier.
             state.setTimeoutTimestamp(int(max(self._to_ms_ceil(at_watermark) - 1, watermark_ms, 1)))
+
+
+def pipeline_of(spec: EngineSpec) -> dict[str, str]:
+    """What builds a bucket's window table, stored beside it in the state: a restart with other
+    windows, trigger, mode, keys or aggregations would read it wrongly (a fixed window as a
+    session, one aggregation's accumulator as another's), so it is refused by name instead."""
+    return {
+        "windows": _described(spec.windows),
+        "trigger": _described(spec.trigger),
+        "mode": spec.mode.value,
+        "keys": str(spec.n_keys),
+        "aggregations": ", ".join(f"{a.name}={_described(a.accumulation)} of {a.input_dtype}" for a in spec.aggregations),
+    }
+
+
+def _described(part: Any) -> str:
+    """``repr``, or the class name where the repr is object's own (it holds a memory address)."""
+    return type(part).__qualname__ if type(part).__repr__ is object.__repr__ else repr(part)
 
 
 def _unpacked(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
