@@ -58,6 +58,20 @@ class Accumulation(ABC, Generic[In, Acc, Out]):
         """
         return output
 
+    def for_input(self, dtype: Any) -> "Accumulation[In, Acc, Out]":
+        """This accumulation set up for an input column of ``dtype`` (pandas or NumPy).
+
+        The plan calls it once, before any data: an accumulation refuses a dtype it cannot
+        aggregate here, with a ValueError naming the column and the dtype, rather than fail
+        (or compute nonsense) on the first element. By default: itself.
+        """
+        return self
+
+    def output_dtype(self) -> Any:
+        """The dtype of the output column when the accumulation knows it (a Min of timestamps:
+        the column's dtype, even when every pane is empty), else None: pandas infers it."""
+        return None
+
     # ---- the optional vectorized path -------------------------------------------------
 
     def vector_fields(self) -> Mapping[str, Reduction] | None:

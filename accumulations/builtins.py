@@ -1,13 +1,15 @@
 """The built-in accumulations.
 
-``Sum``, ``Count``, ``Min``, ``Max`` and ``Mean`` have vectorized paths; the
-collection accumulations hold Python objects and run on the engine's slower
-per-window path. Missing values (None, NaN) are skipped, as pandas' reductions
-skip them, so both paths agree.
+``Sum``, ``Count``, ``Min``, ``Max`` and ``Mean`` have vectorized paths (set up
+for the column's dtype by ``for_input``: docs/engine.md, "Built-in
+accumulations and column types"); the collection accumulations hold Python
+objects and run on the engine's slower per-window path. Missing values (None,
+NaN) are skipped, as pandas' reductions skip them, so both paths agree.
 """
 
 from __future__ import annotations
 
+import copy
 import heapq
 from typing import Any, Callable, Mapping
 
@@ -18,13 +20,67 @@ from .base import Accumulation, MergeAccumulation, Reduction
 
 
 def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and value != value)
+    """None, NaN, NaT or NA (a container is never missing)."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    return isinstance(value, (float, np.floating, np.datetime64, np.timedelta64)) and bool(np.isnan(value))
 
 
 def _require_column(name: str, column: Any) -> str:
     if not isinstance(column, str) or not column:
         raise ValueError(f"{name}(column={column!r}): column must be a non-empty column name")
     return column
+
+
+def _kind(dtype: Any) -> str:
+    """What a column of ``dtype`` holds: "bool", "int", "uint", "float", "datetime", "timedelta",
+    "str", "object" (Python values) or "other"."""
+    types = pd.api.types
+    if isinstance(dtype, np.dtype) and dtype == object:
+        return "object"
+    if types.is_bool_dtype(dtype):
+        return "bool"
+    if types.is_datetime64_any_dtype(dtype):
+        return "datetime"
+    if types.is_timedelta64_dtype(dtype):
+        return "timedelta"
+    if types.is_unsigned_integer_dtype(dtype):
+        return "uint"
+    if types.is_integer_dtype(dtype):
+        return "int"
+    if types.is_float_dtype(dtype):
+        return "float"
+    return "str" if types.is_string_dtype(dtype) else "other"
+
+
+_TIMES = ("datetime", "timedelta")
+_PYTHON_KINDS = ("bool", "str", "object", "other")
+"""Kinds of column whose values Min and Max compare as Python values, on the per-window path."""
+
+
+def _nanoseconds(values: pd.Series, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Timestamps (in UTC) or timedeltas as int64 nanoseconds, and where a value is present."""
+    if kind == "datetime":
+        times = pd.to_datetime(values, utc=True).dt.tz_localize(None).astype("datetime64[ns]")
+    else:
+        times = pd.to_timedelta(values).astype("timedelta64[ns]")
+    return times.to_numpy().view(np.int64), times.notna().to_numpy()
+
+
+def _from_nanoseconds(ns: np.ndarray, present: np.ndarray, dtype: Any) -> np.ndarray:
+    """Nanoseconds back as Timestamps or Timedeltas of ``dtype``, NaT where not present.
+
+    An object array: the engine keeps each pane's values as Python objects, and a NumPy
+    ``datetime64`` scalar would turn into a plain int on the way (``.item()``).
+    """
+    raw = np.where(present, ns, np.iinfo(np.int64).min)  # the int64 minimum is NaT
+    if _kind(dtype) == "datetime":
+        out = pd.Series(raw.view("datetime64[ns]"))
+        if getattr(dtype, "tz", None) is not None:
+            out = out.dt.tz_localize("UTC")
+    else:
+        out = pd.Series(raw.view("timedelta64[ns]"))
+    return out.astype(dtype).to_numpy(dtype=object)
 
 
 class _Additive(Accumulation[Any, Any, Any]):
@@ -43,33 +99,87 @@ class _Additive(Accumulation[Any, Any, Any]):
         return -output
 
 
-class Sum(_Additive):
-    """Sum of a column; 0 for an empty window."""
+class _Numeric(Accumulation[Any, Any, Any]):
+    """Sum, Mean, Min and Max: vectorized over numbers, and over timestamps and timedeltas as int64
+    nanoseconds; an output of a time column has the column's type.
+
+    `for_input` sets an instance up for its column's dtype when the plan is made, refusing the
+    dtypes it cannot aggregate. Set up for an object column, it folds Python values on the
+    per-window path (exact for Decimals and ints beyond 64 bits).
+    """
+
+    accepts: tuple[str, ...]
+    needs: str
+    """What the accumulation needs, for the error refusing another column."""
+    _kind: str | None = None
+    """The column's kind (see `_kind`); None before `for_input`: numbers, whatever their dtype."""
+    _dtype: Any = None
+    """The column's dtype."""
 
     def __init__(self, column: str):
-        self.column = _require_column("Sum", column)
+        self.column = _require_column(type(self).__name__, column)
+
+    def for_input(self, dtype):
+        kind = _kind(dtype)
+        if kind not in self.accepts:
+            raise ValueError(f"column {self.column!r} has dtype {dtype}; {self.needs}")
+        out = copy.copy(self)
+        out._kind, out._dtype = kind, dtype
+        return out
+
+    def _kind_of(self, dtype: Any) -> str:
+        return self._kind or _kind(dtype)
+
+    def output_dtype(self):
+        return self._dtype if self._kind in _TIMES else None
+
+
+def _add(acc: Accumulation, total: Any, value: Any) -> Any:
+    """``total + value`` on the per-window path; a value that does not add names the accumulation."""
+    try:
+        return total + value
+    except TypeError:
+        raise TypeError(f"{acc!r}: cannot add {value!r} ({type(value).__name__}) of column {acc.column!r}; "
+                        f"{acc.needs}") from None
+
+
+def _sum_dtype(kind: str) -> np.dtype:
+    """The dtype a sum of a column of ``kind`` is kept in."""
+    if kind == "uint":
+        return np.dtype(np.uint64)
+    return np.dtype(np.int64) if kind in ("bool", "int", "timedelta") else np.dtype(np.float64)
+
+
+class Sum(_Additive, _Numeric):
+    """Sum of a column of numbers or timedeltas; 0 (a zero timedelta) for an empty window.
+
+    Integers add up exactly in 64 bits (unsigned for unsigned columns); a window's sum beyond
+    that range raises OverflowError rather than wrapping around.
+    """
+
+    accepts = ("bool", "int", "uint", "float", "timedelta", "object")
+    needs = "Sum adds numbers or timedeltas (convert the column first, e.g. with pandas.to_numeric)"
 
     def accumulate(self, accumulated, value):
-        return accumulated if _missing(value) else accumulated + value
+        return accumulated if _missing(value) else _add(self, accumulated, value)
 
-    def vector_fields(self) -> Mapping[str, Reduction]:
-        return {"sum": "sum"}
+    def vector_fields(self) -> Mapping[str, Reduction] | None:
+        return None if self._kind == "object" else {"sum": "sum"}
 
     def vector_defaults(self, dtype):
-        return {"sum": np.zeros(1, dtype=_sum_dtype(dtype))[0]}
+        return {"sum": np.zeros(1, dtype=_sum_dtype(self._kind_of(dtype)))[0]}
 
     def vector_lift(self, values):
-        return {"sum": values.fillna(0).to_numpy(dtype=_sum_dtype(values.dtype))}
+        kind = self._kind_of(values.dtype)
+        if kind == "timedelta":
+            ns, present = _nanoseconds(values, kind)
+            return {"sum": np.where(present, ns, 0)}
+        return {"sum": values.to_numpy(dtype=_sum_dtype(kind), na_value=0)}
 
     def vector_output(self, fields):
+        if self._kind == "timedelta":
+            return _from_nanoseconds(fields["sum"], np.ones(len(fields["sum"]), dtype=bool), self._dtype)
         return fields["sum"]
-
-
-def _sum_dtype(dtype) -> np.dtype:
-    kind = np.dtype(dtype).kind if not isinstance(dtype, pd.api.extensions.ExtensionDtype) else dtype.kind
-    if kind in "iub":
-        return np.dtype(np.int64)
-    return np.dtype(np.float64)
 
 
 class Count(_Additive):
@@ -96,13 +206,16 @@ class Count(_Additive):
         return fields["count"]
 
 
-class _Extreme(Accumulation[Any, Any, Any]):
-    """Shared shape of Min and Max: the extreme value and how many values were seen."""
+class _Extreme(_Numeric):
+    """Shared shape of Min and Max: the extreme value and how many values were seen.
+
+    Vectorized over numbers, timestamps and timedeltas; other columns (strings, booleans,
+    Python objects) are compared as Python values on the per-window path.
+    """
 
     reduction: Reduction
-
-    def __init__(self, column: str):
-        self.column = _require_column(type(self).__name__, column)
+    accepts = ("bool", "int", "uint", "float", "datetime", "timedelta", "str", "object", "other")
+    needs = ""
 
     def _better(self, a, b) -> bool:
         raise NotImplementedError
@@ -124,25 +237,28 @@ class _Extreme(Accumulation[Any, Any, Any]):
         return accumulated
 
     def vector_fields(self):
-        return {self.reduction: self.reduction, "n": "sum"}
+        return None if self._kind in _PYTHON_KINDS else {self.reduction: self.reduction, "n": "sum"}
 
     def vector_defaults(self, dtype):
-        dtype = np.dtype(dtype)
-        if dtype.kind in "iu":
-            info = np.iinfo(dtype)
-            sentinel = info.max if self.reduction == "min" else info.min
-            return {self.reduction: np.int64(sentinel), "n": np.int64(0)}
+        kind = self._kind_of(dtype)
+        if kind in ("int", "uint", *_TIMES):
+            info = np.iinfo(np.uint64 if kind == "uint" else np.int64)
+            return {self.reduction: info.dtype.type(info.max if self.reduction == "min" else info.min), "n": np.int64(0)}
         return {self.reduction: np.float64(np.inf if self.reduction == "min" else -np.inf), "n": np.int64(0)}
 
     def vector_lift(self, values):
+        kind = self._kind_of(values.dtype)
+        sentinel = self.vector_defaults(values.dtype)[self.reduction]
+        if kind in _TIMES:
+            ns, present = _nanoseconds(values, kind)
+            return {self.reduction: np.where(present, ns, sentinel), "n": present.astype(np.int64)}
         present = values.notna().to_numpy()
-        defaults = self.vector_defaults(values.dtype)
-        target = np.int64 if np.dtype(values.dtype).kind in "iu" else np.float64
-        raw = values.to_numpy(dtype=target, na_value=defaults[self.reduction]) if target is np.float64 else values.to_numpy(dtype=target)
-        return {self.reduction: raw, "n": present.astype(np.int64)}
+        return {self.reduction: values.to_numpy(dtype=sentinel.dtype, na_value=sentinel), "n": present.astype(np.int64)}
 
     def vector_output(self, fields):
         extreme, n = fields[self.reduction], fields["n"]
+        if self._kind in _TIMES:
+            return _from_nanoseconds(extreme, n > 0, self._dtype)
         if (n > 0).all():
             return extreme
         out = extreme.astype(np.float64)
@@ -151,7 +267,7 @@ class _Extreme(Accumulation[Any, Any, Any]):
 
 
 class Min(_Extreme):
-    """Smallest value of a column; None (NaN on the vectorized path) for an empty window."""
+    """Smallest value of a column; None (NaN on the vectorized path, NaT for times) for an empty window."""
 
     reduction = "min"
 
@@ -160,7 +276,7 @@ class Min(_Extreme):
 
 
 class Max(_Extreme):
-    """Largest value of a column; None (NaN on the vectorized path) for an empty window."""
+    """Largest value of a column; None (NaN on the vectorized path, NaT for times) for an empty window."""
 
     reduction = "max"
 
@@ -168,19 +284,20 @@ class Max(_Extreme):
         return a > b
 
 
-class Mean(Accumulation[float, tuple, float]):
-    """Arithmetic mean of a column; NaN for an empty window."""
+class Mean(_Numeric):
+    """Arithmetic mean of a column of numbers or timedeltas, computed in float64; NaN (NaT) for an
+    empty window."""
 
-    def __init__(self, column: str):
-        self.column = _require_column("Mean", column)
+    accepts = ("bool", "int", "uint", "float", "timedelta", "object")
+    needs = "Mean averages numbers or timedeltas (convert the column first, e.g. with pandas.to_numeric)"
 
     def default_accumulated_value(self):
-        return (0.0, 0)
+        return (0, 0)
 
     def accumulate(self, accumulated, value):
         if _missing(value):
             return accumulated
-        return (accumulated[0] + value, accumulated[1] + 1)
+        return (_add(self, accumulated[0], value), accumulated[1] + 1)
 
     def merge(self, accumulated1, accumulated2):
         return (accumulated1[0] + accumulated2[0], accumulated1[1] + accumulated2[1])
@@ -190,20 +307,30 @@ class Mean(Accumulation[float, tuple, float]):
         return total / n if n else float("nan")
 
     def vector_fields(self):
-        return {"sum": "sum", "n": "sum"}
+        return None if self._kind == "object" else {"sum": "sum", "n": "sum"}
 
     def vector_defaults(self, dtype):
         return {"sum": np.float64(0.0), "n": np.int64(0)}
 
     def vector_lift(self, values):
+        if self._kind_of(values.dtype) == "timedelta":
+            ns, present = _nanoseconds(values, "timedelta")
+            return {"sum": np.where(present, ns, 0).astype(np.float64), "n": present.astype(np.int64)}
         return {
             "sum": values.to_numpy(dtype=np.float64, na_value=0.0),
             "n": values.notna().to_numpy(dtype=np.int64),
         }
 
+    def output_dtype(self):
+        return np.dtype("timedelta64[ns]") if self._kind == "timedelta" else None
+
     def vector_output(self, fields):
+        n = fields["n"]
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(fields["n"] > 0, fields["sum"] / np.maximum(fields["n"], 1), np.nan)
+            mean = np.where(n > 0, fields["sum"] / np.maximum(n, 1), np.nan)
+        if self._kind == "timedelta":
+            return _from_nanoseconds(np.round(np.where(n > 0, mean, 0)).astype(np.int64), n > 0, np.dtype("timedelta64[ns]"))
+        return mean
 
 
 class ToList(Accumulation[Any, list, list]):

@@ -119,6 +119,16 @@ def empty_state(spec: EngineSpec, key_dtypes: list[Any] | None = None) -> pd.Dat
     return pd.DataFrame(columns)
 
 
+def frame_of(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """A DataFrame of these NumPy columns as they are.
+
+    pandas infers ``str`` or ``datetime64`` from an object column of strings or Timestamps:
+    a None key would become NaN, and a column of last outputs could no longer hold objects.
+    """
+    return pd.DataFrame({name: pd.Series(values, dtype=object, copy=False) if values.dtype == object else values
+                         for name, values in columns.items()})
+
+
 def _fresh_accumulators(spec: EngineSpec, n: int) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for i, agg in enumerate(spec.aggregations):
@@ -143,16 +153,21 @@ def group_reduce(values: np.ndarray, group: np.ndarray, n_groups: int, how: str)
     """Reduce ``values`` per group id (0..n_groups-1) with ``sum``, ``min`` or ``max``.
 
     Sums use ``bincount`` (compiled, no sort) whenever float64 holds the
-    result exactly; ``ufunc.at`` otherwise.
+    result exactly; ``ufunc.at`` otherwise, and an integer sum beyond its
+    dtype's range raises OverflowError instead of wrapping around.
     """
     values = np.asarray(values)
     if how == "sum":
         if values.dtype.kind == "f":
             return np.bincount(group, weights=values, minlength=n_groups)
+        approx = np.bincount(group, weights=values, minlength=n_groups)
         if len(values) == 0 or float(np.abs(values).max()) * len(values) < 2.0**53:
-            return np.bincount(group, weights=values, minlength=n_groups).astype(values.dtype)
+            return approx.astype(values.dtype)
         out = np.zeros(n_groups, dtype=values.dtype)
         np.add.at(out, group, values)
+        # A wrapped sum is off by a multiple of 2**64; float64's rounding error is far below 2**62.
+        if np.any(np.abs(approx - out.astype(np.float64)) > 2.0**62):
+            raise OverflowError(f"a sum is beyond the range of {values.dtype}")
         return out
     ufunc = np.minimum if how == "min" else np.maximum
     if values.dtype.kind == "f":
@@ -165,6 +180,16 @@ def group_reduce(values: np.ndarray, group: np.ndarray, n_groups: int, how: str)
     return out
 
 
+def _reduce_field(agg: Aggregation, values: np.ndarray, group: np.ndarray, n_groups: int, how: str) -> np.ndarray:
+    """`group_reduce` of one accumulator field of ``agg``; an overflow names the aggregation."""
+    try:
+        return group_reduce(values, group, n_groups, how)
+    except OverflowError as error:
+        raise OverflowError(
+            f"aggregate({agg.name}={agg.accumulation!r}): in a window of column {agg.accumulation.column!r}, {error}; "
+            "convert the column to float64 (approximate) or to Python ints (dtype object, exact) first") from None
+
+
 def _partial_accumulators(spec: EngineSpec, values: list[np.ndarray | None], group: np.ndarray,
                           n_groups: int) -> dict[str, np.ndarray]:
     """Accumulate the element-window pairs of each group from scratch."""
@@ -173,7 +198,7 @@ def _partial_accumulators(spec: EngineSpec, values: list[np.ndarray | None], gro
         column = pd.Series(values[i] if values[i] is not None else np.zeros(len(group)))
         if agg.vectorized:
             for fname, lifted in agg.accumulation.vector_lift(column).items():
-                out[f"a{i}.{fname}"] = group_reduce(lifted, group, n_groups, agg.accumulation.vector_fields()[fname])
+                out[f"a{i}.{fname}"] = _reduce_field(agg, lifted, group, n_groups, agg.accumulation.vector_fields()[fname])
         else:
             acc = agg.accumulation
             by_group = pd.Series(column.to_numpy(), dtype=object).groupby(group, sort=True)
@@ -188,7 +213,7 @@ def _merge_accumulators(spec: EngineSpec, rows: dict[str, np.ndarray], group: np
     for i, agg in enumerate(spec.aggregations):
         if agg.vectorized:
             for fname, how in agg.accumulation.vector_fields().items():
-                out[f"a{i}.{fname}"] = group_reduce(rows[f"a{i}.{fname}"], group, n_groups, how)
+                out[f"a{i}.{fname}"] = _reduce_field(agg, rows[f"a{i}.{fname}"], group, n_groups, how)
         else:
             acc = agg.accumulation
             merged: list[Any] = [None] * n_groups
@@ -222,7 +247,7 @@ def _same(a: Any, b: Any) -> bool:
             return True
     except (TypeError, ValueError):
         return False
-    return bool(isinstance(a, float) and isinstance(b, float) and a != a and b != b)
+    return bool((isinstance(a, float) and isinstance(b, float) and a != a and b != b) or (a is pd.NaT and b is pd.NaT))
 
 
 def _unchanged(new: np.ndarray, old: np.ndarray) -> np.ndarray:
@@ -281,7 +306,7 @@ def step(spec: EngineSpec, state: pd.DataFrame, elements: pd.DataFrame, watermar
     table["on_time_done"] = table["on_time_done"] | (table["end"] <= watermark)
 
     keep = ~purge
-    new_state = pd.DataFrame({name: values[keep] for name, values in table.items()})
+    new_state = frame_of({name: values[keep] for name, values in table.items()})
     dropped_frame = pd.concat(dropped, ignore_index=True) if dropped else pd.DataFrame(
         {"element": [], "start": np.array([], np.int64), "end": np.array([], np.int64), "reason": []})
     return StepResult(panes=panes, state=new_state, dropped=dropped_frame)
@@ -595,7 +620,7 @@ def _retraction_rows(spec: EngineSpec, rows: dict[str, np.ndarray], merged_away:
     out["pane_index"] = rows["pane_index"] - 1
     out["is_retraction"] = np.ones(len(rows["start"]), dtype=bool)
     out["_first"] = np.full(len(rows["start"]), merged_away, dtype=bool)
-    return pd.DataFrame(out)
+    return frame_of(out)
 
 
 def _emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, final: np.ndarray,
@@ -642,7 +667,7 @@ def _emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, fina
         column = table[name].copy()
         column[rows] = values
         table[name] = column
-    return _assemble(spec, retractions, pd.DataFrame(pane))
+    return _assemble(spec, retractions, frame_of(pane))
 
 
 def _assemble(spec: EngineSpec, retractions: list, panes: pd.DataFrame | None) -> pd.DataFrame:

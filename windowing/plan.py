@@ -63,7 +63,7 @@ def check_columns(columns: list[str], pipeline: Windowed, aggregations: tuple[tu
 
 def make_plan(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], axis: TimeAxis,
               dtypes: Mapping[str, Any]) -> Plan:
-    aggs = tuple(Aggregation(name, acc, None if acc.column is None else _numpy_dtype(dtypes[acc.column]))
+    aggs = tuple(Aggregation(name, _for_input(name, acc, dtypes), None if acc.column is None else _numpy_dtype(dtypes[acc.column]))
                  for name, acc in aggregations)
     spec = EngineSpec(
         windows=_window_fn(pipeline, axis),
@@ -77,6 +77,16 @@ def make_plan(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     delay = None if pipeline.watermark_delay is None else axis.duration("watermark(delay)", pipeline.watermark_delay)
     key_dtypes = tuple(dtypes[k] for k in pipeline.key or ())
     return Plan(spec, axis, pipeline.key, tuple(acc.column for _, acc in aggregations), delay, key_dtypes)
+
+
+def _for_input(name: str, acc: Accumulation, dtypes: Mapping[str, Any]) -> Accumulation:
+    """The accumulation set up for its column's dtype; a dtype it refuses is a configuration error."""
+    if acc.column is None:
+        return acc
+    try:
+        return acc.for_input(dtypes[acc.column])
+    except ValueError as error:
+        raise WindowingConfigError(f"aggregate({name}={acc!r}): {error}") from None
 
 
 def _numpy_dtype(dtype: Any) -> np.dtype:
@@ -98,13 +108,21 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
     for i, column in enumerate(plan.value_columns):
         if column is None:
             continue
-        values = frame[column].to_numpy()
+        values = _values(frame[column])
         if SIDE in frame:  # two streams: merge accumulations see (side, value)
             paired = np.empty(len(frame), dtype=object)
             paired[:] = list(zip(frame[SIDE].to_numpy().tolist(), values.tolist()))
             values = paired
         out[f"_v{i}"] = values
     return pd.DataFrame(out, index=frame.index)
+
+
+def _values(column: pd.Series) -> np.ndarray:
+    """A value column as NumPy; nullable integers as Python ints and None (NumPy would make
+    them floats, inexact beyond 2**53)."""
+    if isinstance(column.dtype, pd.api.extensions.ExtensionDtype) and pd.api.types.is_integer_dtype(column.dtype):
+        return column.to_numpy(dtype=object, na_value=None)
+    return column.to_numpy()
 
 
 def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
@@ -116,7 +134,8 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
     out["window_start"] = plan.axis.from_internal(panes["start"].to_numpy())  # a Series: keeps a timezone
     out["window_end"] = plan.axis.from_internal(panes["end"].to_numpy())
     for agg in plan.spec.aggregations:
-        out[agg.name] = _tidy(panes[agg.name])
+        dtype = agg.accumulation.output_dtype()
+        out[agg.name] = _tidy(panes[agg.name]) if dtype is None else pd.Series(panes[agg.name].to_numpy(), dtype=object).astype(dtype)
     out["timing"] = pd.Categorical.from_codes(panes["timing"].to_numpy(dtype=np.int8), categories=list(TIMINGS))
     out["pane_index"] = panes["pane_index"].to_numpy(dtype=np.int64)
     out["is_retraction"] = panes["is_retraction"].to_numpy(dtype=bool)
@@ -134,7 +153,9 @@ def _keys(values: pd.Series, dtype: Any) -> Any:
 
 
 def _tidy(values: pd.Series) -> pd.Series:
-    """Give an object column of plain numbers a numeric dtype again."""
-    if values.dtype == object and len(values) and all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in values):
-        return pd.to_numeric(values)
-    return values.reset_index(drop=True)
+    """A value column with the dtype its values have (the engine keeps them as objects): numeric
+    for plain numbers, and what pandas infers otherwise (``str``, ``datetime64``, ...)."""
+    if values.dtype == object and len(values) and \
+            all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in values):
+        return pd.to_numeric(values.reset_index(drop=True))
+    return pd.Series(values.to_numpy())

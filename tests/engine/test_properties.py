@@ -355,6 +355,37 @@ def test_vectorized_accumulations_give_the_same_panes_as_a_python_fold(spec, ite
                                   slow.astype({c: float for c in SLOW_EQUIVALENTS}), check_exact=False)
 
 
+TIME_COLUMNS = {
+    "timedelta": lambda seconds: pd.to_timedelta(seconds, unit="s"),
+    "datetime": lambda seconds: pd.Timestamp("2026-01-01") + pd.to_timedelta(seconds, unit="s"),
+    "datetime with tz": lambda seconds: (pd.Timestamp("2026-03-29", tz="Europe/Paris")
+                                         + pd.to_timedelta(seconds * 3600, unit="s")),
+}
+
+
+@settings(SETTINGS, max_examples=20)
+@given(spec=window_specs, items=elements_with_gaps, trigger=firing_triggers, column=st.sampled_from(sorted(TIME_COLUMNS)),
+       mode=st.sampled_from(["discarding", "accumulating", "accumulating_and_retracting"]), data=st.data())
+def test_time_columns_aggregate_as_their_numbers_would(spec, items, trigger, column, mode, data):
+    # Min and Max (and Sum and Mean of timedeltas) of a time column are those of the same
+    # offsets as numbers, converted: values of the column's type, NaT for an empty pane.
+    as_time = TIME_COLUMNS[column]
+    actions = data.draw(scripts(items))
+    timed = [(kind, frame(arg).assign(x=lambda f: as_time(f["x"])) if kind == "add" else arg) for kind, arg in actions]
+    names = ["low", "high", "total", "mean"] if column == "timedelta" else ["low", "high"]
+    aggregations = {name: SLOW_EQUIVALENTS[name][0] for name in names}
+    numbers, times = (getattr(build(spec, script_stream(script)).allowed_lateness(5).trigger(trigger), mode)()
+                      .aggregate(**aggregations) for script in (actions, timed))
+    assert len(numbers) == len(times)
+    for name in names:
+        column_dtype = as_time(pd.Series([0.0])).dtype
+        assert times[name].dtype == (np.dtype("timedelta64[ns]") if name == "mean" else column_dtype), name
+        expected = [pd.NaT if math.isnan(v) else as_time(pd.Series([float(v)]))[0] for v in numbers[name]]
+        got = list(times[name])
+        assert [pd.isna(v) for v in got] == [pd.isna(v) for v in expected], name
+        assert all(abs(g - e) <= pd.Timedelta("1us") for g, e in zip(got, expected) if not pd.isna(e)), name
+
+
 # ---- (a') late data beyond the allowed lateness is dropped, the rest is counted -------------------
 
 # Window ends, lateness and watermark moves on a grid of 5, so that "end + lateness is at

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accumulations import Count, Max, Mean, Sum, ToList
+from accumulations import Count, Max, Mean, Min, Sum, ToList
 from triggers import (AfterAll, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Default, Never,
                       Repeatedly)
 from windowing import TestStream, windowed
@@ -71,6 +71,7 @@ def test_lifting_folds_rows_only_where_it_is_exact():
     assert len(lifted) == 3  # (a, [0,10)), (b, [0,10)), (a, [10,20))
     assert plan_spark(w, tuple(LIFTABLE.items()), spark_schema(frame), 1, combine=False).lifting is None
     assert plan_spark(w, tuple(AGGS.items()), spark_schema(frame), 1).lifting is None  # Mean, ToList
+    assert plan_spark(w, (("first", Min("ts")),), spark_schema(frame), 1).lifting is None  # of timestamps
     assert plan_spark(w.trigger(Repeatedly(AfterCount(2))), tuple(LIFTABLE.items()), spark_schema(frame), 1).lifting is None
     assert plan_spark(windowed(frame, time="ts", key="user").sessions("5 seconds"), tuple(LIFTABLE.items()),
                       spark_schema(frame), 1).lifting is None

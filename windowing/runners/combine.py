@@ -13,7 +13,8 @@ of one key that fall in the same *unit* of time into one row:
   ``Sum`` of partial counts.
 
 It is exact, not an approximation, when:
-1. every aggregation is ``Sum``, ``Count``, ``Min`` or ``Max`` (they merge);
+1. every aggregation is ``Sum``, ``Count``, ``Min`` or ``Max`` (they merge), over
+   a numeric column (or none, for ``Count``);
 2. the windows are fixed or sliding: all rows of a unit share their windows,
    so lateness drops all of them or none, in one row or many;
 3. no part of the trigger tree counts elements (``Trigger.counts_elements``:
@@ -75,6 +76,8 @@ def lifting(spec: EngineSpec, aggregations: tuple[tuple[str, Accumulation], ...]
         return None
     if any(type(acc) not in _REDUCE for _, acc in aggregations) or spec.trigger.counts_elements():
         return None
+    if any(agg.input_dtype is not None and np.dtype(agg.input_dtype).kind not in "iuf" for agg in spec.aggregations):
+        return None  # Min/Max of timestamps, strings or booleans: the engine folds those itself
     if unit % unit_scale or offset % unit_scale:
         return None
     return Lifting(unit // unit_scale, offset // unit_scale, tuple(_REDUCE[type(acc)] for _, acc in aggregations),

@@ -109,6 +109,9 @@ class SparkTyped(Accumulation):
     def vector_output(self, fields):
         return self.inner.vector_output(fields)
 
+    def for_input(self, dtype):
+        return SparkTyped(self.inner.for_input(dtype), self.spark_type)
+
     def __repr__(self) -> str:
         return f"spark_typed({self.inner!r}, {self.spark_type!r})"
 

@@ -1,0 +1,91 @@
+"""The built-in numeric accumulations over columns of every dtype: values of the column's type,
+exact integers, and a clear refusal of the rest before any data is processed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from accumulations import Max, Mean, Min, Sum
+from triggers import AtWatermark
+from windowing import TestStream, WindowingConfigError, windowed
+
+KEYS_AND_TIMES = pd.DataFrame({"k": ["a", "a", "b"], "ts": [1, 2, 3]})
+
+
+def values_of(column, **aggregations) -> list[dict]:
+    panes = windowed(KEYS_AND_TIMES.assign(x=column), time="ts", key="k").fixed(10).aggregate(**aggregations)
+    return panes[list(aggregations)].to_dict("records")
+
+
+@pytest.mark.parametrize("column", [
+    pd.Series(pd.to_datetime(["2026-01-01", "2026-01-03", None])),
+    pd.Series(pd.to_datetime(["2026-01-01", "2026-01-03", None]).tz_localize("Europe/Paris")),
+    pd.Series(pd.to_datetime(["2026-01-01", "2026-01-03", None])).astype("datetime64[ns]"),
+    pd.Series(pd.to_timedelta(["1s", "2.5s", None])),
+], ids=["datetime", "datetime with tz", "datetime ns", "timedelta"])
+def test_min_and_max_of_a_time_column_are_values_of_its_type(column):
+    panes = windowed(KEYS_AND_TIMES.assign(x=column), time="ts", key="k").fixed(10).aggregate(lo=Min("x"), hi=Max("x"))
+    assert panes["lo"].dtype == column.dtype and panes["hi"].dtype == column.dtype
+    assert panes[["lo", "hi"]].to_dict("records") == [{"lo": column[0], "hi": column[1]}, {"lo": pd.NaT, "hi": pd.NaT}]
+
+
+def test_sum_and_mean_of_timedeltas_are_timedeltas():
+    column = pd.Series(pd.to_timedelta(["1s", "2.5s", None]))
+    assert values_of(column, total=Sum("x"), mean=Mean("x")) == [
+        {"total": pd.Timedelta("3.5s"), "mean": pd.Timedelta("1.75s")}, {"total": pd.Timedelta(0), "mean": pd.NaT}]
+
+
+def test_an_unchanged_empty_time_pane_is_not_fired_again():
+    # b's only value is missing: its pane holds NaT at every firing, and NaT equals no value, itself included.
+    stream = (TestStream().add_elements(KEYS_AND_TIMES.assign(x=pd.to_datetime(["2026-01-01", "2026-01-03", None])))
+              .advance_processing_time(5).advance_watermark_to(20))
+    panes = (windowed(stream, time="ts", key="k").fixed(10).trigger(AtWatermark().with_early_firings_every(1.0))
+             .accumulating().fire_only_updated_panes().aggregate(lo=Min("x")))
+    assert list(zip(panes["k"], panes["pane_index"])) == [("a", 0), ("b", 0)]
+
+
+def test_unsigned_64_bit_integers_are_exact():
+    column = pd.Series(np.array([2**63 + 5, 1, 2], dtype=np.uint64))
+    assert values_of(column, hi=Max("x"), lo=Min("x"), total=Sum("x")) == [
+        {"hi": 2**63 + 5, "lo": 1, "total": 2**63 + 6}, {"hi": 2, "lo": 2, "total": 2}]
+
+
+def test_nullable_integers_stay_integers():
+    column = pd.Series([2**62 + 1, None, 3], dtype="Int64")
+    assert values_of(column, total=Sum("x"), hi=Max("x")) == [{"total": 2**62 + 1, "hi": 2**62 + 1}, {"total": 3, "hi": 3}]
+
+
+def test_an_integer_sum_beyond_64_bits_raises_naming_the_column_instead_of_wrapping():
+    with pytest.raises(OverflowError, match=r"aggregate\(total=Sum\('x'\)\): in a window of column 'x', a sum is beyond "
+                                            r"the range of int64"):
+        values_of(pd.Series([2**62, 2**62, 1]), total=Sum("x"))
+
+
+def test_python_ints_in_an_object_column_add_up_exactly():
+    column = pd.Series([2**62 + 1, 2**62 + 1, 1], dtype=object)
+    assert values_of(column, total=Sum("x")) == [{"total": 2**63 + 2}, {"total": 1}]
+
+
+def test_strings_compare_as_python_values():
+    rows = values_of(pd.Series(["q", "p", None], dtype="string"), lo=Min("x"), hi=Max("x"))
+    assert rows[0] == {"lo": "p", "hi": "q"} and pd.isna(rows[1]["lo"]) and pd.isna(rows[1]["hi"])
+
+
+@pytest.mark.parametrize("column, accumulation, message", [
+    (pd.Series(["p", "q", "r"], dtype="string"), Sum("x"), r"aggregate\(value=Sum\('x'\)\): column 'x' has dtype string; Sum adds numbers"),
+    (pd.Series(["p", "q", "r"], dtype="string"), Mean("x"), r"column 'x' has dtype string; Mean averages numbers or timedeltas"),
+    (pd.Series(pd.to_datetime(["2026-01-01"] * 3)), Sum("x"), r"column 'x' has dtype datetime64\[\w+\]; Sum adds"),
+    (pd.Series(pd.to_datetime(["2026-01-01"] * 3)), Mean("x"), r"column 'x' has dtype datetime64\[\w+\]; Mean averages"),
+    (pd.Series(["p", "q", "r"], dtype="category"), Sum("x"), r"column 'x' has dtype category; Sum adds"),
+])
+def test_a_column_an_accumulation_cannot_aggregate_is_refused_before_any_data(column, accumulation, message):
+    stream = TestStream().add_elements(KEYS_AND_TIMES.assign(x=column).iloc[:0])  # no element at all
+    with pytest.raises(WindowingConfigError, match=message):
+        windowed(stream, time="ts", key="k").fixed(10).aggregate(accumulation)
+
+
+def test_a_python_value_that_does_not_add_names_the_accumulation_and_column():
+    with pytest.raises(TypeError, match=r"Sum\('x'\): cannot add 'p' \(str\) of column 'x'; Sum adds numbers"):
+        values_of(pd.Series([1, "p", 2], dtype=object), total=Sum("x"))
