@@ -112,10 +112,15 @@ class AfterCount(Trigger):
         return f"AfterCount({self.n})"
 
 
+_FIRED = np.iinfo(np.int64).min
+"""``fire_at`` of an AfterProcessingTime that fired: due (before every processing time), with no timer."""
+
+
 class AfterProcessingTime(Trigger):
     """Fires once ``delay`` of processing time after the first element of the pane; then finishes.
 
-    Merged windows keep the earliest pending firing time (Beam).
+    Merged windows keep the earliest pending firing time (Beam). Once fired it reports no timer:
+    a runner need not call the window again for it.
     """
 
     def __init__(self, delay: Any):
@@ -138,10 +143,12 @@ class AfterProcessingTime(Trigger):
         return rows & (ctx["fire_at"] <= ctx.processing_time)
 
     def on_fire(self, ctx, rows):
+        ctx.put("fire_at", rows, _FIRED)
         return rows.copy()
 
     def next_processing_time(self, ctx):
-        return ctx["fire_at"].copy()
+        fire_at = ctx["fire_at"]
+        return np.where(fire_at == _FIRED, NO_TIME, fire_at)
 
     def counts_elements(self):
         return False  # starts its delay at the pane's first element, however many arrive
@@ -264,6 +271,13 @@ class AfterEach(_Composite):
             index[current & child.on_fire(ctx.sub(str(i)), current)] += 1
         ctx["index"] = index
         return rows & (index >= len(self.children))
+
+    def next_processing_time(self, ctx):
+        """The current sub-trigger's timer only: the earlier ones finished, the later ones have not started."""
+        out = np.full(len(ctx), NO_TIME, dtype=np.int64)
+        for i, child in enumerate(self.children):
+            out = np.where(ctx["index"] == i, child.next_processing_time(ctx.sub(str(i))), out)
+        return out
 
     def __repr__(self):
         return f"AfterEach({', '.join(map(repr, self.children))})"

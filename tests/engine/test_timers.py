@@ -1,0 +1,47 @@
+"""`next_timers`: when a window table next needs a step without new elements.
+
+A streaming runner turns the processing-time timer into a timeout (Spark's
+``ProcessingTimeTimeout``), so a timer that stays reported after its firing
+calls the key again in every micro-batch for nothing.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from accumulations import Sum
+from triggers import NO_TIME, AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, Never, OrFinally, Repeatedly
+from windowing import windowed
+from windowing.engine import empty_state, next_timers, step
+from windowing.plan import make_plan, to_elements
+from windowing.timeaxis import MIN_TIME, TimeAxis
+
+ONE = pd.DataFrame({"k": ["a"], "ts": [1], "x": [1]})
+
+
+def processing_timers(trigger, processing_times: list[int]) -> list[int]:
+    """The processing-time timer after an element at processing time 0, then after a step without
+    elements at each of ``processing_times`` (the watermark stays before the window's end)."""
+    pipeline = windowed(ONE, time="ts", key="k").fixed(1000).trigger(trigger)
+    axis = TimeAxis.of("ts", ONE["ts"])
+    plan = make_plan(pipeline, pipeline._aggregations((Sum("x"),), {}), axis, ONE.dtypes.to_dict())
+    elements = to_elements(plan, ONE, axis.to_internal(ONE["ts"]))
+    state = step(plan.spec, empty_state(plan.spec, [ONE["k"].dtype]), elements, MIN_TIME, 0).state
+    timers = [next_timers(plan.spec, state)[1]]
+    for processing_time in processing_times:
+        state = step(plan.spec, state, elements.iloc[:0], MIN_TIME, processing_time).state
+        timers.append(next_timers(plan.spec, state)[1])
+    return timers
+
+
+@pytest.mark.parametrize("trigger, timers", [
+    (AfterProcessingTime(5), [5, NO_TIME]),  # fired and finished: the window is closed
+    (AfterEach(AfterProcessingTime(5), AfterCount(100)), [5, NO_TIME]),
+    (AfterEach(AfterAny(AfterProcessingTime(500), AfterCount(1)), AfterProcessingTime(5)), [NO_TIME, NO_TIME]),
+    (Repeatedly(AfterProcessingTime(5)), [5, NO_TIME]),  # reset: no timer until the next element
+    (AfterAll(AfterProcessingTime(5), Repeatedly(AfterCount(1))), [5, NO_TIME]),  # fired, and AfterAll goes on
+    (OrFinally(AfterCount(100), AfterEach(AfterProcessingTime(5), Never())), [5, NO_TIME]),
+], ids=repr)
+def test_a_fired_or_finished_processing_time_trigger_reports_no_timer(trigger, timers):
+    assert processing_timers(trigger, [10]) == timers
