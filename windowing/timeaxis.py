@@ -40,7 +40,8 @@ class TimeAxis:
     dtype: str = "int64"
 
     @classmethod
-    def of(cls, column: str, series: pd.Series) -> "TimeAxis":
+    def of(cls, column: str, series: pd.Series, where: str = "") -> "TimeAxis":
+        """The axis of a time column; ``where`` says which input it is from, for the error."""
         dtype = series.dtype
         if isinstance(dtype, pd.DatetimeTZDtype):
             return cls(column, "datetime", tz=str(dtype.tz), unit=dtype.unit)
@@ -49,21 +50,33 @@ class TimeAxis:
         if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
             return cls(column, "numeric", dtype=str(np.dtype(dtype.numpy_dtype if hasattr(dtype, "numpy_dtype") else dtype)))
         raise WindowingConfigError(
-            f"time column {column!r} has dtype {dtype}; it must hold timestamps or numbers "
+            f"time column {column!r}{where} has dtype {dtype}; it must hold timestamps or numbers "
             "(convert strings with pandas.to_datetime first)")
 
-    def to_internal(self, series: pd.Series) -> np.ndarray:
-        """The column as int64 instants; missing or fractional times are refused."""
+    def _kind_name(self) -> str:
+        if self.kind == "numeric":
+            return "numbers"
+        return f"timestamps in time zone {self.tz}" if self.tz else "timestamps without a time zone"
+
+    def to_internal(self, series: pd.Series, where: str = "") -> np.ndarray:
+        """The column as int64 instants; missing or fractional times, and times of another kind
+        than the axis's, are refused. ``where`` says which input the column is from, for the errors."""
+        found = TimeAxis.of(self.column, series, where)
+        if found.kind != self.kind or (found.tz is None) != (self.tz is None):
+            raise WindowingConfigError(
+                f"time column {self.column!r}{where} holds {found._kind_name()} (dtype {series.dtype}), but the first "
+                f"elements' times are {self._kind_name()}; give every step's times as one type")
         missing = int(series.isna().sum())
         if missing:
-            raise WindowingConfigError(f"time column {self.column!r} has {missing} missing value(s); every element needs an event time")
+            raise WindowingConfigError(f"time column {self.column!r}{where} has {missing} missing value(s); every element needs an event time")
         if self.kind == "datetime":
             values = series.dt.tz_convert("UTC").dt.tz_localize(None) if self.tz else series
             return values.astype("datetime64[ns]").to_numpy().view(np.int64)
         raw = series.to_numpy()
         if raw.dtype.kind == "f":
             if not np.all(np.isfinite(raw)) or not np.all(raw == np.floor(raw)):
-                raise WindowingConfigError(f"time column {self.column!r} holds non-integral numbers; use integers in one unit (e.g. milliseconds)")
+                raise WindowingConfigError(
+                    f"time column {self.column!r}{where} holds non-integral numbers; use integers in one unit (e.g. milliseconds)")
         return raw.astype(np.int64)
 
     def from_internal(self, values: np.ndarray) -> pd.Series:

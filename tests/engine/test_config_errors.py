@@ -7,7 +7,7 @@ import pytest
 
 from accumulations import Count, Sum, TopN
 from triggers import AfterCount, AfterProcessingTime, AfterEach, AtWatermark, Repeatedly
-from windowing import TestStream, windowed
+from windowing import TestStream, WindowingConfigError, windowed
 
 DF = pd.DataFrame({"k": ["a"], "ts": [1], "x": [1]})
 TS_DF = DF.assign(ts=pd.to_datetime(DF.ts, unit="s"))
@@ -73,3 +73,23 @@ def test_builder_refuses_bad_values(build, message):
 def test_running_refuses_inconsistent_configuration(run, message):
     with pytest.raises(ValueError, match=message):
         run()
+
+
+@pytest.mark.parametrize("first, later, message", [
+    (DF, DF.assign(ts=["5"]), r"time column 'ts' at action 1 has dtype (str|object); it must hold timestamps or numbers"),
+    (DF, DF.assign(ts=[True]), r"time column 'ts' at action 1 has dtype bool"),
+    (DF, TS_DF, r"time column 'ts' at action 1 holds timestamps without a time zone \(dtype datetime64\[\w+\]\), but "
+                r"the first elements' times are numbers; give every step's times as one type"),
+    (TS_DF, DF, r"time column 'ts' at action 1 holds numbers \(dtype int64\), but the first elements' times are "
+                r"timestamps without a time zone"),
+    (TS_DF, TS_DF.assign(ts=TS_DF.ts.dt.tz_localize("UTC")),
+     r"holds timestamps in time zone UTC \(dtype datetime64\[\w+, UTC\]\), but the first elements' times are timestamps "
+     r"without a time zone"),
+    (DF, DF.assign(ts=[2.5]), r"time column 'ts' at action 1 holds non-integral numbers"),
+    (DF, DF.assign(ts=[float("nan")]), r"time column 'ts' at action 1 has 1 missing value"),
+])
+def test_a_later_steps_times_of_another_type_are_refused_naming_the_step(first, later, message):
+    stream = TestStream().add_elements(first).add_elements(later)
+    with pytest.raises(WindowingConfigError, match=message):
+        windowed(stream, time="ts").aggregate(Sum("x"))
+

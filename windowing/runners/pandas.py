@@ -66,20 +66,20 @@ def run_pandas(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     check_columns(list(sample.columns), pipeline, aggregations)
     axis = TimeAxis.of(pipeline.time if isinstance(pipeline.time, str) else "<time function>", _event_times(pipeline, sample))
     plan = make_plan(pipeline, aggregations, axis, sample.dtypes.to_dict())
-    return _Run(plan, pipeline).execute(script, is_stream)
+    return _Run(plan, pipeline, is_stream).execute(script)
 
 
 class _Run:
-    def __init__(self, plan: Plan, pipeline: Windowed):
-        self.plan, self.pipeline = plan, pipeline
+    def __init__(self, plan: Plan, pipeline: Windowed, is_stream: bool):
+        self.plan, self.pipeline, self.is_stream = plan, pipeline, is_stream
         self.state = empty_state(plan.spec, list(plan.key_dtypes) or [np.dtype(np.int64)])
         self.watermark, self.processing_time = MIN_TIME, 0
         self.max_event_time = MIN_TIME
         self.panes: list[pd.DataFrame] = []
         self.late: list[pd.DataFrame] = []
 
-    def execute(self, script: list, is_stream: bool) -> WindowedResult:
-        axis = self.plan.axis
+    def execute(self, script: list) -> WindowedResult:
+        axis, is_stream = self.plan.axis, self.is_stream
         for index, action in enumerate(script):
             if isinstance(action, AddElements):
                 self._step(index, action.elements)
@@ -111,7 +111,7 @@ class _Run:
             times = None
         else:
             check_columns(list(frame.columns), self.pipeline, tuple((a.name, a.accumulation) for a in plan.spec.aggregations))
-            times = plan.axis.to_internal(_event_times(self.pipeline, frame))
+            times = plan.axis.to_internal(_event_times(self.pipeline, frame), f" at action {index}" if self.is_stream else "")
             elements = to_elements(plan, frame, times)
         result = step(plan.spec, self.state, elements, self.watermark, self.processing_time)
         self.state = result.state
