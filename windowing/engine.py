@@ -251,12 +251,17 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _unchanged(new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """Where each new output equals the window's previous one (NaN equals NaN)."""
     if new.dtype != object and len(old) and all(isinstance(v, (int, float, np.number)) for v in old[:1]):
-        old_num = np.asarray(list(old), dtype=new.dtype) if len(old) else old
-        equal = new == old_num
-        if new.dtype.kind == "f":
-            equal |= np.isnan(new) & np.isnan(old_num)
-        return equal
+        try:
+            old_num = np.asarray(list(old), dtype=new.dtype)
+        except (ValueError, OverflowError):  # a NaN (an earlier empty pane) against integers
+            old_num = None
+        if old_num is not None:
+            equal = new == old_num
+            if new.dtype.kind == "f":
+                equal |= np.isnan(new) & np.isnan(old_num)
+            return equal
     return np.array([_same(x, y) for x, y in zip(new, old)], dtype=bool)
 
 

@@ -46,6 +46,15 @@ def test_an_unchanged_empty_time_pane_is_not_fired_again():
     assert list(zip(panes["k"], panes["pane_index"])) == [("a", 0), ("b", 0)]
 
 
+def test_an_integer_pane_after_an_empty_pane_of_its_window_is_compared_with_it():
+    # The empty pane's NaN could not be made an integer to compare the next pane with: the step failed.
+    one = KEYS_AND_TIMES.iloc[:1].assign(x=[7])
+    stream = TestStream().add_elements(one).advance_processing_time(1).advance_processing_time(1).add_elements(one)
+    panes = (windowed(stream, time="ts", key="k").global_window().trigger(AtWatermark().with_early_firings_every(1.0))
+             .aggregate(low=Min("x")))
+    assert [None if pd.isna(v) else v for v in panes["low"]] == [7, None, 7]
+
+
 def test_unsigned_64_bit_integers_are_exact():
     column = pd.Series(np.array([2**63 + 5, 1, 2], dtype=np.uint64))
     assert values_of(column, hi=Max("x"), lo=Min("x"), total=Sum("x")) == [
