@@ -9,6 +9,7 @@ bounds, the watermark before any data and at the end of input).
 from __future__ import annotations
 
 import datetime as dt
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Any
@@ -117,16 +118,30 @@ class TimeAxis:
             return int(parsed)
         raise WindowingConfigError(f"{param}={value!r} is not a duration")
 
-    def instant(self, param: str, value: Any) -> int:
-        """An instant (a watermark) in the axis's unit."""
+    def instant(self, param: str, value: Any, where: str = "") -> int:
+        """An instant (a watermark) in the axis's unit: a whole number on a numeric axis, a timestamp
+        otherwise. ``where`` says which input the value is from, for the errors."""
         if self.kind == "numeric":
             if not isinstance(value, numbers.Real) or isinstance(value, bool):
-                raise WindowingConfigError(f"{param}={value!r} must be a number: time column {self.column!r} is numeric")
+                raise WindowingConfigError(f"{param}={value!r}{where} must be a number: time column {self.column!r} is numeric")
+            if not math.isfinite(value) or value != math.floor(value):
+                raise WindowingConfigError(
+                    f"{param}={value!r}{where} must be a whole number in the unit of time column {self.column!r}, as its "
+                    "times are" + ("; to end the input, use advance_watermark_to_infinity()" if value == math.inf else ""))
+            if not MIN_TIME <= value < MAX_TIME:
+                raise WindowingConfigError(
+                    f"{param}={value!r}{where} is beyond the time axis (64-bit integers); to end the input, use "
+                    "advance_watermark_to_infinity()")
             return int(value)
+        if isinstance(value, numbers.Real):
+            raise WindowingConfigError(
+                f"{param}={value!r}{where} is a plain number, but time column {self.column!r} holds timestamps; give a timestamp")
         try:
             stamp = pd.Timestamp(value)
         except (TypeError, ValueError):
-            raise WindowingConfigError(f"{param}={value!r} is not a timestamp") from None
+            stamp = pd.NaT
+        if stamp is pd.NaT:
+            raise WindowingConfigError(f"{param}={value!r}{where} is not a timestamp")
         if stamp.tzinfo is None and self.tz:
             stamp = stamp.tz_localize(self.tz)
         if stamp.tzinfo is not None:

@@ -75,6 +75,23 @@ def test_running_refuses_inconsistent_configuration(run, message):
         run()
 
 
+@pytest.mark.parametrize("frame, watermark, message", [
+    (DF, -5.5, r"advance_watermark_to\(time\)=-5.5 at action 1 must be a whole number in the unit of time column 'ts'"),
+    (DF, float("nan"), r"advance_watermark_to\(time\)=nan at action 1 must be a whole number"),
+    (DF, float("inf"), r"advance_watermark_to\(time\)=inf at action 1 must be a whole number .*use advance_watermark_to_infinity\(\)"),
+    (DF, 2**70, r"advance_watermark_to\(time\)=1180591620717411303424 at action 1 is beyond the time axis"),
+    (DF, "5", r"advance_watermark_to\(time\)='5' at action 1 must be a number: time column 'ts' is numeric"),
+    (TS_DF, 5, r"advance_watermark_to\(time\)=5 at action 1 is a plain number, but time column 'ts' holds timestamps"),
+    (TS_DF, "soon", r"advance_watermark_to\(time\)='soon' at action 1 is not a timestamp"),
+    (TS_DF, pd.NaT, r"advance_watermark_to\(time\)=NaT at action 1 is not a timestamp"),
+])
+def test_a_watermark_the_time_axis_cannot_hold_exactly_is_refused(frame, watermark, message):
+    # -5.5 was truncated to -5: the window [-10, -5) fired ON_TIME before the watermark reached its end.
+    stream = TestStream().add_elements(frame).advance_watermark_to(watermark)
+    with pytest.raises(WindowingConfigError, match=message):
+        windowed(stream, time="ts").fixed(5 if frame is DF else "5 seconds").aggregate(Sum("x"))
+
+
 @pytest.mark.parametrize("first, later, message", [
     (DF, DF.assign(ts=["5"]), r"time column 'ts' at action 1 has dtype (str|object); it must hold timestamps or numbers"),
     (DF, DF.assign(ts=[True]), r"time column 'ts' at action 1 has dtype bool"),

@@ -84,7 +84,7 @@ class _Run:
             if isinstance(action, AddElements):
                 self._step(index, action.elements)
             elif isinstance(action, AdvanceWatermark):
-                to = MAX_TIME if action.to is None else axis.instant(f"advance_watermark_to(time) at action {index}", action.to)
+                to = MAX_TIME if action.to is None else axis.instant("advance_watermark_to(time)", action.to, f" at action {index}")
                 if to < self.watermark:
                     raise WindowingConfigError(
                         f"advance_watermark_to({action.to!r}) at action {index} moves the watermark backwards; watermarks only advance")
