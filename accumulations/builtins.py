@@ -3,15 +3,17 @@
 ``Sum``, ``Count``, ``Min``, ``Max`` and ``Mean`` have vectorized paths (set up
 for the column's dtype by ``for_input``: docs/engine.md, "Built-in
 accumulations and column types"); the collection accumulations hold Python
-objects and run on the engine's slower per-window path. Missing values (None,
-NaN) are skipped, as pandas' reductions skip them, so both paths agree.
+objects and run on the engine's slower per-window path. Every built-in skips
+missing values (None, NaN, NaT, NA), as pandas' reductions skip them, so both
+paths agree and a set holds no NaN twice; ``Fold`` and ``Reduce`` hand every
+value to your functions.
 """
 
 from __future__ import annotations
 
 import copy
 import heapq
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -24,6 +26,10 @@ def _missing(value: Any) -> bool:
     if value is None or value is pd.NA or value is pd.NaT:
         return True
     return isinstance(value, (float, np.floating, np.datetime64, np.timedelta64)) and bool(np.isnan(value))
+
+
+def _present(values: Iterable[Any]) -> Iterator[Any]:
+    return (value for value in values if not _missing(value))
 
 
 def _require_column(name: str, column: Any) -> str:
@@ -334,7 +340,7 @@ class Mean(_Numeric):
 
 
 class ToList(Accumulation[Any, list, list]):
-    """Every value, in arrival order within a step (merges concatenate)."""
+    """Every present value, in arrival order within a step (merges concatenate)."""
 
     def __init__(self, column: str):
         self.column = _require_column("ToList", column)
@@ -343,10 +349,10 @@ class ToList(Accumulation[Any, list, list]):
         return []
 
     def accumulate(self, accumulated, value):
-        return [*accumulated, value]
+        return accumulated if _missing(value) else [*accumulated, value]
 
     def accumulate_all(self, accumulated, values):
-        return [*accumulated, *values]
+        return [*accumulated, *_present(values)]
 
     def merge(self, accumulated1, accumulated2):
         return [*accumulated1, *accumulated2]
@@ -365,10 +371,10 @@ class ToSet(Accumulation[Any, frozenset, frozenset]):
         return frozenset()
 
     def accumulate(self, accumulated, value):
-        return accumulated | {value}
+        return accumulated if _missing(value) else accumulated | {value}
 
     def accumulate_all(self, accumulated, values):
-        return accumulated.union(values)
+        return accumulated.union(_present(values))
 
     def merge(self, accumulated1, accumulated2):
         return accumulated1 | accumulated2
@@ -387,10 +393,10 @@ class Distinct(Accumulation[Any, dict, list]):
         return {}
 
     def accumulate(self, accumulated, value):
-        return accumulated if value in accumulated else {**accumulated, value: None}
+        return accumulated if _missing(value) or value in accumulated else {**accumulated, value: None}
 
     def accumulate_all(self, accumulated, values):
-        return {**accumulated, **dict.fromkeys(values)}
+        return {**accumulated, **dict.fromkeys(_present(values))}
 
     def merge(self, accumulated1, accumulated2):
         return {**accumulated1, **accumulated2}
@@ -421,7 +427,7 @@ class TopN(Accumulation[Any, tuple, list]):
         return accumulated if _missing(value) else self._keep([*accumulated, value])
 
     def accumulate_all(self, accumulated, values):
-        return self._keep([*accumulated, *(v for v in values if not _missing(v))])
+        return self._keep([*accumulated, *_present(values)])
 
     def merge(self, accumulated1, accumulated2):
         return self._keep([*accumulated1, *accumulated2])

@@ -21,7 +21,7 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accumulations import Count, Fold, Max, Mean, Min, Sum
+from accumulations import Count, Distinct, Fold, Max, Mean, Min, Sum, ToList, ToSet
 from triggers import (AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark,
                       Default, Never, OrFinally, Repeatedly)
 from windowing import TestStream, windowed
@@ -353,6 +353,18 @@ def test_vectorized_accumulations_give_the_same_panes_as_a_python_fold(spec, ite
     fast, slow = results
     pd.testing.assert_frame_equal(fast.astype({c: float for c in SLOW_EQUIVALENTS}),
                                   slow.astype({c: float for c in SLOW_EQUIVALENTS}), check_exact=False)
+
+
+@settings(SETTINGS, max_examples=20)
+@given(spec=window_specs, items=elements_with_gaps, trigger=firing_triggers,
+       mode=st.sampled_from(["discarding", "accumulating", "accumulating_and_retracting"]), data=st.data())
+def test_collections_hold_the_present_values_that_count_counts(spec, items, trigger, mode, data):
+    actions = data.draw(scripts(items))
+    panes = getattr(build(spec, script_stream(actions)).allowed_lateness(5).trigger(trigger), mode)().aggregate(
+        n=Count("x"), all=ToList("x"), set=ToSet("x"), distinct=Distinct("x"))
+    for row in rows(panes):
+        assert len(row["all"]) == row["n"] and not any(math.isnan(v) for v in row["all"]), row
+        assert row["set"] == set(row["all"]) and row["distinct"] == list(dict.fromkeys(row["all"])), row
 
 
 TIME_COLUMNS = {
