@@ -54,14 +54,14 @@ class Windowed:
         """Tumbling windows ``[offset + k*size, offset + (k+1)*size)``."""
         parse_duration("fixed(size)", size)
         parse_duration("fixed(offset)", offset, allow_zero=True)
-        return self._with(f".fixed({size!r})", window=WindowChoice("fixed", size, offset=offset))
+        return self._with(f".fixed({size!r}{_offset(offset)})", window=WindowChoice("fixed", size, offset=offset))
 
     def sliding(self, size: Any, every: Any, offset: Any = 0) -> "Windowed":
         """Windows of ``size`` starting every ``every``; ``every`` must divide ``size``."""
         parse_duration("sliding(size)", size)
         parse_duration("sliding(every)", every)
         parse_duration("sliding(offset)", offset, allow_zero=True)
-        return self._with(f".sliding({size!r}, every={every!r})", window=WindowChoice("sliding", size, every, offset))
+        return self._with(f".sliding({size!r}, every={every!r}{_offset(offset)})", window=WindowChoice("sliding", size, every, offset))
 
     def sessions(self, gap: Any) -> "Windowed":
         """Session windows per key: elements less than ``gap`` apart share a session."""
@@ -174,6 +174,11 @@ class Windowed:
     def __repr__(self) -> str:
         key = f", key={list(self.key) if self.key and len(self.key) > 1 else (self.key[0] if self.key else None)!r}"
         return f"windowed(<{type(self.source).__name__}>, time={self.time!r}{key})" + "".join(self.steps)
+
+
+def _offset(offset: Any) -> str:
+    """The ``offset`` argument as the call gave it, for ``repr``; nothing for the default."""
+    return "" if isinstance(offset, (int, float)) and offset == 0 else f", offset={offset!r}"
 
 
 def _is_spark(source: Any) -> bool:

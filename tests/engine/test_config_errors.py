@@ -110,3 +110,12 @@ def test_a_later_steps_times_of_another_type_are_refused_naming_the_step(first, 
     with pytest.raises(WindowingConfigError, match=message):
         windowed(stream, time="ts").aggregate(Sum("x"))
 
+
+@pytest.mark.parametrize("build, shown", [
+    (lambda w: w.fixed(10, offset=3), ".fixed(10, offset=3)"),
+    (lambda w: w.sliding("10 seconds", every="5 seconds", offset="1 second"),
+     ".sliding('10 seconds', every='5 seconds', offset='1 second')"),
+    (lambda w: w.fixed(10).sliding(10, every=5), ".fixed(10).sliding(10, every=5)"),
+])
+def test_repr_reads_like_the_calls_that_built_the_pipeline(build, shown):
+    assert repr(build(windowed(DF, time="ts", key="k"))) == f"windowed(<DataFrame>, time='ts', key='k'){shown}"
