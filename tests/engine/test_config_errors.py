@@ -119,3 +119,11 @@ def test_a_later_steps_times_of_another_type_are_refused_naming_the_step(first, 
 ])
 def test_repr_reads_like_the_calls_that_built_the_pipeline(build, shown):
     assert repr(build(windowed(DF, time="ts", key="k"))) == f"windowed(<DataFrame>, time='ts', key='k'){shown}"
+
+
+@pytest.mark.parametrize("watermark, time_dtype", [(5, "int64"), (pd.Timestamp("2026-01-01"), "datetime64[ns]")])
+def test_a_keyed_test_stream_without_elements_fires_no_pane(watermark, time_dtype):
+    # It was refused with "key='k' is not a column of the input; it has ['ts']".
+    panes = windowed(TestStream().advance_watermark_to(watermark), time="ts", key="k").aggregate(Sum("x"))
+    assert len(panes) == 0 and list(panes.columns)[:2] == ["k", "window_start"]
+    assert str(panes["window_start"].dtype) == time_dtype

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,11 +63,23 @@ def run_pandas(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
 
     sample = source if isinstance(source, pd.DataFrame) else source.first_elements()
     if sample is None:
-        sample = pd.DataFrame({pipeline.time if isinstance(pipeline.time, str) else "ts": pd.Series([], dtype=np.int64)})
+        sample = _without_elements(pipeline, aggregations, source)
     check_columns(list(sample.columns), pipeline, aggregations)
     axis = TimeAxis.of(pipeline.time if isinstance(pipeline.time, str) else "<time function>", _event_times(pipeline, sample))
     plan = make_plan(pipeline, aggregations, axis, sample.dtypes.to_dict())
     return _Run(plan, pipeline, is_stream).execute(script)
+
+
+def _without_elements(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], stream: TestStream) -> pd.DataFrame:
+    """A frame with no rows and the columns the pipeline names, to plan a TestStream that has no
+    elements (it fires no pane): times are timestamps if its watermarks are, numbers otherwise."""
+    marks = [a.to for a in stream.actions if isinstance(a, AdvanceWatermark) and a.to is not None]
+    numeric = not marks or isinstance(marks[0], numbers.Real)
+    columns = {name: pd.Series([], dtype=object) for name in pipeline.key or ()}
+    columns.update({acc.column: pd.Series([], dtype=object) for _, acc in aggregations if acc.column is not None})
+    time = pipeline.time if isinstance(pipeline.time, str) else "ts"
+    columns[time] = pd.Series([], dtype=np.int64 if numeric else "datetime64[ns]")
+    return pd.DataFrame(columns)
 
 
 class _Run:
