@@ -7,7 +7,7 @@ import datetime as dt
 import pandas as pd
 import pytest
 
-from accumulations import Count, InnerJoin, Max, Mean, Sum, ToList
+from accumulations import Count, InnerJoin, Max, Mean, Min, Sum, ToList
 from windowing import windowed
 from windowing.errors import WindowingConfigError
 
@@ -136,3 +136,22 @@ def test_sum_or_mean_of_a_string_column_says_it_needs_numbers(spark, acc):
     with pytest.raises(WindowingConfigError, match=rf"aggregate\(total={name}\('amount'\)\): column 'amount' has Spark type "
                                                    rf"string; {name} needs numbers: cast the column first"):
         windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(total=acc)
+
+
+@pytest.mark.parametrize("combine", ["true", "false"])
+def test_min_and_max_of_timestamps_strings_and_booleans_keep_the_input_type(spark, combine):
+    # Min of a timestamp gave raw microseconds as a float, and lifting it failed to plan.
+    frame = spark.createDataFrame([("a", dt.datetime(2024, 1, 1, 0, 0, 1), dt.datetime(2024, 3, 1), "q", True),
+                                   ("a", dt.datetime(2024, 1, 1, 0, 0, 2), dt.datetime(2024, 2, 1), "p", False),
+                                   ("b", dt.datetime(2024, 1, 1, 0, 0, 3), None, None, None)],
+                                  "user string, ts timestamp, at timestamp, s string, f boolean")
+    spark.conf.set("windowing.spark.combine", combine)
+    try:
+        panes = windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(
+            first=Min("at"), last=Max("at"), low=Min("s"), any=Max("f"))
+        assert [panes.schema[c].dataType.simpleString() for c in ("first", "last", "low", "any")] == [
+            "timestamp", "timestamp", "string", "boolean"]
+        assert sorted(map(tuple, panes.select("user", "first", "last", "low", "any").collect())) == [
+            ("a", dt.datetime(2024, 2, 1), dt.datetime(2024, 3, 1), "p", True), ("b", None, None, None, None)]
+    finally:
+        spark.conf.unset("windowing.spark.combine")
