@@ -38,25 +38,22 @@ def _require_column(name: str, column: Any) -> str:
     return column
 
 
+_KIND_TESTS = (
+    ("object", lambda dtype: isinstance(dtype, np.dtype) and dtype == object),  # before "str": it passes that test
+    ("bool", pd.api.types.is_bool_dtype),
+    ("datetime", pd.api.types.is_datetime64_any_dtype),
+    ("timedelta", pd.api.types.is_timedelta64_dtype),
+    ("uint", pd.api.types.is_unsigned_integer_dtype),
+    ("int", pd.api.types.is_integer_dtype),
+    ("float", pd.api.types.is_float_dtype),
+    ("str", pd.api.types.is_string_dtype),
+)
+
+
 def _kind(dtype: Any) -> str:
-    """What a column of ``dtype`` holds: "bool", "int", "uint", "float", "datetime", "timedelta",
-    "str", "object" (Python values) or "other"."""
-    types = pd.api.types
-    if isinstance(dtype, np.dtype) and dtype == object:
-        return "object"
-    if types.is_bool_dtype(dtype):
-        return "bool"
-    if types.is_datetime64_any_dtype(dtype):
-        return "datetime"
-    if types.is_timedelta64_dtype(dtype):
-        return "timedelta"
-    if types.is_unsigned_integer_dtype(dtype):
-        return "uint"
-    if types.is_integer_dtype(dtype):
-        return "int"
-    if types.is_float_dtype(dtype):
-        return "float"
-    return "str" if types.is_string_dtype(dtype) else "other"
+    """What a column of ``dtype`` holds: "object" (Python values), "bool", "datetime", "timedelta",
+    "uint", "int", "float", "str" or "other"."""
+    return next((kind for kind, test in _KIND_TESTS if test(dtype)), "other")
 
 
 _TIMES = ("datetime", "timedelta")
