@@ -95,6 +95,11 @@ class DateTimeBuckets:
 HIVE_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
 
 
+# What Hive and Spark write for a null or empty partition value, and read back as null (Spark refuses a
+# ``k=`` directory with nothing after the ``=``).
+HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
 def hive_escape(text: str) -> str:
     """``text`` as Hive and Spark write it in a partition directory name."""
     return "".join(f"%{ord(c):02X}" if c in HIVE_ESCAPED else c for c in text)
@@ -106,7 +111,9 @@ class ColumnBuckets:
 
     The Hive-style name lets Spark and pyarrow readers rebuild the column:
     name and value are escaped as Hive escapes them ('/' as ``%2F``, ...), so
-    a value can neither add directory levels nor hide its rows.
+    a value can neither add directory levels nor hide its rows. A null or
+    empty value is ``<column>=__HIVE_DEFAULT_PARTITION__``, which Spark and
+    pyarrow read back as null.
     """
 
     column: str
@@ -119,9 +126,10 @@ class ColumnBuckets:
             )
 
     def assign(self, table: pa.Table, processing_time_ms: int) -> list[str]:
-        texts = [str(v) for v in table.column(self.column).to_pylist()]
+        texts = [None if v is None else str(v) for v in table.column(self.column).to_pylist()]
         prefix = f"{hive_escape(self.column)}="
-        names = {text: prefix + hive_escape(text) for text in set(texts)}  # escape each distinct value once
+        # Escape each distinct value once; a null or empty one gets Hive's null name.
+        names = {text: prefix + (hive_escape(text) if text else HIVE_NULL_PARTITION) for text in set(texts)}
         return [names[text] for text in texts]
 
 

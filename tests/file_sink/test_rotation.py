@@ -146,6 +146,17 @@ def test_column_values_are_escaped_as_hive_does_and_read_back_as_they_were(tmp_p
     assert sorted(decoded) == sorted(values)  # pyarrow's hive partitioning decodes the names back
 
 
+def test_null_and_empty_column_values_are_hive_default_partitions_read_back_as_null(tmp_path):
+    sink = FileSink(str(tmp_path), format="parquet").with_writer_id("w").with_buckets(ColumnBuckets("k"))
+    sink.write(pa.table({"k": ["a", None, "None", ""], "v": range(4)}))
+    assert finished(tmp_path) == [  # the null no longer shares the directory of the text "None"
+        "k=None/part-w-0.parquet", "k=__HIVE_DEFAULT_PARTITION__/part-w-0.parquet", "k=a/part-w-0.parquet"
+    ]
+    hive = ds.partitioning(pa.schema([("k", pa.string())]), flavor="hive")
+    back = ds.dataset(str(tmp_path), format="parquet", partitioning=hive).to_table().sort_by("v")
+    assert back.column("k").to_pylist() == ["a", None, "None", None]
+
+
 class IntBuckets:
     def assign(self, table, processing_time_ms):
         return [7] * table.num_rows
