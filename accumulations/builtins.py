@@ -258,19 +258,29 @@ class _Extreme(_Numeric):
         present = values.notna().to_numpy()
         return {self.reduction: values.to_numpy(dtype=sentinel.dtype, na_value=sentinel), "n": present.astype(np.int64)}
 
+    def output_dtype(self):
+        """Integers: pandas' nullable Int64 (UInt64 for unsigned columns), so an empty pane is <NA>
+        and the column's dtype does not depend on what else the step holds."""
+        if self._kind in ("int", "uint"):
+            return pd.UInt64Dtype() if self._kind == "uint" else pd.Int64Dtype()
+        return super().output_dtype()
+
     def vector_output(self, fields):
         extreme, n = fields[self.reduction], fields["n"]
         if self._kind in _TIMES:
             return _from_nanoseconds(extreme, n > 0, self._dtype)
         if (n > 0).all():
             return extreme
-        out = extreme.astype(np.float64)
-        out[n == 0] = np.nan
-        return out
+        if extreme.dtype.kind in "iu":  # Python ints and None: float64 would round beyond 2**53
+            out = extreme.astype(object)
+            out[n == 0] = None
+            return out
+        return np.where(n > 0, extreme, np.nan)
 
 
 class Min(_Extreme):
-    """Smallest value of a column; None (NaN on the vectorized path, NaT for times) for an empty window."""
+    """Smallest value of a column; for an empty window <NA> for integers, NaN for floats, NaT for times,
+    None for Python values."""
 
     reduction = "min"
 
@@ -279,7 +289,8 @@ class Min(_Extreme):
 
 
 class Max(_Extreme):
-    """Largest value of a column; None (NaN on the vectorized path, NaT for times) for an empty window."""
+    """Largest value of a column; for an empty window <NA> for integers, NaN for floats, NaT for times,
+    None for Python values."""
 
     reduction = "max"
 

@@ -255,7 +255,7 @@ def _unchanged(new: np.ndarray, old: np.ndarray) -> np.ndarray:
     if new.dtype != object and len(old) and all(isinstance(v, (int, float, np.number)) for v in old[:1]):
         try:
             old_num = np.asarray(list(old), dtype=new.dtype)
-        except (ValueError, OverflowError):  # a NaN (an earlier empty pane) against integers
+        except (TypeError, ValueError, OverflowError):  # an earlier empty pane (None, NaN) against integers
             old_num = None
         if old_num is not None:
             equal = new == old_num

@@ -55,6 +55,39 @@ def test_an_integer_pane_after_an_empty_pane_of_its_window_is_compared_with_it()
     assert [None if pd.isna(v) else v for v in panes["low"]] == [7, None, 7]
 
 
+BIG = 2**53 + 1  # float64 holds 2**53, not 2**53 + 1
+
+
+@pytest.mark.parametrize("dtype", ["Int64", "UInt64"])
+def test_min_and_max_of_nullable_integers_stay_exact_beside_an_empty_pane(dtype):
+    # b's only value is missing: its empty pane turned the step's whole column into float64, and BIG into 2**53.
+    for column, b in ((pd.Series([BIG, 3, None], dtype=dtype), pd.NA), (pd.Series([BIG, 3, 4], dtype=dtype), 4)):
+        panes = windowed(KEYS_AND_TIMES.assign(x=column), time="ts", key="k").fixed(10).aggregate(lo=Min("x"), hi=Max("x"))
+        assert str(panes["lo"].dtype) == str(panes["hi"].dtype) == dtype
+        assert (list(panes["lo"]), list(panes["hi"])) == ([3, b], [BIG, b])
+
+
+def test_min_of_int64_has_one_dtype_whether_or_not_a_pane_of_the_step_is_empty():
+    # a's early firing empties its pane: its ON_TIME pane is empty, in the step where b's is not.
+    stream = (TestStream().add_elements(pd.DataFrame({"k": ["a", "a", "b"], "ts": [1, 2, 3], "x": [1, 2, BIG]}))
+              .advance_watermark_to(20))
+    panes = (windowed(stream, time="ts", key="k").fixed(10).trigger(AtWatermark().with_early_firings_every(2))
+             .aggregate(low=Min("x")))
+    assert panes["low"].dtype == "Int64"
+    assert list(zip(panes["k"], panes["timing"], panes["low"].astype(object))) == [
+        ("a", "EARLY", 1), ("a", "ON_TIME", pd.NA), ("b", "ON_TIME", BIG)]
+
+
+def test_an_unchanged_integer_pane_is_compared_with_an_earlier_empty_one():
+    # b's earlier pane was empty (None) while a's was not: comparing the next, non-empty panes with them failed.
+    first = pd.DataFrame({"k": ["a", "b"], "ts": [1, 2], "x": pd.Series([5, None], dtype="Int64")})
+    second = pd.DataFrame({"k": ["b"], "ts": [3], "x": pd.Series([7], dtype="Int64")})
+    stream = TestStream().add_elements(first).advance_processing_time(1).add_elements(second).advance_processing_time(1)
+    panes = (windowed(stream, time="ts", key="k").global_window().trigger(AtWatermark().with_early_firings_every(1.0))
+             .accumulating().fire_only_updated_panes().aggregate(low=Min("x")))
+    assert list(zip(panes["k"], panes["step"], panes["low"].astype(object))) == [("a", 1, 5), ("b", 1, pd.NA), ("b", 3, 7)]
+
+
 def test_unsigned_64_bit_integers_are_exact():
     column = pd.Series(np.array([2**63 + 5, 1, 2], dtype=np.uint64))
     assert values_of(column, hi=Max("x"), lo=Min("x"), total=Sum("x")) == [
