@@ -28,6 +28,18 @@ DEFAULT_BLOCK_SIZE = 128 * 1024 * 1024
 FORMATS = ("text", "csv")
 #: Columns every record carries after its own; a CSV column may not take these names.
 LOCATION_COLUMNS = ("path", "block_id", "offset")
+#: Types a CSV column may have: the Spark types a string casts to as a scalar (``read_stream``
+#: applies them with ``try_cast``), aliases included; ``decimal`` may say ``(precision, scale)``.
+#: Anything else (a typo, ``array<int>``, an interval) would fail inside a Spark query, or pass
+#: unnoticed with pandas, which reads every column as a string.
+CSV_TYPES = (
+    "string", "boolean", "tinyint", "byte", "smallint", "short", "int", "integer", "bigint", "long",
+    "float", "real", "double", "decimal", "dec", "numeric", "date", "timestamp", "timestamp_ntz",
+    "timestamp_ltz", "binary",
+)
+_DECIMAL_RE = re.compile(r"(decimal|dec|numeric)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
+#: Spark's largest decimal precision.
+_MAX_PRECISION = 38
 
 #: File names the scanner never offers: hidden ('.x', '_SUCCESS') and temporary files.
 TEMPORARY_SUFFIXES = (".tmp", ".temp", ".crc", ".inprogress", ".partial", ".swp", "~")
@@ -94,8 +106,8 @@ class SplitterConfig:
     ``strict``: an unreadable file raises instead of being skipped with a warning.
     ``format``: ``"text"`` (one record per line) or ``"csv"`` (CSV records without newlines in
     values; needs ``columns``).
-    ``columns``: for CSV, the column names in file order, each optionally with a Spark type
-    (``"ts timestamp, user, amount long"``; the default type is ``string``).
+    ``columns``: for CSV, the column names in file order, each optionally with one of
+    ``CSV_TYPES`` (``"ts timestamp, user, amount long"``; the default type is ``string``).
     ``header``: for CSV, the first line of each file is a header, not a record.
     ``scan_trigger_file``: a file whose content changing (``FileSplitter.trigger_scan()`` writes a
     new token into it) makes the next hand-out list the files at once, whatever ``scan_interval``
@@ -206,12 +218,32 @@ def _parse_columns(value: object) -> tuple[tuple[str, str], ...] | None:
         name, kind = name.strip().strip("`"), kind.strip() or "string"
         if not name:
             raise ValueError(f"columns={value!r} has an empty column name")
-        columns.append((name, kind))
+        columns.append((name, _csv_type(value, name, kind)))
     names = [n for n, _ in columns]
     clash = sorted({n for n in names if names.count(n) > 1 or n in LOCATION_COLUMNS})
     if clash:
         raise ValueError(f"columns={value!r}: {clash} repeated or taken by {list(LOCATION_COLUMNS)}; rename them")
     return tuple(columns)
+
+
+def _csv_type(columns: object, name: str, kind: str) -> str:
+    """``kind`` in lower case (decimal arguments as ``decimal(p,s)``) if it is one of ``CSV_TYPES``."""
+    lowered = kind.lower()
+    if lowered in CSV_TYPES:
+        return lowered
+    decimal = _DECIMAL_RE.fullmatch(lowered)
+    if decimal is None:
+        raise ValueError(
+            f"columns={columns!r}: column {name!r} has type {kind!r}, which is not supported; "
+            f"use one of {', '.join(CSV_TYPES)}, or decimal(precision, scale)"
+        )
+    family, precision, scale = decimal.group(1), int(decimal.group(2)), int(decimal.group(3) or 0)
+    if not 1 <= precision <= _MAX_PRECISION or scale > precision:
+        raise ValueError(
+            f"columns={columns!r}: column {name!r} has type {kind!r}; a decimal needs a precision of 1 to "
+            f"{_MAX_PRECISION} and a scale of 0 to the precision"
+        )
+    return f"{family}({precision},{scale})" if decimal.group(3) else f"{family}({precision})"
 
 
 def _inside(path: str, root: str) -> bool:

@@ -193,11 +193,41 @@ def test_state_round_trip_resumes_mid_file(tmp_path):
         ({"columns": "a, b"}, r"columns=.* only apply to format='csv'; format='text'"),
         ({"format": "csv", "columns": "a, offset long"}, r"\['offset'\] repeated or taken by \['path', 'block_id', 'offset'\]"),
         ({"format": "csv", "columns": "a, a"}, r"\['a'\] repeated"),
+        ({"format": "csv", "columns": "a lng"},
+         r"columns='a lng': column 'a' has type 'lng', which is not supported; use one of string, boolean, .*long"),
+        ({"format": "csv", "columns": [("a", "string"), ("b", "array<int>")]}, r"column 'b' has type 'array<int>'"),
+        ({"format": "csv", "columns": "a long not null"}, r"column 'a' has type 'long not null'"),
+        ({"format": "csv", "columns": "a decimal(40, 2)"},
+         r"column 'a' has type 'decimal\(40, 2\)'; a decimal needs a precision of 1 to 38 and a scale of 0 to"),
+        ({"format": "csv", "columns": "a decimal(3,5)"}, r"column 'a' has type 'decimal\(3,5\)'; a decimal needs"),
     ],
 )
 def test_bad_parameters_name_the_parameter_and_value(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
         FileSplitter(str(tmp_path), **kwargs)
+
+
+def test_csv_types_are_checked_when_the_config_is_built_without_pyspark():
+    """A typo in a type fails at once, for a Spark option too, not inside a Spark query (or never, with pandas)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    check = (
+        "import sys; from storage.splitter import SplitterConfig\n"
+        "try: SplitterConfig.from_options({'path': '/d', 'format': 'csv', 'columns': 'ts timestamp, n lng'})\n"
+        "except ValueError as err: print(err)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pyspark')))"
+    )
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2]).stdout
+    assert "column 'n' has type 'lng', which is not supported" in out
+    assert out.endswith("[]\n")
+
+
+def test_csv_types_are_kept_in_lower_case_with_decimal_arguments_written_out():
+    config = SplitterConfig(paths=("x",), format="csv", columns="a LONG, b Decimal(10, 2), c numeric, d dec( 5 )")
+    assert config.columns == (("a", "long"), ("b", "decimal(10,2)"), ("c", "numeric"), ("d", "dec(5)"))
 
 
 def test_missing_path_is_named(tmp_path):

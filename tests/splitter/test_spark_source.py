@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import sys
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -126,8 +128,6 @@ def test_trigger_scan_reaches_a_running_query_through_the_scan_trigger_file(spar
 
 @pytest.mark.spark
 def test_csv_records_through_the_source_with_typed_columns(spark, tmp_path):
-    import datetime
-
     data = tmp_path / "in"
     data.mkdir()
     a = 'ts,user,amount\n2026-11-22T10:00:01,alice,5\r\n2026-11-22T10:00:02,"bob, jr",x\n\n'
@@ -152,6 +152,33 @@ def test_csv_records_through_the_source_with_typed_columns(spark, tmp_path):
         (at(3), "carol", 12, "b.csv", 0, 15),
     ]
     assert len([p for p in query.recentProgress if p["numInputRows"]]) > 1  # several micro-batches
+
+
+#: A CSV value and what it becomes, for every type a CSV column accepts (config.CSV_TYPES).
+TYPED_VALUES = {
+    "string": ("s", "s"), "boolean": ("true", True), "tinyint": ("7", 7), "byte": ("7", 7),
+    "smallint": ("7", 7), "short": ("7", 7), "int": ("7", 7), "integer": ("7", 7), "bigint": ("7", 7),
+    "long": ("7", 7), "float": ("1.5", 1.5), "real": ("1.5", 1.5), "double": ("1.5", 1.5),
+    "decimal": ("7", Decimal(7)), "dec": ("7", Decimal(7)), "numeric": ("7", Decimal(7)),
+    "decimal(5,2)": ("1.25", Decimal("1.25")), "date": ("2026-11-22", datetime.date(2026, 11, 22)),
+    "timestamp": ("2026-11-22 10:00:01", datetime.datetime(2026, 11, 22, 10, 0, 1)),
+    "timestamp_ntz": ("2026-11-22 10:00:01", datetime.datetime(2026, 11, 22, 10, 0, 1)),
+    "timestamp_ltz": ("2026-11-22 10:00:01", datetime.datetime(2026, 11, 22, 10, 0, 1)),
+    "binary": ("ab", bytearray(b"ab")),
+}
+
+
+@pytest.mark.spark
+def test_every_type_a_csv_column_accepts_is_cast_by_the_source(spark, tmp_path):
+    from storage.splitter.config import CSV_TYPES
+
+    assert set(TYPED_VALUES) == {*CSV_TYPES, "decimal(5,2)"}
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text(",".join(text for text, _ in TYPED_VALUES.values()) + "\n")
+    columns = [(f"c{i}", kind) for i, kind in enumerate(TYPED_VALUES)]
+    frame = FileSplitter(str(tmp_path / "in"), format="csv", columns=columns, header=False, settle=0).read_stream(spark)
+    [row] = collect_stream(frame, tmp_path / "cp")
+    assert list(row[: len(columns)]) == [value for _, value in TYPED_VALUES.values()]
 
 
 @pytest.mark.spark
