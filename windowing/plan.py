@@ -101,7 +101,7 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
     out: dict[str, Any] = {}
     if plan.key_names:
         for i, name in enumerate(plan.key_names):
-            out[f"_k{i}"] = frame[name].to_numpy()
+            out[f"_k{i}"] = _values(frame[name])
     else:
         out["_k0"] = np.zeros(len(frame), dtype=np.int64)
     out["_t"] = times
@@ -118,11 +118,15 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
 
 
 def _values(column: pd.Series) -> np.ndarray:
-    """A value column as NumPy; nullable integers as Python ints and None (NumPy would make
-    them floats, inexact beyond 2**53)."""
-    if isinstance(column.dtype, pd.api.extensions.ExtensionDtype) and pd.api.types.is_integer_dtype(column.dtype):
+    """A key or value column as NumPy; nullable integers as Python ints and None (NumPy would make
+    them floats, inexact beyond 2**53: keys 2**53 and 2**53 + 1 would be one key)."""
+    if _nullable_integers(column.dtype):
         return column.to_numpy(dtype=object, na_value=None)
     return column.to_numpy()
+
+
+def _nullable_integers(dtype: Any) -> bool:
+    return isinstance(dtype, pd.api.extensions.ExtensionDtype) and pd.api.types.is_integer_dtype(dtype)
 
 
 def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
@@ -144,7 +148,10 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
 
 def _keys(values: pd.Series, dtype: Any) -> Any:
     """A key column of the panes. An object column keeps a missing key as None, as in the input:
-    the engine's grouping (``pd.factorize``) turns None into NaN."""
+    the engine's grouping (``pd.factorize``) turns None into NaN. A nullable integer column keeps
+    its dtype, and a missing key is <NA>."""
+    if _nullable_integers(dtype):
+        return pd.array(values.to_numpy(dtype=object), dtype=dtype)
     if dtype != object:
         return values.to_numpy()
     out = values.to_numpy(dtype=object, copy=True)

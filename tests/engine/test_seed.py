@@ -116,6 +116,18 @@ def test_a_missing_key_is_one_key_of_its_own_and_its_panes_keep_it_missing(windo
     assert rows(panes, "k", "value") == [("a", 1001), (None, 10110)]
 
 
+@pytest.mark.parametrize("window", ["fixed", "sessions"])
+def test_nullable_integer_keys_stay_exact_with_a_missing_key(window):
+    # A missing key turned the Int64 key column into float64: keys 2**53 and 2**53 + 1 were one key.
+    big = 2**53
+    first = pd.DataFrame({"k": pd.Series([big, None], dtype="Int64"), "ts": [1, 2], "x": [1, 10]})
+    second = pd.DataFrame({"k": pd.Series([big + 1, None, big], dtype="Int64"), "ts": [3, 4, 5], "x": [100, 1000, 10000]})
+    stream = TestStream().add_elements(first).add_elements(second)
+    panes = getattr(windowed(stream, time="ts", key="k"), window)(10).accumulating().aggregate(Sum("x"))
+    assert panes["k"].dtype == "Int64"
+    assert rows(panes, "k", "value") == [(big, 10001), (pd.NA, 1010), (big + 1, 100)]
+
+
 # ---- watermarks, lateness, dropping and purging ------------------------------------------------
 
 def test_window_is_on_time_until_the_watermark_reaches_its_end():
