@@ -207,23 +207,53 @@ _OPTION_NAMES = {
 
 
 def _parse_columns(value: object) -> tuple[tuple[str, str], ...] | None:
-    """``"a, b long"``, ``["a", "b long"]`` or ``[("a", "string"), ...]`` as ``(name, type)`` pairs."""
+    """``"a, b long"``, ``["a", "b long"]`` or ``[("a", "string"), ...]`` as ``(name, type)`` pairs.
+
+    In strings a name is bare or in backticks, a backtick inside doubled, as Spark SQL writes it
+    (``quote_name``); in pairs it is taken as it is.
+    """
     if value is None:
         return None
-    # Commas inside parentheses belong to a type such as decimal(10,2).
-    items = re.split(r",(?![^(]*\))", value) if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+    items = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+    named = [pair for item in items for pair in (_columns_in(item, value) if isinstance(item, str) else [item])]
     columns: list[tuple[str, str]] = []
-    for item in items:
-        name, _, kind = (item.strip().partition(" ") if isinstance(item, str) else (item[0], " ", item[1]))
-        name, kind = name.strip().strip("`"), kind.strip() or "string"
+    for name, kind in named:
         if not name:
             raise ValueError(f"columns={value!r} has an empty column name")
-        columns.append((name, _csv_type(value, name, kind)))
+        columns.append((name, _csv_type(value, name, kind.strip() or "string")))
     names = [n for n, _ in columns]
     clash = sorted({n for n in names if names.count(n) > 1 or n in LOCATION_COLUMNS})
     if clash:
         raise ValueError(f"columns={value!r}: {clash} repeated or taken by {list(LOCATION_COLUMNS)}; rename them")
     return tuple(columns)
+
+
+#: One column of a ``columns`` string: a name, bare or in backticks, then an optional type whose
+#: parentheses may hold commas (``decimal(10,2)``), then a comma before the next column, or the end.
+_COLUMN_RE = re.compile(r"\s*(?:`(?P<quoted>(?:[^`]|``)*)`|(?P<bare>[^\s,`]+))(?P<kind>[^,`(]*(?:\([^)]*\))?)\s*(?:,(?!\s*\Z)|\Z)")
+
+
+def _columns_in(text: str, value: object) -> list[tuple[str, str]]:
+    """The ``(name, type)`` pairs of a ``columns`` string, names unquoted."""
+    columns: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(text):
+        match = _COLUMN_RE.match(text, pos)
+        if match is None:
+            raise ValueError(
+                f"columns={value!r}: cannot read a column at {text[pos:].strip()!r}; write 'name type' separated by "
+                f"commas, and put a name holding a space, comma or backtick in backticks, doubling a backtick "
+                f"inside: `a``b` long"
+            )
+        quoted = match["quoted"]
+        columns.append((match["bare"] if quoted is None else quoted.replace("``", "`"), match["kind"]))
+        pos = match.end()
+    return columns
+
+
+def quote_name(name: str) -> str:
+    """``name`` as a Spark SQL identifier: in backticks, a backtick inside doubled (```a``b```)."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _csv_type(columns: object, name: str, kind: str) -> str:

@@ -39,7 +39,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from storage.splitter.config import SplitterConfig
+from storage.splitter.config import SplitterConfig, quote_name
 from storage.splitter.metadata import BlockMetadata, FileMetadata
 from storage.splitter.readers import chunk_batches, line_batches, read_csv_table
 from storage.splitter.splitter import FileSplitter
@@ -228,7 +228,7 @@ def _options(config: SplitterConfig) -> dict[str, str]:
     if config.format != "text":
         options["format"] = config.format
         options["header"] = str(config.header)
-        options["columns"] = ", ".join(f"`{name}` {kind}" for name, kind in config.columns or ())
+        options["columns"] = ", ".join(f"{quote_name(name)} {kind}" for name, kind in config.columns or ())
     return options
 
 
@@ -252,7 +252,7 @@ def read_stream(spark: SparkSession, config: SplitterConfig) -> DataFrame:
     frame = spark.readStream.format(FORMAT).options(**_options(config)).load()
     if config.format == "csv" and any(kind.lower() != "string" for _, kind in config.columns or ()):
         frame = frame.selectExpr(
-            *[f"try_cast(`{name}` AS {kind}) AS `{name}`" for name, kind in config.columns or ()],
-            *(f"`{name}`" for name in SCHEMA.fieldNames()[1:]),
+            *[f"try_cast({quote_name(name)} AS {kind}) AS {quote_name(name)}" for name, kind in config.columns or ()],
+            *SCHEMA.fieldNames()[1:],
         )
     return frame

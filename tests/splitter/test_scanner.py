@@ -200,6 +200,10 @@ def test_state_round_trip_resumes_mid_file(tmp_path):
         ({"format": "csv", "columns": "a decimal(40, 2)"},
          r"column 'a' has type 'decimal\(40, 2\)'; a decimal needs a precision of 1 to 38 and a scale of 0 to"),
         ({"format": "csv", "columns": "a decimal(3,5)"}, r"column 'a' has type 'decimal\(3,5\)'; a decimal needs"),
+        ({"format": "csv", "columns": "a`b long"},
+         r"columns='a`b long': cannot read a column at 'a`b long'; .* in backticks, doubling a backtick inside"),
+        ({"format": "csv", "columns": "a, b,"}, r"columns='a, b,': cannot read a column at 'b,'"),
+        ({"format": "csv", "columns": "a, `` long"}, r"columns='a, `` long' has an empty column name"),
     ],
 )
 def test_bad_parameters_name_the_parameter_and_value(tmp_path, kwargs, message):
@@ -228,6 +232,13 @@ def test_csv_types_are_checked_when_the_config_is_built_without_pyspark():
 def test_csv_types_are_kept_in_lower_case_with_decimal_arguments_written_out():
     config = SplitterConfig(paths=("x",), format="csv", columns="a LONG, b Decimal(10, 2), c numeric, d dec( 5 )")
     assert config.columns == (("a", "long"), ("b", "decimal(10,2)"), ("c", "numeric"), ("d", "dec(5)"))
+
+
+def test_csv_column_names_in_backticks_may_hold_spaces_commas_and_doubled_backticks():
+    config = SplitterConfig(paths=("x",), format="csv", columns="`a``b` long, `my col`, `x, y` decimal(4, 1), c")
+    assert config.columns == (("a`b", "long"), ("my col", "string"), ("x, y", "decimal(4,1)"), ("c", "string"))
+    pairs = SplitterConfig(paths=("x",), format="csv", columns=[("`q`", "string"), ("a`b", "long")])
+    assert pairs.columns == (("`q`", "string"), ("a`b", "long"))  # pairs name columns as they are
 
 
 def test_missing_path_is_named(tmp_path):

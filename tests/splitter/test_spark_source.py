@@ -181,6 +181,29 @@ def test_every_type_a_csv_column_accepts_is_cast_by_the_source(spark, tmp_path):
     assert list(row[: len(columns)]) == [value for _, value in TYPED_VALUES.values()]
 
 
+#: CSV column names that Spark SQL reads only in backticks, with a backtick inside doubled.
+AWKWARD_COLUMNS = [("a`b", "long"), ("my col", "string"), ("x.y, z", "int"), ("`q`", "string")]
+
+
+def test_awkward_csv_column_names_survive_the_spark_options():
+    from storage.splitter.config import SplitterConfig
+    from storage.splitter.spark_source import _options
+
+    config = SplitterConfig(paths=("/d",), format="csv", columns=AWKWARD_COLUMNS)
+    assert SplitterConfig.from_options(_options(config)).columns == config.columns
+
+
+@pytest.mark.spark
+def test_awkward_csv_column_names_are_quoted_in_the_query(spark, tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("1,two,3,four\n")
+    splitter = FileSplitter(str(tmp_path / "in"), format="csv", columns=AWKWARD_COLUMNS, header=False, settle=0)
+    frame = splitter.read_stream(spark)
+    assert frame.columns == ["a`b", "my col", "x.y, z", "`q`", "path", "block_id", "offset"]
+    [row] = collect_stream(frame, tmp_path / "cp")
+    assert row[:4] == (1, "two", 3, "four")
+
+
 @pytest.mark.spark
 def test_bad_option_is_reported_by_name(spark, tmp_path):
     from storage.splitter.spark_source import SplitterDataSource
