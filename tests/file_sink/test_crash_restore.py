@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -44,6 +45,20 @@ def test_crash_at_each_phase_matches_a_clean_run_byte_for_byte(tmp_path, phase):
     assert code == CRASH_EXIT  # the point was reached, so the crash really happened
     assert tree(tmp_path / "crashed") == tree(tmp_path / "clean")
     assert not any(".inprogress" in name for name in tree(tmp_path / "clean"))
+
+
+@pytest.mark.parametrize("relocate", [shutil.move, shutil.copytree])
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_crashed_directory_moved_or_copied_recovers_at_its_new_path(tmp_path, phase, relocate):
+    spec = {"sizes": [7, 5, 9, 4], "buckets": 2, "policy": {"max_part_size": 120}}
+    run({**spec, "path": str(tmp_path / "clean")})
+    assert run({**spec, "path": str(tmp_path / "old"), "crash": [phase, 2]}) == CRASH_EXIT
+    crashed = tree(tmp_path / "old")
+    relocate(tmp_path / "old", tmp_path / "new")  # the parts and their commit records together
+    assert run({**spec, "path": str(tmp_path / "new"), "start": 1}) == 0
+    assert tree(tmp_path / "new") == tree(tmp_path / "clean")
+    if relocate is shutil.copytree:
+        assert tree(tmp_path / "old") == crashed  # recovering the copy left the original alone
 
 
 @pytest.mark.parametrize("phase", PHASES)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import pandas as pd
 import pyarrow as pa
@@ -299,23 +300,67 @@ def test_settings_may_change_once_the_parts_are_finished(tmp_path):
     assert K1.decode() not in record and '"compression": "gzip"' in record  # the key itself is never stored
 
 
+def as_old_record(path, version, root):
+    """Rewrite the record at ``path`` as releases writing ``version`` 1 or 2 did: absolute paths under ``root``."""
+    record = json.loads(path.read_text())
+    for part in record["open_parts"]:
+        part["path"], part["final_path"] = f"{root}/{part['path']}", f"{root}/{part['final_path']}"
+    record["finalize"] = [[f"{root}/{src}", f"{root}/{dst}"] for src, dst in record["finalize"]]
+    if version == 1:
+        del record["settings"]
+    path.write_text(json.dumps({**record, "version": version}))
+
+
 def test_a_version_1_commit_record_is_still_read(tmp_path):
     sink = open_part_sink(tmp_path)
-    path = tmp_path / "_file_sink" / f"{0:020d}.json"
-    record = json.loads(path.read_text())
-    del record["settings"]
-    path.write_text(json.dumps({**record, "version": 1}))
+    as_old_record(tmp_path / "_file_sink" / f"{0:020d}.json", 1, tmp_path)
     writer = sink.writer()  # settings unknown: not checked; the next commit records them
     assert writer.committed_batch_id == 0
     writer.write_batch(batch(2, 2), 1, 0)
     assert sink.read()["id"].tolist() == [0, 1, 2, 3]
 
 
+@pytest.mark.parametrize("moved", [False, True])
+def test_a_version_2_record_with_absolute_paths_recovers_in_place_and_moved(tmp_path, moved):
+    def sink_at(root):
+        return FileSink(str(root)).with_writer_id("w").with_buckets(ColumnBuckets("k"))
+
+    writer = sink_at(tmp_path / "old").with_rolling_policy(RollingPolicy(max_batches=2)).writer()
+    writer.write_batch(batch(0, 4, buckets=2), 0, 0)  # one in-progress part per bucket
+    writer.close()
+    as_old_record(tmp_path / "old" / "_file_sink" / f"{0:020d}.json", 2, tmp_path / "old")
+    with open(tmp_path / "old" / "k=b0" / ".part-w-0.jsonl.inprogress", "ab") as fh:
+        fh.write(b'{"id": 99, "half a ro')  # a crashed batch's partial write, to truncate on recovery
+    root = tmp_path / "new" if moved else tmp_path / "old"
+    if moved:
+        shutil.move(tmp_path / "old", root)
+    sink = sink_at(root)
+    sink.writer().write_batch(batch(4, 4, buckets=2), 1, 0, end_of_input=True)
+    assert sorted(tree(root)) == ["k=b0/part-w-0.jsonl", "k=b1/part-w-0.jsonl"]
+    assert sorted(sink.read()["id"]) == list(range(8))
+    assert sorted(os.listdir(tmp_path)) == ["new" if moved else "old"]
+
+
+def test_a_moved_version_2_record_whose_old_path_is_ambiguous_is_refused(tmp_path):
+    # Buckets '' and 'x': a part finished in <old>/x/ may be bucket 'x' below <old> or bucket '' below <old>/x.
+    sink = FileSink(str(tmp_path / "old")).with_buckets(CallableBuckets(lambda row, now: "x" if row["id"] else ""))
+    writer = sink.with_rolling_policy(RollingPolicy.on_every_batch()).writer()
+    writer.write_batch(batch(0, 1), 0, 0)
+    writer.write_batch(batch(1, 1), 1, 0)  # the newest record's only path is the rename into <old>/x/
+    record = tmp_path / "old" / "_file_sink" / f"{1:020d}.json"
+    as_old_record(record, 2, tmp_path / "old")
+    assert sorted(json.loads(record.read_text())["next_part"]) == ["", "x"]
+    shutil.move(tmp_path / "old", tmp_path / "new")
+    with pytest.raises(RuntimeError, match=r"holds absolute paths \(version 1 or 2\) below another base path, which "
+                                           r"cannot be told from them .* write the next batch at the old path first"):
+        FileSink(str(tmp_path / "new")).writer()
+
+
 def test_a_commit_record_of_an_unknown_version_is_refused_not_skipped(tmp_path):
     sink = open_part_sink(tmp_path)
     path = tmp_path / "_file_sink" / f"{0:020d}.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "version": 99}))
-    with pytest.raises(RuntimeError, match="commit record version 99 is unknown; this release reads versions 1 to 2"):
+    with pytest.raises(RuntimeError, match="commit record version 99 is unknown; this release reads versions 1 to 3"):
         sink.writer()
     assert (tmp_path / ".part-w-0.jsonl.inprogress").exists()  # not deleted as a stray of no commit
 
