@@ -4,6 +4,9 @@ Run: ``.venv/bin/python benchmarks/file_sink_bench.py [--rows N] [--files F]``.
 A streaming query reads F Parquet input files (one per micro-batch) and writes
 them once with Spark's ``writeStream.format(...)`` and once with ``FileSink``;
 rows/s is input rows over wall time, MB/s is bytes of finished output over wall time.
+
+``--fs-calls`` instead counts the filesystem calls (round trips on an object
+store) of a writer given ten batches, on the tests' ``counting://`` filesystem.
 """
 
 from __future__ import annotations
@@ -28,11 +31,33 @@ def output_bytes(root: str) -> int:
     return total
 
 
+def count_fs_calls() -> None:
+    from storage.file_sink import ColumnBuckets
+    from tests.file_sink.helpers import CountingFileSystem, batch
+
+    print("| format | buckets | batches | parts | calls | by method |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    for fmt, buckets in (("parquet", 2), ("jsonl", 2), ("parquet", 10)):
+        sink = FileSink(f"counting://bench-{fmt}-{buckets}/out", format=fmt).with_buckets(ColumnBuckets("k"))
+        CountingFileSystem.calls.clear()
+        writer = sink.writer()
+        for batch_id in range(10):
+            writer.write_batch(batch(20 * batch_id, 20, buckets), batch_id, 0)
+        writer.close()
+        calls = CountingFileSystem.calls
+        by_method = ", ".join(f"{name} {n}" for name, n in sorted(calls.items()))
+        print(f"| {fmt} | {buckets} | 10 | {10 * buckets} | {sum(calls.values())} | {by_method} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=5)
+    parser.add_argument("--fs-calls", action="store_true", help="count filesystem calls instead (no Spark)")
     args = parser.parse_args()
+    if args.fs_calls:
+        count_fs_calls()
+        return
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 

@@ -72,6 +72,7 @@ class SinkWriter:
         # This writer id is kept only while the directory has no commit record.
         self._state = SinkState(writer_id=sink.writer_id or uuid.uuid4().hex[:12])
         self._parts: dict[str, _Part] = {}
+        self._names_in_directory: dict[str, set[str]] = {}  # of bucket directories, listed once
         self._restore()
 
     @property
@@ -95,6 +96,7 @@ class SinkWriter:
             self._refuse_changed_settings(state)
         self._state = state or SinkState(writer_id=self._state.writer_id)
         self._parts = {}
+        self._names_in_directory = {}
         self._recover()
 
     def _settings(self) -> dict[str, str | None]:
@@ -244,7 +246,6 @@ class SinkWriter:
         sink = self._sink
         body = sink.file_format.write_file(table, sink.compression)
         _, temp, final = self._new_names(bucket)
-        self._make_bucket_directory(bucket)
         self._fs.pipe_file(temp, seal(body, sink.key, 0, final=True))
         self._unsynced_files.add(temp)
         self._hook("mid_write", batch_id)
@@ -274,32 +275,50 @@ class SinkWriter:
 
     def _open_part(self, bucket: str, table: pa.Table, now: int) -> _Part:
         number, temp, final = self._new_names(bucket)
-        self._make_bucket_directory(bucket)
         part = _Part(PartRecord(bucket, number, temp, final, 0, 0, now, now, 0))
         header = self._sink.file_format.header(table)
         part.pending, part.pending_bytes = ([header], len(header)) if header else ([], 0)
         self._parts[bucket] = part
         return part
 
-    def _make_bucket_directory(self, bucket: str) -> None:
-        """Make the directory of a bucket's new part; it and its parents up to the root are synced before the commit."""
-        levels = bucket.split("/") if bucket else []
-        self._fs.makedirs("/".join([self._root, *levels]), exist_ok=True)
-        for depth in range(len(levels) + 1):
-            self._unsynced_dirs.add("/".join([self._root, *levels[:depth]]))
-
     def _new_names(self, bucket: str) -> tuple[int, str, str]:
+        """The number, in-progress path and final path of the bucket's next part, in a directory that exists.
+
+        The directory and its parents up to the root are synced before the commit.
+        """
         number = self._state.next_part.get(bucket, 0)
         self._state.next_part[bucket] = number + 1
         name = self._sink.part_file_name(self._state.writer_id, number)
-        directory = f"{self._root}/{bucket}" if bucket else self._root
-        temp, final = f"{directory}/.{name}{INPROGRESS}", f"{directory}/{name}"
-        if self._fs.exists(final) or self._fs.exists(temp):  # renaming onto it would lose rows
+        levels = bucket.split("/") if bucket else []
+        directory = "/".join([self._root, *levels])
+        temp = f".{name}{INPROGRESS}"
+        taken = self._names_in(directory)
+        if name in taken or temp in taken:  # renaming onto it would lose rows
             raise ValueError(
                 f"FileSink part {number} of bucket {bucket!r} would be named {name!r}, which another part "
                 "already has; each part needs its own name: a with_part_names fn must use the part number"
             )
-        return number, temp, final
+        taken.update((temp, name))
+        for depth in range(len(levels) + 1):
+            self._unsynced_dirs.add("/".join([self._root, *levels[:depth]]))
+        return number, f"{directory}/{temp}", f"{directory}/{name}"
+
+    def _names_in(self, directory: str) -> set[str]:
+        """The file names in a bucket directory, which is made if missing.
+
+        Listed once per writer (and after a rollback), then kept up to date by
+        the writer, the directory's only one: no round trip per new part.
+        """
+        names = self._names_in_directory.get(directory)
+        if names is None:
+            try:
+                names = {path.rstrip("/").rsplit("/", 1)[-1] for path in self._fs.ls(directory, detail=False)}
+            except FileNotFoundError:
+                names = set()
+            if not names:
+                self._fs.makedirs(directory, exist_ok=True)
+            self._names_in_directory[directory] = names
+        return names
 
     def _flush(self, part: _Part, batch_id: int, final: bool = False) -> None:
         """Append the part's buffered rows as one segment (and the final one when rolling)."""

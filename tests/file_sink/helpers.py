@@ -1,8 +1,9 @@
-"""Shared test helpers: batches of rows, a listing of a sink's directory tree, a filesystem that cannot append."""
+"""Shared test helpers: batches of rows, a listing of a sink's directory tree, filesystems like object stores."""
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import fsspec
 import pyarrow as pa
@@ -43,4 +44,39 @@ class NoAppendFileSystem(MemoryFileSystem):
         return super()._open(path, mode, *args, **kwargs)
 
 
+class CountingFileSystem(NoAppendFileSystem):
+    """``counting://``: ``noappend://`` that counts the calls made to it, by method, in ``CountingFileSystem.calls``.
+
+    Only the caller's calls count, not those one method makes to another: each
+    is one round trip on an object store.
+    """
+
+    protocol = ("counting",)
+    calls: Counter[str] = Counter()
+    _depth = 0
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        return super()._strip_protocol(str(path).removeprefix("counting://"))
+
+
+def _counted(name):
+    inner = getattr(NoAppendFileSystem, name)
+
+    def method(self, *args, **kwargs):
+        if not self._depth:
+            CountingFileSystem.calls[name] += 1
+        self._depth += 1
+        try:
+            return inner(self, *args, **kwargs)
+        finally:
+            self._depth -= 1
+
+    return method
+
+
+for _name in ("exists", "info", "ls", "find", "makedirs", "open", "pipe_file", "cat_file", "mv", "rm_file"):
+    setattr(CountingFileSystem, _name, _counted(_name))
+
 fsspec.register_implementation("noappend", NoAppendFileSystem, clobber=True)
+fsspec.register_implementation("counting", CountingFileSystem, clobber=True)
