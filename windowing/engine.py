@@ -190,11 +190,19 @@ def _reduce_field(agg: Aggregation, values: np.ndarray, group: np.ndarray, n_gro
             "convert the column to float64 (approximate) or to Python ints (dtype object, exact) first") from None
 
 
-def _partial_accumulators(spec: EngineSpec, values: list[np.ndarray | None], group: np.ndarray,
+def group_outputs(aggregations: tuple[Aggregation, ...], values: list[np.ndarray | None], group: np.ndarray,
+                  n_groups: int) -> list[np.ndarray]:
+    """Each aggregation's output over the values of each group (group ids 0..n_groups-1): what a
+    window holding just those values would emit. The Spark runner folds rows with it before the
+    shuffle, so a folded row holds what the engine would have computed, overflow checks included."""
+    return _outputs(aggregations, _partial_accumulators(aggregations, values, group, n_groups), slice(None))
+
+
+def _partial_accumulators(aggregations: tuple[Aggregation, ...], values: list[np.ndarray | None], group: np.ndarray,
                           n_groups: int) -> dict[str, np.ndarray]:
     """Accumulate the element-window pairs of each group from scratch."""
     out: dict[str, np.ndarray] = {}
-    for i, agg in enumerate(spec.aggregations):
+    for i, agg in enumerate(aggregations):
         column = pd.Series(values[i] if values[i] is not None else np.zeros(len(group)))
         if agg.vectorized:
             for fname, lifted in agg.accumulation.vector_lift(column).items():
@@ -225,10 +233,10 @@ def _merge_accumulators(spec: EngineSpec, rows: dict[str, np.ndarray], group: np
     return out
 
 
-def _outputs(spec: EngineSpec, table: dict[str, np.ndarray], rows: np.ndarray) -> list[np.ndarray]:
+def _outputs(aggregations: tuple[Aggregation, ...], table: dict[str, np.ndarray], rows: np.ndarray | slice) -> list[np.ndarray]:
     """The current output of every aggregation on ``rows``."""
     outs = []
-    for i, agg in enumerate(spec.aggregations):
+    for i, agg in enumerate(aggregations):
         if agg.vectorized:
             fields = {f: table[f"a{i}.{f}"][rows] for f in agg.accumulation.vector_fields()}
             outs.append(np.asarray(agg.accumulation.vector_output(fields)))
@@ -426,7 +434,7 @@ def _aggregate_pairs(spec: EngineSpec, elements: pd.DataFrame, pairs: _Pairs) ->
     out["n_new"] = np.bincount(group, minlength=n_groups).astype(np.int64)
     values = [None if f"_v{i}" not in elements else _take(elements[f"_v{i}"].to_numpy(), pairs.element, n_src)
               for i in range(len(spec.aggregations))]
-    out.update(_partial_accumulators(spec, values, group, n_groups))
+    out.update(_partial_accumulators(spec.aggregations, values, group, n_groups))
     return out
 
 
@@ -637,7 +645,7 @@ def _emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, fina
     rows = np.flatnonzero(emit)
     if len(rows) == 0:
         return _assemble(spec, retractions, None)
-    outputs = _outputs(spec, table, rows)
+    outputs = _outputs(spec.aggregations, table, rows)
     emitted = table["emitted"][rows]
     changed = np.zeros(len(rows), dtype=bool)
     if emitted.any():

@@ -155,3 +155,23 @@ def test_min_and_max_of_timestamps_strings_and_booleans_keep_the_input_type(spar
             ("a", dt.datetime(2024, 2, 1), dt.datetime(2024, 3, 1), "p", True), ("b", None, None, None, None)]
     finally:
         spark.conf.unset("windowing.spark.combine")
+
+
+@pytest.mark.parametrize("combine", ["true", "false"])
+def test_an_integer_sum_beyond_64_bits_fails_the_query_naming_the_column(spark, combine):
+    # Folded before the shuffle (combine), the two rows' sum wrapped around to -2**63 silently.
+    rows = [("a", dt.datetime(2024, 1, 1, 0, 0, 1), 2**62), ("a", dt.datetime(2024, 1, 1, 0, 0, 2), 2**62)]
+    frame = spark.createDataFrame(rows, "user string, ts timestamp, amount long").coalesce(1)  # both rows fold together
+    _assert_refused(spark, frame, combine, False, r"aggregate\(total=Sum\('amount'\)\): in a window of column 'amount', "
+                                                  r"a sum is beyond the range of int64")
+
+
+def test_a_partial_sum_beyond_64_bits_of_a_window_within_them_is_the_pandas_runners_sum(spark):
+    # One input partition's rows of the window add up beyond 64 bits, the window's rows do not.
+    rows = [("a", dt.datetime(2024, 1, 1, 0, 0, 3), -2**62),
+            ("a", dt.datetime(2024, 1, 1, 0, 0, 1), 2**62), ("a", dt.datetime(2024, 1, 1, 0, 0, 2), 2**62)]
+    frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, 2), "user string, ts timestamp, amount long")
+    assert frame.rdd.glom().map(len).collect() == [1, 2]
+    expected = windowed(frame.toPandas(), time="ts", key="user").fixed("10 seconds").aggregate(total=Sum("amount"))
+    panes = windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(total=Sum("amount"))
+    assert [r.total for r in panes.collect()] == list(expected["total"]) == [2**62]

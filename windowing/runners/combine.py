@@ -10,7 +10,9 @@ of one key that fall in the same *unit* of time into one row:
   windows of its rows), ``_tmax`` the largest event time folded into it (the
   watermark is computed from it, so it does not change);
 - ``Sum`` and ``Min``/``Max`` keep their partial value, ``Count`` becomes the
-  ``Sum`` of partial counts.
+  ``Sum`` of partial counts. The partial values are the engine's own
+  (`windowing.engine.group_outputs`): a partial integer sum beyond 64 bits is
+  not wrapped around (see `lift`).
 
 It is exact, not an approximation, when:
 1. every aggregation is ``Sum``, ``Count``, ``Min`` or ``Max`` (they merge), over
@@ -45,20 +47,20 @@ import pyarrow.compute as pc
 from accumulations import Accumulation
 from accumulations.builtins import Count, Max, Min, Sum
 
-from ..engine import EngineSpec
+from ..engine import Aggregation, EngineSpec, group_outputs, group_reduce
 from ..windows import FixedWindows, SlidingWindows
 
-_REDUCE = {Sum: "sum", Count: "sum", Min: "min", Max: "max"}
+_LIFTABLE = (Sum, Count, Min, Max)
 
 
 @dataclass(frozen=True)
 class Lifting:
-    """How to fold rows: the unit of time (in the ``_t`` column's unit) and one reduction per ``_v<i>``."""
+    """How to fold rows: the unit of time (in the ``_t`` column's unit) and the pipeline's aggregations,
+    set up for their input columns, one per ``_v<i>``."""
 
     unit: int
     offset: int
-    reductions: tuple[str, ...]
-    counts: tuple[bool, ...]  # aggregation i is a Count: its lifted column holds counts
+    aggregations: tuple[Aggregation, ...]
     key_columns: tuple[str, ...]
 
 
@@ -74,14 +76,13 @@ def lifting(spec: EngineSpec, aggregations: tuple[tuple[str, Accumulation], ...]
         unit, offset = windows.every, windows.offset
     else:
         return None
-    if any(type(acc) not in _REDUCE for _, acc in aggregations) or spec.trigger.counts_elements():
+    if any(type(acc) not in _LIFTABLE for _, acc in aggregations) or spec.trigger.counts_elements():
         return None
     if any(agg.input_dtype is not None and np.dtype(agg.input_dtype).kind not in "iuf" for agg in spec.aggregations):
         return None  # Min/Max of timestamps, strings or booleans: the engine folds those itself
     if unit % unit_scale or offset % unit_scale:
         return None
-    return Lifting(unit // unit_scale, offset // unit_scale, tuple(_REDUCE[type(acc)] for _, acc in aggregations),
-                   tuple(isinstance(acc, Count) for _, acc in aggregations), tuple(spec.key_columns))
+    return Lifting(unit // unit_scale, offset // unit_scale, spec.aggregations, tuple(spec.key_columns))
 
 
 def engine_aggregations(aggregations: tuple[tuple[str, Accumulation], ...]) -> tuple[tuple[str, Accumulation], ...]:
@@ -91,7 +92,12 @@ def engine_aggregations(aggregations: tuple[tuple[str, Accumulation], ...]) -> t
 
 
 def lift(frames: Iterator[pd.DataFrame], how: Lifting) -> Iterator[pd.DataFrame]:
-    """All chunks of one partition folded to one row per (bucket, key, unit)."""
+    """All chunks of one partition folded to one row per (bucket, key, unit).
+
+    A partial integer sum beyond 64 bits folds nothing in the partition: its rows go on one by
+    one, and the engine adds up their window as the pandas runner does, refusing it (naming the
+    column) only if the window's sum is beyond 64 bits too.
+    """
     parts = [f for f in frames if len(f)]
     if not parts:
         return
@@ -99,17 +105,25 @@ def lift(frames: Iterator[pd.DataFrame], how: Lifting) -> Iterator[pd.DataFrame]
     t = data["_t"].to_numpy(dtype=np.int64)
     data["_t"] = (t - how.offset) // how.unit * how.unit + how.offset
     data["_tmax"] = t
-    values = {}
-    for i, reduction in enumerate(how.reductions):
-        name = f"_v{i}"
-        if how.counts[i]:
-            data[name] = data[name].notna().astype(np.int64) if name in data else np.int64(1)
-            values[name] = "sum"
-        else:
-            values[name] = reduction
-    values["_tmax"] = "max"
-    grouped = data.groupby(["_b", *how.key_columns, "_t"], sort=False, dropna=False).agg(values)
-    yield grouped.reset_index()
+    units = data.groupby(["_b", *how.key_columns, "_t"], sort=False, dropna=False).ngroup().to_numpy()
+    try:
+        folded = _folded(data, units, how)
+    except OverflowError:
+        folded = _folded(data, np.arange(len(data)), how)
+    yield folded
+
+
+def _folded(data: pd.DataFrame, group: np.ndarray, how: Lifting) -> pd.DataFrame:
+    """One row per group id of ``data``'s rows: the group's first key and time, each aggregation's output."""
+    n_groups = int(group.max()) + 1
+    first = np.full(n_groups, len(group))
+    np.minimum.at(first, group, np.arange(len(group)))
+    out = data.iloc[first][["_b", *how.key_columns, "_t"]].reset_index(drop=True)
+    values = [data[f"_v{i}"].to_numpy() if f"_v{i}" in data else None for i in range(len(how.aggregations))]
+    for i, folded in enumerate(group_outputs(how.aggregations, values, group, n_groups)):
+        out[f"_v{i}"] = folded
+    out["_tmax"] = group_reduce(data["_tmax"].to_numpy(), group, n_groups, "max")
+    return out
 
 
 #: Rows packed at once: bounds a packing task's memory; a bucket's rows of that many input rows
