@@ -5,13 +5,14 @@ Importing this package does not import pyspark; the Spark source loads it on use
 
 from storage.splitter.config import SplitterConfig
 from storage.splitter.metadata import BlockMetadata, FileMetadata
-from storage.splitter.readers import UnreadableFileWarning, read_block_table, read_csv_block, read_lines
+from storage.splitter.readers import SkippedBlock, UnreadableFileWarning, read_block_table, read_csv_block, read_lines
 from storage.splitter.splitter import FileSplitter
 
 __all__ = [
     "BlockMetadata",
     "FileMetadata",
     "FileSplitter",
+    "SkippedBlock",
     "SplitterConfig",
     "UnreadableFileWarning",
     "read_block_table",

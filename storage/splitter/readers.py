@@ -12,7 +12,8 @@ of such a character is ``0x0A``.
 from __future__ import annotations
 
 import warnings
-from typing import IO, TYPE_CHECKING, Iterator, Sequence
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Callable, Iterator, Sequence
 
 import fsspec
 import numpy as np
@@ -46,6 +47,20 @@ _PROBE_BYTES = 64 << 10
 
 class UnreadableFileWarning(UserWarning):
     """A file could not be read and was skipped (``strict=False``)."""
+
+
+@dataclass(frozen=True)
+class SkippedBlock:
+    """A block left unread because its file could not be read (``strict=False``), and why."""
+
+    path: str
+    block_id: int
+    error: str
+
+
+#: Told of each ``SkippedBlock``: the warning goes to the log of the process that read, which in
+#: Spark is an executor's; this reaches the user (``FileSplitter.skipped_blocks``).
+OnSkip = Callable[[SkippedBlock], None]
 
 
 def _first_record(f: IO[bytes], block: BlockMetadata) -> int | None:
@@ -118,11 +133,12 @@ def _record_pieces(f: IO[bytes], block: BlockMetadata, piece_bytes: int) -> Iter
         pos += last + 1
 
 
-def _pieces_of(fs: fsspec.AbstractFileSystem, block: BlockMetadata, strict: bool,
-               piece_bytes: int) -> Iterator[tuple[int, bytes, int]]:
+def _pieces_of(fs: fsspec.AbstractFileSystem, block: BlockMetadata, strict: bool, piece_bytes: int,
+               on_skip: OnSkip | None) -> Iterator[tuple[int, bytes, int]]:
     """``_record_pieces`` of the block's file. A file that cannot be opened or read before its first
-    piece gives no piece and an ``UnreadableFileWarning`` unless ``strict``, so the other blocks go
-    on; an error after a piece was given always raises (the block would be cut short silently)."""
+    piece gives no piece, an ``UnreadableFileWarning`` and a call of ``on_skip`` unless ``strict``, so
+    the other blocks go on; an error after a piece was given always raises (the block would be cut
+    short silently)."""
     given = False
     try:
         with fs.open(block.path, "rb") as f:
@@ -133,6 +149,8 @@ def _pieces_of(fs: fsspec.AbstractFileSystem, block: BlockMetadata, strict: bool
         if strict or given:
             raise OSError(f"cannot read block {block.block_id} of file {block.path!r}: {err}") from err
         warnings.warn(f"skipped unreadable file {block.path!r}: {err}", UnreadableFileWarning, stacklevel=3)
+        if on_skip is not None:
+            on_skip(SkippedBlock(block.path, block.block_id, str(err)))
 
 
 def _split_lines(start: int, data: bytes, stop: int) -> tuple[pa.Array, np.ndarray]:
@@ -155,13 +173,13 @@ def _split_lines(start: int, data: bytes, stop: int) -> tuple[pa.Array, np.ndarr
 
 
 def line_batches(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict: bool = True,
-                 piece_bytes: int = PIECE_BYTES) -> Iterator[pa.RecordBatch]:
+                 piece_bytes: int = PIECE_BYTES, on_skip: OnSkip | None = None) -> Iterator[pa.RecordBatch]:
     """The lines of one block as Arrow batches with ``LINE_SCHEMA``, one per piece read.
 
-    With ``strict=False`` a file that cannot be read gives no batch and an ``UnreadableFileWarning``
-    naming the file, so the other blocks go on.
+    With ``strict=False`` a file that cannot be read gives no batch, an ``UnreadableFileWarning``
+    naming the file and a ``SkippedBlock`` for ``on_skip``, so the other blocks go on.
     """
-    for start, data, stop in _pieces_of(fs, block, strict, piece_bytes):
+    for start, data, stop in _pieces_of(fs, block, strict, piece_bytes, on_skip):
         values, offsets = _split_lines(start, data, stop)
         n = len(values)
         yield pa.RecordBatch.from_arrays(
@@ -172,9 +190,10 @@ def line_batches(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict:
 
 
 def read_block_table(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict: bool = True,
-                     piece_bytes: int = PIECE_BYTES) -> pa.Table:
+                     piece_bytes: int = PIECE_BYTES, on_skip: OnSkip | None = None) -> pa.Table:
     """``line_batches`` of one block as one Arrow table."""
-    return pa.Table.from_batches(list(line_batches(fs, block, strict=strict, piece_bytes=piece_bytes)), LINE_SCHEMA)
+    batches = line_batches(fs, block, strict=strict, piece_bytes=piece_bytes, on_skip=on_skip)
+    return pa.Table.from_batches(list(batches), LINE_SCHEMA)
 
 
 #: Arrow schema of ``chunk_batches``: a block's records in chunks, one row per chunk. Record
@@ -240,7 +259,8 @@ def _chunk_piece(path: str, block_id: int, start: int, data: bytes, stop: int, c
 
 
 def chunk_batches(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict: bool = True,
-                  chunk_bytes: int = CHUNK_BYTES, piece_bytes: int = PIECE_BYTES) -> Iterator[pa.RecordBatch]:
+                  chunk_bytes: int = CHUNK_BYTES, piece_bytes: int = PIECE_BYTES,
+                  on_skip: OnSkip | None = None) -> Iterator[pa.RecordBatch]:
     """The records of one block as rows of ``CHUNK_SCHEMA``, each about ``chunk_bytes`` of the file,
     in one Arrow batch per piece read.
 
@@ -250,13 +270,14 @@ def chunk_batches(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict
     read, ``\r\n`` included (``lengths`` leave the ``\r`` out). A piece with invalid UTF-8 takes
     ``line_batches``' replaced lines instead, one chunk per line (rare, slower).
     """
-    for start, data, stop in _pieces_of(fs, block, strict, piece_bytes):
+    for start, data, stop in _pieces_of(fs, block, strict, piece_bytes, on_skip):
         yield _chunk_piece(block.path, block.block_id, start, data, stop, chunk_bytes)
 
 
-def read_lines(fs: fsspec.AbstractFileSystem, blocks: Sequence[BlockMetadata], *, strict: bool = True) -> pd.DataFrame:
+def read_lines(fs: fsspec.AbstractFileSystem, blocks: Sequence[BlockMetadata], *, strict: bool = True,
+               on_skip: OnSkip | None = None) -> pd.DataFrame:
     """The lines of several blocks as one pandas DataFrame (columns of ``LINE_SCHEMA``)."""
-    tables = [read_block_table(fs, b, strict=strict) for b in blocks]
+    tables = [read_block_table(fs, b, strict=strict, on_skip=on_skip) for b in blocks]
     return pa.concat_tables([LINE_SCHEMA.empty_table(), *tables]).to_pandas()
 
 
@@ -272,6 +293,7 @@ def read_csv_table(
     *,
     header: bool = True,
     strict: bool = True,
+    on_skip: OnSkip | None = None,
 ) -> pa.Table:
     """CSV records (no newlines inside values) of one block as an Arrow table with ``csv_schema``.
 
@@ -281,7 +303,7 @@ def read_csv_table(
     block holding its first byte, as lines do.
     """
     schema = csv_schema(column_names)
-    lines = read_block_table(fs, block, strict=strict)
+    lines = read_block_table(fs, block, strict=strict, on_skip=on_skip)
     keep = pc.not_equal(lines["value"], "")
     if header and block.segment_start == 0 and block.offset == 0 and len(lines):
         keep = pc.and_(keep, pc.not_equal(lines["offset"], 0))
@@ -320,9 +342,9 @@ def _malformed_csv(block: BlockMetadata, lines: pa.Table, malformed: list, err: 
 
 
 def read_csv(fs: fsspec.AbstractFileSystem, blocks: Sequence[BlockMetadata], column_names: Sequence[str], *,
-             header: bool = True, strict: bool = True) -> pd.DataFrame:
+             header: bool = True, strict: bool = True, on_skip: OnSkip | None = None) -> pd.DataFrame:
     """The CSV records of several blocks as one pandas DataFrame (columns of ``csv_schema``)."""
-    tables = [read_csv_table(fs, b, column_names, header=header, strict=strict) for b in blocks]
+    tables = [read_csv_table(fs, b, column_names, header=header, strict=strict, on_skip=on_skip) for b in blocks]
     return pa.concat_tables([csv_schema(column_names).empty_table(), *tables]).to_pandas()
 
 

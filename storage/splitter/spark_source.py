@@ -10,6 +10,10 @@ Offsets carry everything a micro-batch needs, so a replayed batch reads the same
 state from ``start`` whenever it is not the offset this process returned last (a restart).
 Each block is one Spark partition, so blocks are read in parallel.
 
+``read_stream`` passes the internal option ``skipped_accumulator``, the id of an accumulator of
+``SkippedBlock`` lists: with ``strict=False`` a task that skips an unreadable block adds it there,
+and Spark brings it to the driver, which the warning in the executor's log never reaches.
+
 ``read_stream`` asks the source for chunk rows (the internal option ``rows=chunks``): one row
 per ~256 KiB of records, which the JVM cuts into lines with native expressions. Spark turns a
 Python source's Arrow batches into JVM rows one row at a time, and doing that per line was most
@@ -34,6 +38,7 @@ if tuple(int(part) for part in pyspark.__version__.split(".")[:2]) < (4, 2):
 
 import fsspec
 import pyarrow as pa
+from pyspark import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
@@ -41,7 +46,7 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, Stri
 
 from storage.splitter.config import SplitterConfig, quote_name
 from storage.splitter.metadata import BlockMetadata, FileMetadata
-from storage.splitter.readers import chunk_batches, line_batches, read_csv_table
+from storage.splitter.readers import OnSkip, SkippedBlock, chunk_batches, line_batches, read_csv_table
 from storage.splitter.splitter import FileSplitter
 from storage.splitter.state import SplitState
 
@@ -82,6 +87,22 @@ def source_schema(config: SplitterConfig) -> StructType:
     return StructType([StructField(name, StringType()) for name, _ in config.columns or ()] + SCHEMA.fields[1:])
 
 
+class _SkippedBlocksParam(AccumulatorParam):
+    """Joins lists of ``SkippedBlock``: each task adds its own, the driver reads them all. A new list
+    each time, as the driver's value is read while Spark's thread adds to it."""
+
+    def zero(self, value: list[SkippedBlock]) -> list[SkippedBlock]:
+        return []
+
+    def addInPlace(self, value1: list[SkippedBlock], value2: list[SkippedBlock]) -> list[SkippedBlock]:
+        return value1 + value2
+
+
+def skipped_blocks_accumulator(spark: SparkSession) -> Accumulator[list[SkippedBlock]]:
+    """An empty accumulator for ``read_stream(..., skipped)``; needs a classic session (not Spark Connect)."""
+    return spark.sparkContext.accumulator([], _SkippedBlocksParam())
+
+
 class BlockPartition(InputPartition):
     """One block to read, with what an executor needs to open its filesystem."""
 
@@ -115,9 +136,10 @@ def _blocks_of(ranges: list[list[Any]], block_size: int) -> Iterator[BlockMetada
 class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches of at most ``blocks_per_batch`` blocks on the driver."""
 
-    def __init__(self, config: SplitterConfig, rows: str = "lines") -> None:
+    def __init__(self, config: SplitterConfig, rows: str = "lines", skipped_id: int | None = None) -> None:
         self._config = config
         self._rows = rows
+        self._skipped_id = skipped_id
         self._splitter = FileSplitter.from_config(config)
         protocol = self._splitter.fs.protocol
         self._protocol = protocol if isinstance(protocol, str) else protocol[0]
@@ -172,17 +194,27 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """
         gc.freeze()
         fs = fsspec.filesystem(partition.protocol, **partition.storage_options)
+        on_skip = self._on_skip()
         if self._rows == "chunks":  # one Arrow batch per piece read: Spark converts one while the next is read
-            yield from chunk_batches(fs, partition.value, strict=partition.strict)
+            yield from chunk_batches(fs, partition.value, strict=partition.strict, on_skip=on_skip)
             return
         if self._config.format == "csv":
             names = [name for name, _ in self._config.columns or ()]
-            table = read_csv_table(fs, partition.value, names, header=self._config.header, strict=partition.strict)
+            table = read_csv_table(fs, partition.value, names, header=self._config.header, strict=partition.strict,
+                                   on_skip=on_skip)
             yield from table.to_batches(max_chunksize=_ROWS_PER_BATCH)
             return
-        for batch in line_batches(fs, partition.value, strict=partition.strict):
+        for batch in line_batches(fs, partition.value, strict=partition.strict, on_skip=on_skip):
             for first in range(0, batch.num_rows, _ROWS_PER_BATCH):
                 yield batch.slice(first, _ROWS_PER_BATCH)
+
+    def _on_skip(self) -> OnSkip | None:
+        """Adds a skipped block to the driver's accumulator: the worker sends what a task added with
+        its result (its registry of accumulators is emptied before each task)."""
+        if self._skipped_id is None:
+            return None
+        skipped = Accumulator(self._skipped_id, [], _SkippedBlocksParam())
+        return lambda block: skipped.add([block])
 
     def commit(self, end: dict) -> None:
         """Nothing to clean up: the state travels in the offsets."""
@@ -190,13 +222,17 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 class SplitterDataSource(DataSource):
     """``spark.readStream.format("file_splitter").option(...).load(path)``; options as ``SplitterConfig``,
-    plus the internal ``rows`` (see the module docstring)."""
+    plus the internal ``rows`` and ``skipped_accumulator`` (see the module docstring)."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        config_options = {k: v for k, v in options.items() if k.lower() != "rows"}
-        self.rows = next((v.lower() for k, v in options.items() if k.lower() == "rows"), "lines")
-        self.config = SplitterConfig.from_options(config_options)
+        internal = {k.lower(): v for k, v in options.items() if k.lower() in ("rows", "skipped_accumulator")}
+        self.config = SplitterConfig.from_options({k: v for k, v in options.items() if k.lower() not in internal})
+        self.rows = internal.get("rows", "lines").lower()
+        skipped = internal.get("skipped_accumulator")
+        if skipped is not None and not skipped.isdigit():
+            raise ValueError(f"skipped_accumulator={skipped!r} must be the id of an accumulator, an integer")
+        self.skipped_id = None if skipped is None else int(skipped)
         if self.rows not in ROWS:
             raise ValueError(f"rows={self.rows!r} is not supported; use one of {list(ROWS)}")
         if self.rows == "chunks" and self.config.format != "text":
@@ -210,7 +246,7 @@ class SplitterDataSource(DataSource):
         return CHUNK_SCHEMA if self.rows == "chunks" else source_schema(self.config)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SplitterStreamReader(self.config, self.rows)
+        return SplitterStreamReader(self.config, self.rows, self.skipped_id)
 
 
 def _options(config: SplitterConfig) -> dict[str, str]:
@@ -232,8 +268,10 @@ def _options(config: SplitterConfig) -> dict[str, str]:
     return options
 
 
-def read_stream(spark: SparkSession, config: SplitterConfig) -> DataFrame:
-    """Register the source and return the streaming DataFrame for ``config``.
+def read_stream(spark: SparkSession, config: SplitterConfig,
+                skipped: Accumulator[list[SkippedBlock]] | None = None) -> DataFrame:
+    """Register the source and return the streaming DataFrame for ``config``; the blocks its tasks
+    skip (``strict=False``) are added to ``skipped`` (see ``skipped_blocks_accumulator``).
 
     Text is read as chunk rows and cut into lines here, on the JVM: ``posexplode`` over a chunk's
     record starts, and per record a ``substr`` of the chunk's bytes, so Spark converts one Python
@@ -242,14 +280,17 @@ def read_stream(spark: SparkSession, config: SplitterConfig) -> DataFrame:
     (``PERMISSIVE``).
     """
     spark.dataSource.register(SplitterDataSource)
+    options = _options(config)
+    if skipped is not None:
+        options["skipped_accumulator"] = str(skipped.aid)
     if config.format == "text":
-        chunks = spark.readStream.format(FORMAT).options(**_options(config), rows="chunks").load()
+        chunks = spark.readStream.format(FORMAT).options(**options, rows="chunks").load()
         records = chunks.selectExpr("path", "block_id", "base", "text", "lengths", "posexplode(starts) AS (i, start)")
         return records.selectExpr(
             "CAST(substr(text, start + 1, element_at(lengths, i + 1)) AS STRING) AS value",
             "path", "block_id", "base + start AS offset",
         )
-    frame = spark.readStream.format(FORMAT).options(**_options(config)).load()
+    frame = spark.readStream.format(FORMAT).options(**options).load()
     if config.format == "csv" and any(kind.lower() != "string" for _, kind in config.columns or ()):
         frame = frame.selectExpr(
             *[f"try_cast({quote_name(name)} AS {kind}) AS {quote_name(name)}" for name, kind in config.columns or ()],

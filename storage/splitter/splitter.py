@@ -15,12 +15,13 @@ import fsspec
 
 from storage.splitter.config import DEFAULT_BLOCK_SIZE, Seconds, Size, SplitterConfig
 from storage.splitter.metadata import BlockMetadata, FileMetadata, blocks_frame, blocks_from_frame, files_frame
-from storage.splitter.readers import read_csv, read_lines
+from storage.splitter.readers import SkippedBlock, read_csv, read_lines
 from storage.splitter.scanner import Listing, Scanner
 from storage.splitter.state import SplitState
 
 if TYPE_CHECKING:
     import pandas as pd
+    from pyspark import Accumulator
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -85,6 +86,8 @@ class FileSplitter:
         self._last_scan: float | None = None
         self._scan_requested = True
         self._trigger_seen = self._read_trigger()
+        self._skipped: list[SkippedBlock] = []
+        self._stream_skipped: list[Accumulator[list[SkippedBlock]]] = []
 
     def __repr__(self) -> str:
         return f"FileSplitter({self.config!r})"
@@ -156,7 +159,7 @@ class FileSplitter:
 
     def read_lines(self, blocks: pd.DataFrame | None = None) -> pd.DataFrame:
         """Lines of the given blocks frame; without one, of every block available now."""
-        return read_lines(self.fs, self._chosen(blocks), strict=self.config.strict)
+        return read_lines(self.fs, self._chosen(blocks), strict=self.config.strict, on_skip=self._skipped.append)
 
     def read_records(self, blocks: pd.DataFrame | None = None) -> pd.DataFrame:
         """The records of the given blocks frame as this splitter's ``format`` says: ``read_lines``
@@ -165,10 +168,19 @@ class FileSplitter:
         if self.config.format != "csv":
             return self.read_lines(blocks)
         names = [name for name, _ in self.config.columns or ()]
-        return read_csv(self.fs, self._chosen(blocks), names, header=self.config.header, strict=self.config.strict)
+        return read_csv(self.fs, self._chosen(blocks), names, header=self.config.header, strict=self.config.strict,
+                        on_skip=self._skipped.append)
 
     def _chosen(self, blocks: pd.DataFrame | None) -> Sequence[BlockMetadata]:
         return blocks_from_frame(blocks) if blocks is not None else self.next_blocks(None)
+
+    @property
+    def skipped_blocks(self) -> tuple[SkippedBlock, ...]:
+        """Blocks left unread because their file could not be read (``strict=False``): those of this
+        object's ``read_lines``/``read_records`` calls, then those of the tasks of its ``read_stream``
+        queries, once each task has finished. A block Spark reads again (a replayed batch) is listed
+        again; a new driver process starts with an empty list."""
+        return (*self._skipped, *(block for skipped in self._stream_skipped for block in skipped.value))
 
     @property
     def remembered(self) -> int:
@@ -188,7 +200,10 @@ class FileSplitter:
     # -- Spark --------------------------------------------------------------------------------
 
     def read_stream(self, spark: "SparkSession") -> "DataFrame":
-        """A streaming DataFrame (``value``, ``path``, ``block_id``, ``offset``) through this configuration."""
-        from storage.splitter.spark_source import read_stream
+        """A streaming DataFrame (``value``, ``path``, ``block_id``, ``offset``) through this configuration;
+        the blocks its tasks skip show in ``skipped_blocks``."""
+        from storage.splitter.spark_source import read_stream, skipped_blocks_accumulator
 
-        return read_stream(spark, self.config)
+        skipped = skipped_blocks_accumulator(spark)
+        self._stream_skipped.append(skipped)
+        return read_stream(spark, self.config, skipped)

@@ -278,9 +278,23 @@ def test_one_unreadable_file_does_not_stop_the_others_unless_strict(tmp_path, st
     if strict:
         with pytest.raises(OSError, match=r"cannot read block 0 of file '.*a.txt'"):
             splitter.read_lines(blocks)
+        assert splitter.skipped_blocks == ()
     else:
         with pytest.warns(UnreadableFileWarning, match=r"a.txt"):
             assert splitter.read_lines(blocks)["value"].tolist() == ["b"]
+        [skipped] = splitter.skipped_blocks
+        assert (skipped.path, skipped.block_id) == (str(tmp_path / "a.txt"), 0)
+        assert "No such file" in skipped.error
+
+
+def test_skipped_csv_blocks_are_listed_too(tmp_path):
+    write(tmp_path / "a.csv", "h\na\n")
+    splitter = FileSplitter(str(tmp_path), settle=0, format="csv", columns="h")
+    _, blocks = splitter.blocks()
+    (tmp_path / "a.csv").unlink()
+    with pytest.warns(UnreadableFileWarning):
+        assert splitter.read_records(blocks).empty
+    assert [(b.path, b.block_id) for b in splitter.skipped_blocks] == [(str(tmp_path / "a.csv"), 0)]
 
 
 def test_block_metadata_of_a_huge_file_is_never_materialised(tmp_path):

@@ -315,6 +315,33 @@ def test_lines_cut_on_the_jvm_equal_the_line_rows_of_the_source_and_of_pandas(sp
     assert collect_stream(line_rows, tmp_path / "cp2") == expected
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("format", ["text", "csv"])
+def test_blocks_skipped_on_executors_are_listed_on_the_driver(spark, tmp_path, format):
+    """With strict=False an unreadable block is skipped; its warning stays in the executor's log, but
+    the splitter lists it once the query's tasks are done."""
+    data = tmp_path / "in"
+    data.mkdir()
+    for name in ("a", "b"):
+        (data / f"{name}.txt").write_text(f"{name}1\n")
+    columns = {"columns": "v", "header": False} if format == "csv" else {}
+    splitter = FileSplitter(str(data), format=format, **columns, blocks_per_batch=1, settle=0, scan_interval=3600)
+    rows: list = []
+
+    def read_then_delete_the_rest(batch, _):
+        rows.extend(row[0] for row in batch.collect())
+        for path in data.iterdir():  # the blocks of the next batch are planned already, but not read
+            path.unlink()
+
+    query = (splitter.read_stream(spark).writeStream.foreachBatch(read_then_delete_the_rest)
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert len(rows) == 1
+    unread = str(data / ("b.txt" if rows == ["a1"] else "a.txt"))
+    assert [(b.path, b.block_id) for b in splitter.skipped_blocks] == [(unread, 0)]
+    assert "No such file" in splitter.skipped_blocks[0].error
+
+
 def test_rows_option_is_checked():
     from storage.splitter.spark_source import SplitterDataSource
 
@@ -322,3 +349,5 @@ def test_rows_option_is_checked():
         SplitterDataSource({"path": ".", "rows": "blocks"})
     with pytest.raises(ValueError, match=r"rows='chunks' reads text only; format='csv' needs rows='lines'"):
         SplitterDataSource({"path": ".", "rows": "chunks", "format": "csv", "columns": "a"})
+    with pytest.raises(ValueError, match=r"skipped_accumulator='x' must be the id of an accumulator, an integer"):
+        SplitterDataSource({"path": ".", "skipped_accumulator": "x"})
