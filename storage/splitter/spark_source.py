@@ -23,6 +23,7 @@ of the source's cost. Without the option the source emits one row per line, as d
 from __future__ import annotations
 
 import gc
+import warnings
 from typing import Any, Iterator, Sequence
 
 import pyspark
@@ -98,9 +99,23 @@ class _SkippedBlocksParam(AccumulatorParam):
         return value1 + value2
 
 
-def skipped_blocks_accumulator(spark: SparkSession) -> Accumulator[list[SkippedBlock]]:
-    """An empty accumulator for ``read_stream(..., skipped)``; needs a classic session (not Spark Connect)."""
-    return spark.sparkContext.accumulator([], _SkippedBlocksParam())
+class NoSkippedBlocksListWarning(UserWarning):
+    """The session has no accumulators: blocks skipped by a query show in executors' logs only."""
+
+
+def skipped_blocks_accumulator(spark: SparkSession) -> Accumulator[list[SkippedBlock]] | None:
+    """An empty accumulator for ``read_stream(..., skipped)``, or None with a warning where the session
+    has no SparkContext (Spark Connect, some shared clusters): the query still runs, and the blocks
+    it skips are only in the executors' logs, as with ``format("file_splitter")`` used directly."""
+    try:
+        context = spark.sparkContext
+    except Exception as err:  # Connect raises its own "not implemented"; restricted clusters, a JVM error
+        warnings.warn(f"cannot list the blocks this query skips (strict=False) in skipped_blocks: the session "
+                      f"has no SparkContext ({type(err).__name__}: {err}); they are in the executors' logs only. "
+                      f"Use strict=True to stop at an unreadable file instead.", NoSkippedBlocksListWarning,
+                      stacklevel=3)
+        return None
+    return context.accumulator([], _SkippedBlocksParam())
 
 
 class BlockPartition(InputPartition):

@@ -205,5 +205,6 @@ class FileSplitter:
         from storage.splitter.spark_source import read_stream, skipped_blocks_accumulator
 
         skipped = skipped_blocks_accumulator(spark)
-        self._stream_skipped.append(skipped)
+        if skipped is not None:
+            self._stream_skipped.append(skipped)
         return read_stream(spark, self.config, skipped)

@@ -342,6 +342,37 @@ def test_blocks_skipped_on_executors_are_listed_on_the_driver(spark, tmp_path, f
     assert "No such file" in splitter.skipped_blocks[0].error
 
 
+class _SessionWithoutContext:
+    """A session as Spark Connect shows it to ``read_stream``: everything but a SparkContext."""
+
+    def __init__(self, spark):
+        self._spark = spark
+
+    def __getattr__(self, name):
+        return getattr(self._spark, name)
+
+    @property
+    def sparkContext(self):
+        raise NotImplementedError("sparkContext() is not implemented")
+
+
+@pytest.mark.spark
+def test_a_session_without_spark_context_reads_and_warns_that_skipped_blocks_are_not_listed(spark, tmp_path):
+    from storage.splitter.spark_source import NoSkippedBlocksListWarning
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("a1\na2\n")
+    splitter = FileSplitter(str(tmp_path / "in"), settle=0, continuous=False)
+    with pytest.warns(NoSkippedBlocksListWarning, match="has no SparkContext .*NotImplementedError.*executors' logs"):
+        frame = splitter.read_stream(_SessionWithoutContext(spark))
+    rows: list = []
+    query = (frame.writeStream.foreachBatch(lambda batch, _: rows.extend(r[0] for r in batch.collect()))
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert sorted(rows) == ["a1", "a2"]
+    assert splitter.skipped_blocks == ()
+
+
 def test_rows_option_is_checked():
     from storage.splitter.spark_source import SplitterDataSource
 
