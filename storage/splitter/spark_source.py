@@ -306,7 +306,7 @@ def read_stream(spark: SparkSession, config: SplitterConfig,
             "path", "block_id", "base + start AS offset",
         )
     frame = spark.readStream.format(FORMAT).options(**options).load()
-    if config.format == "csv" and any(kind.lower() != "string" for _, kind in config.columns or ()):
+    if config.format == "csv" and any(kind != "string" for _, kind in config.columns or ()):
         frame = frame.selectExpr(
             *[f"try_cast({quote_name(name)} AS {kind}) AS {quote_name(name)}" for name, kind in config.columns or ()],
             *SCHEMA.fieldNames()[1:],
