@@ -33,18 +33,18 @@ def output_bytes(root: str) -> int:
 
 def count_fs_calls() -> None:
     from storage.file_sink import ColumnBuckets
-    from tests.file_sink.helpers import CountingFileSystem, batch
+    from tests.file_sink.helpers import batch, counted_calls
 
     print("| format | buckets | batches | parts | calls | by method |")
     print("| --- | ---: | ---: | ---: | ---: | --- |")
     for fmt, buckets in (("parquet", 2), ("jsonl", 2), ("parquet", 10)):
         sink = FileSink(f"counting://bench-{fmt}-{buckets}/out", format=fmt).with_buckets(ColumnBuckets("k"))
-        CountingFileSystem.calls.clear()
+        calls = counted_calls()
+        calls.clear()
         writer = sink.writer()
         for batch_id in range(10):
             writer.write_batch(batch(20 * batch_id, 20, buckets), batch_id, 0)
         writer.close()
-        calls = CountingFileSystem.calls
         by_method = ", ".join(f"{name} {n}" for name, n in sorted(calls.items()))
         print(f"| {fmt} | {buckets} | 10 | {10 * buckets} | {sum(calls.values())} | {by_method} |")
 

@@ -45,7 +45,7 @@ class NoAppendFileSystem(MemoryFileSystem):
 
 
 class CountingFileSystem(NoAppendFileSystem):
-    """``counting://``: ``noappend://`` that counts the calls made to it, by method, in ``CountingFileSystem.calls``.
+    """``counting://``: ``noappend://`` that counts the calls made to it, by method (see ``counted_calls``).
 
     Only the caller's calls count, not those one method makes to another: each
     is one round trip on an object store.
@@ -80,3 +80,9 @@ for _name in ("exists", "info", "ls", "find", "makedirs", "open", "pipe_file", "
 
 fsspec.register_implementation("noappend", NoAppendFileSystem, clobber=True)
 fsspec.register_implementation("counting", CountingFileSystem, clobber=True)
+
+
+def counted_calls() -> Counter[str]:
+    """The calls counted by ``counting://`` as registered last: this module is imported under two names
+    (``file_sink.helpers`` by the tests, ``tests.file_sink.helpers`` by ``crash_writer.py``)."""
+    return fsspec.get_filesystem_class("counting").calls

@@ -12,7 +12,7 @@ import pytest
 import storage.file_sink.writer as writer_module
 from storage.file_sink import CallableBuckets, ColumnBuckets, FileSink, RollingPolicy
 
-from .helpers import CountingFileSystem, batch, tree  # helpers also registers noappend:// and counting://
+from .helpers import batch, counted_calls, tree  # helpers also registers noappend:// and counting://
 
 
 def test_finished_only_after_commit_and_in_progress_hidden(tmp_path):
@@ -417,14 +417,15 @@ def test_a_bucket_directory_is_listed_once_not_checked_per_part():
     # Each call is a round trip on an object store; counting:// counts them (and cannot append, like one).
     sink = FileSink("counting://calls/out", format="parquet").with_writer_id("w").with_buckets(ColumnBuckets("k"))
     writer = sink.writer()
-    CountingFileSystem.calls.clear()
+    calls = counted_calls()
+    calls.clear()
     writer.write_batch(batch(0, 4, buckets=2), 0, 0)
-    assert CountingFileSystem.calls["ls"] == 3  # k=b0/ and k=b1/ for their part names, _file_sink/ for old records
-    assert CountingFileSystem.calls["makedirs"] == 3  # k=b0/, k=b1/, _file_sink/
+    assert calls["ls"] == 3  # k=b0/ and k=b1/ for their part names, _file_sink/ for old records
+    assert calls["makedirs"] == 3  # k=b0/, k=b1/, _file_sink/
     for batch_id in (1, 2):
-        CountingFileSystem.calls.clear()
+        calls.clear()
         writer.write_batch(batch(4 * batch_id, 4, buckets=2), batch_id, 0)
-        assert CountingFileSystem.calls == {
+        assert calls == {
             "pipe_file": 3, "mv": 3,  # per part and for the record: upload, then rename to its final name
             "exists": 4,  # _file_sink/ before writing and listing the record, each part before its rename
             "ls": 1,  # the records, to prune old ones
