@@ -120,7 +120,7 @@ class SinkWriter:
 
     def _recover(self) -> None:
         fs = self._fs
-        self._finish_renames(self._state.finalize, batch_id=self._state.batch_id, hooked=False)
+        self._finish_renames(self._state.finalize, batch_id=self._state.batch_id, recovering=True)
         known = set()
         for rec in self._state.open_parts:
             known.add(rec.path)
@@ -144,11 +144,12 @@ class SinkWriter:
         else:  # no truncate on object stores: rewrite the committed prefix
             self._fs.pipe_file(path, self._fs.cat_file(path, start=0, end=length) if length else b"")
 
-    def _finish_renames(self, renames: list[tuple[str, str]], batch_id: int, hooked: bool = True) -> None:
+    def _finish_renames(self, renames: list[tuple[str, str]], batch_id: int, recovering: bool = False) -> None:
         for i, (src, dst) in enumerate(renames):
-            if self._fs.exists(src):  # idempotent: a crash may have done some already
+            # Recovery is idempotent: a crash may have done some already. A batch renames the parts it just wrote.
+            if not recovering or self._fs.exists(src):
                 self._fs.mv(src, dst)
-            if hooked and i == 0:
+            if not recovering and i == 0:
                 self._hook("mid_rename", batch_id)
         # Durable before the next record, which no longer lists them: else a crash leaves a stray in-progress file.
         for directory in sorted({dst.rsplit("/", 1)[0] for _, dst in renames}):

@@ -427,7 +427,7 @@ def test_a_bucket_directory_is_listed_once_not_checked_per_part():
         writer.write_batch(batch(4 * batch_id, 4, buckets=2), batch_id, 0)
         assert calls == {
             "pipe_file": 3, "mv": 3,  # per part and for the record: upload, then rename to its final name
-            "exists": 4,  # _file_sink/ before writing and listing the record, each part before its rename
+            "exists": 2,  # _file_sink/, before writing the record and before listing the records
             "ls": 1,  # the records, to prune old ones
         }
     writer.close()
