@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 # "after_commit_record" and "mid_rename", so crash tests can stop the process there.
 PhaseHook = Callable[[str, int], None]
 INPROGRESS = ".inprogress"
+#: Bucket directories whose names the writer keeps, the most recently used: a stream that moves on
+#: to new buckets forever (``DateTimeBuckets``) must not keep every directory it ever wrote to.
+LISTED_DIRECTORIES = 256
 
 
 @dataclass
@@ -72,7 +75,7 @@ class SinkWriter:
         # This writer id is kept only while the directory has no commit record.
         self._state = SinkState(writer_id=sink.writer_id or uuid.uuid4().hex[:12])
         self._parts: dict[str, _Part] = {}
-        self._names_in_directory: dict[str, set[str]] = {}  # of bucket directories, listed once
+        self._names_in_directory: OrderedDict[str, set[str]] = OrderedDict()  # least recently used first
         self._restore()
 
     @property
@@ -96,7 +99,7 @@ class SinkWriter:
             self._refuse_changed_settings(state)
         self._state = state or SinkState(writer_id=self._state.writer_id)
         self._parts = {}
-        self._names_in_directory = {}
+        self._names_in_directory = OrderedDict()
         self._recover()
 
     def _settings(self) -> dict[str, str | None]:
@@ -307,10 +310,11 @@ class SinkWriter:
     def _names_in(self, directory: str) -> set[str]:
         """The file names in a bucket directory, which is made if missing.
 
-        Listed once per writer (and after a rollback), then kept up to date by
-        the writer, the directory's only one: no round trip per new part.
+        Listed once (and after a rollback, or once ``LISTED_DIRECTORIES`` other
+        directories were used since), then kept up to date by the writer, the
+        directory's only one: no round trip per new part.
         """
-        names = self._names_in_directory.get(directory)
+        names = self._names_in_directory.pop(directory, None)
         if names is None:
             try:
                 names = {path.rstrip("/").rsplit("/", 1)[-1] for path in self._fs.ls(directory, detail=False)}
@@ -318,7 +322,9 @@ class SinkWriter:
                 names = set()
             if not names:
                 self._fs.makedirs(directory, exist_ok=True)
-            self._names_in_directory[directory] = names
+        self._names_in_directory[directory] = names
+        while len(self._names_in_directory) > LISTED_DIRECTORIES:
+            self._names_in_directory.popitem(last=False)
         return names
 
     def _flush(self, part: _Part, batch_id: int, final: bool = False) -> None:

@@ -436,3 +436,21 @@ def test_a_bucket_directory_is_listed_once_not_checked_per_part():
     writer.write_batch(batch(0, 1), 0, 0)
     with pytest.raises(ValueError, match="would be named 'p.parquet', which another part already has"):
         writer.write_batch(batch(1, 1), 1, 0)  # the writer knows the names it gave without asking
+
+
+def test_the_writer_keeps_the_names_of_recent_bucket_directories_only(monkeypatch):
+    """A stream that moves on to new buckets forever must not keep every directory's names; a directory
+    listed again still refuses a name already there."""
+    from storage.file_sink import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "LISTED_DIRECTORIES", 2)
+    sink = (FileSink("counting://calls/recent", format="parquet").with_buckets(ColumnBuckets("k"))
+            .with_part_names(fn=lambda w, n: "p.parquet"))  # one part per bucket; a second one clashes
+    writer = sink.writer()
+    calls = counted_calls()
+    calls.clear()
+    writer.write_batch(batch(0, 4, buckets=4), 0, 0)
+    assert calls["ls"] == 4 + 1  # each of the 4 bucket directories once, then the records
+    assert len(writer._names_in_directory) == 2  # k=b2/ and k=b3/; k=b0/ and k=b1/ were let go
+    with pytest.raises(ValueError, match=r"bucket 'k=b0' would be named 'p.parquet', which another part already has"):
+        writer.write_batch(batch(0, 1), 1, 0)  # k=b0/ is listed again, and its part is found
