@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState
 
 from accumulations import Accumulation
-from windowing.runners.combine import lift, pack
+from windowing.runners.combine import lift, null_flag, pack
 from windowing.runners.spark import SparkPlan, SparkTyped, spark_typed
 
 NO_TIMESTAMP = -1
@@ -34,7 +34,8 @@ def spark_schema(frame: pd.DataFrame) -> T.StructType:
 
 
 def worker_frame(frame: pd.DataFrame, plan: SparkPlan, time: str = "ts") -> pd.DataFrame:
-    """The columns the Spark side projects for the workers: _k*, _t (micros), _v*, _wm (ms)."""
+    """The columns the Spark side projects for the workers: _k*, _t (micros), _v*, _wm (ms); a nullable
+    integer column as its value (0 where null) and its null flag."""
     adapter = plan.adapter
     out = {}
     keys = adapter.plan.key_names or ()
@@ -47,6 +48,10 @@ def worker_frame(frame: pd.DataFrame, plan: SparkPlan, time: str = "ts") -> pd.D
     for i, c in enumerate(plan.input_columns):
         if c is not None:
             out[f"_v{i}"] = frame[c].to_numpy()
+    sources = {**{f"_k{i}": k for i, k in enumerate(keys)}, **{f"_v{i}": c for i, c in enumerate(plan.input_columns)}}
+    for name in adapter.nullable:
+        column = frame[sources[name]]
+        out[name], out[null_flag(name)] = column.fillna(0).to_numpy(dtype=np.int64), column.isna().to_numpy()
     if adapter.late_output:  # the input row as JSON, as run_spark's to_json ships it (ts in micros here)
         rows = frame.assign(**{time: micros}).to_dict("records")
         out["_e"] = np.array([json.dumps(r, default=int) for r in rows], dtype=object)

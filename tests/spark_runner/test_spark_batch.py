@@ -175,3 +175,37 @@ def test_a_partial_sum_beyond_64_bits_of_a_window_within_them_is_the_pandas_runn
     expected = windowed(frame.toPandas(), time="ts", key="user").fixed("10 seconds").aggregate(total=Sum("amount"))
     panes = windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(total=Sum("amount"))
     assert [r.total for r in panes.collect()] == list(expected["total"]) == [2**62]
+
+
+BIG = 2**53  # float64 holds 2**53 but not 2**53 + 1
+
+
+@pytest.mark.parametrize("combine", ["true", "false"])
+@pytest.mark.parametrize("late_data", [False, True], ids=["aggregate", "run"])
+def test_bigint_keys_and_values_beside_nulls_stay_exact(spark, combine, late_data):
+    # pyspark hands a bigint column holding a null to pandas as float64: keys 2**53 and 2**53 + 1 became one
+    # key, and sums, minima and maxima of values beyond 2**53 were rounded.
+    at = [dt.datetime(2024, 1, 1, 0, 0, s) for s in range(1, 8)]
+    keys = [BIG, BIG, BIG + 1, None, BIG + 1, None, BIG + 2]
+    values = [BIG + 1, BIG + 2, BIG + 3, BIG + 5, None, None, None]
+    frame = spark.createDataFrame(list(zip(keys, at, values)), "k bigint, ts timestamp, v bigint").coalesce(1)
+    aggs = dict(total=Sum("v"), lo=Min("v"), hi=Max("v"), n=Count("v"))
+    spark.conf.set("windowing.spark.combine", combine)
+    spark.conf.set("windowing.spark.buckets", "1")  # every key in one bucket, beside the nulls
+    try:
+        w = windowed(frame, time="ts", key="k").fixed("10 seconds")
+        panes = w.run(**aggs).panes if late_data else w.aggregate(**aggs)
+        assert [panes.schema[c].dataType.simpleString() for c in ("k", "total", "lo", "hi", "n")] == ["bigint"] * 5
+        got = sorted(tuple(r) for r in panes.select("k", *aggs).fillna(-1).collect())
+    finally:
+        spark.conf.unset("windowing.spark.combine")
+        spark.conf.unset("windowing.spark.buckets")
+    table = [(-1, BIG + 5, BIG + 5, BIG + 5, 1),  # the null key (nulls as -1)
+             (BIG, 2 * BIG + 3, BIG + 1, BIG + 2, 2),
+             (BIG + 1, BIG + 3, BIG + 3, BIG + 3, 1),
+             (BIG + 2, 0, -1, -1, 0)]  # only nulls: an empty Min and Max
+    assert got == table
+    pdf = pd.DataFrame({"k": pd.array(keys, dtype="Int64"), "ts": at, "v": pd.array(values, dtype="Int64")})
+    expected = windowed(pdf, time="ts", key="k").fixed("10 seconds").aggregate(**aggs)
+    rows = expected[["k", *aggs]].astype(object).itertuples(index=False)
+    assert sorted(tuple(-1 if pd.isna(v) else v for v in r) for r in rows) == table

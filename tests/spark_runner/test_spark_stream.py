@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accumulations import Count, Sum
+from accumulations import Count, Max, Min, Sum
 from triggers import AfterCount, AtWatermark, Repeatedly
 from windowing import TestStream, windowed
 
@@ -359,3 +359,49 @@ def test_a_missing_event_time_fails_the_micro_batch_naming_the_column(spark, whe
     with pytest.raises(Exception, match=r"time column 'ts' has a missing value \(null\); every element needs an event time"):
         _feed(query, source, [part])
     assert not list(sink.rglob("*.parquet"))
+
+
+BIG = 2**53  # float64 holds 2**53 but not 2**53 + 1
+
+
+def _bigints(stream):
+    """Users a, b, d as bigint keys 2**53, 2**53 + 1, 2**53 + 2 (any other: null); amount as 2**53 + amount
+    (a negative one: null)."""
+    from pyspark.sql import functions as F
+
+    key = F.lit(None).cast("long")
+    for user, k in (("a", BIG), ("b", BIG + 1), ("d", BIG + 2)):
+        key = F.when(F.col("user") == user, F.lit(k)).otherwise(key)
+    return stream.select(key.alias("k"), "ts", F.when(F.col("amount") >= 0, F.lit(BIG) + F.col("amount")).alias("v"))
+
+
+@pytest.mark.parametrize("late_data, combine", [(False, "true"), (False, "false"), (True, "true")],
+                         ids=["aggregate-lifted", "aggregate-rows", "run-packed"])
+def test_bigint_keys_and_values_beside_nulls_stream_exactly(spark, where, late_data, combine):
+    # A micro-batch's bigint column holding a null reached the workers as float64: keys 2**53 and 2**53 + 1
+    # became one key, and values beyond 2**53 were rounded.
+    source, sink, checkpoint = where()
+    aggs = dict(total=Sum("v"), lo=Min("v"), hi=Max("v"), n=Count("v"))
+    pipeline = lambda s: windowed(_bigints(s), time="ts", key="k").fixed("10 seconds").watermark("5 seconds")
+    parts = [events([("a", 1, 1), ("a", 2, 2), ("b", 3, 3), ("c", 4, 5), ("b", 5, -1), ("c", 6, -1), ("d", 7, -1)]),
+             events([("z", 60, 0)]), events([("b", -100, 7)])]  # z moves the watermark to 55 s; b's last row is late
+    spark.conf.set("windowing.spark.combine", combine)
+    spark.conf.set("windowing.spark.buckets", "1")  # every key in one bucket, beside the nulls
+    try:
+        if late_data:
+            query = start_run(spark, source, sink, checkpoint, lambda s: pipeline(s).run(**aggs))
+        else:
+            query = start(spark, source, sink, checkpoint, lambda s: pipeline(s).aggregate(**aggs))
+        _feed(query, source, parts)
+    finally:
+        spark.conf.unset("windowing.spark.combine")
+        spark.conf.unset("windowing.spark.buckets")
+    panes = spark.read.parquet(str(sink / "panes" if late_data else sink))
+    assert sorted(tuple(r) for r in panes.select("k", *aggs).fillna(-1).collect()) == [
+        (-1, BIG + 5, BIG + 5, BIG + 5, 1),  # the null key (nulls as -1)
+        (BIG, 2 * BIG + 3, BIG + 1, BIG + 2, 2),
+        (BIG + 1, BIG + 3, BIG + 3, BIG + 3, 1),
+        (BIG + 2, 0, -1, -1, 0)]  # only nulls: an empty Min and Max
+    if late_data:
+        late = spark.read.parquet(str(sink / "late")).select("k", "v", "reason").collect()
+        assert [tuple(r) for r in late] == [(BIG + 1, BIG + 7, "beyond allowed lateness")]

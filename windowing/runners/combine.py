@@ -32,12 +32,17 @@ per-row work (shuffle, sort, Arrow conversion), not the engine's. Session
 windows are packed, not lifted: a partial session's contribution would be
 dropped or kept as a whole at the lateness horizon, while its rows are
 judged one by one.
+
+Integer columns that may hold a null arrive as two columns, the value (0 where
+null) and its null flag (`null_flag`): pyspark hands an integer column holding
+a null to pandas as float64, which rounds beyond 2**53. The fold rebuilds the
+exact values (`with_nulls`) and splits its results again.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -62,12 +67,43 @@ class Lifting:
     offset: int
     aggregations: tuple[Aggregation, ...]
     key_columns: tuple[str, ...]
+    nullable: tuple[str, ...] = ()
+    """The key and value columns that arrive (and leave) as a value and a null flag (`null_flag`)."""
 
 
-def lifting(spec: EngineSpec, aggregations: tuple[tuple[str, Accumulation], ...], unit_scale: int) -> Lifting | None:
+def null_flag(name: str) -> str:
+    """The column that is true where integer column ``name`` is null (and ``name`` holds 0)."""
+    return f"{name}_null"
+
+
+def with_nulls(frame: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
+    """``frame`` with each of ``names`` rebuilt from its value and null flag, the flag dropped: int64
+    when nothing is null, else Python ints and None (the engine's form of a nullable integer column)."""
+    names = list(names)
+    out = frame.drop(columns=[null_flag(name) for name in names])
+    for name in names:
+        missing = frame[null_flag(name)].to_numpy(dtype=bool)
+        if missing.any():
+            values = out[name].to_numpy(dtype=np.int64).astype(object)
+            values[missing] = None
+            out[name] = pd.Series(values, dtype=object, index=out.index)
+    return out
+
+
+def _split_nulls(frame: pd.DataFrame, names: Iterable[str]) -> None:
+    """The inverse of `with_nulls`, in place: each of ``names`` as int64 (0 where null) and its null flag."""
+    for name in names:
+        missing = pd.isna(frame[name]).to_numpy()
+        frame[name] = np.where(missing, 0, frame[name].to_numpy(dtype=object)).astype(np.int64)
+        frame[null_flag(name)] = missing
+
+
+def lifting(spec: EngineSpec, aggregations: tuple[tuple[str, Accumulation], ...], unit_scale: int,
+            nullable: tuple[str, ...] = ()) -> Lifting | None:
     """The lifting for this pipeline, or None when pre-aggregation could change a pane.
 
-    ``unit_scale`` converts engine durations to ``_t`` units (1000 ns per µs for timestamps).
+    ``unit_scale`` converts engine durations to ``_t`` units (1000 ns per µs for timestamps);
+    ``nullable``: see `Lifting.nullable`.
     """
     windows = spec.windows
     if isinstance(windows, FixedWindows):
@@ -82,7 +118,7 @@ def lifting(spec: EngineSpec, aggregations: tuple[tuple[str, Accumulation], ...]
         return None  # Min/Max of timestamps, strings or booleans: the engine folds those itself
     if unit % unit_scale or offset % unit_scale:
         return None
-    return Lifting(unit // unit_scale, offset // unit_scale, spec.aggregations, tuple(spec.key_columns))
+    return Lifting(unit // unit_scale, offset // unit_scale, spec.aggregations, tuple(spec.key_columns), nullable)
 
 
 def engine_aggregations(aggregations: tuple[tuple[str, Accumulation], ...]) -> tuple[tuple[str, Accumulation], ...]:
@@ -105,12 +141,23 @@ def lift(frames: Iterator[pd.DataFrame], how: Lifting) -> Iterator[pd.DataFrame]
     t = data["_t"].to_numpy(dtype=np.int64)
     data["_t"] = (t - how.offset) // how.unit * how.unit + how.offset
     data["_tmax"] = t
-    units = data.groupby(["_b", *how.key_columns, "_t"], sort=False, dropna=False).ngroup().to_numpy()
+    nullable_values = [f"_v{i}" for i in range(len(how.aggregations)) if f"_v{i}" in how.nullable]
+    data = with_nulls(data, nullable_values)  # keys are grouped by value and flag as they arrive
+    units = data.groupby(_unit_columns(how), sort=False, dropna=False).ngroup().to_numpy()
     try:
         folded = _folded(data, units, how)
     except OverflowError:
         folded = _folded(data, np.arange(len(data)), how)
+    _split_nulls(folded, nullable_values)
     yield folded
+
+
+def _unit_columns(how: Lifting) -> list[str]:
+    """The columns whose values identify a folded row: bucket, key (with null flags), unit of time."""
+    keys = []
+    for key in how.key_columns:
+        keys += [key, null_flag(key)] if key in how.nullable else [key]
+    return ["_b", *keys, "_t"]
 
 
 def _folded(data: pd.DataFrame, group: np.ndarray, how: Lifting) -> pd.DataFrame:
@@ -118,7 +165,7 @@ def _folded(data: pd.DataFrame, group: np.ndarray, how: Lifting) -> pd.DataFrame
     n_groups = int(group.max()) + 1
     first = np.full(n_groups, len(group))
     np.minimum.at(first, group, np.arange(len(group)))
-    out = data.iloc[first][["_b", *how.key_columns, "_t"]].reset_index(drop=True)
+    out = data.iloc[first][_unit_columns(how)].reset_index(drop=True)
     values = [data[f"_v{i}"].to_numpy() if f"_v{i}" in data else None for i in range(len(how.aggregations))]
     for i, folded in enumerate(group_outputs(how.aggregations, values, group, n_groups)):
         out[f"_v{i}"] = folded

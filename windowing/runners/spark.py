@@ -41,7 +41,7 @@ from ..errors import WindowingConfigError
 from ..plan import Plan, check_columns, make_plan
 from ..state_codec import decode, encode
 from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
-from .combine import Lifting, engine_aggregations, lift_and_pack, lifting, pack
+from .combine import Lifting, engine_aggregations, lift_and_pack, lifting, null_flag, pack, with_nulls
 
 BUCKETS_CONF = "windowing.spark.buckets"
 COMBINE_CONF = "windowing.spark.combine"
@@ -132,18 +132,17 @@ def output_type(name: str, acc: Accumulation, input_type: Any) -> Any:
         raise WindowingConfigError(
             f"aggregate({name}={acc!r}): column {acc.column!r} has Spark type {input_type.simpleString()}; "
             f"{type(acc).__name__} needs numbers: cast the column first, e.g. col({acc.column!r}).cast('double')")
-    integral = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
     if isinstance(acc, Count):
         return T.LongType()
     if isinstance(acc, Mean):
         return T.DoubleType()
     if isinstance(acc, Sum):
-        if isinstance(input_type, integral):
+        if _integral(input_type):
             return T.LongType()
         if isinstance(input_type, (T.FloatType, T.DoubleType)):
             return T.DoubleType()
     if isinstance(acc, (Min, Max)):
-        if isinstance(input_type, integral):
+        if _integral(input_type):
             return T.LongType()
         if isinstance(input_type, (T.FloatType, T.DoubleType)):
             return T.DoubleType()
@@ -155,6 +154,12 @@ def output_type(name: str, acc: Accumulation, input_type: Any) -> Any:
         f"aggregate({name}={acc!r}): cannot derive the Spark type of its output"
         + (f" from input type {input_type.simpleString()}" if input_type is not None else "")
         + f"; state it with windowing.runners.spark.spark_typed({acc!r}, 'double') (any Spark DDL type)")
+
+
+def _integral(spark_type: Any) -> bool:
+    from pyspark.sql import types as T
+
+    return isinstance(spark_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
 
 
 def _ddl(text: str) -> Any:
@@ -214,13 +219,17 @@ class BucketStep:
     """Also emit the dropped elements as ``kind = LATE`` rows (`output`); panes get ``kind = PANE``."""
     packed: bool = False
     """Rows arrive packed by `combine.pack`: one row per bucket and packing, each column an array."""
+    nullable: tuple[str, ...] = ()
+    """Integer key and value columns that may hold nulls: they arrive as a value and a null flag
+    (`combine.null_flag`), since pyspark would hand them over as float64, inexact beyond 2**53."""
 
     # -- frames in and out --
     def elements(self, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
         spec = self.plan.spec
         names = spec.key_columns + [_T] + [f"_v{i}" for i, c in enumerate(self.plan.value_columns) if c is not None]
         names += [_E] if self.late_output else []
-        frames = [_unpacked(f, names) if self.packed else f for f in frames if len(f)]
+        flags = [null_flag(name) for name in self.nullable]
+        frames = [_unpacked(f, names + flags) if self.packed else f for f in frames if len(f)]
         if not frames:
             empty = {k: pd.Series([], dtype=self.key_dtypes[i]) for i, k in enumerate(spec.key_columns)}
             empty[_T] = np.array([], np.int64)
@@ -228,7 +237,7 @@ class BucketStep:
             return pd.DataFrame(empty)
         data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
         times = data[_T].to_numpy(dtype=np.int64)
-        out = data.loc[:, names].copy()
+        out = with_nulls(data.loc[:, names + flags], self.nullable)
         out[_T] = times * NS_PER_US if self.timestamp else times
         return out
 
@@ -239,7 +248,7 @@ class BucketStep:
             if col.kind == "time":
                 raw = values.to_numpy(dtype=np.int64)
                 out[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw).to_numpy()
-            elif col.kind == "value":
+            elif col.kind == "value" or col.integral:
                 out[col.name] = _spark_ready(values, col)
             elif col.kind == "timing":
                 out[col.name] = _timing_names(values.to_numpy())
@@ -399,9 +408,8 @@ def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
         out = np.empty(len(values), dtype=object)
         out[:] = [None if v is None else _as_list(v) for v in values]
         return out
-    if col.integral:
-        numbers = pd.to_numeric(pd.Series(values.to_numpy(dtype=object)), errors="raise")
-        return numbers.astype("Int64").to_numpy(dtype=object, na_value=None)
+    if col.integral:  # Python ints and None: through float64 (pd.to_numeric) they would round beyond 2**53
+        return pd.array(values.to_numpy(dtype=object), dtype="Int64").to_numpy(dtype=object, na_value=None)
     return values.to_numpy()
 
 
@@ -556,7 +564,7 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     if isinstance(time_type, T.TimestampType):
         timestamp = True
         axis = TimeAxis(pipeline.time, "datetime", unit="ns")
-    elif isinstance(time_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+    elif _integral(time_type):
         timestamp = False
         axis = TimeAxis(pipeline.time, "numeric", dtype=str(_numpy_dtype(time_type)))
     else:
@@ -565,7 +573,10 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     dtypes = {name: _numpy_dtype(t) for name, t in types.items()}
     plan = make_plan(pipeline, aggregations, axis, dtypes)
     keys = list(pipeline.key or ())
-    how = lifting(plan.spec, aggregations, NS_PER_US if timestamp else 1) if combine and not late_data else None
+    may_be_null = {f.name for f in schema.fields if f.nullable and _integral(f.dataType)}
+    nullable = tuple([f"_k{i}" for i, k in enumerate(keys) if k in may_be_null]
+                     + [f"_v{i}" for i, (_, acc) in enumerate(aggregations) if acc.column in may_be_null])
+    how = lifting(plan.spec, aggregations, NS_PER_US if timestamp else 1, nullable) if combine and not late_data else None
     lifted_fields = None
     if how is not None:
         lifted = engine_aggregations(aggregations)
@@ -577,11 +588,12 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
         for i, (name, acc) in enumerate(aggregations):
             lifted_fields.append(T.StructField(f"_v{i}", output_type(name, acc, types.get(acc.column) if acc.column else None)))
         lifted_fields.append(T.StructField("_tmax", T.LongType()))
+        lifted_fields += [T.StructField(null_flag(name), T.BooleanType()) for name in nullable]
 
     out_fields, columns = [], []
     for i, name in enumerate(keys):
         out_fields.append(T.StructField(name, types[name]))
-        columns.append(OutputColumn(name, "key", f"_k{i}"))
+        columns.append(OutputColumn(name, "key", f"_k{i}", integral=_integral(types[name])))
     window_type = T.LongType() if timestamp else time_type
     for name, src in (("window_start", "start"), ("window_end", "end")):
         out_fields.append(T.StructField(name, window_type))
@@ -589,9 +601,7 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     for name, acc in aggregations:
         vtype = output_type(name, acc, types.get(acc.column) if acc.column else None)
         out_fields.append(T.StructField(name, vtype))
-        columns.append(OutputColumn(name, "value", name,
-                                    integral=isinstance(vtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)),
-                                    array=isinstance(vtype, T.ArrayType)))
+        columns.append(OutputColumn(name, "value", name, integral=_integral(vtype), array=isinstance(vtype, T.ArrayType)))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
                    T.StructField("is_retraction", T.BooleanType())]
     if late_data:
@@ -607,7 +617,8 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
 
     key_dtypes = tuple(_numpy_dtype(types[k]) for k in keys) or (np.dtype(np.int64),)
     pt_mode = uses_processing_time(plan.spec)
-    adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, buckets, pt_mode, late_data, packed=combine)
+    adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, buckets, pt_mode, late_data, packed=combine,
+                         nullable=nullable)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
                      "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
                      NEVER_BEHIND_MS if late_data else _horizon_ms(plan),
@@ -638,11 +649,18 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
         sp = plan_spark(pipeline, aggregations, source.schema, adapter.buckets, combine=False, late_data=late_data)
         adapter = sp.adapter
 
+    def shipped(name: str, alias: str) -> list[Any]:
+        """The column under ``alias``; a nullable integer one as its value, 0 where null, and a null flag."""
+        if alias not in adapter.nullable:
+            return [_col(name).alias(alias)]
+        zero = F.lit(0).cast(source.schema[name].dataType)
+        return [F.coalesce(_col(name), zero).alias(alias), _col(name).isNull().alias(null_flag(alias))]
+
     bucket = F.pmod(F.xxhash64(*[_col(k) for k in keys]), F.lit(adapter.buckets)) if keys else F.lit(0)
     projected = [bucket.cast("int").alias(_B)]
-    projected += [_col(k).alias(f"_k{i}") for i, k in enumerate(keys)] or [F.lit(0).cast("long").alias("_k0")]
+    projected += [c for i, k in enumerate(keys) for c in shipped(k, f"_k{i}")] or [F.lit(0).cast("long").alias("_k0")]
     projected.append(_event_time(time, adapter.timestamp).alias(_T))
-    projected += [_col(c).alias(f"_v{i}") for i, c in enumerate(sp.input_columns) if c is not None]
+    projected += [c for i, name in enumerate(sp.input_columns) if name is not None for c in shipped(name, f"_v{i}")]
     if watermarked is not None:
         projected.append(_col(watermarked).alias(_WM))  # keeps its watermark: Spark refuses a second one
     if late_data:
