@@ -408,7 +408,7 @@ def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
         out = np.empty(len(values), dtype=object)
         out[:] = [None if v is None else _as_list(v) for v in values]
         return out
-    if col.integral:  # Python ints and None: through float64 (pd.to_numeric) they would round beyond 2**53
+    if col.integral:  # Python ints and None, exact: float64 would round beyond 2**53
         return pd.array(values.to_numpy(dtype=object), dtype="Int64").to_numpy(dtype=object, na_value=None)
     return values.to_numpy()
 
