@@ -79,6 +79,11 @@ class TriggerContext:
         self[name] = column
 
 
+def future_timers(ctx: TriggerContext, times: np.ndarray) -> np.ndarray:
+    """``times`` where they are after the context's processing time, else NO_TIME."""
+    return np.where(times > ctx.processing_time, times, NO_TIME)
+
+
 def reduce_groups(values: np.ndarray, groups: np.ndarray, n_groups: int, how: Merge) -> np.ndarray:
     """Combine ``values`` of rows that share a group id; one result per group."""
     if how in ("sum", "any"):
@@ -152,7 +157,14 @@ class Trigger(ABC):
             child.merge(src.sub(str(i)), groups, dst.sub(str(i)))
 
     def next_processing_time(self, ctx: TriggerContext) -> np.ndarray:
-        """Earliest processing time at which ``should_fire`` may turn true; NO_TIME if none."""
+        """Earliest processing time after ``ctx.processing_time`` at which ``should_fire`` may turn
+        true; NO_TIME if none.
+
+        ``ctx.processing_time`` is that of the step that made the state, which evaluated every open
+        window: a time at or before it was due then, and did not fire only because a composite held
+        it back (``AfterAll`` waiting for a count). Reporting it would call the window again in
+        every step for nothing, so it is left out (``future_timers``).
+        """
         out = np.full(len(ctx), NO_TIME, dtype=np.int64)
         for i, child in enumerate(self.children):
             out = np.minimum(out, child.next_processing_time(ctx.sub(str(i))))

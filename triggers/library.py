@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .base import NO_TIME, Column, Trigger
+from .base import NO_TIME, Column, Trigger, future_timers
 from .durations import parse_duration
 
 ToInternal = Callable[[str, Any], int]
@@ -147,8 +147,7 @@ class AfterProcessingTime(Trigger):
         return rows.copy()
 
     def next_processing_time(self, ctx):
-        fire_at = ctx["fire_at"]
-        return np.where(fire_at == _FIRED, NO_TIME, fire_at)
+        return future_timers(ctx, ctx["fire_at"])  # _FIRED is before every processing time
 
     def counts_elements(self):
         return False  # starts its delay at the pane's first element, however many arrive
@@ -458,7 +457,7 @@ class AtWatermark(Trigger):
 
     def next_processing_time(self, ctx):
         is_late = ctx["late"]
-        return np.where(is_late, ctx["late_next"], ctx["early_next"])
+        return future_timers(ctx, np.where(is_late, ctx["late_next"], ctx["early_next"]))
 
     def counts_elements(self):
         return isinstance(self.early, int) or isinstance(self.late, int)

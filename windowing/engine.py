@@ -698,13 +698,18 @@ def _assemble(spec: EngineSpec, retractions: list, panes: pd.DataFrame | None) -
     return out.loc[order].drop(columns="_first").reset_index(drop=True)
 
 
-def next_timers(spec: EngineSpec, state: pd.DataFrame) -> tuple[int, int]:
+def next_timers(spec: EngineSpec, state: pd.DataFrame, processing_time: int) -> tuple[int, int]:
     """When the table next needs a step without new elements.
 
     Returns ``(watermark_time, processing_time)``: the earliest watermark at
     which a window fires ON_TIME or is garbage-collected, and the earliest
-    processing time at which a trigger may fire; ``NO_TIME`` when none. A
+    processing time after ``processing_time`` (that of the step that made
+    ``state``) at which a trigger may fire; ``NO_TIME`` when none. A
     streaming runner turns them into timeouts.
+
+    A timer at or before ``processing_time`` was due in that step, which
+    evaluated every open window, so triggers do not report it
+    (``Trigger.next_processing_time``).
     """
     if len(state) == 0:
         return NO_TIME, NO_TIME
@@ -712,6 +717,6 @@ def next_timers(spec: EngineSpec, state: pd.DataFrame) -> tuple[int, int]:
     due_on_time = np.where(state["on_time_done"].to_numpy(), NO_TIME, end)
     watermark_time = int(min(due_on_time.min(), add_saturating(end, spec.allowed_lateness).min()))
     open_rows = ~state["closed"].to_numpy()
-    ctx = TriggerContext({c: state[c].to_numpy() for c in state.columns if c.startswith("t.")}, end, 0, 0)
+    ctx = TriggerContext({c: state[c].to_numpy() for c in state.columns if c.startswith("t.")}, end, 0, processing_time)
     pending = np.where(open_rows, spec.trigger.next_processing_time(ctx), NO_TIME)
     return watermark_time, int(pending.min())

@@ -28,10 +28,10 @@ def processing_timers(trigger, processing_times: list[int]) -> list[int]:
     plan = make_plan(pipeline, pipeline._aggregations((Sum("x"),), {}), axis, ONE.dtypes.to_dict())
     elements = to_elements(plan, ONE, axis.to_internal(ONE["ts"]))
     state = step(plan.spec, empty_state(plan.spec, [ONE["k"].dtype]), elements, MIN_TIME, 0).state
-    timers = [next_timers(plan.spec, state)[1]]
+    timers = [next_timers(plan.spec, state, 0)[1]]
     for processing_time in processing_times:
         state = step(plan.spec, state, elements.iloc[:0], MIN_TIME, processing_time).state
-        timers.append(next_timers(plan.spec, state)[1])
+        timers.append(next_timers(plan.spec, state, processing_time)[1])
     return timers
 
 
@@ -42,6 +42,9 @@ def processing_timers(trigger, processing_times: list[int]) -> list[int]:
     (Repeatedly(AfterProcessingTime(5)), [5, NO_TIME]),  # reset: no timer until the next element
     (AfterAll(AfterProcessingTime(5), Repeatedly(AfterCount(1))), [5, NO_TIME]),  # fired, and AfterAll goes on
     (OrFinally(AfterCount(100), AfterEach(AfterProcessingTime(5), Never())), [5, NO_TIME]),
+    # due but held back until a second element arrives: no timer can release it
+    (AfterAll(AfterProcessingTime(5), AfterCount(2)), [5, NO_TIME]),
+    (AfterAll(AfterProcessingTime(5), AfterProcessingTime(20)), [5, 20]),
 ], ids=repr)
 def test_a_fired_or_finished_processing_time_trigger_reports_no_timer(trigger, timers):
     assert processing_timers(trigger, [10]) == timers

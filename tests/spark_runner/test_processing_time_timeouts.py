@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from accumulations import Sum
-from triggers import (AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Default,
+from triggers import (AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Default,
                       OrFinally, Repeatedly)
 from windowing import TestStream, windowed
 from windowing.runners.spark import plan_spark
@@ -68,3 +68,18 @@ def test_the_timeout_mode_follows_every_part_of_the_trigger(trigger, processing_
     w = windowed(frame, time="ts", key="user").fixed("10 seconds").allowed_lateness("1 minute").trigger(trigger)
     plan = plan_spark(w, (("v", Sum("amount")),), spark_schema(frame), 2)
     assert plan.timeout == ("ProcessingTimeTimeout" if processing_time else "EventTimeTimeout")
+
+
+def test_a_timer_held_back_by_a_count_does_not_call_the_bucket_in_every_batch():
+    """``AfterAll`` waits for a second element after its processing-time part is due: once that
+    time has passed, only a new element can fire the window, so no-data batches leave it alone."""
+    frame = events([("a", 1, 5)])
+    w = (windowed(frame, time="ts", key="user").global_window()
+         .trigger(Repeatedly(AfterAll(AfterProcessingTime("5 seconds"), AfterCount(2)))))
+    query = SimulatedQuery(plan_spark(w, (("total", Sum("amount")),), spark_schema(frame), 1), 1000)
+    query.batch(frame, 1_000)
+    for processing_ms in (7_000, 8_000, 9_000, 10_000):
+        query.batch(None, processing_ms)
+    assert query.calls == 2  # the element, then the batch after the timer (6 s); none while the count is short
+    query.batch(events([("a", 2, 1)]), 11_000)
+    assert list(query.result()["total"]) == [6]

@@ -343,7 +343,7 @@ class BucketStep:
         return -(-t // NS_PER_MS) if self.timestamp else t
 
     def _set_timeout(self, state: Any, spec: EngineSpec, table: pd.DataFrame, watermark_ms: int, processing_ms: int) -> None:
-        at_watermark, at_processing = next_timers(spec, table)
+        at_watermark, at_processing = next_timers(spec, table, self._from_ms(processing_ms))
         if self.processing_time_mode:
             # One timeout per group: a processing-time timeout of 1 ms calls the bucket again in the
             # next micro-batch, where it checks the watermark; later for processing-time timers only.
