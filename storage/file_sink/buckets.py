@@ -7,9 +7,12 @@ Every assigner maps a whole Arrow table to one bucket id per row at once
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any, Callable, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -19,6 +22,17 @@ class BucketAssigner(Protocol):
 
     def assign(self, table: pa.Table, processing_time_ms: int) -> list[str] | str:
         """One bucket id per row, or a single id for every row of the batch."""
+
+
+def check_timezone(assigner: DateTimeBuckets | ColumnBuckets) -> None:
+    """Refuse an assigner whose time zone zoneinfo does not know, when it is built rather than at its first batch."""
+    try:
+        ZoneInfo(assigner.timezone)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(
+            f"{type(assigner).__name__} timezone={assigner.timezone!r} is not a known IANA time zone; "
+            "use a name such as 'UTC' or 'Europe/Berlin'"
+        ) from exc
 
 
 def check_bucket_id(bucket: Any, assigner: BucketAssigner) -> None:
@@ -55,13 +69,7 @@ class DateTimeBuckets:
     column: str | None = None
 
     def __post_init__(self) -> None:
-        try:
-            ZoneInfo(self.timezone)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(
-                f"DateTimeBuckets timezone={self.timezone!r} is not a known IANA time zone; "
-                "use a name such as 'UTC' or 'Europe/Berlin'"
-            ) from exc
+        check_timezone(self)
         if not self.pattern or "/" in self.pattern or ".." in self.pattern:
             raise ValueError(
                 f"DateTimeBuckets pattern={self.pattern!r} must be a non-empty strftime pattern "
@@ -105,18 +113,65 @@ def hive_escape(text: str) -> str:
     return "".join(f"%{ord(c):02X}" if c in HIVE_ESCAPED else c for c in text)
 
 
+def java_float_text(number: np.floating) -> str:
+    """``number`` as Java's ``Double.toString`` (``Float.toString`` for a float32) prints it, which Spark uses.
+
+    The digits are the shortest that read back as ``number`` at its width (where
+    one digit would do, the closer of one or two), as Java 19 and later choose
+    them; Java 17 and older print more for some (``9.999999999999999E22`` for
+    ``1e23``). Plain for 10^-3 <= |number| < 10^7, else ``d.dddE<exponent>``;
+    always a digit after the point.
+    """
+    if np.isnan(number):
+        return "NaN"
+    if np.isinf(number):
+        return "Infinity" if number > 0 else "-Infinity"
+    if number == 0:
+        return "-0.0" if np.signbit(number) else "0.0"
+    sign, digits, exponent = Decimal(str(number)).normalize().as_tuple()  # numpy prints the shortest digits
+    if len(digits) == 1:
+        two_digits = np.format_float_scientific(number, precision=1, unique=False)
+        if type(number)(two_digits) == number:
+            sign, digits, exponent = Decimal(two_digits).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    point = len(digits) + exponent  # digits before the decimal point
+    if -2 <= point <= 7:
+        if point <= 0:
+            plain = "0." + "0" * -point + text
+        else:
+            plain = text[:point].ljust(point, "0") + "." + (text[point:] or "0")
+    else:
+        plain = f"{text[0]}.{text[1:] or '0'}E{point - 1}"
+    return "-" + plain if sign else plain
+
+
+#: The integer type a float's bits are viewed as.
+SAME_WIDTH_INTEGER = {16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
+
+#: Timestamp units per second, to count in microseconds, Spark's unit.
+UNITS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
 @dataclass(frozen=True)
 class ColumnBuckets:
     """One bucket per distinct value of a column, named ``<column>=<value>``.
 
-    The Hive-style name lets Spark and pyarrow readers rebuild the column:
-    name and value are escaped as Hive escapes them ('/' as ``%2F``, ...), so
-    a value can neither add directory levels nor hide its rows. A null or
-    empty value is ``<column>=__HIVE_DEFAULT_PARTITION__``, which Spark and
-    pyarrow read back as null.
+    The value is written as Spark's own ``partitionBy`` writes it, so Spark's
+    partition discovery reads the directories back as it reads Spark's:
+    ``true``, Java's float texts (``NaN``, ``-Infinity``, ``1.0E7``),
+    decimals with all their scale's digits, timestamps as
+    ``yyyy-MM-dd HH:mm:ss[.ffffff]`` (trailing zeros cut, floored to
+    microseconds) in ``timezone`` when the column has a time zone (Spark's
+    session time zone; naive ones as they are). Name and value are escaped as
+    Hive escapes them ('/' as ``%2F``, ...), so a value can neither add
+    directory levels nor hide its rows. A null or empty value is
+    ``<column>=__HIVE_DEFAULT_PARTITION__``, which Spark and pyarrow read back
+    as null. Another column type is refused: Spark would not read its names
+    back as the values.
     """
 
     column: str
+    timezone: str = "UTC"
 
     def __post_init__(self) -> None:
         if not self.column or self.column[0] in "._":
@@ -124,14 +179,69 @@ class ColumnBuckets:
                 f"ColumnBuckets column={self.column!r} would name directories that readers skip "
                 "(empty, or starting with '.' or '_'); bucket by another column, or rename it"
             )
+        check_timezone(self)
 
     def assign(self, table: pa.Table, processing_time_ms: int) -> list[str]:
-        texts = [None if v is None else str(v) for v in table.column(self.column).to_pylist()]
+        values = table.column(self.column).combine_chunks()
+        kind = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
+        texts = self._texts_of(kind)
+        # Name each distinct value once.
+        if pa.types.is_dictionary(values.type):
+            distinct, indices = values.dictionary, values.indices
+        elif pa.types.is_floating(kind):  # encoded by their bits, which tell -0.0 from 0.0
+            encoded = values.view(SAME_WIDTH_INTEGER[kind.bit_width]).dictionary_encode()
+            distinct, indices = encoded.dictionary.view(kind), encoded.indices
+        else:
+            encoded = values.dictionary_encode()
+            distinct, indices = encoded.dictionary, encoded.indices
         prefix = f"{hive_escape(self.column)}="
-        # Escape each distinct value once; a null or empty one gets Hive's null name.
-        names = {text: prefix + (hive_escape(text) if text else HIVE_NULL_PARTITION) for text in set(texts)}
-        return [names[text] for text in texts]
+        null_name = prefix + HIVE_NULL_PARTITION
+        names = [prefix + hive_escape(text) if text else null_name for text in texts(distinct)]
+        return [null_name if i is None else names[i] for i in indices.to_pylist()]
 
+    def _timestamp_text(self, ticks: int, kind: pa.TimestampType) -> str:
+        micros = ticks * 1_000_000 // UNITS_PER_SECOND[kind.unit]  # floored, as Spark takes nanoseconds in
+        epoch = datetime(1970, 1, 1, tzinfo=None if kind.tz is None else timezone.utc)
+        try:
+            moment = epoch + timedelta(microseconds=micros)
+            if kind.tz is not None:
+                moment = moment.astimezone(ZoneInfo(self.timezone))
+        except OverflowError as exc:
+            raise ValueError(
+                f"ColumnBuckets column={self.column!r} has a timestamp of {ticks} {kind.unit} since 1970, outside "
+                f"the years 1 to 9999 in timezone={self.timezone!r}, which a directory name can hold; "
+                "drop or clip such rows, or bucket by another column"
+            ) from exc
+        fraction = f".{moment.microsecond:06d}".rstrip("0") if moment.microsecond else ""
+        return f"{moment.year:04d}-{moment:%m-%d %H:%M:%S}{fraction}"
+
+    def _texts_of(self, kind: pa.DataType) -> Callable[[pa.Array], list[str | None]]:
+        """How Spark casts values of ``kind`` to strings for partition directories (None for null)."""
+
+        def each(text: Callable[[Any], str]) -> Callable[[pa.Array], list[str | None]]:
+            return lambda values: [None if v is None else text(v) for v in values.to_pylist()]
+
+        if pa.types.is_null(kind):
+            return each(str)  # every value is None
+        if pa.types.is_boolean(kind):
+            return each(lambda v: "true" if v else "false")
+        if pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            return each(str)
+        if pa.types.is_floating(kind):
+            width = np.dtype(kind.to_pandas_dtype()).type
+            return each(lambda v: java_float_text(width(v)))
+        if pa.types.is_decimal(kind):
+            return each(lambda v: format(v, "f"))  # all the scale's digits, never an exponent
+        if pa.types.is_date(kind):
+            return each(lambda v: v.isoformat())
+        if pa.types.is_timestamp(kind):
+            ticks = each(lambda t: self._timestamp_text(t, kind))
+            return lambda values: ticks(values.cast(pa.int64()))
+        raise TypeError(
+            f"ColumnBuckets column={self.column!r} has type {kind}, whose directory names Spark would read back "
+            "as other values; bucket by a boolean, integer, float, string, date, timestamp or decimal column "
+            "(cast it first, to a string for example)"
+        )
 
 @dataclass(frozen=True)
 class CallableBuckets:

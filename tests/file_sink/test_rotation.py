@@ -1,6 +1,8 @@
 """Every rolling policy, the open-file cache, and the bucket assigners."""
 
 import os
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
 
 import pandas as pd
 import pyarrow as pa
@@ -155,6 +157,129 @@ def test_null_and_empty_column_values_are_hive_default_partitions_read_back_as_n
     hive = ds.partitioning(pa.schema([("k", pa.string())]), flavor="hive")
     back = ds.dataset(str(tmp_path), format="parquet", partitioning=hive).to_table().sort_by("v")
     assert back.column("k").to_pylist() == ["a", None, "None", None]
+
+
+UTC = timezone.utc
+
+# Values of each column type ColumnBuckets takes, the session time zone, and the directories Spark's own
+# partitionBy names them (test_spark.py checks these against Spark, and that Spark reads both back alike).
+SPARK_PARTITION_NAMES = {
+    "bool": (pa.array([True, False, None]), "UTC", ["k=true", "k=false", "k=__HIVE_DEFAULT_PARTITION__"]),
+    "int8": (pa.array([-3, 0, 100], pa.int8()), "UTC", ["k=-3", "k=0", "k=100"]),
+    "int64": (pa.array([-(2**63), 2**63 - 1]), "UTC", ["k=-9223372036854775808", "k=9223372036854775807"]),
+    "float64": (
+        pa.array([1.0, 0.1, float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1e7, 9999999.0, 1e16, 1.5e-5, 0.001,
+                  123456.789, 5e-324]),
+        "UTC",
+        ["k=1.0", "k=0.1", "k=NaN", "k=Infinity", "k=-Infinity", "k=-0.0", "k=0.0", "k=1.0E7", "k=9999999.0",
+         "k=1.0E16", "k=1.5E-5", "k=0.001", "k=123456.789", "k=4.9E-324"],
+    ),
+    "float32": (
+        pa.array([0.1, 1e7, 16777216.0, 3.4e38, 1e-45], pa.float32()),
+        "UTC",
+        ["k=0.1", "k=1.0E7", "k=1.6777216E7", "k=3.4E38", "k=1.4E-45"],
+    ),
+    "string": (
+        pa.array(["a b", "x/_y", "p:q%", "ü€", "", "true"]),
+        "UTC",
+        ["k=a b", "k=x%2F_y", "k=p%3Aq%25", "k=ü€", "k=__HIVE_DEFAULT_PARTITION__", "k=true"],
+    ),
+    "date": (pa.array([date(2024, 1, 31), date(1, 1, 1)]), "UTC", ["k=2024-01-31", "k=0001-01-01"]),
+    "timestamp UTC": (
+        pa.array([datetime(2024, 1, 1, 10, tzinfo=UTC), datetime(2024, 1, 1, 10, 0, 0, 500_000, tzinfo=UTC),
+                  datetime(1900, 1, 1, 0, 0, 0, 123, tzinfo=UTC)], pa.timestamp("us", "UTC")),
+        "UTC",
+        ["k=2024-01-01 10%3A00%3A00", "k=2024-01-01 10%3A00%3A00.5", "k=1900-01-01 00%3A00%3A00.000123"],
+    ),
+    "timestamp in a Berlin session": (  # in 1850 Berlin kept its local mean time, 53 min 28 s ahead of UTC
+        pa.array([datetime(2024, 7, 1, 10, tzinfo=UTC), datetime(1850, 7, 1, 10, tzinfo=UTC)],
+                 pa.timestamp("ms", "UTC")),
+        "Europe/Berlin",
+        ["k=2024-07-01 12%3A00%3A00", "k=1850-07-01 10%3A53%3A28"],
+    ),
+    "naive timestamp in a Berlin session": (
+        pa.array([datetime(2024, 7, 1, 10), datetime(2024, 7, 1, 10, 0, 1, 250_000)]),
+        "Europe/Berlin",
+        ["k=2024-07-01 10%3A00%3A00", "k=2024-07-01 10%3A00%3A01.25"],
+    ),
+    "decimal": (
+        pa.array([Decimal("1.5"), Decimal("1E-8"), Decimal(-12345678), Decimal(0)], pa.decimal128(20, 10)),
+        "UTC",
+        ["k=1.5000000000", "k=0.0000000100", "k=-12345678.0000000000", "k=0.0000000000"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SPARK_PARTITION_NAMES)
+def test_column_values_are_named_as_sparks_partition_by_names_them(case):
+    values, session_time_zone, names = SPARK_PARTITION_NAMES[case]
+    assert ColumnBuckets("k", timezone=session_time_zone).assign(pa.table({"k": values}), 0) == names
+
+
+# Floored to microseconds, as Spark takes them in (checked against Spark in test_spark.py).
+NANOSECONDS = pa.array([1_700_000_000_123_456_789, -1_500], pa.timestamp("ns", "UTC"))
+NANOSECOND_NAMES = ["k=2023-11-14 22%3A13%3A20.123456", "k=1969-12-31 23%3A59%3A59.999998"]
+
+
+def test_nanosecond_timestamps_are_floored_to_microseconds():
+    assert ColumnBuckets("k").assign(pa.table({"k": NANOSECONDS}), 0) == NANOSECOND_NAMES
+
+
+def test_floats_have_the_shortest_digits_that_java_19_prints_not_the_longer_ones_of_java_17():
+    float32 = pa.array([145615798000000000.0, 2.0**-126], pa.float32())
+    table = pa.table({"k": pa.array([1e23, 2.0**-1069]), "f": float32})
+    # Spark on Java 17 writes k=9.999999999999999E22, k=1.58E-322, f=1.45615798E17, f=1.17549435E-38.
+    assert ColumnBuckets("k").assign(table, 0) == ["k=1.0E23", "k=1.6E-322"]
+    assert ColumnBuckets("f").assign(table, 0) == ["f=1.456158E17", "f=1.1754944E-38"]
+
+
+def test_categorical_and_all_null_columns_are_named_by_their_values():
+    table = pa.table({"c": pa.array([1.5, None, 1.5, -0.0]).dictionary_encode(), "n": pa.nulls(4)})
+    assert ColumnBuckets("c").assign(table, 0) == ["c=1.5", "c=__HIVE_DEFAULT_PARTITION__", "c=1.5", "c=-0.0"]
+    assert ColumnBuckets("n").assign(table, 0) == ["n=__HIVE_DEFAULT_PARTITION__"] * 4
+
+
+@pytest.mark.parametrize(
+    ("values", "shown"),
+    [
+        (pa.array([b"\xff"]), "binary"),
+        (pa.array([timedelta(seconds=5)]), r"duration\[us\]"),
+        (pa.array([datetime(2024, 1, 1).time()]), r"time64\[us\]"),
+        (pa.array([[1, 2]]), r"list<item: int64>"),
+    ],
+)
+def test_a_column_whose_names_spark_reads_back_as_other_values_is_refused(tmp_path, values, shown):
+    sink = FileSink(str(tmp_path)).with_buckets(ColumnBuckets("k"))
+    with pytest.raises(TypeError, match=rf"ColumnBuckets column='k' has type {shown}, whose directory names Spark"):
+        sink.write(pa.table({"k": values}))
+    assert tree(tmp_path) == {}
+
+
+def test_a_timestamp_beyond_the_year_9999_in_the_time_zone_is_refused(tmp_path):
+    last_second = pa.array([datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)], pa.timestamp("s", "UTC"))
+    assert ColumnBuckets("k").assign(pa.table({"k": last_second}), 0) == ["k=9999-12-31 23%3A59%3A59"]
+    sink = FileSink(str(tmp_path)).with_buckets(ColumnBuckets("k", timezone="Europe/Berlin"))
+    with pytest.raises(ValueError, match=r"column='k' has a timestamp of 253402300799 s since 1970, outside the years"):
+        sink.write(pa.table({"k": last_second}))
+    assert tree(tmp_path) == {}
+
+
+def test_column_buckets_refuse_an_unknown_time_zone():
+    with pytest.raises(ValueError, match=r"ColumnBuckets timezone='Mars/Olympus' is not a known IANA time zone"):
+        ColumnBuckets("k", timezone="Mars/Olympus")
+
+
+def test_an_open_part_in_a_directory_named_by_an_older_version_is_finished_there(tmp_path):
+    # Versions before Spark's names wrote True to k=True; a part left in progress there survives a restart.
+    older = CallableBuckets(lambda row, now: f"k={row['k']}")
+    sink = sink_at(tmp_path, RollingPolicy(max_part_size=10_000))
+    sink.with_buckets(older).writer().write_batch(pa.table({"id": [0, 1], "k": [True, True]}), 0, 0)
+    assert list(tree(tmp_path)) == ["k=True/.part-w-0.jsonl.inprogress"]
+    writer = sink.with_buckets(ColumnBuckets("k")).writer()
+    writer.write_batch(pa.table({"id": [2], "k": [True]}), 1, 0)
+    writer.finish(processing_time_ms=0)
+    assert finished(tmp_path) == ["k=True/part-w-0.jsonl", "k=true/part-w-0.jsonl"]
+    assert sorted(sink.read()["id"]) == [0, 1, 2]
 
 
 class IntBuckets:

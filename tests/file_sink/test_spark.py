@@ -1,11 +1,15 @@
-"""The Spark adapter: a streaming query that fails once and restarts from its checkpoint."""
+"""The Spark adapter: a streaming query that fails once and restarts from its checkpoint; Spark reading
+ColumnBuckets output as it reads its own partitionBy output."""
 
 import json
+import os
 
 import pyarrow as pa
 import pytest
 
 from storage.file_sink import ColumnBuckets, FileSink, RollingPolicy
+
+from .test_rotation import NANOSECOND_NAMES, NANOSECONDS, SPARK_PARTITION_NAMES
 
 pytestmark = pytest.mark.spark
 
@@ -74,3 +78,39 @@ def test_null_and_empty_column_values_read_back_by_spark_as_null(spark, tmp_path
     sink.write(pa.table({"k": ["a", None, "None", ""], "v": [0, 1, 2, 3]}))
     back = spark.read.parquet(str(tmp_path / "out"))  # Spark refuses a "k=" directory outright
     assert sorted((r.v, r.k) for r in back.collect()) == [(0, "a"), (1, None), (2, "None"), (3, None)]
+
+
+def partition_directories(path):
+    return sorted(d for d in os.listdir(path) if d.startswith("k="))
+
+
+def rows(df):
+    """(v, k) per row; repr makes NaN equal to NaN."""
+    return sorted((r.v, repr(r.k)) for r in df.select("v", "k").collect())
+
+
+@pytest.mark.parametrize("case", SPARK_PARTITION_NAMES)
+def test_column_buckets_read_back_as_sparks_own_partition_by_output(spark, tmp_path, case):
+    values, session_time_zone, names = SPARK_PARTITION_NAMES[case]
+    table = pa.table({"v": pa.array(range(len(values))), "k": values})
+    ours, theirs = str(tmp_path / "sink"), str(tmp_path / "spark")
+    FileSink(ours, format="parquet").with_buckets(ColumnBuckets("k", timezone=session_time_zone)).write(table)
+    time_zone_before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", session_time_zone)
+    try:
+        spark.createDataFrame(table).write.partitionBy("k").parquet(theirs)
+        assert partition_directories(ours) == partition_directories(theirs) == sorted(names)
+        ours_back, theirs_back = spark.read.parquet(ours), spark.read.parquet(theirs)
+        assert ours_back.schema["k"] == theirs_back.schema["k"]
+        assert rows(ours_back) == rows(theirs_back)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", time_zone_before)
+
+
+def test_nanosecond_timestamps_are_named_as_spark_names_them(spark, tmp_path):
+    # Names only: Spark cannot read the nanosecond column our Parquet files keep (PARQUET_TYPE_ILLEGAL).
+    table = pa.table({"k": NANOSECONDS, "v": [0, 1]})
+    FileSink(str(tmp_path / "sink"), format="parquet").with_buckets(ColumnBuckets("k")).write(table)
+    spark.createDataFrame(table).write.partitionBy("k").parquet(str(tmp_path / "spark"))
+    spark_names = partition_directories(tmp_path / "spark")
+    assert partition_directories(tmp_path / "sink") == spark_names == sorted(NANOSECOND_NAMES)
