@@ -143,15 +143,95 @@ class _BulkFormat:
         return self._read(pa.py_buffer(data)).to_pandas()
 
 
+#: Parquet metadata key of the Arrow schema a table had before its nanoseconds were written as microseconds.
+PARQUET_ARROW_SCHEMA = b"file_sink.arrow_schema"
+
+
 @dataclass(frozen=True)
 class Parquet(_BulkFormat):
-    """Apache Parquet; compression per column chunk."""
+    """Apache Parquet; compression per column chunk.
+
+    Nanosecond timestamps (pandas' usual unit), nested ones too, are written
+    as microseconds: Spark cannot read Parquet's ``TIMESTAMP(NANOS)``. A value
+    with digits below the microsecond is refused, not truncated. The table's
+    own schema then rides along in the file's metadata (``file_sink.arrow_schema``),
+    so ``decode`` gives back nanoseconds; other readers get microseconds.
+    """
 
     name: ClassVar[str] = "parquet"
     suffix: ClassVar[str] = ".parquet"
     uncompressed: ClassVar[str] = "none"
     _write = staticmethod(pq.write_table)
     _read = staticmethod(pq.read_table)
+
+    def write_file(self, table: pa.Table, compression: str | None) -> bytes:
+        return super().write_file(_in_microseconds(table), compression)
+
+    def decode(self, data: bytes) -> pd.DataFrame:
+        table = self._read(pa.py_buffer(data))
+        stored = (table.schema.metadata or {}).get(PARQUET_ARROW_SCHEMA)
+        if stored is not None:
+            written_from = _schema_from_text(stored)
+            restored = [_nanoseconds_back(read, written) for read, written in zip(table.schema, written_from)]
+            table = table.cast(pa.schema(restored, metadata=table.schema.metadata))
+        return table.to_pandas()
+
+
+def _in_microseconds(table: pa.Table) -> pa.Table:
+    """``table`` with its nanosecond timestamps in microseconds and its own schema in the metadata.
+
+    The cast is safe: a value with digits below the microsecond raises, naming its column.
+    """
+    schema = pa.schema([f.with_type(_microsecond_type(f.type)) for f in table.schema])
+    if schema.equals(table.schema):
+        return table
+    columns = []
+    for field, column, target in zip(table.schema, table.columns, schema.types):
+        try:
+            columns.append(column.cast(target))
+        except pa.ArrowInvalid as lost:
+            raise ValueError(
+                f"parquet format cannot write column {field.name!r} ({field.type}) in microseconds, the unit Spark "
+                f"reads, without losing digits ({lost}, in nanoseconds since 1970); floor the column to microseconds "
+                "first (pandas: .dt.floor('us')), or cast it to int64 to keep the nanoseconds"
+            ) from lost
+    metadata = {**(table.schema.metadata or {}), PARQUET_ARROW_SCHEMA: _schema_text(table.schema)}
+    return pa.Table.from_arrays(columns, schema=schema.with_metadata(metadata))
+
+
+def _nanoseconds_back(read: pa.Field, written: pa.Field) -> pa.Field:
+    """The field as pyarrow read it from Parquet before its nanoseconds were written as microseconds."""
+    if pa.types.is_dictionary(written.type) and not pa.types.is_dictionary(read.type):
+        written = written.with_type(written.type.value_type)  # pyarrow reads a dictionary of timestamps as its values
+    return written if _microsecond_type(written.type).equals(read.type) else read
+
+
+def _microsecond_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with every nanosecond timestamp in it, nested ones too, in microseconds."""
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", t.tz) if t.unit == "ns" else t
+    if pa.types.is_dictionary(t):
+        return pa.dictionary(t.index_type, _microsecond_type(t.value_type), t.ordered)
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_microsecond_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(_microsecond_type(t.key_type), _microsecond_type(t.item_type), t.keys_sorted)
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(_microsecond_type(t.value_type)), t.list_size)
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_microsecond_type(t.value_type)))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_microsecond_type(t.value_type)))
+    return t
+
+
+def _schema_text(schema: pa.Schema) -> str:
+    """An Arrow schema as text for a file's metadata."""
+    return base64.b64encode(schema.serialize().to_pybytes()).decode()
+
+
+def _schema_from_text(text: str | bytes) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
 
 
 @dataclass(frozen=True)
@@ -189,7 +269,7 @@ class Avro(_BulkFormat):
                            safe=False)
         fields = [{"name": f.name, "type": ["null", _avro_type(f)]} for f in table.schema]
         schema = fastavro.parse_schema({"type": "record", "name": "Row", "fields": fields})
-        meta = {"arrow.schema": base64.b64encode(table.schema.serialize().to_pybytes()).decode()}
+        meta = {"arrow.schema": _schema_text(table.schema)}
         out = io.BytesIO()
         fastavro.writer(out, schema, table.to_pylist(), codec=compression or self.uncompressed, metadata=meta)
         return out.getvalue()
@@ -202,8 +282,7 @@ class Avro(_BulkFormat):
         stored = reader.metadata.get("arrow.schema")
         if stored is None:  # written by another Avro writer
             return pd.DataFrame.from_records(records)
-        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(stored)))
-        return pa.Table.from_pylist(records, schema=schema).to_pandas()
+        return pa.Table.from_pylist(records, schema=_schema_from_text(stored)).to_pandas()
 
 
 def _avro_arrow_field(field: pa.Field) -> pa.Field:

@@ -1,9 +1,11 @@
 """Every format and codec round-trips; encryption detects tampering and truncation."""
 
 import csv
+import io
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -57,6 +59,67 @@ def test_bulk_formats_round_trip(tmp_path, fmt, codec, key):
     sink.write(ROWS)
     assert len(sink.finished_files()) == 2
     pd.testing.assert_frame_equal(sink.read(), pd.concat([ROWS, ROWS], ignore_index=True))
+
+
+# 2024-01-01 10:00:00.123456 and a null: whole microseconds, in pandas' nanoseconds.
+NANOSECONDS = pa.array([1_704_103_200_123_456_000, None], pa.timestamp("ns"))
+
+
+def nanosecond_table():
+    """Nanosecond timestamps as pandas and Arrow hold them: naive, with a time zone, nested, as a category."""
+    aware = NANOSECONDS.cast(pa.timestamp("ns", "UTC"))
+    return pa.table({
+        "naive": NANOSECONDS,
+        "aware": aware,
+        "nested": pa.array([[1_704_103_200_123_456_000], None], pa.list_(pa.timestamp("ns"))),
+        "category": aware.dictionary_encode(),
+        "ms": pa.array([1, None], pa.timestamp("ms")),
+    })
+
+
+def test_parquet_writes_nanoseconds_as_microseconds_and_reads_them_back_as_before(tmp_path):
+    # Spark cannot read Parquet's TIMESTAMP(NANOS); read() still returns what it returned for such files.
+    table = nanosecond_table()
+    sink = FileSink(str(tmp_path), format="parquet")
+    sink.write(table)
+    (path,) = sink.finished_files()
+    assert pq.read_schema(path).types[:4] == [
+        pa.timestamp("us"), pa.timestamp("us", "UTC"), pa.list_(pa.field("element", pa.timestamp("us"))),
+        pa.timestamp("us", "UTC"),
+    ]
+    assert pq.read_schema(path).field("ms").type == pa.timestamp("ms")
+    as_nanoseconds = io.BytesIO()
+    pq.write_table(table, as_nanoseconds)
+    before = pq.read_table(as_nanoseconds).to_pandas()
+    assert str(before["naive"].dtype) == "datetime64[ns]"
+    pd.testing.assert_frame_equal(sink.read(), before)
+
+
+def test_parquet_parts_written_as_nanoseconds_read_back_with_the_new_ones(tmp_path):
+    table = nanosecond_table().select(["naive", "aware"])
+    pq.write_table(table, tmp_path / "part-before-0.parquet")  # a finished part of an earlier release
+    sink = FileSink(str(tmp_path), format="parquet")
+    sink.write(table)
+    expected = pd.concat([table.to_pandas()] * 2, ignore_index=True)
+    pd.testing.assert_frame_equal(sink.read(), expected)
+
+
+@pytest.mark.parametrize(
+    ("column", "match"),
+    [
+        (pa.array([1_704_103_200_123_456_789], pa.timestamp("ns")), r"column 'ts' \(timestamp\[ns\]\)"),
+        (pa.array([[1_704_103_200_123_456_789]], pa.list_(pa.timestamp("ns", "UTC"))),
+         r"column 'ts' \(list<item: timestamp\[ns, tz=UTC\]>\)"),
+    ],
+)
+def test_parquet_refuses_timestamps_with_digits_below_the_microsecond(tmp_path, column, match):
+    sink = FileSink(str(tmp_path), format="parquet")
+    with pytest.raises(ValueError, match=match + r" in microseconds, the unit Spark reads, without losing digits "
+                       r"\(.*would lose data: 1704103200123456789, in nanoseconds since 1970\); "
+                       r"floor the column to microseconds first \(pandas: \.dt\.floor\('us'\)\), "
+                       r"or cast it to int64 to keep the nanoseconds"):
+        sink.write(pa.table({"id": [1], "ts": column}))
+    assert sink.finished_files() == []
 
 
 def test_avro_round_trips_its_types_and_is_plain_avro(tmp_path):

@@ -4,6 +4,7 @@ ColumnBuckets output as it reads its own partitionBy output."""
 import json
 import os
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -108,9 +109,20 @@ def test_column_buckets_read_back_as_sparks_own_partition_by_output(spark, tmp_p
 
 
 def test_nanosecond_timestamps_are_named_as_spark_names_them(spark, tmp_path):
-    # Names only: Spark cannot read the nanosecond column our Parquet files keep (PARQUET_TYPE_ILLEGAL).
+    # Names only, in JSON lines: Parquet refuses the digits below the microsecond, which Spark's files cannot hold.
     table = pa.table({"k": NANOSECONDS, "v": [0, 1]})
-    FileSink(str(tmp_path / "sink"), format="parquet").with_buckets(ColumnBuckets("k")).write(table)
+    FileSink(str(tmp_path / "sink")).with_buckets(ColumnBuckets("k")).write(table)
     spark.createDataFrame(table).write.partitionBy("k").parquet(str(tmp_path / "spark"))
     spark_names = partition_directories(tmp_path / "spark")
     assert partition_directories(tmp_path / "sink") == spark_names == sorted(NANOSECOND_NAMES)
+
+
+def test_parquet_of_pandas_nanosecond_timestamps_is_read_by_spark(spark, tmp_path):
+    times = pd.Series(pd.to_datetime(["2024-01-01 10:00:00.123456", None], format="ISO8601"), dtype="datetime64[ns]")
+    panes = pd.DataFrame({"window_start": times, "window_end": times.dt.tz_localize("UTC"), "v": [1, 2]})
+    FileSink(str(tmp_path / "out"), format="parquet").write(panes)
+    back = spark.read.parquet(str(tmp_path / "out"))
+    assert back.schema.simpleString() == "struct<window_start:timestamp_ntz,window_end:timestamp,v:bigint>"
+    as_text = back.selectExpr("v", "string(window_start)", "string(window_end)").orderBy("v").collect()
+    when = "2024-01-01 10:00:00.123456"  # window_end in the session time zone, UTC
+    assert [tuple(r) for r in as_text] == [(1, when, when), (2, None, None)]
