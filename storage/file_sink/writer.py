@@ -299,8 +299,12 @@ class SinkWriter:
         taken = self._names_in(directory)
         if name in taken or temp in taken:  # renaming onto it would lose rows
             raise ValueError(
-                f"FileSink part {number} of bucket {bucket!r} would be named {name!r}, which another part "
-                "already has; each part needs its own name: a with_part_names fn must use the part number"
+                f"FileSink part {number} of bucket {bucket!r} would be named {name!r}, which another part already "
+                f"has ({name if name in taken else temp!r} in {directory}); renaming onto it would lose its rows. "
+                "If that part is another writer's, or, on a case-insensitive filesystem, one in a directory whose "
+                "name differs only in case (ColumnBuckets of earlier releases named k=True what is now k=true), give "
+                "this sink a prefix of its own, with_part_names(prefix='part2'); if this writer named it, a "
+                "with_part_names fn must use the part number"
             )
         taken.update((temp, name))
         for depth in range(len(levels) + 1):

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import re
 
 import pandas as pd
 import pyarrow as pa
@@ -162,6 +163,33 @@ def test_avro_round_trips_its_types_and_is_plain_avro(tmp_path):
 def test_avro_refuses_what_it_cannot_write(tmp_path, frame, match):
     with pytest.raises(ValueError, match=match):
         FileSink(str(tmp_path), format="avro").write(frame)
+
+
+def part_name_clash(number, directory):
+    """The whole message, with both ways out: a clash may be another writer's part or one this writer named."""
+    return re.escape(
+        f"FileSink part {number} of bucket '' would be named 'part-w-0.parquet', which another part already has "
+        f"('part-w-0.parquet' in {directory}); renaming onto it would lose its rows. If that part is another "
+        "writer's, or, on a case-insensitive filesystem, one in a directory whose name differs only in case "
+        "(ColumnBuckets of earlier releases named k=True what is now k=true), give this sink a prefix of its own, "
+        "with_part_names(prefix='part2'); if this writer named it, a with_part_names fn must use the part number"
+    )
+
+
+def test_a_part_name_taken_by_another_writer_is_refused_naming_the_ways_out(tmp_path):
+    (tmp_path / "part-w-0.parquet").write_bytes(b"another writer's part")
+    with pytest.raises(ValueError, match=part_name_clash(0, tmp_path)):
+        FileSink(str(tmp_path), format="parquet").with_writer_id("w").write(ROWS)
+    fixed = FileSink(str(tmp_path), format="parquet").with_writer_id("w").with_part_names(prefix="part2")
+    fixed.write(ROWS)
+    assert sorted(p.rsplit("/", 1)[-1] for p in fixed.finished_files()) == ["part-w-0.parquet", "part2-w-0.parquet"]
+
+
+def test_a_part_name_fn_ignoring_the_part_number_is_refused_naming_the_ways_out(tmp_path):
+    sink = FileSink(str(tmp_path), format="parquet").with_part_names(fn=lambda writer_id, n: "part-w-0.parquet")
+    sink.write(ROWS)
+    with pytest.raises(ValueError, match=part_name_clash(1, tmp_path)):
+        sink.write(ROWS)
 
 
 def test_text_lines_round_trip_and_refuse_several_columns(tmp_path):
