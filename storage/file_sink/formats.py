@@ -31,7 +31,7 @@ def _line_ends(data: bytes) -> np.ndarray:
 def _iso_microseconds(column: pd.Series) -> pd.Series:
     """Timestamps as the strings pandas' ``to_json(date_format="iso", date_unit="us")`` writes.
 
-    Byte for byte the same (floored to the microsecond, UTC with ``Z`` when
+    Byte for byte the same (in microseconds, UTC with ``Z`` when
     tz-aware, ``None`` for NaT), but vectorized: pandas formats tz-aware
     columns one Python object at a time, ~60 us a value.
     """
@@ -55,7 +55,7 @@ class JsonLines:
         return b""
 
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
-        frame = table.to_pandas()
+        frame = _in_microseconds(self.name, table).to_pandas()
         for i, dtype in enumerate(frame.dtypes):
             if isinstance(dtype, pd.DatetimeTZDtype) or (isinstance(dtype, np.dtype) and dtype.kind == "M"):
                 frame.isetitem(i, _iso_microseconds(frame.iloc[:, i]))
@@ -165,7 +165,11 @@ class Parquet(_BulkFormat):
     _read = staticmethod(pq.read_table)
 
     def write_file(self, table: pa.Table, compression: str | None) -> bytes:
-        return super().write_file(_in_microseconds(table), compression)
+        written = _in_microseconds(self.name, table)
+        if written is not table:
+            written = written.replace_schema_metadata(
+                {**(table.schema.metadata or {}), PARQUET_ARROW_SCHEMA: _schema_text(table.schema)})
+        return super().write_file(written, compression)
 
     def decode(self, data: bytes) -> pd.DataFrame:
         table = self._read(pa.py_buffer(data))
@@ -177,12 +181,11 @@ class Parquet(_BulkFormat):
         return table.to_pandas()
 
 
-def _in_microseconds(table: pa.Table) -> pa.Table:
-    """``table`` with its nanosecond timestamps in microseconds and its own schema in the metadata.
-
-    The cast is safe: a value with digits below the microsecond raises, naming its column.
-    """
-    schema = pa.schema([f.with_type(_microsecond_type(f.type)) for f in table.schema])
+def _in_microseconds(fmt: str, table: pa.Table) -> pa.Table:
+    """``table`` with its nanosecond timestamps, nested ones too, in microseconds, the finest unit
+    Spark reads; a value with digits below the microsecond raises, naming its column, rather than
+    being truncated."""
+    schema = pa.schema([f.with_type(_microsecond_type(f.type)) for f in table.schema], metadata=table.schema.metadata)
     if schema.equals(table.schema):
         return table
     columns = []
@@ -191,12 +194,11 @@ def _in_microseconds(table: pa.Table) -> pa.Table:
             columns.append(column.cast(target))
         except pa.ArrowInvalid as lost:
             raise ValueError(
-                f"parquet format cannot write column {field.name!r} ({field.type}) in microseconds, the unit Spark "
+                f"{fmt} format cannot write column {field.name!r} ({field.type}) in microseconds, the unit Spark "
                 f"reads, without losing digits ({lost}, in nanoseconds since 1970); floor the column to microseconds "
                 "first (pandas: .dt.floor('us')), or cast it to int64 to keep the nanoseconds"
             ) from lost
-    metadata = {**(table.schema.metadata or {}), PARQUET_ARROW_SCHEMA: _schema_text(table.schema)}
-    return pa.Table.from_arrays(columns, schema=schema.with_metadata(metadata))
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _nanoseconds_back(read: pa.Field, written: pa.Field) -> pa.Field:
@@ -252,7 +254,7 @@ class Avro(_BulkFormat):
     Every column is a nullable field: booleans, integers, floats, strings,
     binary, dates, and timestamps (``timestamp-micros``, or
     ``local-timestamp-micros`` without a time zone; ``-millis`` for ms;
-    seconds widened, nanoseconds truncated to microseconds). Dictionary
+    seconds widened, nanoseconds in microseconds as Parquet's). Dictionary
     (pandas category) columns are written as their values. The Arrow schema
     rides along in the file's metadata (``arrow.schema``), so ``decode``
     gives back the same column types; other Avro readers ignore it.
@@ -265,8 +267,8 @@ class Avro(_BulkFormat):
     def write_file(self, table: pa.Table, compression: str | None) -> bytes:
         import fastavro
 
-        table = table.cast(pa.schema([_avro_arrow_field(f) for f in table.schema], metadata=table.schema.metadata),
-                           safe=False)
+        table = _in_microseconds(self.name, table)
+        table = table.cast(pa.schema([_avro_arrow_field(f) for f in table.schema], metadata=table.schema.metadata))
         fields = [{"name": f.name, "type": ["null", _avro_type(f)]} for f in table.schema]
         schema = fastavro.parse_schema({"type": "record", "name": "Row", "fields": fields})
         meta = {"arrow.schema": _schema_text(table.schema)}
@@ -293,7 +295,7 @@ def _avro_arrow_field(field: pa.Field) -> pa.Field:
             f"avro format cannot name a field {field.name!r}: Avro names are letters, digits and '_', "
             "not starting with a digit; rename the column"
         )
-    if pa.types.is_timestamp(t) and t.unit in ("s", "ns"):
+    if pa.types.is_timestamp(t) and t.unit == "s":
         return field.with_type(pa.timestamp("us", tz=t.tz))
     return field
 

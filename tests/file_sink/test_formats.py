@@ -106,16 +106,19 @@ def test_parquet_parts_written_as_nanoseconds_read_back_with_the_new_ones(tmp_pa
 
 
 @pytest.mark.parametrize(
-    ("column", "match"),
+    ("fmt", "column", "match"),
     [
-        (pa.array([1_704_103_200_123_456_789], pa.timestamp("ns")), r"column 'ts' \(timestamp\[ns\]\)"),
-        (pa.array([[1_704_103_200_123_456_789]], pa.list_(pa.timestamp("ns", "UTC"))),
+        ("parquet", pa.array([1_704_103_200_123_456_789], pa.timestamp("ns")), r"column 'ts' \(timestamp\[ns\]\)"),
+        ("parquet", pa.array([[1_704_103_200_123_456_789]], pa.list_(pa.timestamp("ns", "UTC"))),
          r"column 'ts' \(list<item: timestamp\[ns, tz=UTC\]>\)"),
+        # they truncated silently before
+        ("jsonl", pa.array([1_704_103_200_123_456_789], pa.timestamp("ns", "UTC")), r"column 'ts' \(timestamp\[ns, tz=UTC\]\)"),
+        ("avro", pa.array([1_704_103_200_123_456_789], pa.timestamp("ns")), r"column 'ts' \(timestamp\[ns\]\)"),
     ],
 )
-def test_parquet_refuses_timestamps_with_digits_below_the_microsecond(tmp_path, column, match):
-    sink = FileSink(str(tmp_path), format="parquet")
-    with pytest.raises(ValueError, match=match + r" in microseconds, the unit Spark reads, without losing digits "
+def test_timestamps_with_digits_below_the_microsecond_are_refused(tmp_path, fmt, column, match):
+    sink = FileSink(str(tmp_path), format=fmt)
+    with pytest.raises(ValueError, match=rf"{fmt} format cannot write " + match + r" in microseconds, the unit Spark reads, without losing digits "
                        r"\(.*would lose data: 1704103200123456789, in nanoseconds since 1970\); "
                        r"floor the column to microseconds first \(pandas: \.dt\.floor\('us'\)\), "
                        r"or cast it to int64 to keep the nanoseconds"):
@@ -258,9 +261,9 @@ def pandas_json_lines(table: pa.Table) -> bytes:
     return text.encode() + (b"" if text.endswith("\n") else b"\n")
 
 
-# Microseconds from 1900 to 2200, and whole-nanosecond offsets that must be floored, not rounded.
-TIMES = st.lists(st.one_of(st.none(), st.integers(-(70 * 365 * 86_400 * 10**9), 230 * 365 * 86_400 * 10**9)),
-                 min_size=1, max_size=30)
+# Whole microseconds from 1900 to 2200, in nanoseconds: finer digits are refused (see above).
+TIMES = st.lists(st.one_of(st.none(), st.integers(-(70 * 365 * 86_400 * 10**6), 230 * 365 * 86_400 * 10**6).map(
+    lambda micros: micros * 1000)), min_size=1, max_size=30)
 
 
 @settings(max_examples=60, deadline=None)
