@@ -116,8 +116,9 @@ def state_bytes_per_window(data: Path, shape: str) -> float:
     from windowing.timeaxis import MIN_TIME
 
     frame = pd.read_parquet(sorted(data.glob("*.parquet"))[0])
-    schema = T.StructType([T.StructField("key", T.LongType()), T.StructField("ts", T.TimestampType()),
-                           T.StructField("amount", T.LongType())])
+    # Not nullable, as the data has no nulls: the frame below is shipped without null flags.
+    schema = T.StructType([T.StructField("key", T.LongType(), False), T.StructField("ts", T.TimestampType(), False),
+                           T.StructField("amount", T.LongType(), False)])
     w = windowed(frame, time="ts", key="key")
     w = w.fixed("1 minute") if shape == "fixed" else w.sessions("5 minutes")
     adapter = plan_spark(w, (("value", Sum("amount")),), schema, 1, combine=False).adapter
