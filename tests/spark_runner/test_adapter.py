@@ -8,6 +8,7 @@ same panes.
 from __future__ import annotations
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -282,3 +283,18 @@ def test_a_string_time_column_is_refused_with_its_type():
     schema = T.StructType([T.StructField("ts", T.StringType()), T.StructField("amount", T.LongType())])
     with pytest.raises(WindowingConfigError, match=r"time column 'ts' has Spark type string"):
         plan_spark(windowed(None, time="ts").fixed(10), (("v", Sum("amount")),), schema, 1)
+
+
+def test_a_packed_row_without_nulls_ships_no_null_flags():
+    """Null flags cross the shuffle only in packed rows that hold a null; unpacking restores them."""
+    from windowing.runners.combine import pack
+    from windowing.runners.spark import _unpacked
+
+    batch = pa.RecordBatch.from_pydict({
+        "_b": pa.array([0, 0, 1, 1], pa.int32()), "_k0": [5, 0, 7, 8], "_k0_null": [False, True, False, False],
+        "_t": [1, 2, 3, 4]})
+    packed = next(pack(iter([batch])))
+    assert packed.column("_k0_null").to_pylist() == [[False, True], None]  # bucket 1 has no null
+    elements = _unpacked(packed.to_pandas(), ["_k0", "_t"], ["_k0_null"])
+    assert elements["_k0_null"].tolist() == [False, True, False, False]
+    assert elements["_k0"].tolist() == [5, 0, 7, 8]

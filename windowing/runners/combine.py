@@ -71,9 +71,17 @@ class Lifting:
     """The key and value columns that arrive (and leave) as a value and a null flag (`null_flag`)."""
 
 
+_NULL_FLAG = "_null"
+
+
 def null_flag(name: str) -> str:
     """The column that is true where integer column ``name`` is null (and ``name`` holds 0)."""
-    return f"{name}_null"
+    return f"{name}{_NULL_FLAG}"
+
+
+def is_null_flag(name: str) -> bool:
+    """Whether a shipped column (all named ``_k<i>``, ``_v<i>``, ``_t`` ...) is a `null_flag`."""
+    return name.endswith(_NULL_FLAG)
 
 
 def with_nulls(frame: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
@@ -206,8 +214,13 @@ def _packed(table: pa.Table, bucket: str, time: str) -> pa.RecordBatch:
     offsets = pa.array(np.append(starts, len(buckets)).astype(np.int32))
     columns = {bucket: pa.array(buckets[starts])}
     for name in table.column_names:
-        if name not in (bucket, "_tmax"):
-            columns[name] = pa.ListArray.from_arrays(offsets, table[name].combine_chunks())
+        if name in (bucket, "_tmax"):
+            continue
+        values = table[name].combine_chunks()
+        # A null flag's list is null where the packed row holds no null, as nearly always: Spark then
+        # shuffles and converts no array of all-false flags.
+        none_null = ~np.logical_or.reduceat(values.to_numpy(zero_copy_only=False), starts) if is_null_flag(name) else None
+        columns[name] = pa.ListArray.from_arrays(offsets, values, mask=None if none_null is None else pa.array(none_null))
     latest = table["_tmax" if "_tmax" in table.column_names else time].to_numpy()
     columns["_tmax"] = pa.array(np.maximum.reduceat(latest, starts))
     return pa.RecordBatch.from_pydict(columns)

@@ -229,7 +229,7 @@ class BucketStep:
         names = spec.key_columns + [_T] + [f"_v{i}" for i, c in enumerate(self.plan.value_columns) if c is not None]
         names += [_E] if self.late_output else []
         flags = [null_flag(name) for name in self.nullable]
-        frames = [_unpacked(f, names + flags) if self.packed else f for f in frames if len(f)]
+        frames = [_unpacked(f, names, flags) if self.packed else f for f in frames if len(f)]
         if not frames:
             empty = {k: pd.Series([], dtype=self.key_dtypes[i]) for i, k in enumerate(spec.key_columns)}
             empty[_T] = np.array([], np.int64)
@@ -379,9 +379,15 @@ def _described(part: Any) -> str:
     return type(part).__qualname__ if type(part).__repr__ is object.__repr__ else repr(part)
 
 
-def _unpacked(frame: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    """The elements of packed rows (`combine.pack`): each column's arrays concatenated."""
-    return pd.DataFrame({name: np.concatenate(frame[name].to_numpy()) for name in names})
+def _unpacked(frame: pd.DataFrame, names: list[str], flags: list[str]) -> pd.DataFrame:
+    """The elements of packed rows (`combine.pack`): each column's arrays concatenated; a null flag's
+    missing array (no null in that packed row) as all false."""
+    out = {name: np.concatenate(frame[name].to_numpy()) for name in names}
+    lengths = [len(elements) for elements in frame[names[0]]]
+    for flag in flags:
+        out[flag] = np.concatenate([np.zeros(n, dtype=bool) if missing is None else missing
+                                    for missing, n in zip(frame[flag].to_numpy(), lengths)])
+    return pd.DataFrame(out)
 
 
 def _micros(ns: np.ndarray) -> np.ndarray:
