@@ -355,6 +355,7 @@ def read_csv_block(
     *,
     header: bool = True,
     strict: bool = True,
+    on_skip: OnSkip | None = None,
 ) -> pd.DataFrame:
     """``read_csv_table`` as a pandas DataFrame: CSV columns as strings, then ``path``, ``block_id``, ``offset``."""
-    return read_csv_table(fs, block, column_names, header=header, strict=strict).to_pandas()
+    return read_csv_table(fs, block, column_names, header=header, strict=strict, on_skip=on_skip).to_pandas()

@@ -17,6 +17,7 @@ from storage.splitter.metadata import BlockMetadata, FileMetadata
 from storage.splitter.readers import (
     LINE_SCHEMA,
     PIECE_BYTES,
+    SkippedBlock,
     UnreadableFileWarning,
     chunk_batches,
     read_block_table,
@@ -152,10 +153,14 @@ def test_segment_of_a_grown_file_starts_at_a_line(tmp_path):
 
 def test_unreadable_file_warns_or_raises_when_strict(tmp_path):
     missing = BlockMetadata(str(tmp_path / "gone.txt"), 0, 0, 10, 0, 10)
+    skipped: list[SkippedBlock] = []
     with pytest.warns(UnreadableFileWarning, match="gone.txt"):
-        assert read_block_table(FS, missing, strict=False).num_rows == 0
+        assert read_block_table(FS, missing, strict=False, on_skip=skipped.append).num_rows == 0
     with pytest.warns(UnreadableFileWarning, match="gone.txt"):
-        assert list(chunk_batches(FS, missing, strict=False)) == []
+        assert list(chunk_batches(FS, missing, strict=False, on_skip=skipped.append)) == []
+    with pytest.warns(UnreadableFileWarning, match="gone.txt"):
+        assert read_csv_block(FS, missing, ["a"], strict=False, on_skip=skipped.append).empty
+    assert [(s.path, s.block_id) for s in skipped] == [(missing.path, 0)] * 3
     with pytest.raises(OSError, match="cannot read block 0 of file .*gone.txt"):
         list(chunk_batches(FS, missing, strict=True))
     with pytest.raises(OSError, match="cannot read block 0 of file .*gone.txt"):
