@@ -159,6 +159,15 @@ def test_null_and_empty_column_values_are_hive_default_partitions_read_back_as_n
     assert back.column("k").to_pylist() == ["a", None, "None", None]
 
 
+def test_pandas_reads_a_column_bucketed_parquet_output_as_written(tmp_path):
+    sink = FileSink(str(tmp_path), format="parquet").with_buckets(ColumnBuckets("k"))
+    sink.write(pd.DataFrame({"k": [2**62, 7, 7], "name": ["a", None, "c"]}))
+    # partitioning=None, as docs/file_sink.md says: the files hold the column that the directory names repeat.
+    back = pd.read_parquet(tmp_path, partitioning=None).sort_values("name", na_position="last", ignore_index=True)
+    assert back["k"].dtype == "int64" and back["k"].tolist() == [2**62, 7, 7]  # exact, not the names' int32
+    assert back["name"].tolist()[:2] == ["a", "c"] and pd.isna(back["name"][2])
+
+
 UTC = timezone.utc
 
 # Values of each column type ColumnBuckets takes, the session time zone, and the directories Spark's own
