@@ -39,6 +39,8 @@ class TimeAxis:
     tz: str | None = None
     unit: str = "ns"
     dtype: str = "int64"
+    """The numeric column's dtype as pandas names it (``Int64`` for nullable integers), so that
+    window bounds come back in the column's own type."""
 
     @classmethod
     def of(cls, column: str, series: pd.Series, where: str = "") -> "TimeAxis":
@@ -49,7 +51,7 @@ class TimeAxis:
         if pd.api.types.is_datetime64_dtype(dtype):
             return cls(column, "datetime", unit=np.datetime_data(dtype)[0])
         if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
-            return cls(column, "numeric", dtype=str(np.dtype(dtype.numpy_dtype if hasattr(dtype, "numpy_dtype") else dtype)))
+            return cls(column, "numeric", dtype=str(dtype))
         raise WindowingConfigError(
             f"time column {column!r}{where} has dtype {dtype}; it must hold timestamps or numbers "
             "(convert strings with pandas.to_datetime first)")
@@ -88,14 +90,16 @@ class TimeAxis:
             if self.unit != "ns":
                 out = out.astype(f"datetime64[{self.unit}]")
             return out.dt.tz_localize("UTC").dt.tz_convert(self.tz) if self.tz else out
-        dtype = np.dtype(self.dtype)
-        if dtype.kind == "f":
-            out = values.astype(dtype)
+        dtype = pd.api.types.pandas_dtype(self.dtype)
+        numpy_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
+        if numpy_dtype.kind == "f":
+            out = values.astype(numpy_dtype)
             out[values == MIN_TIME] = -np.inf
             out[values == MAX_TIME] = np.inf
-            return pd.Series(out)
-        info = np.iinfo(dtype)
-        return pd.Series(np.clip(np.where(values == MIN_TIME, info.min, values), info.min, info.max).astype(dtype))
+        else:
+            info = np.iinfo(numpy_dtype)
+            out = np.clip(np.where(values == MIN_TIME, info.min, values), info.min, info.max).astype(numpy_dtype)
+        return pd.Series(out).astype(dtype)
 
     def duration(self, param: str, value: Any) -> int:
         """A duration in the axis's unit; strings and timedeltas need a timestamp column."""
