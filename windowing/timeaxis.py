@@ -9,6 +9,7 @@ bounds, the watermark before any data and at the end of input).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import numbers
 from dataclasses import dataclass
@@ -28,6 +29,19 @@ MAX_TIME = int(NO_TIME)
 def add_saturating(times: np.ndarray, delta: int) -> np.ndarray:
     """``times + delta`` that sticks at MAX_TIME instead of overflowing."""
     return np.where(times > MAX_TIME - delta, MAX_TIME, times + delta)
+
+
+@functools.lru_cache
+def _zone_extremes(tz: str) -> tuple[int, int]:
+    """The least and greatest instants a nanosecond timestamp in zone ``tz`` holds.
+
+    Its wall time must fit in 64 bits too: east of UTC the greatest is before MAX_TIME, west of
+    UTC the least is after MIN_TIME (else reading the global window's bound raises).
+    """
+    margin = 2 * 86_400 * 10**9  # farther from the ends than any UTC offset
+    first = pd.Timedelta(pd.Timestamp(MIN_TIME + margin, tz="UTC").tz_convert(tz).utcoffset()).value
+    last = pd.Timedelta(pd.Timestamp(MAX_TIME - margin, tz="UTC").tz_convert(tz).utcoffset()).value
+    return MIN_TIME - min(first, 0), MAX_TIME - max(last, 0)
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,8 @@ class TimeAxis:
         """Instants back in the column's own type; the ends of time become the type's extremes."""
         values = np.asarray(values, dtype=np.int64)
         if self.kind == "datetime":
+            if self.tz and self.unit == "ns":
+                values = np.clip(values, *_zone_extremes(self.tz))
             out = pd.Series(values.view("datetime64[ns]"))
             if self.unit != "ns":
                 out = out.astype(f"datetime64[{self.unit}]")

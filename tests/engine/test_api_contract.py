@@ -24,3 +24,17 @@ def test_window_bounds_keep_a_nullable_numeric_time_columns_dtype(dtype, low, hi
         assert panes["window_start"].dtype == dtype and panes["window_end"].dtype == dtype
     assert fixed["window_start"].tolist() == [0, 10] and fixed["window_end"].tolist() == [10, 20]
     assert everything[["window_start", "window_end"]].values.tolist() == [[low, high]]
+
+
+@pytest.mark.parametrize("tz, start_in, end_in", [
+    (None, None, None), ("UTC", "UTC", "UTC"),
+    ("Europe/Berlin", "UTC", "Europe/Berlin"),  # east of UTC: the greatest wall time ends the type
+    ("America/New_York", "America/New_York", "UTC"),  # west of UTC: the least wall time starts it
+])
+def test_the_global_window_of_a_timestamp_column_spans_the_least_and_greatest_timestamp_of_its_type(tz, start_in, end_in):
+    times = pd.Series(pd.to_datetime([1, 2], unit="s", utc=True)).astype("datetime64[ns, UTC]")
+    df = pd.DataFrame({"ts": times.dt.tz_convert(tz) if tz else times.dt.tz_localize(None), "x": [1, 2]})
+    panes = windowed(df, time="ts").global_window().aggregate(Sum("x"))
+    assert panes["window_start"].dtype == panes["window_end"].dtype == df["ts"].dtype
+    assert panes["window_start"].tolist() == [pd.Timestamp.min.tz_localize(start_in)]
+    assert panes["window_end"].tolist() == [pd.Timestamp.max.tz_localize(end_in)]
