@@ -98,7 +98,7 @@ def with_nulls(frame: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
     return out
 
 
-def _split_nulls(frame: pd.DataFrame, names: Iterable[str]) -> None:
+def split_nulls(frame: pd.DataFrame, names: Iterable[str]) -> None:
     """The inverse of `with_nulls`, in place: each of ``names`` as int64 (0 where null) and its null flag."""
     for name in names:
         missing = pd.isna(frame[name]).to_numpy()
@@ -156,7 +156,7 @@ def lift(frames: Iterator[pd.DataFrame], how: Lifting) -> Iterator[pd.DataFrame]
         folded = _folded(data, units, how)
     except OverflowError:
         folded = _folded(data, np.arange(len(data)), how)
-    _split_nulls(folded, nullable_values)
+    split_nulls(folded, nullable_values)
     yield folded
 
 
