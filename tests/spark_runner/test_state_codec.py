@@ -155,6 +155,16 @@ def test_a_float64_key_column_from_before_exact_integers_loads_as_exact_integers
     _assert_tables_equal(loaded.drop(columns="_k0"), today.drop(columns="_k0"))
 
 
+def test_a_min_from_before_exact_integers_that_saw_only_nulls_loads_with_its_start_value():
+    """That code stored such a Min as the int64 minimum (+inf cast), which every later value lost to."""
+    adapter, today = _table_beside_nulls()
+    unseen = today["a0.n"] == 0
+    assert list(unseen) == [False, True, False] and today["a0.min"][1] == np.iinfo(np.int64).max
+    written = today.assign(**{"a0.min": today["a0.min"].where(~unseen, np.iinfo(np.int64).min)})
+    loaded = adapter.load(adapter.save(written))
+    _assert_tables_equal(loaded.drop(columns="_k0"), today.drop(columns="_k0"))
+
+
 def test_a_checkpoint_of_another_bucket_count_is_refused():
     frame = events([("a", 1, 5)])
     adapter = _plan(frame).adapter  # 4 buckets

@@ -382,12 +382,18 @@ def _without_float_integers(spec: EngineSpec, table: pd.DataFrame, nullable: tup
     A nullable integer key column stored as float64 comes back as exact ints and None
     (`combine.with_nulls`): float64 would round new keys beyond 2**53, and their ints beside its
     floats break the sort of the panes. Keys that float64 had already merged (2**53 + 1 into 2**53)
-    stay merged.
+    stay merged. A Min over a nullable integer column that saw only nulls held the int64 minimum
+    (+inf cast), which every later value would lose to: it gets back its start value.
     """
     floats = [name for name in spec.key_columns if name in nullable and table[name].dtype.kind == "f"]
     if floats:
         split_nulls(table, floats)
         table = with_nulls(table, floats)
+    for i, agg in enumerate(spec.aggregations):
+        if f"_v{i}" in nullable and isinstance(agg.accumulation, Min) and agg.vectorized:
+            field = f"a{i}.{agg.accumulation.reduction}"
+            seen = table[f"a{i}.n"].to_numpy() > 0
+            table[field] = np.where(seen, table[field].to_numpy(), agg.field_defaults()[agg.accumulation.reduction])
     return table
 
 
