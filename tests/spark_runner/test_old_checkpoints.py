@@ -1,0 +1,93 @@
+"""Streaming checkpoints written before nullable integers crossed to the workers exactly (58c6201).
+
+The code before got a bigint column holding a null as float64: its window tables could hold such
+a key column as float64, 2**53 + 1 became 2**53 in them, and a Min that saw only nulls held the
+int64 minimum. ``data/checkpoints-<pyspark major.minor>/`` holds checkpoints that code wrote
+(``data/old_checkpoints.py`` says how; ``old.json`` keeps what it emitted), each stopped with
+open windows. Today's code restarts them with more input and must emit the pandas runner's panes:
+an old key and its new rows one key, the null key's state kept, integers exact, no pane lost or
+repeated.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from windowing import TestStream
+
+pytestmark = pytest.mark.spark
+
+DATA = Path(__file__).parent / "data"
+_spec = importlib.util.spec_from_file_location("old_checkpoints", DATA / "old_checkpoints.py")
+old = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(old)
+
+
+def _fixture(case: str) -> Path:
+    import pyspark
+
+    version = ".".join(pyspark.__version__.split(".")[:2])
+    path = DATA / f"checkpoints-{version}" / case
+    if not path.is_dir():
+        pytest.fail(f"no checkpoint written by the old code for pyspark {version}: {path} is missing; "
+                    "make it as data/old_checkpoints.py says")
+    return path
+
+
+@pytest.mark.parametrize("case", list(old.CASES))
+def test_a_checkpoint_from_before_exact_integers_restarts_with_exact_keys_and_values(spark, tmp_path, case):
+    fixture = _fixture(case)
+    written = json.loads((fixture / "old.json").read_text())
+    shutil.copytree(fixture / "checkpoint", tmp_path / "checkpoint")
+    (tmp_path / "in").mkdir()  # new files only: the checkpoint lists the old ones by their old paths
+    inputs, panes = old.run(spark, case, tmp_path / "in", tmp_path / "checkpoint", old.AFTER)
+    assert sum(inputs) == sum(map(len, old.AFTER))
+    restarted_at = len(written["inputs"])
+    expected = _pandas_runner(case, written["inputs"] + inputs)
+    assert sorted(map(_row, panes)) == sorted(_row(p) for p in expected if p["step"] >= restarted_at)
+
+
+def _pandas_runner(case: str, inputs: list[int]) -> list[dict]:
+    """The pandas runner's panes over the micro-batches Spark ran (a no-data batch is an empty step),
+    with the elements of the windows open at the restart keyed as the old code keyed them.
+
+    Those windows hold only the last old micro-batch. It holds a null key, and pyspark hands a
+    bigint column holding a null to pandas as float64 (lifted, row by row), pyspark 3.5 an
+    array<bigint> holding one too (packed; pyspark 4 as objects): the old code read 2**53 + 1 as
+    2**53 there. Today's code keeps those windows as they are; new rows of 2**53 + 1 form windows
+    of their own.
+    """
+    import pyspark
+
+    before = list(old.BEFORE)
+    if not case.endswith("-packed") or int(pyspark.__version__.split(".")[0]) < 4:
+        before[-1] = [(old.BIG if k == old.BIG + 1 else k, s, v) for k, s, v in before[-1]]
+    parts, stream = iter(before + old.AFTER), TestStream()
+    for n in inputs:
+        stream = stream.add_elements(old.frame(next(parts) if n else []))
+    panes = old.pipeline(stream, case)
+    return panes[panes["step"] < len(stream.actions)].to_dict("records")  # Spark's stream has no end of input
+
+
+def _row(pane: dict) -> tuple:
+    """A pane of either runner as sorted (column, value) pairs: window bounds in seconds, a missing
+    value as None, numbers as Python numbers (an int stays an int)."""
+    out = []
+    for name, value in pane.items():
+        if name == "step":
+            continue
+        if isinstance(value, dt.datetime):
+            value = old.seconds(value)
+        elif value is pd.NA:
+            value = None
+        elif hasattr(value, "item"):
+            value = value.item()
+        out.append((name, type(value).__name__, value))
+    return tuple(sorted(out))
