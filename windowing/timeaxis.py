@@ -88,6 +88,12 @@ class TimeAxis:
             raise WindowingConfigError(f"time column {self.column!r}{where} has {missing} missing value(s); every element needs an event time")
         if self.kind == "datetime":
             values = series.dt.tz_convert("UTC").dt.tz_localize(None) if self.tz else series
+            outside = (values < pd.Timestamp.min) | (values > pd.Timestamp.max)
+            if outside.any():
+                raise WindowingConfigError(
+                    f"time column {self.column!r}{where} has {int(outside.sum())} time(s) outside the engine's "
+                    f"nanosecond range ({pd.Timestamp.min} to {pd.Timestamp.max}), the first "
+                    f"{series[outside].iloc[0]}")
             return values.astype("datetime64[ns]").to_numpy().view(np.int64)
         raw = series.to_numpy()
         if raw.dtype.kind == "f":

@@ -67,6 +67,13 @@ def test_builder_refuses_bad_values(build, message):
     (lambda: windowed(pd.DataFrame({"ts": [1, None], "x": [1, 2]}), time="ts").aggregate(Sum("x")),
      r"time column 'ts' has 1 missing value"),
     (lambda: windowed([1, 2], time="ts").aggregate(Sum("x")), r"windowed\(source=list\)"),
+    (lambda: windowed(pd.DataFrame({"ts": pd.to_datetime(["2024-01-01", "3000-01-01", "1500-01-01"]).as_unit("us"),
+                                    "x": [1, 2, 3]}), time="ts").fixed("1 hour").aggregate(Sum("x")),
+     r"time column 'ts' has 2 time\(s\) outside the engine's nanosecond range \(1677-09-21 .* to 2262-04-11 .*\), "
+     r"the first 3000-01-01 00:00:00"),
+    (lambda: windowed(pd.DataFrame({"ts": pd.to_datetime(["2262-04-13 12:00"]).as_unit("s").tz_localize("Asia/Tokyo"),
+                                    "x": [1]}), time="ts").aggregate(Sum("x")),
+     r"time column 'ts' has 1 time\(s\) outside"),
     (lambda: windowed(TestStream().add_elements(DF).advance_watermark_to(5).advance_watermark_to(3), time="ts")
      .aggregate(Sum("x")), r"advance_watermark_to\(3\) at action 2 moves the watermark backwards"),
 ])
