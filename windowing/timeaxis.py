@@ -172,4 +172,8 @@ class TimeAxis:
             stamp = stamp.tz_localize(self.tz)
         if stamp.tzinfo is not None:
             stamp = stamp.tz_convert("UTC").tz_localize(None)
+        if not pd.Timestamp.min <= stamp <= pd.Timestamp.max:
+            raise WindowingConfigError(
+                f"{param}={value!r}{where} is beyond the time axis (nanosecond timestamps, {pd.Timestamp.min} to "
+                f"{pd.Timestamp.max}); to end the input, use advance_watermark_to_infinity()")
         return int(stamp.as_unit("ns").value)

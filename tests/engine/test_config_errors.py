@@ -91,6 +91,8 @@ def test_running_refuses_inconsistent_configuration(run, message):
     (TS_DF, 5, r"advance_watermark_to\(time\)=5 at action 1 is a plain number, but time column 'ts' holds timestamps"),
     (TS_DF, "soon", r"advance_watermark_to\(time\)='soon' at action 1 is not a timestamp"),
     (TS_DF, pd.NaT, r"advance_watermark_to\(time\)=NaT at action 1 is not a timestamp"),
+    (TS_DF, "3000-01-01", r"advance_watermark_to\(time\)='3000-01-01' at action 1 is beyond the time axis \(nanosecond "
+                          r"timestamps, 1677-09-21 .* to 2262-04-11 .*\); to end the input, use advance_watermark_to_infinity\(\)"),
 ])
 def test_a_watermark_the_time_axis_cannot_hold_exactly_is_refused(frame, watermark, message):
     # -5.5 was truncated to -5: the window [-10, -5) fired ON_TIME before the watermark reached its end.
