@@ -304,25 +304,48 @@ def test_the_watermark_can_come_from_with_watermark_on_the_input(spark, where):
 
     query = start(spark, source, sink, checkpoint, spark_build, lambda s: s.withWatermark("ts", "5 seconds"))
     inputs = _run_all(query, source, parts)
-    # No row of this data is behind the watermark while its window is open, where Spark's rule (drop rows
-    # behind the watermark) and Beam's (drop rows whose window is past the watermark) differ.
     expected = _mirror(parts, inputs, _on_time)  # the pandas runner with .watermark("5 seconds")
     assert len(expected) > 0
     assert_same_panes(read_sink(spark, sink), expected)
 
 
-@pytest.mark.parametrize("step, message", [
-    (lambda w: w.watermark("5 seconds"), r"watermark\(delay='5 seconds'\) on an input that already has withWatermark on 'ts'"),
-    (lambda w: w.allowed_lateness("1 minute"), r"allowed_lateness\('1 minute'\) with withWatermark on the input"),
-])
-def test_with_watermark_on_the_input_refuses_what_it_cannot_honour(spark, where, step, message):
+@pytest.mark.parametrize("watermark", ["withWatermark", "builder"])
+def test_rows_are_dropped_exactly_when_their_window_end_plus_lateness_is_at_or_behind_the_watermark(spark, where, watermark):
+    # withWatermark on the input: Spark dropped every row at or behind its watermark, window open or not,
+    # and allowed_lateness was refused.
+    source, sink, checkpoint = where()
+    parts = [events([("a", 1, 5), ("a", 18, 1)]),  # watermark 13 s
+             events([("a", 9, 100)]),  # behind the watermark, [0 s, 10 s) + 10 s lateness is not: a LATE pane
+             events([("a", 35, 1)]),  # watermark 30 s
+             events([("a", 19, 50), ("b", 20, 7)]),  # [10 s, 20 s) + 10 s is at it: dropped; [20 s, 30 s) + 10 s is not
+             events([("z", 100, 0)])]
+
+    def pipeline(s):
+        return windowed(s, time="ts", key="user").fixed("10 seconds").allowed_lateness("10 seconds")
+
+    def with_builder_watermark(s):
+        return pipeline(s).watermark("5 seconds").aggregate(total=Sum("amount"))
+
+    if watermark == "builder":
+        query = start(spark, source, sink, checkpoint, with_builder_watermark)
+    else:
+        query = start(spark, source, sink, checkpoint, lambda s: pipeline(s).aggregate(total=Sum("amount")),
+                      lambda s: s.withWatermark("ts", "5 seconds"))
+    expected = _mirror(parts, _run_all(query, source, parts), with_builder_watermark)
+    actual = read_sink(spark, sink)
+    assert 100 in set(actual["total"]) and 50 not in set(actual["total"]) and 7 in set(actual["total"])
+    assert_same_panes(actual, expected)
+
+
+def test_with_watermark_on_the_input_refuses_a_second_watermark(spark, where):
     from windowing.errors import WindowingConfigError
 
     source, _, _ = where()
     source.mkdir(parents=True)
     stream = spark.readStream.schema("user string, ts timestamp, amount long").parquet(str(source)).withWatermark("ts", "5 seconds")
-    with pytest.raises(WindowingConfigError, match=message):
-        step(windowed(stream, time="ts", key="user").fixed("10 seconds")).aggregate(Sum("amount"))
+    with pytest.raises(WindowingConfigError,
+                       match=r"watermark\(delay='5 seconds'\) on an input that already has withWatermark on 'ts'"):
+        windowed(stream, time="ts", key="user").fixed("10 seconds").watermark("5 seconds").aggregate(Sum("amount"))
 
 
 def test_a_stream_without_a_watermark_is_refused(spark, where):

@@ -60,6 +60,8 @@ JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"}
 # window): 100 years, so Spark drops only rows more than 100 years behind the watermark. Not more:
 # the column reaches the Python workers, and pandas' nanosecond timestamps end in 2262.
 NEVER_BEHIND_MS = 100 * 365 * 24 * 3600 * 1000
+# The column metadata by which Spark marks the column withWatermark is on (EventTimeWatermark.delayKey).
+WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
 
 
 # ---- output types --------------------------------------------------------------------------
@@ -524,7 +526,7 @@ def _buckets(source: Any, keyed: bool) -> int:
 def _input_watermark(source: Any) -> str | None:
     """The column the input's own ``withWatermark`` is on, if any."""
     for f in source.schema.fields:
-        if "spark.watermarkDelayMs" in (f.metadata or {}):
+        if WATERMARK_DELAY_KEY in (f.metadata or {}):
             return f.name
     return None
 
@@ -538,12 +540,7 @@ def _check_watermark(pipeline: Windowed, plan: Plan, watermarked: str | None) ->
     if watermarked is not None and plan.watermark_delay is not None:
         raise WindowingConfigError(
             f"watermark(delay={pipeline.watermark_delay!r}) on an input that already has withWatermark on {watermarked!r}: "
-            "Spark refuses to redefine a watermark; keep one of the two (.watermark(delay) keeps Beam's lateness rule)")
-    if watermarked is not None and plan.spec.allowed_lateness:
-        raise WindowingConfigError(
-            f"allowed_lateness({pipeline.lateness!r}) with withWatermark on the input: Spark drops rows behind its "
-            "watermark before the engine sees them, so no element could be late; set the watermark with "
-            ".watermark(delay) on the builder instead")
+            "Spark refuses to redefine a watermark; keep one of the two")
 
 
 def _horizon_ms(plan: Plan) -> int:
@@ -673,10 +670,6 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
         _check_watermark(pipeline, adapter.plan, watermarked)
-    if watermarked is not None and (sp.lifting is not None or adapter.packed):
-        # mapInArrow would lose the watermark's column; rows neither lifted nor packed pass it through.
-        sp = plan_spark(pipeline, aggregations, source.schema, adapter.buckets, combine=False, late_data=late_data)
-        adapter = sp.adapter
 
     def shipped(name: str, alias: str) -> list[Any]:
         """The column under ``alias``; a nullable integer one as its value, 0 where null, and a null flag."""
@@ -690,8 +683,6 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     projected += [c for i, k in enumerate(keys) for c in shipped(k, f"_k{i}")] or [F.lit(0).cast("long").alias("_k0")]
     projected.append(_event_time(time, adapter.timestamp).alias(_T))
     projected += [c for i, name in enumerate(sp.input_columns) if name is not None for c in shipped(name, f"_v{i}")]
-    if watermarked is not None:
-        projected.append(_col(watermarked).alias(_WM))  # keeps its watermark: Spark refuses a second one
     if late_data:
         projected.append(F.to_json(F.struct(*[_col(f.name) for f in source.schema.fields]), JSON_OPTIONS).alias(_E))
 
@@ -722,15 +713,20 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
         out = frame.groupBy(_B).applyInPandas(run_batch, sp.out_schema)
         return _spark_run(_finish(out, adapter.timestamp), late_data, source.schema)
 
+    # The stateful operator drops rows whose watermarked column is at or behind the watermark.
+    # Beam semantics accept them until their window's end plus lateness passes, so the watermark
+    # is put on a column shifted forward by that horizon, with the delay grown by the same amount:
+    # the watermark is unchanged, and Spark drops only rows the engine would drop anyway.
+    shifted = F.expr(f"timestamp_micros(`{latest}` + {sp.horizon_ms * 1000})")
     if watermarked is None:
-        # The stateful operator drops rows whose watermarked column is at or behind the watermark.
-        # Beam semantics accept them until their window's end plus lateness passes, so the watermark
-        # is put on a column shifted forward by that horizon, with the delay grown by the same amount:
-        # the watermark is unchanged, and Spark drops only rows the engine would drop anyway.
         delay_ms = -(-adapter.plan.watermark_delay // NS_PER_MS)
-        shift_us = sp.horizon_ms * 1000
-        frame = frame.withColumn(_WM, F.expr(f"timestamp_micros(`{latest}` + {shift_us})"))
-        frame = frame.withWatermark(_WM, f"{delay_ms + sp.horizon_ms} milliseconds")
+        frame = frame.withColumn(_WM, shifted).withWatermark(_WM, f"{delay_ms + sp.horizon_ms} milliseconds")
+    else:
+        # Spark refuses a second withWatermark: the input's keeps setting the watermark, and the shifted
+        # column gets only the marker withWatermark would put on it, by which the stateful operator
+        # finds the column it drops rows by.
+        delay_ms = source.schema[watermarked].metadata[WATERMARK_DELAY_KEY]
+        frame = frame.withColumn(_WM, shifted.alias(_WM, metadata={WATERMARK_DELAY_KEY: delay_ms + sp.horizon_ms}))
 
     def run_stream(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         _freeze_lasting_objects()
