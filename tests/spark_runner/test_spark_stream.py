@@ -337,6 +337,41 @@ def test_rows_are_dropped_exactly_when_their_window_end_plus_lateness_is_at_or_b
     assert_same_panes(actual, expected)
 
 
+def test_a_numeric_time_column_streams_with_durations_as_numbers(spark, where):
+    # Refused before: a streaming query needed a timestamp time column for Spark's watermark.
+    from pyspark.sql import functions as F
+
+    source, sink, checkpoint = where()
+    parts = [events([("a", 1, 5), ("a", 18, 1)]), events([("a", 9, 100)]), events([("a", 35, 1)]),
+             events([("a", 19, 50), ("b", 20, 7)]), events([("z", 100, 0)])]
+
+    def build(s):
+        return (windowed(s, time="t", key="user").fixed(10).allowed_lateness(10).watermark(5)
+                .trigger(AtWatermark().with_late_firings_every(1)).accumulating_and_retracting()
+                .aggregate(total=Sum("amount")))
+
+    query = start(spark, source, sink, checkpoint, build,
+                  lambda s: s.select("user", F.unix_seconds("ts").alias("t"), "amount"))
+    inputs = _run_all(query, source, parts)
+    seconds = [p.assign(t=p["ts"].astype("int64") // 10**6).drop(columns="ts") for p in parts]
+    expected = _mirror(seconds, inputs, build)
+    actual = read_sink(spark, sink)
+    assert actual["window_start"].dtype == "int64" and 105 in set(actual["total"]) and 51 not in set(actual["total"])
+    assert_same_panes(actual, expected)
+
+
+def test_a_streamed_numeric_time_beyond_the_watermarks_milliseconds_fails_naming_the_column(spark, where):
+    from pyspark.sql import functions as F
+
+    source, sink, checkpoint = where()
+    query = start(spark, source, sink, checkpoint,
+                  lambda s: windowed(s, time="t", key="user").fixed(10).watermark(5).aggregate(total=Sum("amount")),
+                  lambda s: s.select("user", (F.unix_micros("ts") * 1000).alias("t"), "amount"))  # nanoseconds
+    with pytest.raises(Exception, match=r"time column 't' holds 1704067201000000000, outside .*taken as milliseconds"):
+        _feed(query, source, [events([("a", 1, 5)])])
+    assert not list(sink.rglob("*.parquet"))
+
+
 def test_with_watermark_on_the_input_refuses_a_second_watermark(spark, where):
     from windowing.errors import WindowingConfigError
 

@@ -339,10 +339,10 @@ class BucketStep:
         yield self.output(result.panes, result.dropped, elements)
 
     def _from_ms(self, ms: int) -> int:
-        return int(ms) * NS_PER_MS if self.timestamp else int(ms)
+        return int(ms) * _per_ms(self.timestamp)
 
     def _to_ms_ceil(self, t: int) -> int:
-        return -(-t // NS_PER_MS) if self.timestamp else t
+        return -(-t // _per_ms(self.timestamp))
 
     def _set_timeout(self, state: Any, spec: EngineSpec, table: pd.DataFrame, watermark_ms: int, processing_ms: int) -> None:
         at_watermark, at_processing = next_timers(spec, table, self._from_ms(processing_ms))
@@ -543,13 +543,19 @@ def _check_watermark(pipeline: Windowed, plan: Plan, watermarked: str | None) ->
             "Spark refuses to redefine a watermark; keep one of the two")
 
 
-def _horizon_ms(plan: Plan) -> int:
+def _horizon_ms(plan: Plan, per_ms: int) -> int:
     """How far behind an element's time the engine may still accept it (window extent + lateness)."""
     windows = plan.spec.windows
     extent = getattr(windows, "size", None) or getattr(windows, "gap", None)
     if extent is None:  # the global window: never behind
         return NEVER_BEHIND_MS
-    return -(-(int(extent) + plan.spec.allowed_lateness) // NS_PER_MS) + 1
+    return -(-(int(extent) + plan.spec.allowed_lateness) // per_ms) + 1
+
+
+def _per_ms(timestamp: bool) -> int:
+    """Engine time units per millisecond of Spark's watermark clock: on a numeric time axis, one
+    unit of the time column is taken as one millisecond (Spark's watermark needs a timestamp)."""
+    return NS_PER_MS if timestamp else 1
 
 
 @dataclass(frozen=True)
@@ -647,7 +653,7 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
                          nullable=nullable)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
                      "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
-                     NEVER_BEHIND_MS if late_data else _horizon_ms(plan),
+                     NEVER_BEHIND_MS if late_data else _horizon_ms(plan, _per_ms(timestamp)),
                      how, T.StructType(lifted_fields) if lifted_fields else None,
                      tuple(acc.column for _, acc in aggregations))
 
@@ -663,10 +669,6 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
         raise WindowingConfigError(f"{COMBINE_CONF}={combine!r} must be 'true' or 'false' (pre-aggregation before the shuffle)")
     sp = plan_spark(pipeline, aggregations, source.schema, _buckets(source, bool(keys)), combine == "true", late_data)
     adapter, time = sp.adapter, pipeline.time
-    if source.isStreaming and not adapter.timestamp:
-        raise WindowingConfigError(
-            f"time column {time!r} is {source.schema[time].dataType.simpleString()}: a streaming query needs a "
-            "timestamp time column for Spark's watermark; convert it, e.g. timestamp_millis(col)")
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
         _check_watermark(pipeline, adapter.plan, watermarked)
@@ -681,7 +683,7 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     bucket = F.pmod(F.xxhash64(*[_col(k) for k in keys]), F.lit(adapter.buckets)) if keys else F.lit(0)
     projected = [bucket.cast("int").alias(_B)]
     projected += [c for i, k in enumerate(keys) for c in shipped(k, f"_k{i}")] or [F.lit(0).cast("long").alias("_k0")]
-    projected.append(_event_time(time, adapter.timestamp).alias(_T))
+    projected.append(_event_time(time, adapter.timestamp, source.isStreaming).alias(_T))
     projected += [c for i, name in enumerate(sp.input_columns) if name is not None for c in shipped(name, f"_v{i}")]
     if late_data:
         projected.append(F.to_json(F.struct(*[_col(f.name) for f in source.schema.fields]), JSON_OPTIONS).alias(_E))
@@ -717,9 +719,12 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     # Beam semantics accept them until their window's end plus lateness passes, so the watermark
     # is put on a column shifted forward by that horizon, with the delay grown by the same amount:
     # the watermark is unchanged, and Spark drops only rows the engine would drop anyway.
-    shifted = F.expr(f"timestamp_micros(`{latest}` + {sp.horizon_ms * 1000})")
+    if adapter.timestamp:
+        shifted = F.expr(f"timestamp_micros(`{latest}` + {sp.horizon_ms * 1000})")
+    else:  # one unit of a numeric time column is a millisecond of the watermark's clock
+        shifted = F.expr(f"timestamp_millis(`{latest}` + {sp.horizon_ms})")
     if watermarked is None:
-        delay_ms = -(-adapter.plan.watermark_delay // NS_PER_MS)
+        delay_ms = -(-adapter.plan.watermark_delay // _per_ms(adapter.timestamp))
         frame = frame.withColumn(_WM, shifted).withWatermark(_WM, f"{delay_ms + sp.horizon_ms} milliseconds")
     else:
         # Spark refuses a second withWatermark: the input's keeps setting the watermark, and the shifted
@@ -747,12 +752,13 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _event_time(time: str, timestamp: bool) -> Any:
+def _event_time(time: str, timestamp: bool, streaming: bool) -> Any:
     """The event time as int64 (microseconds for a timestamp), checked on the JVM.
 
     A null time or a timestamp outside pandas' nanosecond range fails the query naming the column
     (the pandas runner refuses a missing time too): the workers would put a null in the 1970 window
-    and overflow an outlying time into a wrong window.
+    and overflow an outlying time into a wrong window. So does a streamed numeric time whose units,
+    taken as milliseconds, overflow the timestamp of Spark's watermark.
     """
     from pyspark.sql import functions as F
 
@@ -768,6 +774,12 @@ def _event_time(time: str, timestamp: bool) -> Any:
             F.lit(f", outside the engine's time range, pandas' nanosecond timestamps "
                   f"({pd.Timestamp(low, unit='us')} to {pd.Timestamp(high, unit='us')} UTC): "
                   "filter such rows out before windowed()"))))
+    elif streaming:
+        low, high = -(2**63) // 1000, (2**63 - 1) // 1000 - NEVER_BEHIND_MS  # microseconds in int64, after the shift
+        checked = checked.when((value < low) | (value > high), F.raise_error(F.concat(
+            F.lit(f"time column {time!r} holds "), column.cast("string"),
+            F.lit(f", outside {low} to {high}: a streamed numeric time is taken as milliseconds for Spark's "
+                  "watermark, which must be a timestamp; use a coarser unit, or filter such rows out before windowed()"))))
     return checked.otherwise(value)
 
 
