@@ -261,9 +261,10 @@ def test_an_output_type_that_cannot_be_derived_names_the_aggregation_and_the_way
 
     frame = events([("a", 1, 1)])
     fold = Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b)
+    by_value = Fold("amount", {}, lambda a, v: {**a, v: 1}, lambda a, b: {**a, **b})  # a dict: no clear Spark type
     w = windowed(frame, time="ts", key="user").fixed("10 seconds")
     with pytest.raises(WindowingConfigError, match=r"aggregate\(s=Fold.*cannot derive the Spark type.*spark_typed"):
-        plan_spark(w, (("s", fold),), spark_schema(frame), 2)
+        plan_spark(w, (("s", by_value),), spark_schema(frame), 2)
     typed = plan_spark(w, (("s", spark_typed(fold, "bigint")),), spark_schema(frame), 2)
     assert typed.out_schema["s"].dataType.simpleString() == "bigint"
     out = typed.adapter.run_batch(shipped(frame, typed).drop(columns="_wm_ms"))

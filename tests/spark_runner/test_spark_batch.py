@@ -7,7 +7,7 @@ import datetime as dt
 import pandas as pd
 import pytest
 
-from accumulations import Count, InnerJoin, Max, Mean, Min, Sum, ToList
+from accumulations import Accumulation, Count, Fold, InnerJoin, Max, Mean, Min, Reduce, Sum, ToList
 from windowing import windowed
 from windowing.errors import WindowingConfigError
 
@@ -38,6 +38,34 @@ def test_not_keyed_with_a_numeric_time_column(spark):
     assert result.schema["window_start"].dataType.simpleString() == "bigint"
     got = result.toPandas().sort_values("window_start").reset_index(drop=True)
     assert list(got["value"]) == list(expected["value"]) == [6, 7, 2]
+
+
+def test_fold_reduce_and_an_accumulation_of_your_own_need_no_stated_type(spark):
+    # They were refused: "cannot derive the Spark type of its output ... state it with spark_typed".
+    class Product(Accumulation):
+        def __init__(self, column):
+            self.column = column
+
+        def default_accumulated_value(self):
+            return 1
+
+        def accumulate(self, accumulated, value):
+            return accumulated * value
+
+        def merge(self, accumulated1, accumulated2):
+            return accumulated1 * accumulated2
+
+        def get_output(self, accumulated):
+            return accumulated
+
+    frame = events(ROWS).assign(price=[0.5, 1.5, 2.0, 1.0, 3.0, 0.5, 2.5, 1.0])
+    aggs = dict(f=Fold("price", 0, lambda a, v: a + v, lambda a, b: a + b), r=Reduce("amount", max),
+                names=Fold("user", (), lambda a, v: a + (v,), lambda a, b: a + b), p=Product("amount"))
+    expected = windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(**aggs)
+    result = windowed(spark.createDataFrame(frame), time="ts", key="user").fixed("10 seconds").aggregate(**aggs)
+    assert [(f.name, f.dataType.simpleString()) for f in result.schema.fields[3:7]] == [
+        ("f", "double"), ("r", "bigint"), ("names", "array<string>"), ("p", "bigint")]
+    assert_same_panes(result.toPandas(), expected)
 
 
 def test_a_bad_bucket_count_names_the_setting(spark):

@@ -24,6 +24,7 @@ built by hand.
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
@@ -152,10 +153,46 @@ def output_type(name: str, acc: Accumulation, input_type: Any) -> Any:
             return input_type
     if isinstance(acc, (ToList, ToSet, Distinct, TopN, BottomN)) and input_type is not None:
         return T.ArrayType(input_type)
+    sampled = _sampled_output_type(acc, input_type)
+    if sampled is not None:
+        return sampled
     raise WindowingConfigError(
         f"aggregate({name}={acc!r}): cannot derive the Spark type of its output"
         + (f" from input type {input_type.simpleString()}" if input_type is not None else "")
         + f"; state it with windowing.runners.spark.spark_typed({acc!r}, 'double') (any Spark DDL type)")
+
+
+def _sampled_output_type(acc: Accumulation, input_type: Any) -> Any:
+    """The Spark type of ``acc``'s output for one value of its input type (1, 1.5, "a", ...), or None.
+
+    For accumulations no table types (``Fold``, ``Reduce``, your own): Spark needs the output schema
+    before any row is seen, and their output type is in their code, so the driver runs it once.
+    """
+    from pyspark.sql import types as T
+
+    samples = [(T.BooleanType, True), (T.FloatType, 1.5), (T.DoubleType, 1.5), (T.StringType, "a"),
+               (T.BinaryType, b"a"), (T.TimestampType, pd.Timestamp("2024-01-01")), (T.DateType, dt.date(2024, 1, 1))]
+    sample = 1 if _integral(input_type) else next((v for cls, v in samples if isinstance(input_type, cls)), None)
+    try:
+        return _python_value_type(acc.get_output(acc.accumulate(acc.default_accumulated_value(), sample)))
+    except Exception:  # the code refuses the sample: the type stays to be stated
+        return None
+
+
+def _python_value_type(value: Any) -> Any:
+    """The Spark type a Python value crosses to Arrow as, or None where it is not clear."""
+    from pyspark.sql import types as T
+
+    scalars = [((bool, np.bool_), T.BooleanType), ((int, np.integer), T.LongType), ((float, np.floating), T.DoubleType),
+               ((str,), T.StringType), ((bytes,), T.BinaryType), ((dt.datetime, np.datetime64), T.TimestampType),
+               ((dt.date,), T.DateType)]
+    for classes, spark_type in scalars:
+        if isinstance(value, classes):
+            return spark_type()
+    if isinstance(value, (list, tuple, set, frozenset, np.ndarray)) and len(value):
+        element = _python_value_type(next(iter(value)))
+        return None if element is None else T.ArrayType(element)
+    return None
 
 
 def _integral(spark_type: Any) -> bool:
