@@ -5,9 +5,11 @@ from __future__ import annotations
 import datetime as dt
 
 import pandas as pd
+import pendulum
 import pytest
 
-from accumulations import Accumulation, Count, Fold, InnerJoin, Max, Mean, Min, Reduce, Sum, ToList
+from accumulations import (Accumulation, BottomN, Count, Distinct, Fold, InnerJoin, Max, Mean, Min, Reduce, Sum, ToList,
+                          ToSet, TopN)
 from windowing import windowed
 from windowing.errors import WindowingConfigError
 
@@ -66,6 +68,24 @@ def test_fold_reduce_and_an_accumulation_of_your_own_need_no_stated_type(spark):
     assert [(f.name, f.dataType.simpleString()) for f in result.schema.fields[3:7]] == [
         ("f", "double"), ("r", "bigint"), ("names", "array<string>"), ("p", "bigint")]
     assert_same_panes(result.toPandas(), expected)
+
+
+def test_a_list_of_keys_duration_objects_and_the_collecting_accumulations_match_the_pandas_runner(spark):
+    frame = events(ROWS).assign(region=["x", "y", "x", "x", "y", "x", "y", "x"])
+    aggs = dict(top=TopN("amount", 2), bottom=BottomN("amount", 2), distinct=Distinct("region"), regions=ToSet("region"))
+
+    def build(w):
+        return w.sliding(dt.timedelta(seconds=20), every=pendulum.duration(seconds=10)).aggregate(**aggs)
+
+    expected = build(windowed(frame, time="ts", key=["region", "user"]))
+    result = build(windowed(spark.createDataFrame(frame), time="ts", key=["region", "user"]))
+    assert [(f.name, f.dataType.simpleString()) for f in result.schema.fields] == [
+        ("region", "string"), ("user", "string"), ("window_start", "timestamp"), ("window_end", "timestamp"),
+        ("top", "array<bigint>"), ("bottom", "array<bigint>"), ("distinct", "array<string>"), ("regions", "array<string>"),
+        ("timing", "string"), ("pane_index", "bigint"), ("is_retraction", "boolean")]
+    expected["regions"] = [tuple(sorted(v)) for v in expected["regions"]]  # ToSet on Spark: a sorted array
+    by_region = lambda panes: panes.sort_values("region", kind="stable")  # assert_same_panes orders by user only
+    assert_same_panes(by_region(result.toPandas()), by_region(expected))
 
 
 def test_a_bad_bucket_count_names_the_setting(spark):

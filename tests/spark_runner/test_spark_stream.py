@@ -372,6 +372,23 @@ def test_a_streamed_numeric_time_beyond_the_watermarks_milliseconds_fails_naming
     assert not list(sink.rglob("*.parquet"))
 
 
+def test_fire_only_updated_panes_streams_not_keyed_as_on_the_pandas_runner(spark, where):
+    source, sink, checkpoint = where()
+    parts = [events([("a", 1, 5), ("b", 3, 1)]), events([("a", 12, 7)]), events([("b", 4, 2), ("a", 30, 1)]),
+             events([("a", 8, 10)]), events([("z", 100, 0)])]  # a 8 s is late: the watermark is at 25 s
+
+    def build(s):
+        return (windowed(s, time="ts").fixed("10 seconds").watermark("5 seconds").allowed_lateness("30 seconds")
+                .trigger(AtWatermark().with_early_firings_every(1).with_late_firings_every(1))
+                .accumulating().fire_only_updated_panes().aggregate(total=Sum("amount")))
+
+    inputs = _run_all(start(spark, source, sink, checkpoint, build), source, parts)
+    actual, expected = read_sink(spark, sink), _mirror(parts, inputs, build)
+    # Every window's ON_TIME pane is unchanged since its last EARLY one, so none fires; the late element's pane does.
+    assert "ON_TIME" not in set(actual["timing"]) and list(actual.loc[actual["timing"] == "LATE", "total"]) == [18]
+    assert_same_panes(actual, expected)
+
+
 def test_with_watermark_on_the_input_refuses_a_second_watermark(spark, where):
     from windowing.errors import WindowingConfigError
 
