@@ -400,6 +400,21 @@ def test_with_watermark_on_the_input_refuses_a_second_watermark(spark, where):
         windowed(stream, time="ts", key="user").fixed("10 seconds").watermark("5 seconds").aggregate(Sum("amount"))
 
 
+def test_with_watermark_on_the_input_is_refused_with_a_numeric_time_column(spark, where):
+    # Its watermark is in milliseconds since the epoch; the column's units (here seconds) would be held against it.
+    from pyspark.sql import functions as F
+
+    from windowing.errors import WindowingConfigError
+
+    source, _, _ = where()
+    source.mkdir(parents=True)
+    stream = (spark.readStream.schema("user string, ts timestamp, amount long").parquet(str(source))
+              .withWatermark("ts", "5 seconds").withColumn("t", F.unix_seconds("ts")))
+    with pytest.raises(WindowingConfigError, match=r"withWatermark on 'ts' with the numeric time column 't': .*"
+                                                   r"call \.watermark\(delay\) on the builder"):
+        windowed(stream, time="t", key="user").fixed(10).aggregate(Sum("amount"))
+
+
 def test_a_stream_without_a_watermark_is_refused(spark, where):
     from windowing.errors import WindowingConfigError
 

@@ -568,8 +568,13 @@ def _input_watermark(source: Any) -> str | None:
     return None
 
 
-def _check_watermark(pipeline: Windowed, plan: Plan, watermarked: str | None) -> None:
+def _check_watermark(pipeline: Windowed, plan: Plan, watermarked: str | None, timestamp: bool) -> None:
     time = pipeline.time
+    if watermarked is not None and not timestamp:
+        raise WindowingConfigError(
+            f"withWatermark on {watermarked!r} with the numeric time column {time!r}: that watermark is a timestamp, "
+            f"which the column's units cannot be compared with; drop withWatermark and call .watermark(delay) on the "
+            f"builder, with the delay in the column's units")
     if watermarked is None and plan.watermark_delay is None:
         raise WindowingConfigError(
             f"streaming windowed(time={time!r}) has no watermark: call .watermark(delay) on the builder, "
@@ -708,7 +713,7 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     adapter, time = sp.adapter, pipeline.time
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
-        _check_watermark(pipeline, adapter.plan, watermarked)
+        _check_watermark(pipeline, adapter.plan, watermarked, adapter.timestamp)
 
     def shipped(name: str, alias: str) -> list[Any]:
         """The column under ``alias``; a nullable integer one as its value, 0 where null, and a null flag."""
