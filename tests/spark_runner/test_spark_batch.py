@@ -70,6 +70,15 @@ def test_fold_reduce_and_an_accumulation_of_your_own_need_no_stated_type(spark):
     assert_same_panes(result.toPandas(), expected)
 
 
+def test_a_fold_whose_values_outgrow_its_sampled_type_fails_naming_the_column_and_spark_typed(spark):
+    # Sampled as bigint (0 + 1); 7 adds 0.5. It failed with pandas' "cannot safely cast non-equivalent object".
+    halves = Fold("amount", 0, lambda a, v: a + v if v < 5 else a + 0.5, lambda a, b: a + b)
+    result = windowed(spark.createDataFrame(pd.DataFrame({"t": [1, 2], "amount": [1, 7]})), time="t").fixed(10)
+    with pytest.raises(Exception, match=r"output column 'sum' is bigint, but a pane's value is not a whole number "
+                                        r"\(1\.5\); .*spark_typed\(acc, 'double'\)"):
+        result.aggregate(sum=halves).collect()
+
+
 def test_a_list_of_keys_duration_objects_and_the_collecting_accumulations_match_the_pandas_runner(spark):
     frame = events(ROWS).assign(region=["x", "y", "x", "x", "y", "x", "y", "x"])
     aggs = dict(top=TopN("amount", 2), bottom=BottomN("amount", 2), distinct=Distinct("region"), regions=ToSet("region"))

@@ -477,8 +477,20 @@ def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
         out[:] = [None if v is None else _as_list(v) for v in values]
         return out
     if col.integral:  # Python ints and None, exact: float64 would round beyond 2**53
-        return pd.array(values.to_numpy(dtype=object), dtype="Int64").to_numpy(dtype=object, na_value=None)
+        try:
+            return pd.array(values.to_numpy(dtype=object), dtype="Int64").to_numpy(dtype=object, na_value=None)
+        except (TypeError, ValueError) as err:
+            raise TypeError(
+                f"output column {col.name!r} is bigint, but a pane's value is not a whole number "
+                f"({next((v for v in values if not _is_whole(v)), None)!r}); for an accumulation of your own, "
+                "Fold or Reduce whose output type depends on the values, state it with "
+                "windowing.runners.spark.spark_typed(acc, 'double') (any Spark DDL type)") from err
     return values.to_numpy()
+
+
+def _is_whole(value: Any) -> bool:
+    """An integer, or missing: what a bigint column takes."""
+    return isinstance(value, (int, np.integer)) or (pd.api.types.is_scalar(value) and pd.isna(value))
 
 
 def _as_list(value: Any) -> list:
