@@ -120,7 +120,8 @@ class SparkTyped(Accumulation):
 
 
 def spark_typed(accumulation: Accumulation, spark_type: Any) -> SparkTyped:
-    """State the Spark type of an accumulation's output (for ``Fold``, ``Reduce``, your own)."""
+    """State the Spark type of an accumulation's output (``Fold``, ``Reduce``, your own) where running it
+    on one sample value does not give it: an output type that depends on the values, a dict, None."""
     return SparkTyped(accumulation, spark_type)
 
 
