@@ -9,6 +9,10 @@ def __getattr__(name: str) -> Any:
         from .file_sink import FileSink
 
         return FileSink
+    if name == "KVStore":
+        from .kv import KVStore
+
+        return KVStore
     if name == "FileSplitter":
         from .splitter import FileSplitter
 

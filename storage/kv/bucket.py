@@ -1,0 +1,428 @@
+"""One bucket of the store, opened by its only writer: batches, the log, the cache, reads.
+
+A batch's writes stay in memory until ``commit()``, which appends them to the
+bucket's write-ahead log as one frame and makes it durable: that is the commit
+point. The committed writes are then kept in the *uncommitted cache* (HDHT's
+name: committed, but not yet in data files) until a flush merges them into the
+sorted data files and writes a new metadata version. See docs/kv_store.md.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from .catalog import Catalog, Meta, parse_sequenced, sequenced_name
+from .datafile import DataFile
+from .errors import CorruptStoreError, KVStoreError
+from .files import FileWriter
+from .format import decode_frames, encode_frame
+from .keys import Run, as_binary, concat_values, successor
+from .reads import get_many, scan
+
+if TYPE_CHECKING:
+    from .store import KVStore
+
+#: A test seam: called with (point, batch_id) at each crash point (docs/kv_store.md lists them).
+Hook = Callable[[str, int], None]
+_VALUE = pa.large_binary()
+
+
+class Bucket:
+    """A bucket opened for writing; use it as a context manager (``with store.open(3) as b``)."""
+
+    def __init__(self, store: KVStore, bucket: int, take_over: bool = False, hook: Hook | None = None) -> None:
+        self._store = store
+        self._hook: Hook = hook or (lambda point, batch_id: None)
+        self.bucket = bucket
+        self._catalog = Catalog(store.fs, f"{store.root}/bucket-{bucket}", bucket, store.lease, store.fsync)
+        self._files = FileWriter(self._catalog, store, self._hook)
+        self._batch: int | None = None
+        self._keys: list[Any] = []
+        self._values: list[Any] = []
+        self._chunks: list[tuple[pa.Array, pa.Array]] = []
+        self._batch_run: Run | None = None
+        self._runs: list[Run] = []  # the uncommitted cache: committed batches not yet flushed, oldest first
+        self._batches_since_flush = 0
+        self._segment: tuple[str, Any] | None = None  # the local log segment appended to: path, handle
+        self._seq = 0
+        self._closed = False
+        self._catalog.claim(take_over)
+        self._hook("claimed", -1)
+        self._recover()
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def committed_batch_id(self) -> int:
+        """The id of the last committed batch; -1 for a new bucket."""
+        return self._meta.batch_id
+
+    @property
+    def batch_id(self) -> int | None:
+        """The batch begun and not yet committed, or None."""
+        return self._batch
+
+    @property
+    def cached_entries(self) -> int:
+        """Entries committed but not yet flushed to data files (a key written twice counts twice)."""
+        return sum(len(r) for r in self._runs)
+
+    @property
+    def data_files(self) -> list[str]:
+        """The data files holding the flushed state, in key order."""
+        return [f["name"] for f in self._meta.files]
+
+    # ------------------------------------------------------------------ recovery
+
+    def _recover(self) -> None:
+        """Load the newest metadata, replay the committed log after it, and adopt the result under this epoch."""
+        catalog = self._catalog
+        meta = catalog.load_meta() or Meta(epoch=0, token="00000000", version=-1)
+        runs, batch_id, log = [], meta.flushed_batch_id, []
+        for name, length in meta.log:
+            path = catalog.path("log", name)
+            data = self._read_log(path, length)
+            frames, _ = decode_frames(data, path, tail=False)
+            batch_id = self._replay(frames, batch_id, runs, path)
+            log.append([name, length])
+        tail = []
+        for name in catalog.names("log"):
+            parsed = parse_sequenced(name)
+            if parsed and parsed[0] == meta.epoch and parsed[2] == meta.token and parsed[1] >= meta.tail_from:
+                tail.append((parsed[1], name))
+        for _, name in sorted(tail):
+            path = catalog.path("log", name)
+            frames, used = decode_frames(self._read_log(path, None), path, tail=True)
+            batch_id = self._replay(frames, batch_id, runs, path)
+            if used:
+                log.append([name, used])
+            if used < catalog.fs.size(path):
+                break  # a torn frame ends the log: nothing the writer wrote after it was committed
+        if batch_id < meta.batch_id:
+            raise CorruptStoreError(
+                catalog.path("meta", meta.name),
+                f"the log holds batches up to {batch_id}, the metadata says {meta.batch_id} were committed",
+            )
+        self._runs = runs
+        self._batches_since_flush = len(runs)
+        adopted = Meta(
+            epoch=catalog.epoch,
+            token=catalog.token,
+            version=meta.version + 1,
+            batch_id=batch_id,
+            flushed_batch_id=meta.flushed_batch_id,
+            files=meta.files,
+            log=log,
+            tail_from=0,
+        )
+        catalog.write_meta(adopted)
+        self._meta = adopted
+        self._open_files()
+        self._hook("adopted", batch_id)
+        catalog.confirm("clean up")
+        for sub, names in catalog.unreferenced(adopted).items():
+            catalog.remove(sub, names)
+
+    def _read_log(self, path: str, length: int | None) -> bytes:
+        fs = self._catalog.fs
+        try:
+            data = fs.cat_file(path) if length is None else fs.cat_file(path, start=0, end=length)
+        except FileNotFoundError:
+            raise CorruptStoreError(path, "a committed log segment is missing") from None
+        if length is not None and len(data) < length:
+            raise CorruptStoreError(path, f"the log segment has {len(data)} bytes, {length} were committed")
+        return data
+
+    @staticmethod
+    def _replay(frames: list[tuple[int, Run]], batch_id: int, runs: list[Run], path: str) -> int:
+        for frame_batch, run in frames:
+            if frame_batch <= batch_id:
+                raise CorruptStoreError(path, f"batch {frame_batch} follows batch {batch_id} in the log")
+            runs.append(run)
+            batch_id = frame_batch
+        return batch_id
+
+    def _open_files(self) -> None:
+        store = self._store
+        self._data = [DataFile(store.fs, self._catalog.path("data", f["name"]), f["size"], store.cache) for f in self._meta.files]
+        self._firsts = [bytes.fromhex(f["first"]) for f in self._meta.files]
+
+    # ------------------------------------------------------------------ batches
+
+    def begin(self, batch_id: int) -> None:
+        """Start batch ``batch_id``; a batch begun and not committed (a failed attempt) is discarded first."""
+        self._check_open()
+        if isinstance(batch_id, bool) or not isinstance(batch_id, (int, np.integer)) or batch_id < 0:
+            raise ValueError(f"batch_id={batch_id!r} must be an int of 0 or more (Spark's batch id, a step number)")
+        self._discard()
+        if batch_id <= self.committed_batch_id:
+            raise ValueError(
+                f"batch_id={batch_id} is at or below committed_batch_id={self.committed_batch_id} of bucket "
+                f"{self.bucket}: that batch is already applied and is never applied twice. A replayed batch "
+                "(Spark retrying it) must be skipped: compare with committed_batch_id first"
+            )
+        self._catalog.renew()
+        self._batch = int(batch_id)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        """Write ``value`` under ``key`` in the current batch."""
+        self._check_batch("put")
+        if not isinstance(key, bytes) or not isinstance(value, bytes):
+            raise TypeError(f"put takes bytes, got key {type(key).__name__} and value {type(value).__name__}")
+        self._keys.append(key)
+        self._values.append(value)
+        self._batch_run = None
+
+    def delete(self, key: bytes) -> None:
+        """Delete ``key`` in the current batch (deleting an absent key is allowed)."""
+        self._check_batch("delete")
+        if not isinstance(key, bytes):
+            raise TypeError(f"delete takes bytes, got {type(key).__name__}")
+        self._keys.append(key)
+        self._values.append(None)
+        self._batch_run = None
+
+    def put_many(self, keys: Any, values: Any) -> None:
+        """Write many pairs: lists of bytes, or Arrow binary, NumPy object or pandas columns; a None value deletes."""
+        self._check_batch("put_many")
+        k = as_binary(keys, "keys")
+        v = as_binary(values, "values", nulls=True)
+        if len(k) != len(v):
+            raise ValueError(f"put_many got {len(k)} keys and {len(v)} values; give one value per key")
+        self._flush_singles()
+        self._chunks.append((k, v))
+        self._batch_run = None
+
+    def delete_many(self, keys: Any) -> None:
+        """Delete many keys in the current batch."""
+        self._check_batch("delete_many")
+        k = as_binary(keys, "keys")
+        self._flush_singles()
+        self._chunks.append((k, pa.nulls(len(k), _VALUE)))
+        self._batch_run = None
+
+    def commit(self) -> None:
+        """Make the current batch durable: from now on it is ``committed_batch_id``, after any crash."""
+        self._check_batch("commit")
+        batch_id = self._batch
+        assert batch_id is not None
+        run = self._writes()
+        self._append_log(encode_frame(batch_id, run), batch_id)
+        self._hook("after_log", batch_id)
+        self._catalog.confirm(f"commit batch {batch_id}")
+        self._meta.batch_id = batch_id
+        self._batch = None
+        self._clear_writes()
+        if len(run):
+            self._runs.append(run)
+        self._batches_since_flush += 1
+        store = self._store
+        if self.cached_entries >= store.flush_entries or self._batches_since_flush >= store.flush_batches:
+            self.flush()
+
+    def _append_log(self, frame: bytes, batch_id: int) -> None:
+        catalog = self._catalog
+        if not catalog.local:  # object stores: one new object per commit, never an append
+            self._hook("mid_log", batch_id)
+            catalog.fs.pipe_file(catalog.path("log", self._next_name("wal")), frame)
+            return
+        if self._segment is None:
+            path = catalog.path("log", self._next_name("wal"))
+            self._segment = (path, open(path, "ab"))
+            catalog.sync(catalog.path("log"))
+        path, handle = self._segment
+        half = len(frame) // 2
+        handle.write(frame[:half])
+        handle.flush()
+        self._hook("mid_log", batch_id)
+        handle.write(frame[half:])
+        handle.flush()
+        if catalog.durable:
+            os.fsync(handle.fileno())
+        if handle.tell() >= self._store.max_log_segment:
+            self._close_segment()
+
+    def _close_segment(self) -> None:
+        if self._segment is not None:
+            self._segment[1].close()
+            self._segment = None
+
+    def _next_name(self, kind: str) -> str:
+        name = sequenced_name(self._catalog.epoch, self._seq, self._catalog.token, kind)
+        self._seq += 1
+        return name
+
+    # ------------------------------------------------------------------ flush and compaction
+
+    def flush(self) -> None:
+        """Write the uncommitted cache into data files now, and drop the log it came from."""
+        self._check_open()
+        if not self._runs and not self._meta.log and self._segment is None:
+            return
+        changes = Run.merge(self._runs)
+        self._close_segment()
+        files = self._files.merge(self._meta.files, self._data, changes, self._meta.batch_id, self._next_name, "flush")
+        self._publish(files, "flush")
+        self._runs = []
+        self._batches_since_flush = 0
+
+    def compact(self) -> None:
+        """Flush, then rewrite runs of small neighbouring data files (under half ``max_file_size``) as one."""
+        self.flush()
+        files = self._files.compact(self._meta.files, self._data, self._meta.batch_id, self._next_name)
+        if files is not None:
+            self._publish(files, "compact")
+
+    def _publish(self, files: list[dict[str, Any]], stage: str) -> None:
+        """Write the metadata version listing ``files`` (the commit point of a flush), then delete what it obsoletes."""
+        catalog, old = self._catalog, self._meta
+        batch_id = old.batch_id
+        meta = Meta(
+            epoch=catalog.epoch,
+            token=catalog.token,
+            version=old.version + 1,
+            batch_id=batch_id,
+            flushed_batch_id=batch_id,
+            files=files,
+            log=[],
+            tail_from=self._seq,
+        )
+        self._hook(f"{stage}_before_meta", batch_id)
+        catalog.write_meta(meta)
+        self._meta = meta
+        for stale in {f["name"] for f in old.files} - {f["name"] for f in files}:
+            self._store.cache.forget(catalog.path("data", stale))
+        self._open_files()
+        self._hook(f"{stage}_after_meta", batch_id)
+        catalog.confirm(f"delete the files its {stage} replaced")
+        garbage = catalog.unreferenced(meta)
+        for sub in ("data", "log", "meta"):
+            for name in garbage[sub]:
+                catalog.remove(sub, [name])
+                self._hook(f"{stage}_mid_cleanup", batch_id)
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, key: bytes) -> bytes | None:
+        """The committed value of ``key``, or None."""
+        return self.get_many([key])[0]
+
+    def get_many(self, keys: Any) -> Any:
+        """Committed values of ``keys`` in order, None where absent; an Arrow array in, an Arrow array out."""
+        self._check_open()
+        return _like(keys, self._get(self._committed_runs(), keys))
+
+    def get_uncommitted(self, key: bytes) -> bytes | None:
+        """This batch's write of ``key`` if any, else its committed value."""
+        return self.get_uncommitted_many([key])[0]
+
+    def get_uncommitted_many(self, keys: Any) -> Any:
+        self._check_open()
+        runs = self._committed_runs()
+        if self._batch is not None:
+            runs = [self._writes(), *runs]
+        return _like(keys, self._get(runs, keys))
+
+    def _get(self, runs: list[Run], keys: Any) -> pa.LargeBinaryArray:
+        return get_many(runs, self._data, self._firsts, as_binary(keys, "keys"))
+
+    def scan_table(self, start: bytes | None = None, end: bytes | None = None, *, prefix: bytes | None = None) -> pa.Table:
+        """Committed pairs with ``start <= key < end`` (None: unbounded), or those whose key starts with ``prefix``,
+        sorted by key, as an Arrow table with columns ``key`` and ``value``."""
+        self._check_open()
+        if prefix is not None:
+            if start is not None or end is not None:
+                raise ValueError("scan takes either prefix= or start and end, not both")
+            start, end = prefix, successor(prefix)
+        for name, bound in (("start", start), ("end", end)):
+            if bound is not None and not isinstance(bound, bytes):
+                raise TypeError(f"scan {name}={bound!r} must be bytes or None")
+        run = scan(list(reversed(self._committed_runs())), self._data, self._firsts, start, end)
+        return pa.table({"key": run.keys().cast(pa.binary()), "value": run.values.cast(pa.binary())})
+
+    def scan(self, start: bytes | None = None, end: bytes | None = None, *, prefix: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Committed ``(key, value)`` pairs with ``start <= key < end``, sorted (see ``scan_table``)."""
+        table = self.scan_table(start, end, prefix=prefix)
+        return zip(table.column("key").to_pylist(), table.column("value").to_pylist())
+
+    def _committed_runs(self) -> list[Run]:
+        """The cache's runs, newest first, after merging small newer runs into older ones (a few runs at most)."""
+        runs = self._runs
+        while len(runs) > 1 and (len(runs[-2]) <= 2 * len(runs[-1]) or len(runs) > 8):
+            runs[-2:] = [Run.merge(runs[-2:])]
+        return list(reversed(runs))
+
+    # ------------------------------------------------------------------ batch buffer
+
+    def _flush_singles(self) -> None:
+        if self._keys:
+            self._chunks.append((pa.array(self._keys, _VALUE), pa.array(self._values, _VALUE)))
+            self._keys, self._values = [], []
+
+    def _writes(self) -> Run:
+        """The current batch's writes as one run (the last write of a key wins)."""
+        if self._batch_run is None:
+            self._flush_singles()
+            if not self._chunks:
+                self._batch_run = Run.empty()
+            else:
+                keys = concat_values([k for k, _ in self._chunks])
+                values = pa.concat_arrays([v for _, v in self._chunks]) if len(self._chunks) > 1 else self._chunks[0][1]
+                self._batch_run = Run.from_writes(keys, values)
+                self._chunks = [(keys, values)]
+        return self._batch_run
+
+    def _clear_writes(self) -> None:
+        self._keys, self._values, self._chunks, self._batch_run = [], [], [], None
+
+    def _discard(self) -> None:
+        self._batch = None
+        self._clear_writes()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KVStoreError(f"bucket {self.bucket} is closed; open it again with store.open({self.bucket})")
+
+    def _check_batch(self, what: str) -> None:
+        self._check_open()
+        if self._batch is None:
+            raise KVStoreError(f"{what} needs a batch: call begin(batch_id) first (committed_batch_id={self.committed_batch_id})")
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Discard an uncommitted batch, close the log and free the bucket for the next writer."""
+        if self._closed:
+            return
+        self._discard()
+        self._close_segment()
+        self._closed = True
+        self._catalog.release()
+
+    def __enter__(self) -> Bucket:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Bucket {self.bucket} of {self._store.path!r}, committed_batch_id={self.committed_batch_id}>"
+
+
+def _like(keys: Any, values: pa.LargeBinaryArray) -> Any:
+    """The values in the kind of column the keys came in: Arrow, pandas, NumPy, or a list of bytes."""
+    if isinstance(keys, (pa.Array, pa.ChunkedArray)):
+        large = pa.types.is_large_binary(keys.type) or pa.types.is_large_string(keys.type)
+        return values if large else values.cast(pa.binary())
+    if isinstance(keys, pd.Series):
+        return pd.Series(values.to_pylist(), index=keys.index, dtype=object, name=keys.name)
+    if isinstance(keys, np.ndarray):
+        out = np.empty(len(values), dtype=object)
+        out[:] = values.to_pylist()
+        return out
+    return values.to_pylist()

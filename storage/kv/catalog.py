@@ -1,0 +1,230 @@
+"""A bucket's directory: the owner's lease, the metadata versions, the names of log and data files.
+
+Nothing here is ever renamed into place on an object store or appended to
+there: every commit writes new, uniquely named objects, so the same steps are
+safe on a local disk, HDFS and S3.
+
+Fencing. Each writer that opens a bucket claims the next *epoch*: it writes
+``lease/<epoch>.json`` (created exclusively where the filesystem can, read back
+elsewhere) holding a random token. Every file it writes carries its epoch and
+token in its name, and readers take the metadata of the newest epoch whose
+lease holds that token. A writer that lost its bucket (a zombie Spark task)
+finds a newer lease when it checks, after writing its commit and before it
+deletes anything, and stops with ``FencedError``; what it wrote before the
+check is either adopted whole by the new owner (who listed it) or ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .._fs import fsync, is_local, put_atomic
+from .errors import BucketHeldError, CorruptStoreError, FencedError
+
+FORMAT = 1
+_META = re.compile(r"(\d{10})-(\d{12})-([0-9a-f]{8})\.json")
+_SEQUENCED = re.compile(r"(\d{10})-(\d{10})-([0-9a-f]{8})\.(wal|kvd)")
+
+
+@dataclass
+class Meta:
+    """One metadata version: the committed state of a bucket.
+
+    ``files`` hold the data as of ``flushed_batch_id``; replaying the log
+    segments ``log`` (each to the length given), then the segments its writer
+    wrote from sequence number ``tail_from`` on, gives ``batch_id`` and after.
+    """
+
+    epoch: int
+    token: str
+    version: int
+    batch_id: int = -1
+    flushed_batch_id: int = -1
+    files: list[dict[str, Any]] = field(default_factory=list)
+    log: list[list[Any]] = field(default_factory=list)
+    tail_from: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.epoch:010d}-{self.version:012d}-{self.token}.json"
+
+    def to_json(self) -> bytes:
+        return json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True).encode()
+
+
+def sequenced_name(epoch: int, seq: int, token: str, kind: str) -> str:
+    return f"{epoch:010d}-{seq:010d}-{token}.{kind}"
+
+
+def parse_sequenced(name: str) -> tuple[int, int, str] | None:
+    match = _SEQUENCED.fullmatch(name)
+    return (int(match.group(1)), int(match.group(2)), match.group(3)) if match else None
+
+
+class Catalog:
+    """The files of one bucket directory and the lease of the writer using it."""
+
+    def __init__(self, fs: Any, directory: str, bucket: int, lease_seconds: float, durable: bool) -> None:
+        self.fs, self.directory, self.bucket = fs, directory, bucket
+        self.local = is_local(fs)
+        self.durable = durable
+        self.lease_seconds = lease_seconds
+        self.epoch = 0
+        self.token = uuid.uuid4().hex[:8]
+        self._renewed = 0.0
+
+    def path(self, sub: str, name: str = "") -> str:
+        return f"{self.directory}/{sub}/{name}" if name else f"{self.directory}/{sub}"
+
+    def names(self, sub: str) -> list[str]:
+        try:
+            return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.path(sub), detail=False))
+        except FileNotFoundError:
+            return []
+
+    def sync(self, path: str) -> None:
+        if self.local and self.durable:
+            fsync(path)
+
+    # ------------------------------------------------------------------ the lease
+
+    def _lease_epochs(self) -> list[int]:
+        return sorted(int(n[:-5]) for n in self.names("lease") if n.endswith(".json") and n[:-5].isdigit())
+
+    def _read_lease(self, epoch: int) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.fs.cat_file(self.path("lease", f"{epoch:010d}.json")))
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def claim(self, take_over: bool) -> None:
+        """Become the bucket's writer: the next epoch, unless a live writer holds it (and ``take_over`` is off)."""
+        for sub in ("lease", "meta", "log", "data"):
+            self.fs.makedirs(self.path(sub), exist_ok=True)
+        epochs = self._lease_epochs()
+        top = epochs[-1] if epochs else 0
+        if top and not take_over:
+            held = self._read_lease(top)
+            now = time.time()
+            if held is not None and not held.get("released") and held.get("expires", 0) > now:
+                raise BucketHeldError(
+                    f"bucket {self.bucket} of {self.directory.rsplit('/', 1)[0]} is held by another writer "
+                    f"(epoch {top}, its lease runs {held['expires'] - now:.0f} s more); one writer per bucket. "
+                    "If that writer is dead (a Spark task being retried), open with take_over=True: "
+                    "the old writer is then fenced off and cannot change the bucket"
+                )
+        self.epoch = top + 1
+        body = self._lease_body()
+        path = self.path("lease", f"{self.epoch:010d}.json")
+        if self.local:
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                raise BucketHeldError(
+                    f"bucket {self.bucket}: another writer claimed epoch {self.epoch} at the same moment; "
+                    "one writer per bucket"
+                ) from None
+            try:
+                os.write(fd, body)
+                if self.durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            self.sync(self.path("lease"))
+        else:
+            if self.fs.exists(path):
+                raise BucketHeldError(f"bucket {self.bucket}: another writer claimed epoch {self.epoch} first")
+            self.fs.pipe_file(path, body)
+            self.confirm()
+        self._renewed = time.time()
+
+    def _lease_body(self, released: bool = False) -> bytes:
+        expires = 0.0 if released else time.time() + self.lease_seconds
+        return json.dumps({"token": self.token, "expires": expires, "released": released}).encode()
+
+    def confirm(self, doing: str = "go on") -> None:
+        """Raise ``FencedError`` unless this writer's lease is still the newest one."""
+        epochs = self._lease_epochs()
+        newest = epochs[-1] if epochs else None
+        lease = self._read_lease(self.epoch) if newest == self.epoch and not self.local else None
+        if newest != self.epoch or (lease is not None and lease.get("token") != self.token):
+            raise FencedError(
+                f"bucket {self.bucket} was taken over by a newer writer (epoch {newest}; this one is epoch "
+                f"{self.epoch}), so this writer cannot {doing}. Anything it wrote since is ignored unless the "
+                "new writer had already adopted it: its committed_batch_id tells. Open the bucket again to go on"
+            )
+
+    def renew(self) -> None:
+        """Extend the lease once a third of it has passed (a held bucket is refused to others until it runs out)."""
+        if time.time() - self._renewed < self.lease_seconds / 3:
+            return
+        self.confirm("renew its lease")
+        put_atomic(self.fs, self.path("lease", f"{self.epoch:010d}.json"), self._lease_body(), durable=self.durable)
+        self._renewed = time.time()
+
+    def release(self) -> None:
+        """Mark the lease free (best effort: a fenced writer leaves the newer lease alone)."""
+        try:
+            self.confirm("release its lease")
+        except FencedError:
+            return
+        put_atomic(self.fs, self.path("lease", f"{self.epoch:010d}.json"), self._lease_body(True), durable=self.durable)
+
+    # ------------------------------------------------------------------ metadata
+
+    def load_meta(self) -> Meta | None:
+        """The newest metadata written by a writer whose lease it carries; None for a new bucket."""
+        found = []
+        for name in self.names("meta"):
+            match = _META.fullmatch(name)
+            if match:
+                found.append((int(match.group(1)), int(match.group(2)), match.group(3), name))
+        tokens: dict[int, str | None] = {}
+        for epoch, _, token, name in sorted(found, reverse=True):
+            if epoch >= self.epoch:
+                continue  # a writer that claimed after this one
+            if epoch not in tokens:
+                lease = self._read_lease(epoch)
+                tokens[epoch] = lease.get("token") if lease else None
+            if tokens[epoch] not in (None, token):
+                continue  # written by a writer that lost the race for its epoch
+            path = self.path("meta", name)
+            try:
+                raw = json.loads(self.fs.cat_file(path))
+                if raw.pop("format") != FORMAT:
+                    raise CorruptStoreError(path, f"metadata format {raw.get('format')} is not {FORMAT}")
+                return Meta(**raw)
+            except (ValueError, TypeError, KeyError) as exc:
+                raise CorruptStoreError(path, f"the metadata cannot be read ({exc})") from None
+        return None
+
+    def write_meta(self, meta: Meta) -> None:
+        put_atomic(self.fs, self.path("meta", meta.name), meta.to_json(), durable=self.durable)
+
+    def remove(self, sub: str, names: list[str]) -> None:
+        for name in names:
+            try:
+                self.fs.rm_file(self.path(sub, name))
+            except FileNotFoundError:
+                pass
+
+    def unreferenced(self, meta: Meta) -> dict[str, list[str]]:
+        """The files ``meta`` does not need, by directory: what a crash, a flush or a zombie left behind."""
+        keep_log = {name for name, _ in meta.log}
+        keep_data = {f["name"] for f in meta.files}
+        out = {"meta": [n for n in self.names("meta") if n != meta.name]}
+        out["lease"] = [n for n in self.names("lease") if not n.startswith(f"{self.epoch:010d}.")]
+        out["data"] = [n for n in self.names("data") if n not in keep_data]
+        out["log"] = [n for n in self.names("log") if n not in keep_log and not self._mine_unpublished(n, meta)]
+        return out
+
+    def _mine_unpublished(self, name: str, meta: Meta) -> bool:
+        """A file this writer wrote after ``meta`` (its log tail): not garbage."""
+        parsed = parse_sequenced(name)
+        return parsed is not None and parsed[0] == self.epoch and parsed[2] == self.token and parsed[1] >= meta.tail_from

@@ -1,0 +1,111 @@
+"""Data files on any fsspec filesystem, read a block at a time through a shared LRU block cache."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from .errors import CorruptStoreError
+from .format import FileIndex, decode_block, decode_index
+from .keys import Run, concat_values
+
+#: How many bytes of a data file's end are read at once to get its footer and index.
+_TAIL_READ = 64 * 1024
+
+
+class BlockCache:
+    """Decoded blocks (and data file indexes), least recently used evicted first, up to ``limit`` bytes.
+
+    One per ``KVStore``, shared by its buckets. Files are immutable and uniquely
+    named, so a cached block is never stale.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._entries: OrderedDict[tuple[str, int], tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def get(self, key: tuple[str, int]) -> Any:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return entry[0]
+
+    def put(self, key: tuple[str, int], value: Any, nbytes: int) -> None:
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            if nbytes > self.limit:
+                return
+            self._entries[key] = (value, nbytes)
+            self._bytes += nbytes
+            while self._bytes > self.limit:
+                _, (_, size) = self._entries.popitem(last=False)
+                self._bytes -= size
+
+    def forget(self, path: str) -> None:
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == path]:
+                self._bytes -= self._entries.pop(key)[1]
+
+
+class DataFile:
+    """One immutable data file: its index read on first use, its blocks through the cache."""
+
+    def __init__(self, fs: Any, path: str, size: int, cache: BlockCache) -> None:
+        self.fs, self.path, self.size, self.cache = fs, path, size, cache
+
+    def index(self) -> FileIndex:
+        key = (self.path, -1)
+        index = self.cache.get(key)
+        if index is None:
+            try:
+                tail = self.fs.cat_file(self.path, start=max(0, self.size - _TAIL_READ), end=self.size)
+            except FileNotFoundError:
+                raise CorruptStoreError(self.path, "the data file is missing") from None
+            index = decode_index(tail, self.size, self.path, lambda s, e: self.fs.cat_file(self.path, start=s, end=e))
+            self.cache.put(key, index, index.first_rows.nbytes + 64 * len(index.blocks))
+        return index
+
+    def block(self, number: int, *, cache: bool = True) -> Run:
+        key = (self.path, number)
+        run = self.cache.get(key) if cache else None
+        if run is None:
+            index = self.index()
+            ref = index.blocks[number]
+            try:
+                stored = self.fs.cat_file(self.path, start=ref.offset, end=ref.offset + ref.stored)
+            except FileNotFoundError:
+                raise CorruptStoreError(self.path, "the data file is missing") from None
+            run = decode_block(stored, ref, index.codec, self.path)
+            if cache:
+                self.cache.put(key, run, run.nbytes + len(run) * 16)
+        return run
+
+    def read_all(self) -> Run:
+        """Every entry, in order, without filling the cache (a rewrite reads a file once)."""
+        blocks = [self.block(i, cache=False) for i in range(len(self.index().blocks))]
+        if not blocks:
+            return Run.empty()
+        return Run(np.concatenate([b.rows for b in blocks]), concat_values([b.values for b in blocks]))
+
+    def blocks_for(self, sorted_keys: np.ndarray) -> np.ndarray:
+        """For probe keys sorted as ``S`` rows at this file's width: the block each may be in (-1: before the first)."""
+        firsts = self.index().first_rows
+        starts = np.searchsorted(sorted_keys, firsts.view(f"S{firsts.shape[1]}").ravel(), side="left")
+        return np.searchsorted(starts, np.arange(len(sorted_keys)), side="right") - 1

@@ -1,0 +1,154 @@
+"""Flush and compaction: merging changes into a bucket's sorted, non-overlapping data files.
+
+The data files of a bucket split the key space into zones: file ``i`` holds
+the keys from its first key up to the next file's first key. A flush sorts the
+cache's changes into those zones and rewrites each zone it touches (the old
+file's entries merged with the changes, deletes and overwritten values
+dropped), cut into files of at most ``max_file_size``. Changes that all lie
+past the last file's last key go into new files without rewriting it once it
+is half full: monotonic keys (a timestamp first) never rewrite a file, random
+keys rewrite every file they touch. This is HDHT's design and its advice.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from .datafile import DataFile
+from .format import encode_data_file
+from .keys import Run, sortable, widen
+
+if TYPE_CHECKING:
+    from .catalog import Catalog
+    from .store import KVStore
+
+_ENTRY_OVERHEAD = 8  # the value offset
+
+
+class FileWriter:
+    def __init__(self, catalog: Catalog, store: KVStore, hook: Callable[[str, int], None]) -> None:
+        self._catalog, self._store, self._hook = catalog, store, hook
+        self._written = 0
+
+    def merge(
+        self,
+        files: list[dict[str, Any]],
+        data: list[DataFile],
+        changes: Run,
+        batch_id: int,
+        next_name: Callable[[str], str],
+        stage: str,
+    ) -> list[dict[str, Any]]:
+        """The file list after merging ``changes`` (deletes included) into ``files``; new files are written."""
+        self._written = 0
+        if not len(changes):
+            return list(files)
+        if not files:
+            out = self._write(changes.without_tombstones(), batch_id, next_name, stage)
+            self._sync()
+            return out
+        zone = _zones(files, changes)
+        out: list[dict[str, Any]] = []
+        edges = np.flatnonzero(np.diff(zone)) + 1
+        touched = {int(zone[c[0]]): c for c in np.split(np.arange(len(changes)), edges) if len(c)}
+        for number, (entry, data_file) in enumerate(zip(files, data)):
+            rows = touched.get(number)
+            if rows is None:
+                out.append(entry)
+                continue
+            part = changes.slice(int(rows[0]), int(rows[-1]) + 1)
+            last = number == len(files) - 1
+            if last and entry["size"] >= self._store.max_file_size // 2 and _after(part, entry["last"]):
+                out.append(entry)  # appending past a full enough last file: no rewrite
+                out.extend(self._write(part.without_tombstones(), batch_id, next_name, stage))
+            else:
+                merged = Run.merge([data_file.read_all(), part]).without_tombstones()
+                out.extend(self._write(merged, batch_id, next_name, stage))
+        self._sync()
+        return out
+
+    def compact(
+        self, files: list[dict[str, Any]], data: list[DataFile], batch_id: int, next_name: Callable[[str], str]
+    ) -> list[dict[str, Any]] | None:
+        """Files after merging each run of two or more neighbouring small files; None when there is none."""
+        small = self._store.max_file_size // 2
+        groups: list[list[int]] = []
+        for number, entry in enumerate(files):
+            if entry["size"] < small and groups and groups[-1][-1] == number - 1 and files[groups[-1][-1]]["size"] < small:
+                groups[-1].append(number)
+            else:
+                groups.append([number])
+        if all(len(g) == 1 for g in groups):
+            return None
+        self._written = 0
+        out: list[dict[str, Any]] = []
+        for group in groups:
+            if len(group) == 1:
+                out.append(files[group[0]])
+                continue
+            merged = Run.merge([data[i].read_all() for i in group])
+            out.extend(self._write(merged, batch_id, next_name, "compact"))
+        self._sync()
+        return out
+
+    def _write(self, run: Run, batch_id: int, next_name: Callable[[str], str], stage: str) -> list[dict[str, Any]]:
+        """``run`` as data files of at most ``max_file_size`` each (none when it is empty)."""
+        store, catalog = self._store, self._catalog
+        if not len(run):
+            return []
+        offsets = np.frombuffer(run.values.buffers()[1], np.int64, len(run) + 1, run.values.offset * 8)
+        ends = np.cumsum(np.diff(offsets) + run.width + _ENTRY_OVERHEAD)
+        out, start = [], 0
+        while start < len(run):
+            base = ends[start - 1] if start else 0
+            stop = min(max(int(np.searchsorted(ends, base + store.max_file_size, side="right")), start + 1), len(run))
+            part = run.slice(start, stop)
+            body, _ = encode_data_file(part, store.block_size, store.compression)
+            name = next_name("kvd")
+            path = catalog.path("data", name)
+            if catalog.local:
+                with open(path, "wb") as handle:
+                    handle.write(body)
+                    handle.flush()
+                    if catalog.durable:
+                        os.fsync(handle.fileno())
+            else:
+                catalog.fs.pipe_file(path, body)
+            out.append(
+                {
+                    "name": name,
+                    "size": len(body),
+                    "count": len(part),
+                    "first": part.rows[0].tobytes().hex(),
+                    "last": part.rows[-1].tobytes().hex(),
+                }
+            )
+            self._written += 1
+            if self._written == 1:
+                self._hook(f"{stage}_mid_write", batch_id)
+            start = stop
+        return out
+
+    def _sync(self) -> None:
+        if self._written:
+            self._catalog.sync(self._catalog.path("data"))
+
+
+def _zones(files: list[dict[str, Any]], changes: Run) -> np.ndarray:
+    """For each change, the file whose zone holds its key (keys before the first file go to the first)."""
+    firsts = [bytes.fromhex(f["first"]) for f in files[1:]]
+    if not firsts:
+        return np.zeros(len(changes), np.int64)
+    width = max(changes.width, max(len(f) for f in firsts))
+    bounds = sortable(np.concatenate([widen(np.frombuffer(f, np.uint8)[None, :], width) for f in firsts]))
+    return np.searchsorted(bounds, sortable(widen(changes.rows, width)), side="right")
+
+
+def _after(part: Run, last_hex: str) -> bool:
+    """Whether every key of ``part`` sorts after the key whose row is ``last_hex``."""
+    last = np.frombuffer(bytes.fromhex(last_hex), np.uint8)[None, :]
+    width = max(part.width, last.shape[1])
+    return bool(sortable(widen(part.rows[:1], width))[0] > sortable(widen(last, width))[0])

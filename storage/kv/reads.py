@@ -1,0 +1,168 @@
+"""Reads over a bucket's layers: in-memory runs (newest first), then the data files.
+
+Every read is vectorized over its keys: a layer answers all the keys still
+open with a handful of NumPy calls, and a key found in a newer layer (a value
+or a delete) is not looked for in older ones. The data files of a bucket never
+overlap, so a key is looked for in at most one of them, and there in one block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .datafile import DataFile
+from .keys import Run, concat_values, encode, fits, hashes, key_lengths, narrow, sortable, width_for, widen, widen_or_clip
+
+_VALUE = pa.large_binary()
+#: Above this many entries a layer's lookups sort their probes first (``searchsorted`` is then cache-friendly).
+_SORT_PROBES_ABOVE = 1 << 16
+
+
+@dataclass
+class FileRef:
+    """A data file as the metadata lists it: its name, size, entry count and key range (encoded rows)."""
+
+    name: str
+    size: int
+    count: int
+    first: bytes
+    last: bytes
+
+
+def get_many(runs: list[Run], files: list[DataFile], firsts: list[bytes], keys: pa.LargeBinaryArray) -> pa.LargeBinaryArray:
+    """The value of each key (null where absent or deleted); ``runs`` newest first, ``files`` in key order."""
+    n = len(keys)
+    if not n:
+        return pa.array([], _VALUE)
+    lengths = key_lengths(keys)
+    rows = encode(keys)
+    positions: list[np.ndarray] = []
+    pieces: list[pa.Array] = []
+    open_ = np.arange(n)
+    for run in runs:
+        if not len(open_) or not len(run):
+            continue
+        found = _find(run, rows, lengths, open_)
+        hit = found >= 0
+        if hit.any():
+            positions.append(open_[hit])
+            pieces.append(run.values.take(pa.array(found[hit])))
+            open_ = open_[~hit]
+    if len(open_) and files:
+        _from_files(files, firsts, rows, lengths, open_, positions, pieces)
+    if not positions:
+        return pa.nulls(n, _VALUE)
+    where = np.concatenate(positions)
+    values = concat_values(pieces + [pa.nulls(1, _VALUE)])
+    take = np.full(n, len(where), np.int64)
+    take[where] = np.arange(len(where))
+    return values.take(pa.array(take))
+
+
+def _find(run: Run, rows: np.ndarray, lengths: np.ndarray, open_: np.ndarray) -> np.ndarray:
+    """Positions in ``run`` of the keys ``open_`` (indexes into ``rows``), -1 where absent."""
+    found = np.full(len(open_), -1, np.int64)
+    fit = lengths[open_] <= run.width - 2
+    candidates = open_[fit] if not fit.all() else open_
+    probe = narrow(rows[candidates], run.width)
+    h = hashes(probe)
+    if len(run) > _SORT_PROBES_ABOVE and len(h) > 1:
+        order = np.argsort(h)
+        at = np.empty(len(order), np.int64)
+        at[order] = run.find(probe[order], h[order])
+    else:
+        at = run.find(probe, h)
+    found[np.flatnonzero(fit) if not fit.all() else slice(None)] = at
+    return found
+
+
+def _from_files(
+    files: list[DataFile],
+    firsts: list[bytes],
+    rows: np.ndarray,
+    lengths: np.ndarray,
+    open_: np.ndarray,
+    positions: list[np.ndarray],
+    pieces: list[pa.Array],
+) -> None:
+    width = max(rows.shape[1], max(len(f) for f in firsts))
+    probe = sortable(widen(rows[open_], width))
+    order = np.argsort(probe, kind="stable")
+    ordered = open_[order]
+    bounds = np.array([sortable(widen(np.frombuffer(f, np.uint8)[None, :], width))[0] for f in firsts])
+    starts = np.searchsorted(probe[order], bounds, side="left")
+    for number, data_file in enumerate(files):
+        stop = starts[number + 1] if number + 1 < len(files) else len(ordered)
+        mine = ordered[starts[number] : stop]
+        if len(mine):
+            _from_file(data_file, rows, lengths, mine, positions, pieces)
+
+
+def _from_file(
+    data_file: DataFile,
+    rows: np.ndarray,
+    lengths: np.ndarray,
+    mine: np.ndarray,
+    positions: list[np.ndarray],
+    pieces: list[pa.Array],
+) -> None:
+    """Look up the keys ``mine`` (sorted) in one data file, block by block."""
+    width = data_file.index().width
+    mine = mine[lengths[mine] <= width - 2]
+    if not len(mine):
+        return
+    probe = narrow(rows[mine], width)
+    block_of = data_file.blocks_for(sortable(probe))
+    edges = np.flatnonzero(np.diff(block_of)) + 1
+    for chunk in np.split(np.arange(len(mine)), edges):
+        number = int(block_of[chunk[0]])
+        if number < 0:
+            continue
+        block = data_file.block(number)
+        at = block.find(probe[chunk], hashes(probe[chunk]))
+        hit = at >= 0
+        if hit.any():
+            positions.append(mine[chunk[hit]])
+            pieces.append(block.values.take(pa.array(at[hit])))
+
+
+def scan(runs: list[Run], files: list[DataFile], firsts: list[bytes], start: bytes | None, stop: bytes | None) -> Run:
+    """The live entries with ``start <= key < stop`` (None: open), sorted; ``runs`` newest first."""
+    bound_keys = [k for k in (start, stop) if k is not None]
+    bound_rows = encode(pa.array(bound_keys, _VALUE)) if bound_keys else None
+    lo_rows = bound_rows[:1] if start is not None else None
+    hi_rows = bound_rows[-1:] if stop is not None else None
+    layers: list[Run] = []
+    for number, data_file in enumerate(files):
+        if hi_rows is not None and _before(hi_rows, firsts[number]):
+            break  # this file starts at or after the end
+        if lo_rows is not None and number + 1 < len(files) and not _before(lo_rows, firsts[number + 1]):
+            continue  # the next file starts at or before the start
+        layers.extend(_file_range(data_file, lo_rows, hi_rows))
+    for run in reversed(runs):
+        lo, hi = run.bounds(lo_rows, hi_rows)
+        layers.append(run.slice(lo, hi))
+    return Run.merge(layers).without_tombstones()
+
+
+def _before(rows: np.ndarray, first: bytes) -> bool:
+    """Whether the key of ``rows`` sorts at or before the key whose row is ``first``."""
+    width = max(rows.shape[1], len(first))
+    return bool(sortable(widen(rows, width))[0] <= sortable(widen(np.frombuffer(first, np.uint8)[None, :], width))[0])
+
+
+def _file_range(data_file: DataFile, lo_rows: np.ndarray | None, hi_rows: np.ndarray | None) -> list[Run]:
+    index = data_file.index()
+    firsts = sortable(index.first_rows)
+    first_block = 0 if lo_rows is None else max(0, int(np.searchsorted(firsts, sortable(widen_or_clip(lo_rows, index.width))[0], side="right")) - 1)
+    last_block = len(firsts) if hi_rows is None else int(np.searchsorted(firsts, sortable(widen_or_clip(hi_rows, index.width))[0], side="left"))
+    out = []
+    for number in range(first_block, last_block):
+        block = data_file.block(number)
+        lo, hi = block.bounds(lo_rows, hi_rows)
+        if hi > lo:
+            out.append(block.slice(lo, hi))
+    return out

@@ -1,0 +1,92 @@
+"""``KVStore``: the store's settings, its block cache, and the way into its buckets."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Mapping
+
+from fsspec.core import url_to_fs
+
+from ..splitter.config import parse_seconds, parse_size
+from .bucket import Bucket, Hook
+from .datafile import BlockCache
+
+#: Block codecs pyarrow compresses with (``pa.compress``); None stores blocks as they are.
+CODECS = (None, "lz4", "zstd", "snappy", "gzip", "brotli")
+
+
+class KVStore:
+    """An embedded key-value store on any fsspec path, in buckets with one writer each (HDHT's design).
+
+    ``flush_entries`` and ``flush_batches`` (HDHT's defaults: a million entries,
+    120 batches) say when the cache of committed writes is flushed to data
+    files; data files hold at most ``max_file_size`` bytes in blocks of about
+    ``block_size``; ``block_cache`` bounds the decoded blocks kept in memory,
+    shared by the buckets opened from this object. A log segment is rolled at
+    ``max_log_segment`` bytes. A writer's ``lease`` (seconds or a timedelta)
+    keeps other writers out until it runs out or the writer closes the bucket.
+    ``fsync=False`` skips the fsyncs of the local disk: a commit then survives
+    the process dying but not the machine. See docs/kv_store.md.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        flush_entries: int = 1_000_000,
+        flush_batches: int = 120,
+        max_file_size: int | str = "128MB",
+        block_size: int | str = "256KB",
+        block_cache: int | str = "256MB",
+        max_log_segment: int | str = "64MB",
+        compression: str | None = None,
+        lease: float | timedelta | str = 60,
+        fsync: bool = True,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        for name, value in (("flush_entries", flush_entries), ("flush_batches", flush_batches)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"KVStore {name}={value!r} must be an int of 1 or more")
+        if compression not in CODECS:
+            raise ValueError(f"KVStore compression={compression!r} is not one of {CODECS}")
+        if not isinstance(fsync, bool):
+            raise ValueError(f"KVStore fsync={fsync!r} must be True or False")
+        self.path = str(path)
+        self.flush_entries = flush_entries
+        self.flush_batches = flush_batches
+        self.max_file_size = parse_size("max_file_size", max_file_size)
+        self.block_size = parse_size("block_size", block_size)
+        self.max_log_segment = parse_size("max_log_segment", max_log_segment)
+        lease_seconds = parse_seconds("lease", lease)
+        if not lease_seconds:
+            raise ValueError(f"KVStore lease={lease!r} must be more than 0 seconds")
+        self.lease: float = lease_seconds
+        self.compression = compression
+        self.fsync = fsync
+        self.storage_options = dict(storage_options or {})
+        self.cache = BlockCache(parse_size("block_cache", block_cache))
+        self.fs, root = url_to_fs(self.path, **self.storage_options)
+        self.root = root.rstrip("/")
+
+    def open(self, bucket: int, *, take_over: bool = False, hook: Hook | None = None) -> Bucket:
+        """Open ``bucket`` (an int of 0 or more) as its only writer; ``BucketHeldError`` while another holds it.
+
+        ``take_over=True`` claims it even then, fencing the holder off: for a
+        writer known to be gone, such as the failed attempt of a Spark task.
+        ``hook`` is a test seam called at each crash point.
+        """
+        if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0:
+            raise ValueError(f"KVStore bucket={bucket!r} must be an int of 0 or more (a Spark partition id, a key hash)")
+        return Bucket(self, bucket, take_over=take_over, hook=hook)
+
+    def buckets(self) -> list[int]:
+        """The buckets that exist under the store's path."""
+        try:
+            names = self.fs.ls(self.root, detail=False)
+        except FileNotFoundError:
+            return []
+        ids = [n.rstrip("/").rsplit("/", 1)[-1].removeprefix("bucket-") for n in names]
+        return sorted(int(i) for i in ids if i.isdigit())
+
+    def __repr__(self) -> str:
+        return f"KVStore({self.path!r}, flush_entries={self.flush_entries}, flush_batches={self.flush_batches})"
