@@ -123,7 +123,7 @@ class Bucket:
         catalog.write_meta(adopted)
         self._meta = adopted
         self._open_files()
-        self._hook("adopted", batch_id)
+        self._hook("adopted", -1)
         catalog.confirm("clean up")
         for sub, names in catalog.unreferenced(adopted).items():
             catalog.remove(sub, names)
@@ -272,7 +272,7 @@ class Bucket:
         self._batches_since_flush = 0
 
     def compact(self) -> None:
-        """Flush, then rewrite runs of small neighbouring data files (under half ``max_file_size``) as one."""
+        """Flush, then merge neighbouring data files whose sizes add up to at most ``max_file_size``."""
         self.flush()
         files = self._files.compact(self._meta.files, self._data, self._meta.batch_id, self._next_name)
         if files is not None:

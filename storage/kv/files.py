@@ -73,14 +73,20 @@ class FileWriter:
     def compact(
         self, files: list[dict[str, Any]], data: list[DataFile], batch_id: int, next_name: Callable[[str], str]
     ) -> list[dict[str, Any]] | None:
-        """Files after merging each run of two or more neighbouring small files; None when there is none."""
-        small = self._store.max_file_size // 2
+        """Files after merging neighbours whose sizes add up to at most ``max_file_size``; None when none do.
+
+        Deletes shrink files; this packs them again, so that a bucket's file
+        count follows its live data, not its history.
+        """
         groups: list[list[int]] = []
+        total = 0
         for number, entry in enumerate(files):
-            if entry["size"] < small and groups and groups[-1][-1] == number - 1 and files[groups[-1][-1]]["size"] < small:
+            if groups and total + entry["size"] <= self._store.max_file_size:
                 groups[-1].append(number)
+                total += entry["size"]
             else:
                 groups.append([number])
+                total = entry["size"]
         if all(len(g) == 1 for g in groups):
             return None
         self._written = 0
@@ -105,8 +111,12 @@ class FileWriter:
         while start < len(run):
             base = ends[start - 1] if start else 0
             stop = min(max(int(np.searchsorted(ends, base + store.max_file_size, side="right")), start + 1), len(run))
-            part = run.slice(start, stop)
-            body, _ = encode_data_file(part, store.block_size, store.compression)
+            while True:  # the entries' estimate leaves out the blocks' headers and the index: shrink to fit
+                part = run.slice(start, stop)
+                body, _ = encode_data_file(part, store.block_size, store.compression)
+                if len(body) <= store.max_file_size or stop - start == 1:
+                    break
+                stop = start + max(1, int((stop - start) * store.max_file_size / len(body) * 0.95))
             name = next_name("kvd")
             path = catalog.path("data", name)
             if catalog.local:

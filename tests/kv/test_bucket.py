@@ -1,0 +1,307 @@
+"""The API of api.md, one writer per bucket, fencing, torn logs, damaged files, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from storage import KVStore
+from storage.kv import BucketHeldError, CorruptStoreError, FencedError, KVStoreError
+
+from .crash_worker import batch_ops, model
+from .test_crash import COMPACT_AFTER, POINTS, SETTINGS
+
+
+def test_the_api_md_example(tmp_path):
+    store = KVStore(str(tmp_path), flush_entries=100_000, flush_batches=10, max_file_size="64MB", block_cache="256MB")
+    with store.open(bucket=3) as b:
+        assert b.committed_batch_id == -1
+        b.begin(7)
+        b.put(b"k1", b"v1")
+        b.put_many([b"k2", b"k3"], [b"v2", b"v3"])
+        b.delete(b"k0")
+        assert b.get(b"k1") is None
+        assert b.get_uncommitted(b"k1") == b"v1"
+        b.commit()
+        assert b.committed_batch_id == 7
+        assert b.get_many([b"k1", b"k2"]) == [b"v1", b"v2"]
+        assert list(b.scan(b"k1", b"k3")) == [(b"k1", b"v1"), (b"k2", b"v2")]
+        table = b.scan_table(b"k1", b"k3")
+        assert table.column_names == ["key", "value"] and table["key"].type == pa.binary()
+    with store.open(3) as b:
+        assert b.committed_batch_id == 7 and b.get(b"k3") == b"v3"
+    assert store.buckets() == [3]
+
+
+def test_columns_in_columns_out(tmp_path):
+    with KVStore(str(tmp_path)).open(0) as b:
+        b.begin(0)
+        b.put_many(pa.array([b"a", b"b"], pa.binary()), pd.Series([b"1", b"2"]))
+        b.put_many(np.array([b"c"], dtype=object), pa.chunked_array([pa.array([b"3"], pa.large_binary())]))
+        b.put_many(pa.array(["d"]), pa.array(["4"]))  # strings are their UTF-8 bytes
+        b.commit()
+        arrow = b.get_many(pa.array([b"a", b"x", b"d"], pa.binary()))
+        assert arrow.type == pa.binary() and arrow.to_pylist() == [b"1", None, b"4"]
+        assert b.get_many(pa.array([b"c"], pa.large_binary())).type == pa.large_binary()
+        series = b.get_many(pd.Series([b"b", b"c"], index=[10, 20]))
+        assert list(series.index) == [10, 20] and series.tolist() == [b"2", b"3"]
+        assert b.get_many(np.array([b"a"], dtype=object)).tolist() == [b"1"]
+        b.begin(1)
+        b.delete_many(pa.array([b"a", b"b"]))
+        b.put_many([b"c"], [None])  # a None value deletes too
+        b.commit()
+        assert b.scan_table().to_pydict() == {"key": [b"d"], "value": [b"4"]}
+
+
+def test_bad_input_names_the_parameter_and_the_value(tmp_path):
+    with pytest.raises(ValueError, match="flush_entries=0 must be an int of 1 or more"):
+        KVStore(str(tmp_path), flush_entries=0)
+    with pytest.raises(ValueError, match="compression='lzma' is not one of"):
+        KVStore(str(tmp_path), compression="lzma")
+    with pytest.raises(ValueError, match="max_file_size='big' is not a size"):
+        KVStore(str(tmp_path), max_file_size="big")
+    store = KVStore(str(tmp_path))
+    with pytest.raises(ValueError, match="bucket=-1 must be an int of 0 or more"):
+        store.open(-1)
+    with store.open(0) as b:
+        with pytest.raises(KVStoreError, match=r"put needs a batch: call begin\(batch_id\) first"):
+            b.put(b"k", b"v")
+        with pytest.raises(ValueError, match=r"batch_id=-2 must be an int of 0 or more"):
+            b.begin(-2)
+        b.begin(0)
+        with pytest.raises(TypeError, match="put takes bytes, got key str"):
+            b.put("k", b"v")
+        with pytest.raises(ValueError, match="put_many got 2 keys and 1 values"):
+            b.put_many([b"a", b"b"], [b"1"])
+        with pytest.raises(ValueError, match="keys holds 1 null"):
+            b.put_many([b"a", None], [b"1", b"2"])
+        with pytest.raises(TypeError, match="drops trailing zero bytes"):
+            b.put_many(np.array([b"a\x00"]), [b"1"])
+        with pytest.raises(TypeError, match="must be a binary column, not Arrow type int64"):
+            b.get_many(pa.array([1, 2]))
+        with pytest.raises(ValueError, match="either prefix= or start and end"):
+            b.scan_table(b"a", prefix=b"a")
+    with pytest.raises(KVStoreError, match=r"bucket 0 is closed; open it again"):
+        b.get(b"k")
+
+
+def test_batches_are_applied_once_and_a_retried_batch_discards_its_first_attempt(tmp_path):
+    with KVStore(str(tmp_path)).open(0) as b:
+        b.begin(5)
+        b.put(b"k", b"first attempt")
+        b.begin(5)  # the batch failed and is retried: the first attempt's writes are gone
+        b.put(b"j", b"second attempt")
+        b.commit()
+        assert b.scan_table().to_pydict() == {"key": [b"j"], "value": [b"second attempt"]}
+        with pytest.raises(ValueError, match="batch_id=5 is at or below committed_batch_id=5 .* never applied twice"):
+            b.begin(5)
+        with pytest.raises(ValueError, match="at or below"):
+            b.begin(4)
+        b.begin(9)  # ids may skip
+        b.put(b"k", b"uncommitted")
+    with KVStore(str(tmp_path)).open(0) as b:  # closing dropped the open batch
+        assert b.committed_batch_id == 5 and b.get(b"k") is None
+
+
+def test_a_second_writer_is_refused_while_the_first_holds_the_bucket(tmp_path):
+    store = KVStore(str(tmp_path))
+    first = store.open(1)
+    with pytest.raises(BucketHeldError, match="bucket 1 of .* is held by another writer .* take_over=True"):
+        store.open(1)
+    with store.open(2):  # other buckets are free
+        pass
+    first.close()
+    with store.open(1):  # a closed writer frees the bucket at once
+        pass
+
+
+def test_a_lease_that_ran_out_frees_the_bucket(tmp_path):
+    store = KVStore(str(tmp_path), lease=60)
+    holder = store.open(0)
+    lease = tmp_path / "bucket-0" / "lease" / "0000000001.json"
+    record = json.loads(lease.read_text())
+    lease.write_text(json.dumps({**record, "expires": record["expires"] - 60}))  # as if a minute went by
+    with store.open(0):
+        pass
+    holder.begin(0)
+    holder.put(b"k", b"v")
+    with pytest.raises(FencedError):
+        holder.commit()
+
+
+@pytest.mark.parametrize("root", ["local", "memory"])
+def test_a_zombie_writer_is_fenced_off_and_cannot_change_the_bucket(tmp_path, root):
+    path = str(tmp_path) if root == "local" else f"memory://kv-zombie-{uuid.uuid4().hex}"
+    store = KVStore(path, flush_entries=3)
+    zombie = store.open(0)
+    zombie.begin(0)
+    zombie.put(b"a", b"zombie's")
+    zombie.commit()
+    zombie.begin(1)
+    zombie.put_many([b"b", b"c", b"d"], [b"1", b"2", b"3"])  # a commit that would flush
+    new = store.open(0, take_over=True)  # Spark rescheduled the task
+    assert new.committed_batch_id == 0
+    with pytest.raises(FencedError, match=r"bucket 0 was taken over by a newer writer \(epoch 2; this one is epoch 1\)"):
+        zombie.commit()
+    with pytest.raises(FencedError):
+        zombie.flush()
+    new.begin(1)
+    new.put(b"a", b"new owner's")
+    new.commit()
+    new.close()
+    zombie.close()  # leaves the newer lease alone
+    with store.open(0) as b:
+        assert b.committed_batch_id == 1
+        assert list(b.scan()) == [(b"a", b"new owner's")]
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("point", POINTS, ids=[f"{p}-{b}" for p, b in POINTS])
+def test_object_store_crash_at_each_point(point):
+    """On memory:// (no append, no rename): a writer stopped at each point, then taken over."""
+    path = f"memory://kv-crash-{uuid.uuid4().hex}"
+
+    def hook(reached, batch_id):
+        if (reached, batch_id) == point:
+            raise Crash(reached)
+
+    store = KVStore(path, **SETTINGS)
+    with pytest.raises(Crash):
+        bucket = store.open(0, hook=hook)
+        for batch_id in range(9):
+            bucket.begin(batch_id)
+            ops = batch_ops(batch_id)
+            bucket.put_many([k for k, _ in ops], [v for _, v in ops])
+            bucket.commit()
+            if batch_id == COMPACT_AFTER:
+                bucket.compact()
+    with KVStore(path, **SETTINGS).open(0, take_over=True) as bucket:
+        assert dict(bucket.scan()) == model(bucket.committed_batch_id)
+        for batch_id in range(bucket.committed_batch_id + 1, 9):
+            bucket.begin(batch_id)
+            ops = batch_ops(batch_id)
+            bucket.put_many([k for k, _ in ops], [v for _, v in ops])
+            bucket.commit()
+        assert dict(bucket.scan()) == model(8)
+    store.fs.rm(store.root, recursive=True)
+
+
+def fill(path, batches, **settings):
+    with KVStore(path, **settings).open(0) as b:
+        for batch_id in range(batches):
+            b.begin(batch_id)
+            b.put(b"k%d" % batch_id, b"v%d" % batch_id)
+            b.commit()
+
+
+@pytest.mark.parametrize("cut", [1, 10, 30])
+def test_a_torn_log_tail_is_dropped(tmp_path, cut):
+    fill(str(tmp_path), 3)
+    (segment,) = (tmp_path / "bucket-0" / "log").iterdir()
+    data = segment.read_bytes()
+    segment.write_bytes(data[:-cut])  # the last frame half-written when the machine died
+    with KVStore(str(tmp_path)).open(0) as b:
+        assert b.committed_batch_id == 1
+        assert list(b.scan()) == [(b"k0", b"v0"), (b"k1", b"v1")]
+        b.begin(2)
+        b.put(b"k2", b"again")
+        b.commit()
+    with KVStore(str(tmp_path)).open(0) as b:
+        assert b.committed_batch_id == 2 and b.get(b"k2") == b"again"
+
+
+def test_damaged_committed_log_names_the_file(tmp_path):
+    fill(str(tmp_path), 3)
+    with KVStore(str(tmp_path)).open(0):  # the reopening adopts the log: its bytes are committed now
+        pass
+    (segment,) = (tmp_path / "bucket-0" / "log").iterdir()
+    data = bytearray(segment.read_bytes())
+    data[40] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    with pytest.raises(CorruptStoreError, match=f"{segment.name}: committed log bytes are damaged: the frame at offset 0 fails its CRC"):
+        KVStore(str(tmp_path)).open(0)
+
+
+@pytest.mark.parametrize("where", ["block", "index", "missing"])
+def test_damaged_data_file_names_the_file(tmp_path, where):
+    fill(str(tmp_path), 3, flush_batches=1)
+    (data_file,) = (tmp_path / "bucket-0" / "data").iterdir()
+    data = bytearray(data_file.read_bytes())
+    if where == "missing":
+        data_file.unlink()
+    else:
+        data[30 if where == "block" else -30] ^= 0xFF
+        data_file.write_bytes(bytes(data))
+    with KVStore(str(tmp_path)).open(0) as b, pytest.raises(CorruptStoreError, match=data_file.name) as error:
+        b.get(b"k1")
+    assert {"block": "fails its CRC", "index": "index fails its CRC", "missing": "is missing"}[where] in str(error.value)
+
+
+def test_damaged_metadata_names_the_file(tmp_path):
+    fill(str(tmp_path), 1)
+    (meta,) = (tmp_path / "bucket-0" / "meta").iterdir()
+    meta.write_text(meta.read_text()[:-5])
+    with pytest.raises(CorruptStoreError, match=f"{meta.name}: the metadata cannot be read"):
+        KVStore(str(tmp_path)).open(0)
+
+
+def test_files_stay_under_max_file_size_and_flushes_follow_the_settings(tmp_path):
+    store = KVStore(str(tmp_path), flush_entries=50, flush_batches=4, max_file_size=2000, block_size=200)
+    with store.open(0) as b:
+        for batch_id in range(3):
+            b.begin(batch_id)
+            b.put_many([b"%04d" % i for i in range(batch_id * 10, batch_id * 10 + 10)], [b"x" * 20] * 10)
+            b.commit()
+        assert b.data_files == [] and b.cached_entries == 30
+        b.begin(3)
+        b.commit()  # the fourth batch since the last flush
+        assert b.cached_entries == 0 and len(b.data_files) == 1
+        b.begin(4)
+        b.put_many([b"%04d" % i for i in range(100, 160)], [b"y" * 20] * 60)
+        b.commit()  # 60 entries: flushed at once
+        assert b.cached_entries == 0
+        sizes = [os.path.getsize(tmp_path / "bucket-0" / "data" / name) for name in b.data_files]
+        assert len(sizes) > 1 and max(sizes) <= 2000
+        assert os.listdir(tmp_path / "bucket-0" / "log") == []  # flushed log segments are deleted
+        assert b.get_many([b"0005", b"0150", b"9999"]) == [b"x" * 20, b"y" * 20, None]
+
+
+def test_monotonic_keys_never_rewrite_a_full_file(tmp_path):
+    store = KVStore(str(tmp_path), flush_batches=1, max_file_size=4000, block_size=500)
+    with store.open(0) as b:
+        written = []
+        for batch_id in range(6):
+            b.begin(batch_id)
+            b.put_many([b"%08d" % (batch_id * 100 + i) for i in range(100)], [b"v" * 10] * 100)
+            b.commit()
+            written.append(list(b.data_files))
+        for before, after in zip(written, written[1:]):
+            full = before[:-1]  # all but the last, which may still be filling
+            assert set(full) <= set(after)
+        b.begin(6)
+        b.put(b"00000050", b"overwritten")  # a key in the first file: that file is rewritten
+        b.commit()
+        assert written[-1][0] not in b.data_files and b.get(b"00000050") == b"overwritten"
+
+
+def test_block_cache_holds_its_limit_and_serves_repeated_reads(tmp_path):
+    store = KVStore(str(tmp_path), flush_batches=1, block_size=1000, block_cache=20_000)
+    with store.open(0) as b:
+        b.begin(0)
+        b.put_many([b"%06d" % i for i in range(3000)], [b"v" * 30] * 3000)
+        b.commit()
+        keys = [b"%06d" % i for i in range(0, 3000, 7)]
+        assert b.get_many(keys) == [b"v" * 30] * len(keys)
+        assert store.cache.nbytes <= 20_000
+        misses = store.cache.misses
+        assert b.get_many(keys[-5:]) == [b"v" * 30] * 5
+        assert store.cache.misses == misses  # the last blocks read are still cached
