@@ -115,18 +115,19 @@ def _from_file(
     if not len(mine):
         return
     probe = narrow(rows[mine], width)
+    probe_hashes = hashes(probe)
     block_of = data_file.blocks_for(sortable(probe))
-    edges = np.flatnonzero(np.diff(block_of)) + 1
-    for chunk in np.split(np.arange(len(mine)), edges):
-        number = int(block_of[chunk[0]])
+    edges = np.concatenate([[0], np.flatnonzero(np.diff(block_of)) + 1, [len(mine)]])
+    for start, stop in zip(edges[:-1].tolist(), edges[1:].tolist()):  # the probes are sorted: one slice per block
+        number = int(block_of[start])
         if number < 0:
             continue
         block = data_file.block(number)
-        at = block.find(probe[chunk], hashes(probe[chunk]))
+        at = block.find(probe[start:stop], probe_hashes[start:stop])
         hit = at >= 0
         if hit.any():
-            positions.append(mine[chunk[hit]])
-            pieces.append(block.values.take(pa.array(at[hit])))
+            positions.append(mine[start:stop][hit])
+            pieces.append(block.values.take(at[hit]))
 
 
 def scan(runs: list[Run], files: list[DataFile], firsts: list[bytes], start: bytes | None, stop: bytes | None) -> Run:
