@@ -18,14 +18,20 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from .datafile import DataFile
-from .format import encode_data_file
+from .format import DataFileBuilder, block_bounds
 from .keys import Run, sortable, widen
 
 if TYPE_CHECKING:
     from .catalog import Catalog
     from .store import KVStore
 
-_ENTRY_OVERHEAD = 8  # the value offset
+_BLOCK_HEADER = 32
+
+
+def _stored_size(block: Run) -> int:
+    """A block's size on disk before compression: header, keys, offsets, values."""
+    offsets = np.frombuffer(block.values.buffers()[1], np.int64, len(block) + 1, block.values.offset * 8)
+    return _BLOCK_HEADER + block.rows.nbytes + 8 * (len(block) + 1) + int(offsets[-1] - offsets[0])
 
 
 class FileWriter:
@@ -101,46 +107,49 @@ class FileWriter:
         return out
 
     def _write(self, run: Run, batch_id: int, next_name: Callable[[str], str], stage: str) -> list[dict[str, Any]]:
-        """``run`` as data files of at most ``max_file_size`` each (none when it is empty)."""
-        store, catalog = self._store, self._catalog
-        if not len(run):
-            return []
-        offsets = np.frombuffer(run.values.buffers()[1], np.int64, len(run) + 1, run.values.offset * 8)
-        ends = np.cumsum(np.diff(offsets) + run.width + _ENTRY_OVERHEAD)
-        out, start = [], 0
-        while start < len(run):
-            base = ends[start - 1] if start else 0
-            stop = min(max(int(np.searchsorted(ends, base + store.max_file_size, side="right")), start + 1), len(run))
-            while True:  # the entries' estimate leaves out the blocks' headers and the index: shrink to fit
-                part = run.slice(start, stop)
-                body, _ = encode_data_file(part, store.block_size, store.compression)
-                if len(body) <= store.max_file_size or stop - start == 1:
-                    break
-                stop = start + max(1, int((stop - start) * store.max_file_size / len(body) * 0.95))
-            name = next_name("kvd")
-            path = catalog.path("data", name)
-            if catalog.local:
-                with open(path, "wb") as handle:
-                    handle.write(body)
-                    handle.flush()
-                    if catalog.durable:
-                        os.fsync(handle.fileno())
-            else:
-                catalog.fs.pipe_file(path, body)
-            out.append(
-                {
-                    "name": name,
-                    "size": len(body),
-                    "count": len(part),
-                    "first": part.rows[0].tobytes().hex(),
-                    "last": part.rows[-1].tobytes().hex(),
-                }
-            )
-            self._written += 1
-            if self._written == 1:
-                self._hook(f"{stage}_mid_write", batch_id)
-            start = stop
+        """``run`` as data files of at most ``max_file_size`` each (none when it is empty), written a block at a time."""
+        store = self._store
+        out: list[dict[str, Any]] = []
+        current: tuple[str, Any, DataFileBuilder, int] | None = None  # name, handle, builder, first entry
+        for start, stop in block_bounds(run, store.block_size):
+            block = run.slice(start, stop)
+            if current is not None:
+                builder = current[2]
+                room = store.max_file_size - builder.size - builder.index_bytes_per_block() * (len(builder._refs) + 1)
+                if len(block) and _stored_size(block) > room:
+                    out.append(self._finish(current, run, start, batch_id, stage))
+                    current = None
+            if current is None:
+                name = next_name("kvd")
+                current = (name, self._open(name), DataFileBuilder(run.width, store.compression), start)
+            current[1].write(current[2].block(block))
+        if current is not None:
+            out.append(self._finish(current, run, len(run), batch_id, stage))
         return out
+
+    def _open(self, name: str) -> Any:
+        catalog = self._catalog
+        path = catalog.path("data", name)
+        return open(path, "wb") if catalog.local else catalog.fs.open(path, "wb")
+
+    def _finish(self, current: tuple[str, Any, DataFileBuilder, int], run: Run, stop: int, batch_id: int, stage: str) -> dict[str, Any]:
+        name, handle, builder, start = current
+        handle.write(builder.finish())
+        if self._catalog.local:
+            handle.flush()
+            if self._catalog.durable:
+                os.fsync(handle.fileno())
+        handle.close()
+        self._written += 1
+        if self._written == 1:
+            self._hook(f"{stage}_mid_write", batch_id)
+        return {
+            "name": name,
+            "size": builder.size,
+            "count": builder.count,
+            "first": run.rows[start].tobytes().hex(),
+            "last": run.rows[stop - 1].tobytes().hex(),
+        }
 
     def _sync(self) -> None:
         if self._written:

@@ -66,7 +66,7 @@ def _value_buffers(values: pa.LargeBinaryArray) -> tuple[np.ndarray, bytes]:
     _, offsets_buf, data_buf = values.buffers()
     offsets = np.frombuffer(offsets_buf, np.int64, len(values) + 1, values.offset * 8)
     start, stop = int(offsets[0]), int(offsets[-1])
-    data = data_buf.to_pybytes()[start:stop] if data_buf is not None else b""
+    data = data_buf.slice(start, stop - start).to_pybytes() if data_buf is not None else b""
     return offsets - start, data
 
 
@@ -155,24 +155,47 @@ class FileIndex:
     first_rows: np.ndarray  # (blocks, width): the first key of each block
 
 
-def encode_data_file(run: Run, block_size: int, codec: str | None) -> tuple[bytes, int]:
-    """The bytes of a data file holding ``run`` (no deletes) in blocks of about ``block_size``; and its block count."""
-    sizes = np.diff(_value_buffers(run.values)[0]) + run.width + 8
-    ends = np.cumsum(sizes)
-    parts, refs, first_rows, pos, start = [], [], [], 0, 0
+def block_bounds(run: Run, block_size: int) -> list[tuple[int, int]]:
+    """``run`` cut into blocks of about ``block_size`` bytes (at least one entry each)."""
+    offsets = np.frombuffer(run.values.buffers()[1], np.int64, len(run) + 1, run.values.offset * 8)
+    ends = np.cumsum(np.diff(offsets) + run.width + 8)
+    bounds, start = [], 0
     while start < len(run):
         stop = int(np.searchsorted(ends, (ends[start - 1] if start else 0) + block_size, side="right"))
         stop = min(max(stop, start + 1), len(run))
-        raw = encode_run(run.slice(start, stop))
-        stored = raw if codec is None else pa.compress(raw, codec, asbytes=True)
-        refs.append([pos, len(stored), len(raw), zlib.crc32(stored), stop - start])
-        first_rows.append(run.rows[start].tobytes().hex())
-        parts.append(stored)
-        pos += len(stored)
+        bounds.append((start, stop))
         start = stop
-    index = json.dumps({"width": run.width, "codec": codec, "blocks": refs, "first": first_rows}).encode()
-    parts += [index, _FOOTER.pack(len(index), zlib.crc32(index), _FILE_MAGIC)]
-    return b"".join(parts), len(refs)
+    return bounds
+
+
+class DataFileBuilder:
+    """The bytes of one data file, a block at a time: ``block`` for each, then ``finish`` for the index."""
+
+    def __init__(self, width: int, codec: str | None) -> None:
+        self.width, self.codec = width, codec
+        self.size = 0
+        self.count = 0
+        self._refs: list[list[int]] = []
+        self._firsts: list[str] = []
+
+    def block(self, run: Run) -> bytes:
+        raw = encode_run(run)
+        stored = raw if self.codec is None else pa.compress(raw, self.codec, asbytes=True)
+        self._refs.append([self.size, len(stored), len(raw), zlib.crc32(stored), len(run)])
+        self._firsts.append(run.rows[0].tobytes().hex())
+        self.size += len(stored)
+        self.count += len(run)
+        return stored
+
+    def index_bytes_per_block(self) -> int:
+        """About what each block adds to the index (its first key in hex and its numbers)."""
+        return 2 * self.width + 80
+
+    def finish(self) -> bytes:
+        index = json.dumps({"width": self.width, "codec": self.codec, "blocks": self._refs, "first": self._firsts})
+        tail = index.encode() + _FOOTER.pack(len(index), zlib.crc32(index.encode()), _FILE_MAGIC)
+        self.size += len(tail)
+        return tail
 
 
 def decode_index(tail: bytes, size: int, where: str, read: Any) -> FileIndex:

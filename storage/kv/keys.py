@@ -257,16 +257,17 @@ class Run:
         ``probe_rows`` are at this run's width, ``probe_hashes`` their hashes
         (best sorted: ``searchsorted`` is then cache-friendly).
         """
-        found = np.full(len(probe_rows), -1, np.int64)
         if not len(self) or not len(probe_rows):
-            return found
+            return np.full(len(probe_rows), -1, np.int64)
         sorted_hashes, order = self._hash_index()
-        at = np.minimum(np.searchsorted(sorted_hashes, probe_hashes), len(sorted_hashes) - 1)
+        at = np.searchsorted(sorted_hashes, probe_hashes)
+        np.minimum(at, len(sorted_hashes) - 1, out=at)
         same_hash = sorted_hashes[at] == probe_hashes
-        candidate = order[at]
-        equal = same_hash & _rows_equal(self.rows[candidate], probe_rows)
-        found[equal] = candidate[equal]
-        for i in np.flatnonzero(same_hash & ~equal):  # another key with the same hash: look at the others
+        found = order[at]
+        equal = same_hash & _rows_equal(self.rows[found], probe_rows)
+        collided = np.flatnonzero(same_hash ^ equal)  # same hash, another key: look at the others
+        found[~equal] = -1
+        for i in collided:
             j = int(at[i]) + 1
             while j < len(sorted_hashes) and sorted_hashes[j] == probe_hashes[i]:
                 if _rows_equal(self.rows[order[j]][None, :], probe_rows[i][None, :])[0]:

@@ -36,7 +36,7 @@ class KVStore:
         flush_entries: int = 1_000_000,
         flush_batches: int = 120,
         max_file_size: int | str = "128MB",
-        block_size: int | str = "256KB",
+        block_size: int | str = "1MB",
         block_cache: int | str = "256MB",
         max_log_segment: int | str = "64MB",
         compression: str | None = None,
@@ -51,6 +51,12 @@ class KVStore:
             raise ValueError(f"KVStore compression={compression!r} is not one of {CODECS}")
         if not isinstance(fsync, bool):
             raise ValueError(f"KVStore fsync={fsync!r} must be True or False")
+        self._settings = (str(path), tuple(sorted({
+            "flush_entries": flush_entries, "flush_batches": flush_batches, "max_file_size": max_file_size,
+            "block_size": block_size, "block_cache": block_cache, "max_log_segment": max_log_segment,
+            "compression": compression, "lease": lease, "fsync": fsync,
+            "storage_options": tuple(sorted(dict(storage_options or {}).items())),
+        }.items())))
         self.path = str(path)
         self.flush_entries = flush_entries
         self.flush_batches = flush_batches
@@ -67,6 +73,11 @@ class KVStore:
         self.cache = BlockCache(parse_size("block_cache", block_cache))
         self.fs, root = url_to_fs(self.path, **self.storage_options)
         self.root = root.rstrip("/")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its settings (Spark ships it to its workers); a worker process shares one block cache
+        among the copies it unpickles, so the tasks it runs one after another find their blocks cached."""
+        return (_shared, (self._settings,))
 
     def open(self, bucket: int, *, take_over: bool = False, hook: Hook | None = None) -> Bucket:
         """Open ``bucket`` (an int of 0 or more) as its only writer; ``BucketHeldError`` while another holds it.
@@ -90,3 +101,17 @@ class KVStore:
 
     def __repr__(self) -> str:
         return f"KVStore({self.path!r}, flush_entries={self.flush_entries}, flush_batches={self.flush_batches})"
+
+
+_STORES: dict[Any, KVStore] = {}
+
+
+def _shared(settings: tuple[str, tuple[tuple[str, Any], ...]]) -> KVStore:
+    """The process's store for ``settings``, made on first use."""
+    store = _STORES.get(settings)
+    if store is None:
+        path, options = settings
+        kwargs = dict(options)
+        kwargs["storage_options"] = dict(kwargs["storage_options"])
+        store = _STORES[settings] = KVStore(path, **kwargs)
+    return store

@@ -305,3 +305,22 @@ def test_block_cache_holds_its_limit_and_serves_repeated_reads(tmp_path):
         misses = store.cache.misses
         assert b.get_many(keys[-5:]) == [b"v" * 30] * 5
         assert store.cache.misses == misses  # the last blocks read are still cached
+
+
+def test_lookups_stay_exact_when_every_key_has_the_same_hash(tmp_path, monkeypatch):
+    import storage.kv.keys as keys_module
+    import storage.kv.reads as reads_module
+
+    def same_hash(rows):
+        return np.zeros(len(rows), np.uint64)
+
+    monkeypatch.setattr(keys_module, "hashes", same_hash)
+    monkeypatch.setattr(reads_module, "hashes", same_hash)
+    store = KVStore(str(tmp_path), flush_batches=2, block_size=100)
+    with store.open(0) as b:
+        for batch_id in range(3):  # two batches in data files, one in the cache
+            b.begin(batch_id)
+            b.put_many([b"k%02d" % i for i in range(batch_id, 30, 3)], [b"v%d" % batch_id] * len(range(batch_id, 30, 3)))
+            b.commit()
+        expected = [b"v%d" % (i % 3) for i in range(30)]
+        assert b.get_many([b"k%02d" % i for i in range(30)] + [b"absent"]) == expected + [None]
