@@ -149,7 +149,8 @@ class Bucket:
 
     def _open_files(self) -> None:
         store = self._store
-        self._data = [DataFile(store.fs, self._catalog.path("data", f["name"]), f["size"], store.cache) for f in self._meta.files]
+        path = self._catalog.path
+        self._data = [DataFile(store.fs, path("data", f["name"]), f["size"], store.cache) for f in self._meta.files]
         self._firsts = [bytes.fromhex(f["first"]) for f in self._meta.files]
 
     # ------------------------------------------------------------------ batches
@@ -345,7 +346,9 @@ class Bucket:
         run = scan(list(reversed(self._committed_runs())), self._data, self._firsts, start, end)
         return pa.table({"key": run.keys().cast(pa.binary()), "value": run.values.cast(pa.binary())})
 
-    def scan(self, start: bytes | None = None, end: bytes | None = None, *, prefix: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+    def scan(
+        self, start: bytes | None = None, end: bytes | None = None, *, prefix: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
         """Committed ``(key, value)`` pairs with ``start <= key < end``, sorted (see ``scan_table``)."""
         table = self.scan_table(start, end, prefix=prefix)
         return zip(table.column("key").to_pylist(), table.column("value").to_pylist())
@@ -391,7 +394,9 @@ class Bucket:
     def _check_batch(self, what: str) -> None:
         self._check_open()
         if self._batch is None:
-            raise KVStoreError(f"{what} needs a batch: call begin(batch_id) first (committed_batch_id={self.committed_batch_id})")
+            raise KVStoreError(
+                f"{what} needs a batch: call begin(batch_id) first (committed_batch_id={self.committed_batch_id})"
+            )
 
     # ------------------------------------------------------------------ closing
 

@@ -132,7 +132,9 @@ class FileWriter:
         path = catalog.path("data", name)
         return open(path, "wb") if catalog.local else catalog.fs.open(path, "wb")
 
-    def _finish(self, current: tuple[str, Any, DataFileBuilder, int], run: Run, stop: int, batch_id: int, stage: str) -> dict[str, Any]:
+    def _finish(
+        self, current: tuple[str, Any, DataFileBuilder, int], run: Run, stop: int, batch_id: int, stage: str
+    ) -> dict[str, Any]:
         name, handle, builder, start = current
         handle.write(builder.finish())
         if self._catalog.local:

@@ -207,7 +207,8 @@ def decode_index(tail: bytes, size: int, where: str, read: Any) -> FileIndex:
         raise CorruptStoreError(where, "the data file footer is damaged (or the file was cut short)")
     index_start = size - _FOOTER.size - length
     have = size - len(tail)
-    raw = tail[index_start - have : len(tail) - _FOOTER.size] if index_start >= have else read(index_start, size - _FOOTER.size)
+    end = size - _FOOTER.size
+    raw = tail[index_start - have : len(tail) - _FOOTER.size] if index_start >= have else read(index_start, end)
     if zlib.crc32(raw) != crc:
         raise CorruptStoreError(where, "the data file index fails its CRC")
     meta = json.loads(raw)

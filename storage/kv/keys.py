@@ -13,7 +13,7 @@ against the whole row, so a hash collision never returns a wrong value.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -66,7 +66,9 @@ def _offsets(array: pa.LargeBinaryArray) -> tuple[np.ndarray, np.ndarray]:
     _, offsets_buf, data_buf = array.buffers()
     offsets = np.frombuffer(offsets_buf, np.int64, len(array) + 1, array.offset * 8)
     start, stop = int(offsets[0]), int(offsets[-1])
-    data = np.frombuffer(data_buf, np.uint8, stop - start, start) if data_buf is not None and stop > start else np.zeros(0, np.uint8)
+    if data_buf is None or stop == start:
+        return offsets - start, np.zeros(0, np.uint8)
+    data = np.frombuffer(data_buf, np.uint8, stop - start, start)
     return offsets - start, data
 
 
@@ -108,13 +110,8 @@ def widen(rows: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def fits(rows: np.ndarray, width: int) -> np.ndarray:
-    """Which rows hold keys short enough for rows of ``width``."""
-    return row_lengths(rows) <= width - _LEN_BYTES
-
-
 def narrow(rows: np.ndarray, width: int) -> np.ndarray:
-    """Rows re-encoded at a smaller ``width``; keys that do not fit come out as garbage (mask them with ``fits``)."""
+    """Rows re-encoded at another ``width``; keys longer than it fits come out as garbage (the caller masks them)."""
     if rows.shape[1] == width:
         return rows
     if rows.shape[1] < width:
@@ -240,8 +237,8 @@ class Run:
     def bounds(self, start_rows: np.ndarray | None, stop_rows: np.ndarray | None) -> tuple[int, int]:
         """Positions ``[lo, hi)`` of the keys ``start <= key < stop`` (a bound of None is open)."""
         keys = sortable(self.rows)
-        lo = 0 if start_rows is None else int(np.searchsorted(keys, sortable(widen_or_clip(start_rows, self.width))[0]))
-        hi = len(self) if stop_rows is None else int(np.searchsorted(keys, sortable(widen_or_clip(stop_rows, self.width))[0]))
+        lo = 0 if start_rows is None else search(keys, start_rows, self.width, "left")
+        hi = len(self) if stop_rows is None else search(keys, stop_rows, self.width, "left")
         return lo, max(lo, hi)
 
     def _hash_index(self) -> tuple[np.ndarray, np.ndarray]:
@@ -290,6 +287,11 @@ def widen_or_clip(rows: np.ndarray, width: int) -> np.ndarray:
     out[0, : width - _LEN_BYTES] = rows[0, : width - _LEN_BYTES]
     out[0, -_LEN_BYTES:] = 0xFF
     return out
+
+
+def search(sorted_keys: np.ndarray, bound_rows: np.ndarray, width: int, side: Literal["left", "right"]) -> int:
+    """Where the one key of ``bound_rows`` goes among ``sorted_keys`` (``sortable`` rows of ``width``)."""
+    return int(np.searchsorted(sorted_keys, sortable(widen_or_clip(bound_rows, width))[0], side=side))
 
 
 def _rows_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:

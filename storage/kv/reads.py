@@ -8,31 +8,20 @@ overlap, so a key is looked for in at most one of them, and there in one block.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 
 from .datafile import DataFile
-from .keys import Run, concat_values, encode, fits, hashes, key_lengths, narrow, sortable, width_for, widen, widen_or_clip
+from .keys import Run, concat_values, encode, hashes, key_lengths, narrow, search, sortable, widen
 
 _VALUE = pa.large_binary()
 #: Above this many entries a layer's lookups sort their probes first (``searchsorted`` is then cache-friendly).
 _SORT_PROBES_ABOVE = 1 << 16
 
 
-@dataclass
-class FileRef:
-    """A data file as the metadata lists it: its name, size, entry count and key range (encoded rows)."""
-
-    name: str
-    size: int
-    count: int
-    first: bytes
-    last: bytes
-
-
-def get_many(runs: list[Run], files: list[DataFile], firsts: list[bytes], keys: pa.LargeBinaryArray) -> pa.LargeBinaryArray:
+def get_many(
+    runs: list[Run], files: list[DataFile], firsts: list[bytes], keys: pa.LargeBinaryArray
+) -> pa.LargeBinaryArray:
     """The value of each key (null where absent or deleted); ``runs`` newest first, ``files`` in key order."""
     n = len(keys)
     if not n:
@@ -158,8 +147,8 @@ def _before(rows: np.ndarray, first: bytes) -> bool:
 def _file_range(data_file: DataFile, lo_rows: np.ndarray | None, hi_rows: np.ndarray | None) -> list[Run]:
     index = data_file.index()
     firsts = sortable(index.first_rows)
-    first_block = 0 if lo_rows is None else max(0, int(np.searchsorted(firsts, sortable(widen_or_clip(lo_rows, index.width))[0], side="right")) - 1)
-    last_block = len(firsts) if hi_rows is None else int(np.searchsorted(firsts, sortable(widen_or_clip(hi_rows, index.width))[0], side="left"))
+    first_block = 0 if lo_rows is None else max(0, search(firsts, lo_rows, index.width, "right") - 1)
+    last_block = len(firsts) if hi_rows is None else search(firsts, hi_rows, index.width, "left")
     out = []
     for number in range(first_block, last_block):
         block = data_file.block(number)

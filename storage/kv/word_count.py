@@ -33,7 +33,9 @@ SCHEMA = "word string, count long"
 AfterCommit = Callable[[int, int], None]
 
 
-def count_words(store: KVStore, bucket: int, batch_id: int, words: pd.Series, after_commit: AfterCommit | None = None) -> pd.DataFrame:
+def count_words(
+    store: KVStore, bucket: int, batch_id: int, words: pd.Series, after_commit: AfterCommit | None = None
+) -> pd.DataFrame:
     """Add one batch's ``words`` of ``bucket`` to their counts in ``store``; the words with their new counts."""
     seen = words.value_counts(sort=False)
     keys = pa.array(seen.index.astype(str).str.encode("utf-8"), pa.binary())

@@ -227,7 +227,8 @@ def test_damaged_committed_log_names_the_file(tmp_path):
     data = bytearray(segment.read_bytes())
     data[40] ^= 0xFF
     segment.write_bytes(bytes(data))
-    with pytest.raises(CorruptStoreError, match=f"{segment.name}: committed log bytes are damaged: the frame at offset 0 fails its CRC"):
+    damaged = f"{segment.name}: committed log bytes are damaged: the frame at offset 0 fails its CRC"
+    with pytest.raises(CorruptStoreError, match=damaged):
         KVStore(str(tmp_path)).open(0)
 
 
