@@ -19,44 +19,56 @@ _VALUE = pa.large_binary()
 _SORT_PROBES_ABOVE = 1 << 16
 
 
+class _Probes:
+    """The keys of one ``get_many`` (rows at their own width) and the values found so far."""
+
+    def __init__(self, keys: pa.LargeBinaryArray) -> None:
+        self.lengths = key_lengths(keys)
+        self.rows = encode(keys)
+        self.positions: list[np.ndarray] = []
+        self.pieces: list[pa.Array] = []
+
+    def found(self, positions: np.ndarray, values: pa.Array) -> None:
+        self.positions.append(positions)
+        self.pieces.append(values)
+
+    def values(self) -> pa.LargeBinaryArray:
+        """The values in the keys' order, null for keys not found."""
+        n = len(self.rows)
+        if not self.positions:
+            return pa.nulls(n, _VALUE)
+        where = np.concatenate(self.positions)
+        values = concat_values(self.pieces + [pa.nulls(1, _VALUE)])
+        take = np.full(n, len(where), np.int64)
+        take[where] = np.arange(len(where))
+        return values.take(pa.array(take))
+
+
 def get_many(
     runs: list[Run], files: list[DataFile], firsts: list[bytes], keys: pa.LargeBinaryArray
 ) -> pa.LargeBinaryArray:
     """The value of each key (null where absent or deleted); ``runs`` newest first, ``files`` in key order."""
-    n = len(keys)
-    if not n:
-        return pa.array([], _VALUE)
-    lengths = key_lengths(keys)
-    rows = encode(keys)
-    positions: list[np.ndarray] = []
-    pieces: list[pa.Array] = []
-    open_ = np.arange(n)
+    probes = _Probes(keys)
+    open_ = np.arange(len(keys))
     for run in runs:
         if not len(open_) or not len(run):
             continue
-        found = _find(run, rows, lengths, open_)
+        found = _find(run, probes, open_)
         hit = found >= 0
         if hit.any():
-            positions.append(open_[hit])
-            pieces.append(run.values.take(pa.array(found[hit])))
+            probes.found(open_[hit], run.values.take(pa.array(found[hit])))
             open_ = open_[~hit]
     if len(open_) and files:
-        _from_files(files, firsts, rows, lengths, open_, positions, pieces)
-    if not positions:
-        return pa.nulls(n, _VALUE)
-    where = np.concatenate(positions)
-    values = concat_values(pieces + [pa.nulls(1, _VALUE)])
-    take = np.full(n, len(where), np.int64)
-    take[where] = np.arange(len(where))
-    return values.take(pa.array(take))
+        _from_files(files, firsts, probes, open_)
+    return probes.values()
 
 
-def _find(run: Run, rows: np.ndarray, lengths: np.ndarray, open_: np.ndarray) -> np.ndarray:
-    """Positions in ``run`` of the keys ``open_`` (indexes into ``rows``), -1 where absent."""
+def _find(run: Run, probes: _Probes, open_: np.ndarray) -> np.ndarray:
+    """Positions in ``run`` of the keys ``open_`` (indexes into the probes), -1 where absent."""
     found = np.full(len(open_), -1, np.int64)
-    fit = lengths[open_] <= run.width - 2
+    fit = probes.lengths[open_] <= run.width - 2
     candidates = open_[fit] if not fit.all() else open_
-    probe = narrow(rows[candidates], run.width)
+    probe = narrow(probes.rows[candidates], run.width)
     h = hashes(probe)
     if len(run) > _SORT_PROBES_ABOVE and len(h) > 1:
         order = np.argsort(h)
@@ -68,17 +80,10 @@ def _find(run: Run, rows: np.ndarray, lengths: np.ndarray, open_: np.ndarray) ->
     return found
 
 
-def _from_files(
-    files: list[DataFile],
-    firsts: list[bytes],
-    rows: np.ndarray,
-    lengths: np.ndarray,
-    open_: np.ndarray,
-    positions: list[np.ndarray],
-    pieces: list[pa.Array],
-) -> None:
-    width = max(rows.shape[1], max(len(f) for f in firsts))
-    probe = sortable(widen(rows[open_], width))
+def _from_files(files: list[DataFile], firsts: list[bytes], probes: _Probes, open_: np.ndarray) -> None:
+    """Route each open key to the one file whose range holds it (files never overlap), then look there."""
+    width = max(probes.rows.shape[1], max(len(f) for f in firsts))
+    probe = sortable(widen(probes.rows[open_], width))
     order = np.argsort(probe, kind="stable")
     ordered = open_[order]
     bounds = np.array([sortable(widen(np.frombuffer(f, np.uint8)[None, :], width))[0] for f in firsts])
@@ -87,23 +92,16 @@ def _from_files(
         stop = starts[number + 1] if number + 1 < len(files) else len(ordered)
         mine = ordered[starts[number] : stop]
         if len(mine):
-            _from_file(data_file, rows, lengths, mine, positions, pieces)
+            _from_file(data_file, probes, mine)
 
 
-def _from_file(
-    data_file: DataFile,
-    rows: np.ndarray,
-    lengths: np.ndarray,
-    mine: np.ndarray,
-    positions: list[np.ndarray],
-    pieces: list[pa.Array],
-) -> None:
+def _from_file(data_file: DataFile, probes: _Probes, mine: np.ndarray) -> None:
     """Look up the keys ``mine`` (sorted) in one data file, block by block."""
     width = data_file.index().width
-    mine = mine[lengths[mine] <= width - 2]
+    mine = mine[probes.lengths[mine] <= width - 2]
     if not len(mine):
         return
-    probe = narrow(rows[mine], width)
+    probe = narrow(probes.rows[mine], width)
     probe_hashes = hashes(probe)
     block_of = data_file.blocks_for(sortable(probe))
     edges = np.concatenate([[0], np.flatnonzero(np.diff(block_of)) + 1, [len(mine)]])
@@ -115,8 +113,7 @@ def _from_file(
         at = block.find(probe[start:stop], probe_hashes[start:stop])
         hit = at >= 0
         if hit.any():
-            positions.append(mine[start:stop][hit])
-            pieces.append(block.values.take(at[hit]))
+            probes.found(mine[start:stop][hit], block.values.take(at[hit]))
 
 
 def scan(runs: list[Run], files: list[DataFile], firsts: list[bytes], start: bytes | None, stop: bytes | None) -> Run:
