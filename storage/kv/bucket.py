@@ -216,6 +216,7 @@ class Bucket:
         self._append_log(encode_frame(batch_id, run), batch_id)
         self._hook("after_log", batch_id)
         self._catalog.confirm(f"commit batch {batch_id}")
+        self._catalog.renew()
         self._meta.batch_id = batch_id
         self._batch = None
         self._clear_writes()
@@ -263,8 +264,8 @@ class Bucket:
     def flush(self) -> None:
         """Write the uncommitted cache into data files now, and drop the log it came from."""
         self._check_open()
-        if not self._runs and not self._meta.log and self._segment is None:
-            return
+        if not self._runs and not self._meta.log and self._seq == self._meta.tail_from:
+            return  # nothing committed since the last metadata: no log to drop either
         changes = Run.merge(self._runs)
         self._close_segment()
         files = self._files.merge(self._meta.files, self._data, changes, self._meta.batch_id, self._next_name, "flush")

@@ -192,8 +192,8 @@ class Catalog:
             if epoch not in tokens:
                 lease = self._read_lease(epoch)
                 tokens[epoch] = lease.get("token") if lease else None
-            if tokens[epoch] not in (None, token):
-                continue  # written by a writer that lost the race for its epoch
+            if tokens[epoch] != token:
+                continue  # written by a writer that lost the race for its epoch (or whose lease is gone)
             path = self.path("meta", name)
             try:
                 raw = json.loads(self.fs.cat_file(path))
@@ -215,14 +215,27 @@ class Catalog:
                 pass
 
     def unreferenced(self, meta: Meta) -> dict[str, list[str]]:
-        """The files ``meta`` does not need, by directory: what a crash, a flush or a zombie left behind."""
+        """The files ``meta`` does not need, by directory: what a crash, a flush or a zombie left behind.
+
+        Files of a newer epoch are never listed: a writer that claimed the
+        bucket since this one checked its lease owns them.
+        """
         keep_log = {name for name, _ in meta.log}
         keep_data = {f["name"] for f in meta.files}
-        out = {"meta": [n for n in self.names("meta") if n != meta.name]}
-        out["lease"] = [n for n in self.names("lease") if not n.startswith(f"{self.epoch:010d}.")]
-        out["data"] = [n for n in self.names("data") if n not in keep_data]
-        out["log"] = [n for n in self.names("log") if n not in keep_log and not self._mine_unpublished(n, meta)]
+        out = {"meta": [n for n in self.names("meta") if n != meta.name and self._epoch_of(n) <= self.epoch]}
+        out["lease"] = [n for n in self.names("lease") if self._epoch_of(n) < self.epoch]
+        out["data"] = [n for n in self.names("data") if n not in keep_data and self._epoch_of(n) <= self.epoch]
+        out["log"] = [
+            n for n in self.names("log")
+            if n not in keep_log and self._epoch_of(n) <= self.epoch and not self._mine_unpublished(n, meta)
+        ]
         return out
+
+    @staticmethod
+    def _epoch_of(name: str) -> int:
+        """The epoch a file name starts with (every name the store writes does); a stray name counts as old."""
+        digits = name[:10]
+        return int(digits) if digits.isdigit() else -1
 
     def _mine_unpublished(self, name: str, meta: Meta) -> bool:
         """A file this writer wrote after ``meta`` (its log tail): not garbage."""

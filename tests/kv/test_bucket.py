@@ -325,3 +325,32 @@ def test_lookups_stay_exact_when_every_key_has_the_same_hash(tmp_path, monkeypat
             b.commit()
         expected = [b"v%d" % (i % 3) for i in range(30)]
         assert b.get_many([b"k%02d" % i for i in range(30)] + [b"absent"]) == expected + [None]
+
+
+def test_cleanup_never_deletes_files_of_a_newer_epoch(tmp_path):
+    """A writer that claimed the bucket between this one's lease check and its deletes owns those files."""
+    store = KVStore(str(tmp_path), flush_batches=1)
+    with store.open(0) as b:
+        newer = {sub: tmp_path / "bucket-0" / sub / name for sub, name in [
+            ("meta", "0000000009-000000000001-0123abcd.json"),
+            ("data", "0000000009-0000000000-0123abcd.kvd"),
+            ("log", "0000000009-0000000001-0123abcd.wal"),
+        ]}
+        for path in newer.values():
+            path.write_bytes(b"a newer writer's")
+        b.begin(0)
+        b.put(b"k", b"v")
+        b.commit()  # flushes, publishes and cleans up
+        assert all(path.exists() for path in newer.values())
+
+
+def test_empty_batches_on_an_object_store_do_not_pile_up_log_objects():
+    store = KVStore(f"memory://kv-empty-{uuid.uuid4().hex}", flush_batches=3)
+    with store.open(0) as b:
+        for batch_id in range(7):
+            b.begin(batch_id)
+            b.commit()
+        assert len(store.fs.ls(f"{store.root}/bucket-0/log")) <= 3
+    with store.open(0) as b:
+        assert b.committed_batch_id == 6
+    store.fs.rm(store.root, recursive=True)
