@@ -53,7 +53,11 @@ class Bucket:
         self._closed = False
         self._catalog.claim(take_over)
         self._hook("claimed", -1)
-        self._recover()
+        try:
+            self._recover()
+        except KVStoreError:
+            self._catalog.release()  # a damaged bucket: the next open should see the damage, not a held lease
+            raise
 
     # ------------------------------------------------------------------ state
 
