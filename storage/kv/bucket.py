@@ -101,11 +101,12 @@ class Bucket:
                 tail.append((parsed[1], name))
         for _, name in sorted(tail):
             path = catalog.path("log", name)
-            frames, used = decode_frames(self._read_log(path, None), path, tail=True)
+            data = self._read_log(path, None)
+            frames, used = decode_frames(data, path, tail=True)
             batch_id = self._replay(frames, batch_id, runs, path)
             if used:
                 log.append([name, used])
-            if used < catalog.fs.size(path):
+            if used < len(data):
                 break  # a torn frame ends the log: nothing the writer wrote after it was committed
         if batch_id < meta.batch_id:
             raise CorruptStoreError(
@@ -147,7 +148,8 @@ class Bucket:
         for frame_batch, run in frames:
             if frame_batch <= batch_id:
                 raise CorruptStoreError(path, f"batch {frame_batch} follows batch {batch_id} in the log")
-            runs.append(run)
+            if len(run):
+                runs.append(run)
             batch_id = frame_batch
         return batch_id
 
