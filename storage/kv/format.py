@@ -49,25 +49,25 @@ def _pad8(n: int) -> int:
 
 def encode_run(run: Run) -> bytes:
     """One block holding ``run`` (its deletes included)."""
+    return b"".join(_run_parts(run))
+
+
+def _run_parts(run: Run) -> list[Any]:
+    """The pieces of a block, views of the run's buffers where they can be: joined once by the caller."""
     n, width = run.rows.shape
-    offsets, data = _value_buffers(run.values)
-    parts = [b"", np.ascontiguousarray(run.rows).tobytes(), offsets.tobytes()]
+    _, offsets_buf, data_buf = run.values.buffers()
+    offsets = np.frombuffer(offsets_buf, np.int64, n + 1, run.values.offset * 8)
+    start, stop = int(offsets[0]), int(offsets[-1])
+    data = memoryview(data_buf.slice(start, stop - start)) if data_buf is not None and stop > start else b""
+    parts: list[Any] = [b"", memoryview(np.ascontiguousarray(run.rows).reshape(-1)), (offsets - start).tobytes()]
     flags = 0
     if run.values.null_count:
         flags |= _HAS_VALID
         valid = run.values.is_valid().to_numpy(zero_copy_only=False).astype(np.uint8).tobytes()
         parts.append(valid + b"\0" * (_pad8(n) - n))
     parts.append(data)
-    parts[0] = _BLOCK.pack(_BLOCK_MAGIC, n, width, flags, len(data))
-    return b"".join(parts)
-
-
-def _value_buffers(values: pa.LargeBinaryArray) -> tuple[np.ndarray, bytes]:
-    _, offsets_buf, data_buf = values.buffers()
-    offsets = np.frombuffer(offsets_buf, np.int64, len(values) + 1, values.offset * 8)
-    start, stop = int(offsets[0]), int(offsets[-1])
-    data = data_buf.slice(start, stop - start).to_pybytes() if data_buf is not None else b""
-    return offsets - start, data
+    parts[0] = _BLOCK.pack(_BLOCK_MAGIC, n, width, flags, stop - start)
+    return parts
 
 
 def decode_run(buf: bytes | memoryview, where: str) -> Run:
@@ -98,9 +98,12 @@ def decode_run(buf: bytes | memoryview, where: str) -> Run:
 
 
 def encode_frame(batch_id: int, run: Run) -> bytes:
-    payload = encode_run(run)
-    crc = zlib.crc32(payload, zlib.crc32(struct.pack("<q", batch_id)))
-    return FRAME.pack(_FRAME_MAGIC, len(payload), batch_id, crc) + payload
+    parts = _run_parts(run)
+    crc = zlib.crc32(struct.pack("<q", batch_id))
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+    length = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
+    return b"".join([FRAME.pack(_FRAME_MAGIC, length, batch_id, crc), *parts])
 
 
 def decode_frames(data: bytes, where: str, *, tail: bool) -> tuple[list[tuple[int, Run]], int]:

@@ -13,7 +13,7 @@ against the whole row, so a hash collision never returns a wrong value.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Iterator, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -199,13 +199,15 @@ class Run:
     def from_rows(cls, rows: np.ndarray, values: pa.Array) -> Run:
         if not len(rows):
             return cls(rows, pa.array([], _VALUE))
+        rows = np.ascontiguousarray(rows)
         order = np.argsort(sortable(rows), kind="stable")
-        ordered = sortable(rows)[order]
-        last = np.ones(len(order), bool)
-        last[:-1] = ordered[1:] != ordered[:-1]
+        in_order = bool((order[1:] > order[:-1]).all())
+        words = rows.view(np.uint64) if in_order else rows[order].view(np.uint64)
+        last = np.ones(len(order), bool)  # the last write of each key (equal rows compared as 8-byte words)
+        last[:-1] = (words[1:] != words[:-1]).any(axis=1)
+        if in_order and last.all():
+            return cls(rows, values)
         keep = order[last]
-        if len(keep) == len(rows) and (keep == np.arange(len(keep))).all():
-            return cls(np.ascontiguousarray(rows), values)
         return cls(np.ascontiguousarray(rows[keep]), values.take(pa.array(keep)))
 
     @classmethod
@@ -216,6 +218,8 @@ class Run:
             return runs[0] if runs else cls.empty()
         width = max(r.width for r in runs)
         rows = np.concatenate([widen(r.rows, width) for r in runs])
+        if all(sortable(rows[:1])[0] < sortable(rows[1:2])[0] for rows in _seams(runs, width)):
+            return cls(rows, concat_values([r.values for r in runs]))  # already in order: monotonic keys
         values = pa.chunked_array([r.values for r in runs], _VALUE)
         merged = cls.from_rows(rows, values)
         if isinstance(merged.values, pa.ChunkedArray):
@@ -272,6 +276,12 @@ class Run:
                     break
                 j += 1
         return found
+
+
+def _seams(runs: list[Run], width: int) -> Iterator[np.ndarray]:
+    """For each pair of neighbouring runs, the older one's last row and the newer one's first, at ``width``."""
+    for older, newer in zip(runs, runs[1:]):
+        yield np.concatenate([widen(older.rows[-1:], width), widen(newer.rows[:1], width)])
 
 
 def widen_or_clip(rows: np.ndarray, width: int) -> np.ndarray:
