@@ -1,0 +1,109 @@
+"""The Sparks the suite runs on, in one place: the shared local session's settings, a
+``local-cluster`` driver in a process of its own, and waiting on conditions.
+
+One Python process holds one SparkContext, so a test that needs two executor JVMs (to kill
+one) runs its driver as a subprocess (``python -m tests.<module> ...``) built with
+``session("local-cluster[2,1,1024]")``, and watches it from the test through files it writes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LOCAL = "local[2]"
+CLUSTER = "local-cluster[2,1,1024]"
+"""Two executor JVMs of one core and 1 GiB each; starts in about 20 s from the pip pyspark."""
+
+SETTINGS = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+"""The settings of every test Spark (the shared session adds the driver's memory)."""
+
+
+def session(master: str = LOCAL, app: str = "tests", **settings: str) -> Any:
+    """A SparkSession with the suite's settings whose Python workers run this interpreter."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app)
+    for name, value in {**SETTINGS, **settings}.items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = 300.0, poll: float = 0.2,
+             alive: Callable[[], bool] = lambda: True) -> Any:
+    """Wait until ``condition()`` is truthy and return its value.
+
+    The timeout only turns a hang into a failure (CI's machine is loaded, so it is generous);
+    ``alive`` stops the wait early when what should make the condition true has died.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if not alive():
+            raise AssertionError(f"gave up waiting for {what}: the process that should get there has ended")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what} after {timeout:.0f} s")
+        time.sleep(poll)
+
+
+def executor_pids(app_id: str) -> dict[str, int]:
+    """Executor id -> pid of the executor JVMs of application ``app_id`` (a ``local-cluster`` app)."""
+    listing = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
+    pids = {}
+    for line in listing.splitlines():
+        pid, _, args = line.strip().partition(" ")
+        words = args.split()
+        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in words and app_id in words:
+            pids[words[words.index("--executor-id") + 1]] = int(pid)
+    return pids
+
+
+def kill_executor(app_id: str, executor_id: str | None = None) -> int:
+    """SIGKILL one executor JVM of ``app_id`` (the first by id unless named); returns its pid."""
+    pids = executor_pids(app_id)
+    assert pids, f"application {app_id} has no executor running"
+    pid = pids[executor_id if executor_id is not None else sorted(pids)[0]]
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def run_driver(module: str, *args: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m <module> <args>`` from the repository root; fail with its stderr's tail."""
+    done = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, timeout=timeout,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, f"{module} exited {done.returncode}:\n{done.stderr[-4000:]}"
+    return done
+
+
+def start_driver(module: str, *args: str) -> subprocess.Popen[str]:
+    """Start ``python -m <module> <args>`` in a session of its own (``os.killpg`` ends it whole)."""
+    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def kill_driver(process: subprocess.Popen[str]) -> None:
+    """SIGKILL a driver started by ``start_driver``: Python, its JVM and the JVM's children."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
