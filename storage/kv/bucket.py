@@ -10,7 +10,7 @@ sorted data files and writes a new metadata version. See docs/kv_store.md.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -23,9 +23,7 @@ from .files import FileWriter
 from .format import decode_frames, encode_frame
 from .keys import Run, as_binary, concat_values, successor
 from .reads import get_many, scan
-
-if TYPE_CHECKING:
-    from .store import KVStore
+from .settings import StoreSettings
 
 #: A test seam: called with (point, batch_id) at each crash point (docs/kv_store.md lists them).
 Hook = Callable[[str, int], None]
@@ -35,7 +33,7 @@ _VALUE = pa.large_binary()
 class Bucket:
     """A bucket opened for writing; use it as a context manager (``with store.open(3) as b``)."""
 
-    def __init__(self, store: KVStore, bucket: int, take_over: bool = False, hook: Hook | None = None) -> None:
+    def __init__(self, store: StoreSettings, bucket: int, take_over: bool = False, hook: Hook | None = None) -> None:
         self._store = store
         self._hook: Hook = hook or (lambda point, batch_id: None)
         self.bucket = bucket

@@ -20,10 +20,10 @@ import numpy as np
 from .datafile import DataFile
 from .format import DataFileBuilder, block_bounds
 from .keys import Run, sortable, widen
+from .settings import StoreSettings
 
 if TYPE_CHECKING:
     from .catalog import Catalog
-    from .store import KVStore
 
 _BLOCK_HEADER = 32
 
@@ -35,7 +35,7 @@ def _stored_size(block: Run) -> int:
 
 
 class FileWriter:
-    def __init__(self, catalog: Catalog, store: KVStore, hook: Callable[[str, int], None]) -> None:
+    def __init__(self, catalog: Catalog, store: StoreSettings, hook: Callable[[str, int], None]) -> None:
         self._catalog, self._store, self._hook = catalog, store, hook
         self._written = 0
 

@@ -10,6 +10,7 @@ from fsspec.core import url_to_fs
 from ..splitter.config import parse_seconds, parse_size
 from .bucket import Bucket, Hook
 from .datafile import BlockCache
+from .settings import StoreSettings
 
 #: Block codecs pyarrow compresses with (``pa.compress``); None stores blocks as they are.
 CODECS = (None, "lz4", "zstd", "snappy", "gzip", "brotli")
@@ -73,6 +74,10 @@ class KVStore:
         self.cache = BlockCache(parse_size("block_cache", block_cache))
         self.fs, root = url_to_fs(self.path, **self.storage_options)
         self.root = root.rstrip("/")
+        self._parsed = StoreSettings(
+            path=self.path, fs=self.fs, root=self.root, cache=self.cache, flush_entries=flush_entries,
+            flush_batches=flush_batches, max_file_size=self.max_file_size, block_size=self.block_size,
+            max_log_segment=self.max_log_segment, compression=compression, lease=self.lease, fsync=fsync)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as its settings (Spark ships it to its workers); a worker process shares one block cache
@@ -88,7 +93,7 @@ class KVStore:
         """
         if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0:
             raise ValueError(f"KVStore bucket={bucket!r} must be an int of 0 or more (a Spark partition id, a key hash)")
-        return Bucket(self, bucket, take_over=take_over, hook=hook)
+        return Bucket(self._parsed, bucket, take_over=take_over, hook=hook)
 
     def buckets(self) -> list[int]:
         """The buckets that exist under the store's path."""
