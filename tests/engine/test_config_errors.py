@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 
 from accumulations import Count, Sum, TopN
+import triggers
 from triggers import AfterCount, AfterProcessingTime, AfterEach, AtWatermark, Repeatedly
 from windowing import TestStream, WindowingConfigError, windowed
 
@@ -42,6 +45,22 @@ TS_DF = DF.assign(ts=pd.to_datetime(DF.ts, unit="s"))
 def test_builder_refuses_bad_values(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+@pytest.mark.parametrize("build, param", [
+    (lambda d: windowed(DF, time="ts").fixed(d), "fixed(size)"),
+    (lambda d: windowed(DF, time="ts").allowed_lateness(d), "allowed_lateness(lateness)"),
+    (lambda d: AfterProcessingTime(d), "AfterProcessingTime(delay)"),
+    (lambda d: AtWatermark().with_early_firings_every(d), "with_early_firings_every(duration)"),
+    (lambda d: TestStream().advance_processing_time(d), "advance_processing_time(duration)"),
+])
+@pytest.mark.parametrize("duration", ["10 secnds", True, [10], "-10 seconds"])
+def test_a_bad_duration_is_a_windowing_config_error_wherever_it_is_given(build, param, duration):
+    # A typo raised a plain ValueError while every other bad setting raised WindowingConfigError.
+    with pytest.raises(WindowingConfigError, match=rf"{re.escape(param)}={re.escape(repr(duration))} ") as raised:
+        build(duration)
+    assert isinstance(raised.value, ValueError)  # `except ValueError` keeps working
+    assert triggers.WindowingConfigError is WindowingConfigError
 
 
 @pytest.mark.parametrize("run, message", [
