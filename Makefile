@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench test-spark35
+.PHONY: demo test test-random bench test-spark35
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The whole suite in a random order (pytest-randomly), to find tests that depend on the tests run
+# before them; CI keeps the files' order. The seed is printed: `make test-random SEED=<n>` replays it.
+SEED ?=
+test-random: $(STAMP)
+	$(PY) -m pytest -p randomly $(if $(SEED),--randomly-seed=$(SEED))
 
 # The Spark runner's tests on pyspark 3.5 (Databricks Runtime 15.4 and 16.4 LTS) with pandas 2, in their own venv.
 SPARK35_VENV ?= .venv-spark35

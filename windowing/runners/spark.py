@@ -326,7 +326,7 @@ class BucketStep:
         late[REASON] = dropped["reason"].to_numpy(dtype=object)
         late[ELEMENT] = elements.loc[labels, _E].to_numpy(dtype=object)
         rows = pd.DataFrame(late, index=pd.RangeIndex(len(labels)))
-        return pd.concat([out, rows], ignore_index=True) if len(out) else rows
+        return stacked([out, rows]) if len(out) else rows
 
     def fresh_state(self) -> pd.DataFrame:
         return empty_state(self.plan.spec, list(self.key_dtypes))
@@ -435,6 +435,19 @@ def _without_float_integers(spec: EngineSpec, table: pd.DataFrame, nullable: tup
             seen = table[f"a{i}.n"].to_numpy() > 0
             table[field] = np.where(seen, table[field].to_numpy(), agg.field_defaults()[agg.accumulation.reduction])
     return table
+
+
+def stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The rows of ``frames`` (the same columns) one after the other. A column whose dtype differs
+    between them (a pane's bigint value, a late row's null) becomes Python objects, exact and with
+    its nulls: ``pd.concat`` would make such a column float64, inexact beyond 2**53 (and pandas 2
+    warns that it will change how it picks that dtype)."""
+    columns = {}
+    for name in frames[0].columns:
+        parts = [frame[name] for frame in frames]
+        same = all(part.dtype == parts[0].dtype for part in parts) and isinstance(parts[0].dtype, np.dtype)
+        columns[name] = np.concatenate([part.to_numpy() if same else part.to_numpy(dtype=object) for part in parts])
+    return pd.DataFrame(columns, index=pd.RangeIndex(sum(len(frame) for frame in frames)))
 
 
 def _described(part: Any) -> str:
