@@ -9,7 +9,7 @@ import pandas as pd
 import pendulum
 import pytest
 
-from accumulations import Accumulation, BottomN, Count, Reduce, Sum, TopN
+from accumulations import Accumulation, BottomN, Count, Fold, Max, Mean, Min, Reduce, Sum, ToList, ToSet, TopN
 from triggers import AfterProcessingTime, AfterWatermark, AtWatermark, Repeatedly
 from windowing import TestStream, windowed
 
@@ -129,3 +129,40 @@ def test_user_and_collection_accumulations_fold_merge_and_retract():
     retracted = panes[(panes["step"] == 1) & panes["is_retraction"]]
     assert retracted[["window_start", "product", "top", "bottom", "largest"]].values.tolist() == [
         [1, 3, [3], [3], 3], [12, 10, [5, 2], [2, 5], 5]]
+
+
+# ---- an empty input, late data ------------------------------------------------------------
+
+EVENTS = pd.DataFrame({"user": ["a", "b", "a"], "ts": [1, 2, 12], "amount": [5, 7, 1], "price": [1.5, 2.5, 0.5],
+                       "name": ["x", "y", "z"], "when": pd.to_datetime([1, 2, 3], unit="s")})
+EVERY_KIND = dict(total=Sum("amount"), n=Count(), mean=Mean("price"), low=Min("amount"), first=Min("name"),
+                  last=Max("when"), all=ToList("amount"), names=ToSet("name"), product=Product("amount"),
+                  halves=Fold("price", 0, lambda a, v: a + v / 2, lambda a, b: a + b))
+
+
+@pytest.mark.parametrize("key", ["user", "amount", ["user", "price"], None])
+@pytest.mark.parametrize("as_stream", [False, True])
+def test_an_empty_input_has_the_output_types_of_a_non_empty_one(key, as_stream):
+    # Before: windowed(df.iloc[:0], ...) gave the key and every value column as float64.
+    def run(frame):
+        source = TestStream().add_elements(frame).advance_watermark_to(5) if as_stream else frame
+        return windowed(source, time="ts", key=key).fixed(10).run(**EVERY_KIND)
+
+    full, empty = run(EVENTS), run(EVENTS.iloc[:0])
+    assert len(full.panes) and not len(empty.panes)
+    assert empty.panes.dtypes.to_dict() == full.panes.dtypes.to_dict()
+
+
+def test_late_data_has_the_inputs_columns_also_when_nothing_was_dropped():
+    # Before: a bounded run that dropped nothing had only window_start, window_end and reason.
+    late = (TestStream().add_elements(EVENTS).advance_watermark_to(30)
+            .add_elements(EVENTS.assign(ts=[3, 4, 5])))  # behind the watermark, no allowed lateness: dropped
+    dropped = windowed(late, time="ts", key="user").fixed(10).run(Sum("amount")).late_data
+    assert len(dropped) == 3
+    for source in (EVENTS, EVENTS.iloc[:0], TestStream().add_elements(EVENTS).advance_watermark_to_infinity()):
+        nothing = windowed(source, time="ts", key="user").fixed(10).run(Sum("amount")).late_data
+        assert len(nothing) == 0
+        expected = dropped if isinstance(source, TestStream) else dropped.drop(columns="step")
+        assert nothing.dtypes.to_dict() == expected.dtypes.to_dict()
+        assert list(nothing.columns) == list(EVENTS.columns) + ["window_start", "window_end", "reason"] + \
+            (["step"] if isinstance(source, TestStream) else [])
