@@ -36,7 +36,7 @@ $(SPARK35_STAMP): pyproject.toml
 	touch $(SPARK35_STAMP)
 
 test-spark35: $(SPARK35_STAMP)
-	$(SPARK35_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/spark_runner
+	$(SPARK35_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/spark_runner tests/test_spark_output_types.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/engine_pandas.py

@@ -65,7 +65,8 @@ def run_pandas(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     if sample is None:
         sample = _without_elements(pipeline, aggregations, source)
     check_columns(list(sample.columns), pipeline, aggregations)
-    axis = TimeAxis.of(pipeline.time if isinstance(pipeline.time, str) else "<time function>", _event_times(pipeline, sample))
+    axis = TimeAxis.of(pipeline.time if isinstance(pipeline.time, str) else "<time function>", _event_times(pipeline, sample),
+                       epoch_unit=pipeline.time_unit)
     plan = make_plan(pipeline, aggregations, axis, sample.dtypes.to_dict())
     return _Run(plan, pipeline, is_stream, sample.iloc[:0]).execute(script)
 
