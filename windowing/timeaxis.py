@@ -104,8 +104,9 @@ class TimeAxis:
         missing = int(series.isna().sum())
         if missing:
             raise WindowingConfigError(f"time column {self.column!r}{where} has {missing} missing value(s); every element needs an event time")
-        if self.epoch_unit is not None:
-            raw = series.to_numpy()
+        if self.epoch_unit is not None:  # nullable Int64 / Float64 columns as NumPy numbers (no NA is left)
+            kind = "f" if pd.api.types.is_float_dtype(series.dtype) else "u" if pd.api.types.is_unsigned_integer_dtype(series.dtype) else "i"
+            raw = series.to_numpy(dtype={"f": np.float64, "u": np.uint64, "i": np.int64}[kind])
             micros, inside = self._epoch_micros(raw)
             if not inside.all():
                 raise WindowingConfigError(
@@ -142,12 +143,13 @@ class TimeAxis:
             inside = np.abs(scaled) < 2.0**62  # also false for inf
             micros = np.floor(np.where(inside, scaled, 0.0) + 0.5).astype(np.int64)
         else:
-            ints = raw.astype(np.int64) if raw.dtype.kind != "u" else np.minimum(raw, 2**62).astype(np.int64)
+            fits = raw <= 2**62 if raw.dtype.kind == "u" else np.ones(len(raw), dtype=bool)  # uint64 beyond int64
+            ints = np.where(fits, raw, 0).astype(np.int64)
             if unit == "ns":
-                micros, inside = ints // 1000 + (ints % 1000 >= 500), np.ones(len(ints), dtype=bool)
+                micros, inside = ints // 1000 + (ints % 1000 >= 500), fits
             else:
                 factor = EPOCH_UNITS[unit]
-                inside = (ints >= -(-MIN_MICROS // factor)) & (ints <= MAX_MICROS // factor)
+                inside = fits & (ints >= -(-MIN_MICROS // factor)) & (ints <= MAX_MICROS // factor)
                 micros = np.where(inside, ints, 0) * factor
         inside &= (micros >= MIN_MICROS) & (micros <= MAX_MICROS)
         return np.where(inside, micros, 0), inside

@@ -193,6 +193,9 @@ def test_epoch_numbers_with_a_time_unit_are_read_as_the_nearest_microsecond(micr
     ("ns", [1499, 1500, -1500, -1501], [1, 2, -1, -2]),  # half a microsecond rounds up
     ("us", [2.5, -2.5, 2.4999], [3, -2, 2]),
     ("s", [1.001, 1700000000.123456], [1_001_000, 1_700_000_000_123_456]),
+    # nullable integers stay exact: as float64, 1_700_000_000_123_456_500 ns would be 128 ns off
+    ("ns", pd.array([1_700_000_000_123_456_500, 1_700_000_000_123_456_499], dtype="Int64"),
+     [1_700_000_000_123_457, 1_700_000_000_123_456]),
 ])
 def test_epoch_numbers_round_half_a_microsecond_up(unit, values, expected_micros):
     frame = pd.DataFrame({"ts": values, "id": range(len(values))})

@@ -144,7 +144,6 @@ class _Run:
             self.max_event_time = max(self.max_event_time, int(times.max()))
             self.watermark = max(self.watermark, self.max_event_time - plan.watermark_delay)
 
-
     def _late_rows(self, rows: pd.DataFrame, dropped: pd.DataFrame, index: int) -> pd.DataFrame:
         """The input ``rows`` of the dropped element-window pairs, with the window, the reason and the step."""
         rows = rows.reset_index(drop=True)
