@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from storage import FileSplitter
+from tests import sparks
 
 
 def make_input(directory, files: int = 2, lines: int = 40) -> list[str]:
@@ -76,13 +77,11 @@ def test_restart_from_checkpoint_reads_every_line_exactly_once(spark, tmp_path):
         assert all(block_id == offset // 256 for _, _, block_id, offset in rows)
 
 
-def wait_for(condition, query, rounds: int = 300) -> None:
-    """Wait until ``condition()`` holds; bounded so a broken source fails instead of hanging."""
-    for _ in range(rounds):
-        if condition():
-            return
-        query.awaitTermination(0.2)
-    raise AssertionError("the streaming query did not get there")
+def wait_for(condition, query) -> None:
+    """Wait until ``condition()`` holds while the query runs (its failure is raised); the bound of
+    `sparks.wait_for` only turns a hang into a failure, generous for a loaded machine."""
+    sparks.wait_for(condition, "the streaming query to get there", poll=0,
+                    alive=lambda: not query.awaitTermination(0.2))
 
 
 @pytest.mark.spark
