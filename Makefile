@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench test-spark35
+.PHONY: demo test test-random bench test-spark35
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# The whole suite in a random order (pytest-randomly), to find tests that depend on the tests run
+# before them; CI keeps the files' order. The seed is printed: `make test-random SEED=<n>` replays it.
+SEED ?=
+test-random: $(STAMP)
+	$(PY) -m pytest -p randomly $(if $(SEED),--randomly-seed=$(SEED))
+
 # The Spark runner's tests on pyspark 3.5 (Databricks Runtime 15.4 and 16.4 LTS) with pandas 2, in their own venv.
 SPARK35_VENV ?= .venv-spark35
 SPARK35_PINS := 'pyspark>=3.5,<3.6' 'pandas>=2,<3' 'numpy<2' 'pyarrow>=14,<15'
@@ -30,7 +36,7 @@ $(SPARK35_STAMP): pyproject.toml
 	touch $(SPARK35_STAMP)
 
 test-spark35: $(SPARK35_STAMP)
-	$(SPARK35_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/spark_runner
+	$(SPARK35_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/spark_runner tests/test_spark_output_types.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/engine_pandas.py

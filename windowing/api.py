@@ -14,6 +14,7 @@ from accumulations import Accumulation, MergeAccumulation
 from triggers import AccumulationMode, Default, Trigger, parse_duration
 
 from .errors import WindowingConfigError
+from .timeaxis import EPOCH_UNITS
 
 RESERVED = ("window_start", "window_end", "timing", "pane_index", "is_retraction", "step")
 
@@ -33,6 +34,7 @@ class Windowed:
     source: Any
     time: str | Callable[[Any], Any]
     key: tuple[str, ...] | None
+    time_unit: str | None = None
     window: WindowChoice = WindowChoice("global")
     lateness: Any = 0
     trigger_: Trigger = field(default_factory=Default)
@@ -173,7 +175,8 @@ class Windowed:
 
     def __repr__(self) -> str:
         key = f", key={list(self.key) if self.key and len(self.key) > 1 else (self.key[0] if self.key else None)!r}"
-        return f"windowed(<{type(self.source).__name__}>, time={self.time!r}{key})" + "".join(self.steps)
+        unit = "" if self.time_unit is None else f", time_unit={self.time_unit!r}"
+        return f"windowed(<{type(self.source).__name__}>, time={self.time!r}{key}{unit})" + "".join(self.steps)
 
 
 def _offset(offset: Any) -> str:
@@ -185,15 +188,23 @@ def _is_spark(source: Any) -> bool:
     return type(source).__module__.startswith("pyspark.")
 
 
-def windowed(source: Any, time: str | Callable[[Any], Any] = "ts", key: str | Sequence[str] | None = None) -> Windowed:
+def windowed(source: Any, time: str | Callable[[Any], Any] = "ts", key: str | Sequence[str] | None = None,
+             time_unit: str | None = None) -> Windowed:
     """Start a windowed pipeline over ``source`` (pandas DataFrame, TestStream or Spark DataFrame).
 
     ``time`` names the event-time column, or is a function of the DataFrame
     returning the event times (pandas only). ``key`` is a column, a list of
-    columns, or None (not keyed: one group).
+    columns, or None (not keyed: one group). ``time_unit`` (``"s"``, ``"ms"``,
+    ``"us"``, ``"ns"``) says that a numeric time column holds epoch instants in
+    that unit, floats included (``time.time()``): it is then read as timestamps,
+    rounded to the nearest microsecond, and durations are strings or timedeltas.
     """
     if not (isinstance(time, str) and time) and not callable(time):
         raise WindowingConfigError(f"windowed(time={time!r}): give the event-time column's name or a function of the DataFrame")
+    if time_unit is not None and time_unit not in EPOCH_UNITS:
+        raise WindowingConfigError(
+            f"windowed(time_unit={time_unit!r}): give the unit of the epoch instants in the time column, one of "
+            f"{', '.join(map(repr, EPOCH_UNITS))}, or None for a column of timestamps or of integers in a unit of your own")
     if key is None:
         keys = None
     elif isinstance(key, str):
@@ -209,4 +220,4 @@ def windowed(source: Any, time: str | Callable[[Any], Any] = "ts", key: str | Se
                 "which would overwrite it; rename that column of the input first")
         if keys.count(name) > 1:
             raise WindowingConfigError(f"windowed(key={key!r}) names column {name!r} twice; name each key column once")
-    return Windowed(source=source, time=time, key=keys)
+    return Windowed(source=source, time=time, key=keys, time_unit=time_unit)

@@ -139,6 +139,8 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
     out["window_end"] = plan.axis.from_internal(panes["end"].to_numpy())
     for agg in plan.spec.aggregations:
         dtype = agg.accumulation.output_dtype()
+        if dtype is None and not len(panes):
+            dtype = _output_dtype_of_one_value(agg)
         out[agg.name] = _tidy(panes[agg.name]) if dtype is None else pd.Series(panes[agg.name].to_numpy(), dtype=object).astype(dtype)
     out["timing"] = pd.Categorical.from_codes(panes["timing"].to_numpy(dtype=np.int8), categories=list(TIMINGS))
     out["pane_index"] = panes["pane_index"].to_numpy(dtype=np.int64)
@@ -147,16 +149,41 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
 
 
 def _keys(values: pd.Series, dtype: Any) -> Any:
-    """A key column of the panes. An object column keeps a missing key as None, as in the input:
+    """A key column of the panes, of the input's dtype. An object column keeps a missing key as None, as in the input:
     the engine's grouping (``pd.factorize``) turns None into NaN. A nullable integer column keeps
     its dtype, and a missing key is <NA>."""
     if _nullable_integers(dtype):
         return pd.array(values.to_numpy(dtype=object), dtype=dtype)
-    if dtype != object:
-        return values.to_numpy()
+    if dtype != object:  # the input's dtype, also with no pane (the engine's empty frame has no dtypes)
+        return pd.Series(values.to_numpy()).astype(dtype)
     out = values.to_numpy(dtype=object, copy=True)
     out[pd.isna(out)] = None
     return pd.Series(out, dtype=object)
+
+
+def _output_dtype_of_one_value(agg: Aggregation) -> Any:
+    """The dtype an aggregation's column has when panes exist, for a result without any: what its
+    vectorized output of one accumulator has, or what `_tidy` makes of its output for one value
+    of the input's dtype (``1``, ``1.5``, ``"a"``, ...; the empty window's output where that value
+    is refused). A Python accumulation whose output type depends on the values gets the type of
+    that one value's output."""
+    acc = agg.accumulation
+    if agg.vectorized:
+        fields = {name: np.asarray([default]) for name, default in agg.field_defaults().items()}
+        return np.asarray(acc.vector_output(fields)).dtype
+    accumulated = acc.default_accumulated_value()
+    try:
+        output = acc.get_output(acc.accumulate(accumulated, _one_value(agg.input_dtype)))
+    except Exception:  # the accumulation's own code refuses the sample: an empty window's output
+        output = acc.get_output(accumulated)
+    return _tidy(pd.Series([output], dtype=object)).dtype
+
+
+def _one_value(dtype: Any) -> Any:
+    """One value of a column of ``dtype`` (the engine's NumPy dtype of the input column)."""
+    kind = np.dtype(dtype or object).kind
+    samples = {"b": True, "i": 1, "u": 1, "f": 1.5, "M": pd.Timestamp("2024-01-01"), "m": pd.Timedelta(1)}
+    return np.asarray(samples[kind], dtype=dtype)[()] if kind in "biuf" else samples.get(kind, "a")
 
 
 def _tidy(values: pd.Series) -> pd.Series:

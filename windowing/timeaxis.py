@@ -24,6 +24,13 @@ from .errors import WindowingConfigError
 
 MIN_TIME = int(np.iinfo(np.int64).min) + 1  # pd.Timestamp.min in ns; iinfo.min is NaT
 MAX_TIME = int(NO_TIME)
+MIN_MICROS, MAX_MICROS = -(-MIN_TIME // 1000), MAX_TIME // 1000
+"""The least and greatest whole microsecond on the axis (an epoch instant read with a unit)."""
+
+EPOCH_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1}
+"""``windowed(time_unit=...)``: microseconds per unit of a column of epoch instants (``ns``
+is divided by 1000 instead)."""
+_UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
 
 
 def add_saturating(times: np.ndarray, delta: int) -> np.ndarray:
@@ -55,11 +62,20 @@ class TimeAxis:
     dtype: str = "int64"
     """The numeric column's dtype as pandas names it (``Int64`` for nullable integers), so that
     window bounds come back in the column's own type."""
+    epoch_unit: str | None = None
+    """``windowed(time_unit=...)``: the column holds numbers, epoch instants in this unit, read
+    as timestamps (kind ``datetime``, naive, microseconds, as Beam keeps them)."""
 
     @classmethod
-    def of(cls, column: str, series: pd.Series, where: str = "") -> "TimeAxis":
+    def of(cls, column: str, series: pd.Series, where: str = "", epoch_unit: str | None = None) -> "TimeAxis":
         """The axis of a time column; ``where`` says which input it is from, for the error."""
         dtype = series.dtype
+        if epoch_unit is not None:
+            if not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
+                raise WindowingConfigError(
+                    f"windowed(time_unit={epoch_unit!r}): time column {column!r}{where} has dtype {dtype}; time_unit "
+                    "says that a column of numbers holds epoch instants: drop it for a column of timestamps")
+            return cls(column, "datetime", unit="us", epoch_unit=epoch_unit)
         if isinstance(dtype, pd.DatetimeTZDtype):
             return cls(column, "datetime", tz=str(dtype.tz), unit=dtype.unit)
         if pd.api.types.is_datetime64_dtype(dtype):
@@ -73,12 +89,14 @@ class TimeAxis:
     def _kind_name(self) -> str:
         if self.kind == "numeric":
             return "numbers"
+        if self.epoch_unit is not None:
+            return f"epoch {_UNIT_NAMES[self.epoch_unit]} (time_unit={self.epoch_unit!r})"
         return f"timestamps in time zone {self.tz}" if self.tz else "timestamps without a time zone"
 
     def to_internal(self, series: pd.Series, where: str = "") -> np.ndarray:
         """The column as int64 instants; missing or fractional times, and times of another kind
         than the axis's, are refused. ``where`` says which input the column is from, for the errors."""
-        found = TimeAxis.of(self.column, series, where)
+        found = TimeAxis.of(self.column, series, where, self.epoch_unit)
         if found.kind != self.kind or (found.tz is None) != (self.tz is None):
             raise WindowingConfigError(
                 f"time column {self.column!r}{where} holds {found._kind_name()} (dtype {series.dtype}), but the first "
@@ -86,6 +104,15 @@ class TimeAxis:
         missing = int(series.isna().sum())
         if missing:
             raise WindowingConfigError(f"time column {self.column!r}{where} has {missing} missing value(s); every element needs an event time")
+        if self.epoch_unit is not None:  # nullable Int64 / Float64 columns as NumPy numbers (no NA is left)
+            kind = "f" if pd.api.types.is_float_dtype(series.dtype) else "u" if pd.api.types.is_unsigned_integer_dtype(series.dtype) else "i"
+            raw = series.to_numpy(dtype={"f": np.float64, "u": np.uint64, "i": np.int64}[kind])
+            micros, inside = self._epoch_micros(raw)
+            if not inside.all():
+                raise WindowingConfigError(
+                    f"time column {self.column!r}{where} has {int((~inside).sum())} time(s) outside the engine's range "
+                    f"{self._epoch_range()} (time_unit={self.epoch_unit!r}), the first {raw[~inside][0]}")
+            return micros * 1000
         if self.kind == "datetime":
             values = series.dt.tz_convert("UTC").dt.tz_localize(None) if self.tz else series
             outside = (values < pd.Timestamp.min) | (values > pd.Timestamp.max)
@@ -99,8 +126,36 @@ class TimeAxis:
         if raw.dtype.kind == "f":
             if not np.all(np.isfinite(raw)) or not np.all(raw == np.floor(raw)):
                 raise WindowingConfigError(
-                    f"time column {self.column!r}{where} holds non-integral numbers; use integers in one unit (e.g. milliseconds)")
+                    f"time column {self.column!r}{where} holds non-integral numbers; use integers in one unit (e.g. "
+                    "milliseconds), or give the unit of epoch instants, e.g. windowed(..., time_unit='s') for "
+                    "time.time() seconds")
         return raw.astype(np.int64)
+
+    def _epoch_micros(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Epoch instants in ``epoch_unit`` as int64 microseconds, rounded to the nearest (half up),
+        and where they are on the axis (a value elsewhere gives 0). The Spark runner computes the
+        same on the JVM (`runners.spark._event_time`). Beam truncates, but a float carries binary
+        error: 1.001 s is 1000999.9999999999 microseconds."""
+        unit, raw = self.epoch_unit, np.asarray(raw)
+        if raw.dtype.kind == "f" or raw.dtype == object:
+            raw = raw.astype(np.float64)
+            scaled = raw / 1000.0 if unit == "ns" else raw * float(EPOCH_UNITS[unit])
+            inside = np.abs(scaled) < 2.0**62  # also false for inf
+            micros = np.floor(np.where(inside, scaled, 0.0) + 0.5).astype(np.int64)
+        else:
+            fits = raw <= 2**62 if raw.dtype.kind == "u" else np.ones(len(raw), dtype=bool)  # uint64 beyond int64
+            ints = np.where(fits, raw, 0).astype(np.int64)
+            if unit == "ns":
+                micros, inside = ints // 1000 + (ints % 1000 >= 500), fits
+            else:
+                factor = EPOCH_UNITS[unit]
+                inside = fits & (ints >= -(-MIN_MICROS // factor)) & (ints <= MAX_MICROS // factor)
+                micros = np.where(inside, ints, 0) * factor
+        inside &= (micros >= MIN_MICROS) & (micros <= MAX_MICROS)
+        return np.where(inside, micros, 0), inside
+
+    def _epoch_range(self) -> str:
+        return f"as epoch {_UNIT_NAMES[self.epoch_unit]}: {pd.Timestamp.min} to {pd.Timestamp.max}"
 
     def from_internal(self, values: np.ndarray) -> pd.Series:
         """Instants back in the column's own type; the ends of time become the type's extremes."""
@@ -136,8 +191,9 @@ class TimeAxis:
             return int(pd.Timedelta(parsed).value)
         if isinstance(parsed, numbers.Real):
             if self.kind == "datetime":
+                holds = f"is read as timestamps (time_unit={self.epoch_unit!r})" if self.epoch_unit else "holds timestamps"
                 raise WindowingConfigError(
-                    f"{param}={value!r} is a plain number, but time column {self.column!r} holds timestamps; "
+                    f"{param}={value!r} is a plain number, but time column {self.column!r} {holds}; "
                     "give a duration such as '10 seconds'")
             if parsed < 0 or parsed != int(parsed):
                 raise WindowingConfigError(f"{param}={value!r} must be a non-negative whole number in the column's unit")
@@ -159,6 +215,13 @@ class TimeAxis:
                     f"{param}={value!r}{where} is beyond the time axis (64-bit integers); to end the input, use "
                     "advance_watermark_to_infinity()")
             return int(value)
+        if isinstance(value, numbers.Real) and self.epoch_unit is not None and not isinstance(value, bool):
+            micros, inside = self._epoch_micros(np.asarray([value]))
+            if not inside[0]:
+                raise WindowingConfigError(
+                    f"{param}={value!r}{where} is beyond the time axis {self._epoch_range()} (time_unit="
+                    f"{self.epoch_unit!r}); to end the input, use advance_watermark_to_infinity()")
+            return int(micros[0]) * 1000
         if isinstance(value, numbers.Real):
             raise WindowingConfigError(
                 f"{param}={value!r}{where} is a plain number, but time column {self.column!r} holds timestamps; give a timestamp")

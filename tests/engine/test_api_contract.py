@@ -8,8 +8,10 @@ import numpy as np
 import pandas as pd
 import pendulum
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from accumulations import Accumulation, BottomN, Count, Reduce, Sum, TopN
+from accumulations import Accumulation, BottomN, Count, Fold, Max, Mean, Min, Reduce, Sum, ToList, ToSet, TopN
 from triggers import AfterProcessingTime, AfterWatermark, AtWatermark, Repeatedly
 from windowing import TestStream, windowed
 
@@ -129,3 +131,94 @@ def test_user_and_collection_accumulations_fold_merge_and_retract():
     retracted = panes[(panes["step"] == 1) & panes["is_retraction"]]
     assert retracted[["window_start", "product", "top", "bottom", "largest"]].values.tolist() == [
         [1, 3, [3], [3], 3], [12, 10, [5, 2], [2, 5], 5]]
+
+
+# ---- an empty input, late data, epoch numbers ------------------------------------------------
+
+EVENTS = pd.DataFrame({"user": ["a", "b", "a"], "ts": [1, 2, 12], "amount": [5, 7, 1], "price": [1.5, 2.5, 0.5],
+                       "name": ["x", "y", "z"], "when": pd.to_datetime([1, 2, 3], unit="s")})
+EVERY_KIND = dict(total=Sum("amount"), n=Count(), mean=Mean("price"), low=Min("amount"), first=Min("name"),
+                  last=Max("when"), all=ToList("amount"), names=ToSet("name"), product=Product("amount"),
+                  halves=Fold("price", 0, lambda a, v: a + v / 2, lambda a, b: a + b))
+
+
+@pytest.mark.parametrize("key", ["user", "amount", ["user", "price"], None])
+@pytest.mark.parametrize("as_stream", [False, True])
+def test_an_empty_input_has_the_output_types_of_a_non_empty_one(key, as_stream):
+    # Before: windowed(df.iloc[:0], ...) gave the key and every value column as float64.
+    def run(frame):
+        source = TestStream().add_elements(frame).advance_watermark_to(5) if as_stream else frame
+        return windowed(source, time="ts", key=key).fixed(10).run(**EVERY_KIND)
+
+    full, empty = run(EVENTS), run(EVENTS.iloc[:0])
+    assert len(full.panes) and not len(empty.panes)
+    assert empty.panes.dtypes.to_dict() == full.panes.dtypes.to_dict()
+
+
+def test_late_data_has_the_inputs_columns_also_when_nothing_was_dropped():
+    # Before: a bounded run that dropped nothing had only window_start, window_end and reason.
+    late = (TestStream().add_elements(EVENTS).advance_watermark_to(30)
+            .add_elements(EVENTS.assign(ts=[3, 4, 5])))  # behind the watermark, no allowed lateness: dropped
+    dropped = windowed(late, time="ts", key="user").fixed(10).run(Sum("amount")).late_data
+    assert len(dropped) == 3
+    for source in (EVENTS, EVENTS.iloc[:0], TestStream().add_elements(EVENTS).advance_watermark_to_infinity()):
+        nothing = windowed(source, time="ts", key="user").fixed(10).run(Sum("amount")).late_data
+        assert len(nothing) == 0
+        expected = dropped if isinstance(source, TestStream) else dropped.drop(columns="step")
+        assert nothing.dtypes.to_dict() == expected.dtypes.to_dict()
+        assert list(nothing.columns) == list(EVENTS.columns) + ["window_start", "window_end", "reason"] + \
+            (["step"] if isinstance(source, TestStream) else [])
+
+
+MICROS_2024 = 1_704_067_200_000_000
+
+
+@settings(max_examples=200, deadline=None)
+@given(micros=st.lists(st.integers(-(2**51), 2**51), min_size=1, max_size=20, unique=True),
+       unit=st.sampled_from(["s", "ms", "us", "ns"]), floats=st.booleans())
+def test_epoch_numbers_with_a_time_unit_are_read_as_the_nearest_microsecond(micros, unit, floats):
+    # A float carries binary error (1.001 s is 1000999.9999999999 us); read to the nearest
+    # microsecond, every instant within 2**51 us of the epoch comes back exactly.
+    per_unit = {"s": 10**6, "ms": 10**3, "us": 1, "ns": 10**-3}[unit]
+    exact = [m / per_unit if floats or unit == "s" or unit == "ms" else m * 1000 if unit == "ns" else m for m in micros]
+    values = np.asarray(exact, dtype=np.float64 if floats or unit in ("s", "ms") else np.int64)
+    frame = pd.DataFrame({"ts": values, "id": range(len(values))})
+    panes = windowed(frame, time="ts", time_unit=unit).fixed("1 microsecond").aggregate(ToList("id"))
+    assert panes["window_start"].dtype == "datetime64[us]"
+    got = {int(start.value // 1000): ids[0] for start, ids in zip(panes["window_start"], panes["value"])}
+    assert got == {m: i for i, m in enumerate(micros)}
+
+
+@pytest.mark.parametrize("unit, values, expected_micros", [
+    ("ns", [1499, 1500, -1500, -1501], [1, 2, -1, -2]),  # half a microsecond rounds up
+    ("us", [2.5, -2.5, 2.4999], [3, -2, 2]),
+    ("s", [1.001, 1700000000.123456], [1_001_000, 1_700_000_000_123_456]),
+    # nullable integers stay exact: as float64, 1_700_000_000_123_456_500 ns would be 128 ns off
+    ("ns", pd.array([1_700_000_000_123_456_500, 1_700_000_000_123_456_499], dtype="Int64"),
+     [1_700_000_000_123_457, 1_700_000_000_123_456]),
+])
+def test_epoch_numbers_round_half_a_microsecond_up(unit, values, expected_micros):
+    frame = pd.DataFrame({"ts": values, "id": range(len(values))})
+    panes = windowed(frame, time="ts", time_unit=unit).fixed("1 microsecond").aggregate(ToList("id"))
+    got = {ids[0]: int(start.value // 1000) for start, ids in zip(panes["window_start"], panes["value"])}
+    assert [got[i] for i in range(len(values))] == expected_micros
+
+
+def test_time_dot_time_seconds_window_like_the_timestamps_they_stand_for():
+    seconds = MICROS_2024 / 1e6 + np.array([0.25, 9.999, 12.0, 31.5])
+    frame = pd.DataFrame({"user": ["a", "a", "b", "a"], "ts": seconds, "amount": [5, 7, 1, 2]})
+    stamps = frame.assign(ts=pd.to_datetime(np.floor(seconds * 1e6 + 0.5).astype(np.int64), unit="us"))
+
+    def build(source, **unit):
+        return (windowed(source, time="ts", key="user", **unit).fixed("10 seconds").allowed_lateness("5 seconds")
+                .trigger(AtWatermark().with_late_firings_every(1)).run(total=Sum("amount")))
+
+    expected = build(stamps).panes
+    pd.testing.assert_frame_equal(build(frame, time_unit="s").panes, expected)
+    # A TestStream's watermark may be given in the column's unit, or as a timestamp.
+    late = frame.iloc[[0]].assign(amount=100)
+    for mark in (MICROS_2024 / 1e6 + 20, pd.Timestamp(MICROS_2024 + 20_000_000, unit="us")):
+        result = build(TestStream().add_elements(frame.iloc[:3]).advance_watermark_to(mark).add_elements(late), time_unit="s")
+        assert result.late_data[["user", "ts", "amount", "reason"]].values.tolist() == [
+            ["a", seconds[0], 100, "beyond allowed lateness"]]
+    assert repr(windowed(frame, time="ts", time_unit="s")) == "windowed(<DataFrame>, time='ts', key=None, time_unit='s')"

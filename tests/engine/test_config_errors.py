@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 
 from accumulations import Count, Sum, TopN
+import triggers
 from triggers import AfterCount, AfterProcessingTime, AfterEach, AtWatermark, Repeatedly
 from windowing import TestStream, WindowingConfigError, windowed
 
@@ -38,10 +41,27 @@ TS_DF = DF.assign(ts=pd.to_datetime(DF.ts, unit="s"))
     (lambda: windowed(DF, time="ts", key=["k", "window_start"]), r"key column 'window_start' clashes with the output column"),
     (lambda: windowed(DF, time="ts", key="step"), r"windowed\(key='step'\): key column 'step' clashes"),
     (lambda: windowed(DF, time="ts", key=["k", "k"]), r"windowed\(key=\['k', 'k'\]\) names column 'k' twice"),
+    (lambda: windowed(DF, time="ts", time_unit="sec"), r"windowed\(time_unit='sec'\): give the unit of the epoch instants"),
 ])
 def test_builder_refuses_bad_values(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+@pytest.mark.parametrize("build, param", [
+    (lambda d: windowed(DF, time="ts").fixed(d), "fixed(size)"),
+    (lambda d: windowed(DF, time="ts").allowed_lateness(d), "allowed_lateness(lateness)"),
+    (lambda d: AfterProcessingTime(d), "AfterProcessingTime(delay)"),
+    (lambda d: AtWatermark().with_early_firings_every(d), "with_early_firings_every(duration)"),
+    (lambda d: TestStream().advance_processing_time(d), "advance_processing_time(duration)"),
+])
+@pytest.mark.parametrize("duration", ["10 secnds", True, [10], "-10 seconds"])
+def test_a_bad_duration_is_a_windowing_config_error_wherever_it_is_given(build, param, duration):
+    # A typo raised a plain ValueError while every other bad setting raised WindowingConfigError.
+    with pytest.raises(WindowingConfigError, match=rf"{re.escape(param)}={re.escape(repr(duration))} ") as raised:
+        build(duration)
+    assert isinstance(raised.value, ValueError)  # `except ValueError` keeps working
+    assert triggers.WindowingConfigError is WindowingConfigError
 
 
 @pytest.mark.parametrize("run, message", [
@@ -63,7 +83,19 @@ def test_builder_refuses_bad_values(build, message):
     (lambda: windowed(TS_DF, time="ts").fixed(60).aggregate(Sum("x")),
      r"fixed\(size\)=60 is a plain number, but time column 'ts' holds timestamps"),
     (lambda: windowed(DF.assign(ts=["x"]), time="ts").aggregate(Sum("x")), r"time column 'ts' has dtype"),
-    (lambda: windowed(DF.assign(ts=[1.5]), time="ts").aggregate(Sum("x")), r"time column 'ts' holds non-integral numbers"),
+    (lambda: windowed(DF.assign(ts=[1.5]), time="ts").aggregate(Sum("x")),
+     r"time column 'ts' holds non-integral numbers; .* or give the unit of epoch instants, e.g. windowed\(\.\.\., time_unit='s'\)"),
+    (lambda: windowed(TS_DF, time="ts", time_unit="s").aggregate(Sum("x")),
+     r"windowed\(time_unit='s'\): time column 'ts' has dtype datetime64\[\w+\]; .* drop it for a column of timestamps"),
+    (lambda: windowed(DF.assign(ts=[1.5]), time="ts", time_unit="s").fixed(10).aggregate(Sum("x")),
+     r"fixed\(size\)=10 is a plain number, but time column 'ts' is read as timestamps \(time_unit='s'\); give a duration"),
+    (lambda: windowed(DF.assign(ts=[1e13]), time="ts", time_unit="s").aggregate(Sum("x")),
+     r"time column 'ts' has 1 time\(s\) outside the engine's range as epoch seconds: 1677-09-21 .* \(time_unit='s'\), "
+     r"the first 10000000000000.0"),
+    (lambda: windowed(DF.assign(ts=[float("inf")]), time="ts", time_unit="ms").aggregate(Sum("x")),
+     r"time column 'ts' has 1 time\(s\) outside the engine's range as epoch milliseconds"),
+    (lambda: windowed(TestStream().add_elements(DF).advance_watermark_to(1e300), time="ts", time_unit="s").aggregate(Sum("x")),
+     r"advance_watermark_to\(time\)=1e\+300 at action 1 is beyond the time axis as epoch seconds.*use advance_watermark_to_infinity"),
     (lambda: windowed(pd.DataFrame({"ts": [1, None], "x": [1, 2]}), time="ts").aggregate(Sum("x")),
      r"time column 'ts' has 1 missing value"),
     (lambda: windowed([1, 2], time="ts").aggregate(Sum("x")), r"windowed\(source=list\)"),

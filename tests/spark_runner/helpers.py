@@ -22,7 +22,7 @@ from pyspark.sql.streaming.state import GroupState
 
 from accumulations import Accumulation
 from windowing.runners.combine import lift, null_flag, pack
-from windowing.runners.spark import SparkPlan, SparkTyped, spark_typed
+from windowing.runners.spark import SparkPlan, SparkTyped, spark_typed, stacked
 
 NO_TIMESTAMP = -1
 EPOCH_2024_S = 1_704_067_200
@@ -164,8 +164,10 @@ class SimulatedQuery:
             self.states[bucket] = (value[0], state._timeout_timestamp)
 
     def result(self) -> pd.DataFrame:
+        """Every call's output in order; as in Spark's Arrow batches, a column that is a bigint in one
+        call and null in another stays exact (Python objects)."""
         frames = [p for p in self.panes if len(p)]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return stacked(frames) if frames else pd.DataFrame()
 
 
 def split_output(output: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -26,6 +26,8 @@ from accumulations import Count, Max, Min, Sum
 from triggers import AfterCount, AtWatermark, Repeatedly
 from windowing import TestStream, windowed
 
+from tests.sparks import wait_for
+
 from .helpers import assert_same_late_data, assert_same_panes, events, frozen_when_output
 from .streaming import batch_inputs, read_sink, start, start_run, write_batch
 
@@ -278,17 +280,14 @@ def test_a_killed_streaming_process_restarts_from_its_checkpoint_with_the_uninte
     blocked = {**spec, "block": {"batch": 2, "reached": str(reached)}}
     process = subprocess.Popen([sys.executable, script, json.dumps(blocked)], start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while not reached.exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert reached.exists(), f"the query did not reach batch 2 (exit code {process.poll()})"
+    try:  # a loaded machine starts the process's JVM slowly: wait on the file, not on a clock
+        wait_for(reached.exists, "the query to reach batch 2", alive=lambda: process.poll() is None)
     finally:
         os.killpg(process.pid, signal.SIGKILL)  # its own session: the driver, Spark's JVM and its workers
         process.wait()
     assert (sink / "panes" / "batch=2").exists() and not (sink / "late" / "batch=2").exists()  # killed mid-batch
 
-    restarted = subprocess.run([sys.executable, script, json.dumps(spec)], timeout=180,
+    restarted = subprocess.run([sys.executable, script, json.dumps(spec)], timeout=600,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert restarted.returncode == 0, restarted.stderr[-3000:]
     assert_same_panes(read_sink(spark, sink / "panes"), panes)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from storage import FileSplitter
+from tests import sparks
 from tests.splitter.fakes import Clock, append, write
 
 
@@ -109,13 +110,11 @@ def test_a_bounded_query_reads_a_file_dropped_just_before_and_leaves_one_still_w
     assert Counter(values(first) + values(second)) == Counter(["a1", "a2", *written])
 
 
-def wait_for(condition, query, rounds: int = 300) -> None:
-    """Wait until ``condition()`` holds; bounded so a broken source fails instead of hanging."""
-    for _ in range(rounds):
-        if condition():
-            return
-        query.awaitTermination(0.2)
-    raise AssertionError("the streaming query did not get there")
+def wait_for(condition, query) -> None:
+    """Wait until ``condition()`` holds while the query runs (its failure is raised); the bound of
+    `sparks.wait_for` only turns a hang into a failure, generous for a loaded machine."""
+    sparks.wait_for(condition, "the streaming query to get there", poll=0,
+                    alive=lambda: not query.awaitTermination(0.2))
 
 
 @pytest.mark.spark

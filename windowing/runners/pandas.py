@@ -65,9 +65,10 @@ def run_pandas(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     if sample is None:
         sample = _without_elements(pipeline, aggregations, source)
     check_columns(list(sample.columns), pipeline, aggregations)
-    axis = TimeAxis.of(pipeline.time if isinstance(pipeline.time, str) else "<time function>", _event_times(pipeline, sample))
+    axis = TimeAxis.of(pipeline.time if isinstance(pipeline.time, str) else "<time function>", _event_times(pipeline, sample),
+                       epoch_unit=pipeline.time_unit)
     plan = make_plan(pipeline, aggregations, axis, sample.dtypes.to_dict())
-    return _Run(plan, pipeline, is_stream).execute(script)
+    return _Run(plan, pipeline, is_stream, sample.iloc[:0]).execute(script)
 
 
 def _without_elements(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], stream: TestStream) -> pd.DataFrame:
@@ -82,9 +83,15 @@ def _without_elements(pipeline: Windowed, aggregations: tuple[tuple[str, Accumul
     return pd.DataFrame(columns)
 
 
+_NOTHING_DROPPED = pd.DataFrame({"start": np.array([], np.int64), "end": np.array([], np.int64),
+                                 "reason": np.array([], object)})
+
+
 class _Run:
-    def __init__(self, plan: Plan, pipeline: Windowed, is_stream: bool):
+    def __init__(self, plan: Plan, pipeline: Windowed, is_stream: bool, no_input: pd.DataFrame):
         self.plan, self.pipeline, self.is_stream = plan, pipeline, is_stream
+        self.no_input = no_input
+        """The input's columns without rows: ``late_data``'s columns when nothing was dropped."""
         self.state = empty_state(plan.spec, list(plan.key_dtypes) or [np.dtype(np.int64)])
         self.watermark, self.processing_time = MIN_TIME, 0
         self.max_event_time = MIN_TIME
@@ -110,8 +117,7 @@ class _Run:
             self.watermark = MAX_TIME
             self._step(len(script), None)
         panes = pd.concat([p for p in self.panes if len(p)] or self.panes[:1], ignore_index=True)
-        late = pd.concat(self.late, ignore_index=True) if self.late else pd.DataFrame(
-            columns=["window_start", "window_end", "reason"] + (["step"] if is_stream else []))
+        late = pd.concat(self.late, ignore_index=True) if self.late else self._late_rows(self.no_input, _NOTHING_DROPPED, 0)
         if not is_stream:
             panes = panes.drop(columns="step")
             late = late.drop(columns="step", errors="ignore")
@@ -132,16 +138,20 @@ class _Run:
         panes["step"] = np.full(len(panes), index, dtype=np.int64)
         self.panes.append(panes)
         if len(result.dropped):
-            rows = frame.loc[result.dropped["element"].to_numpy()].reset_index(drop=True)
-            rows["window_start"] = plan.axis.from_internal(result.dropped["start"].to_numpy())
-            rows["window_end"] = plan.axis.from_internal(result.dropped["end"].to_numpy())
-            rows["reason"] = result.dropped["reason"].to_numpy()
-            rows["step"] = index
-            self.late.append(rows)
+            self.late.append(self._late_rows(frame.loc[result.dropped["element"].to_numpy()], result.dropped, index))
         if times is not None and len(times) and plan.watermark_delay is not None:
             # Like Spark: the watermark derived from this step's data applies from the next step.
             self.max_event_time = max(self.max_event_time, int(times.max()))
             self.watermark = max(self.watermark, self.max_event_time - plan.watermark_delay)
+
+    def _late_rows(self, rows: pd.DataFrame, dropped: pd.DataFrame, index: int) -> pd.DataFrame:
+        """The input ``rows`` of the dropped element-window pairs, with the window, the reason and the step."""
+        rows = rows.reset_index(drop=True)
+        rows["window_start"] = self.plan.axis.from_internal(dropped["start"].to_numpy())
+        rows["window_end"] = self.plan.axis.from_internal(dropped["end"].to_numpy())
+        rows["reason"] = pd.Series(dropped["reason"].to_numpy(), dtype=object).astype(str)  # str, also when empty
+        rows["step"] = np.full(len(rows), index, dtype=np.int64)
+        return rows
 
 
 def _empty_like(plan: Plan, state: pd.DataFrame) -> pd.DataFrame:

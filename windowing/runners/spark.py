@@ -41,7 +41,7 @@ from ..engine import TIMINGS, EngineSpec, empty_state, next_timers, step
 from ..errors import WindowingConfigError
 from ..plan import Plan, check_columns, make_plan
 from ..state_codec import decode, encode
-from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
+from ..timeaxis import EPOCH_UNITS, MAX_MICROS, MAX_TIME, MIN_MICROS, MIN_TIME, TimeAxis
 from .combine import Lifting, engine_aggregations, lift_and_pack, lifting, null_flag, pack, split_nulls, with_nulls
 
 BUCKETS_CONF = "windowing.spark.buckets"
@@ -326,7 +326,7 @@ class BucketStep:
         late[REASON] = dropped["reason"].to_numpy(dtype=object)
         late[ELEMENT] = elements.loc[labels, _E].to_numpy(dtype=object)
         rows = pd.DataFrame(late, index=pd.RangeIndex(len(labels)))
-        return pd.concat([out, rows], ignore_index=True) if len(out) else rows
+        return stacked([out, rows]) if len(out) else rows
 
     def fresh_state(self) -> pd.DataFrame:
         return empty_state(self.plan.spec, list(self.key_dtypes))
@@ -435,6 +435,19 @@ def _without_float_integers(spec: EngineSpec, table: pd.DataFrame, nullable: tup
             seen = table[f"a{i}.n"].to_numpy() > 0
             table[field] = np.where(seen, table[field].to_numpy(), agg.field_defaults()[agg.accumulation.reduction])
     return table
+
+
+def stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The rows of ``frames`` (the same columns) one after the other. A column whose dtype differs
+    between them (a pane's bigint value, a late row's null) becomes Python objects, exact and with
+    its nulls: ``pd.concat`` would make such a column float64, inexact beyond 2**53 (and pandas 2
+    warns that it will change how it picks that dtype)."""
+    columns = {}
+    for name in frames[0].columns:
+        parts = [frame[name] for frame in frames]
+        same = all(part.dtype == parts[0].dtype for part in parts) and isinstance(parts[0].dtype, np.dtype)
+        columns[name] = np.concatenate([part.to_numpy() if same else part.to_numpy(dtype=object) for part in parts])
+    return pd.DataFrame(columns, index=pd.RangeIndex(sum(len(frame) for frame in frames)))
 
 
 def _described(part: Any) -> str:
@@ -648,15 +661,25 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     check_columns([f.name for f in schema.fields], pipeline, aggregations)
     types = {f.name: f.dataType for f in schema.fields}
     time_type = types[pipeline.time]
-    if isinstance(time_type, T.TimestampType):
+    if pipeline.time_unit is not None:
+        if not (_integral(time_type) or isinstance(time_type, (T.FloatType, T.DoubleType))):
+            raise WindowingConfigError(
+                f"windowed(time_unit={pipeline.time_unit!r}): time column {pipeline.time!r} has Spark type "
+                f"{time_type.simpleString()}; time_unit says that a column of numbers (integers, float or double) "
+                "holds epoch instants: drop it for a timestamp column")
+        timestamp = True  # the workers get microseconds, as for a timestamp column
+        axis = TimeAxis(pipeline.time, "datetime", unit="ns", epoch_unit=pipeline.time_unit)
+    elif isinstance(time_type, T.TimestampType):
         timestamp = True
         axis = TimeAxis(pipeline.time, "datetime", unit="ns")
     elif _integral(time_type):
         timestamp = False
         axis = TimeAxis(pipeline.time, "numeric", dtype=str(_numpy_dtype(time_type)))
     else:
+        hint = "; for epoch instants give their unit, e.g. windowed(..., time_unit='s')" if isinstance(
+            time_type, (T.FloatType, T.DoubleType, T.DecimalType)) else ""
         raise WindowingConfigError(
-            f"time column {pipeline.time!r} has Spark type {time_type.simpleString()}; it must be a timestamp or an integer")
+            f"time column {pipeline.time!r} has Spark type {time_type.simpleString()}; it must be a timestamp or an integer{hint}")
     dtypes = {name: _numpy_dtype(t) for name, t in types.items()}
     plan = make_plan(pipeline, aggregations, axis, dtypes)
     keys = list(pipeline.key or ())
@@ -738,7 +761,8 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     bucket = F.pmod(F.xxhash64(*[_col(k) for k in keys]), F.lit(adapter.buckets)) if keys else F.lit(0)
     projected = [bucket.cast("int").alias(_B)]
     projected += [c for i, k in enumerate(keys) for c in shipped(k, f"_k{i}")] or [F.lit(0).cast("long").alias("_k0")]
-    projected.append(_event_time(time, adapter.timestamp, source.isStreaming).alias(_T))
+    projected.append(_event_time(time, adapter.timestamp, source.isStreaming, pipeline.time_unit,
+                                 source.schema[time].dataType).alias(_T))
     projected += [c for i, name in enumerate(sp.input_columns) if name is not None for c in shipped(name, f"_v{i}")]
     if late_data:
         projected.append(F.to_json(F.struct(*[_col(f.name) for f in source.schema.fields]), JSON_OPTIONS).alias(_E))
@@ -807,21 +831,25 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _event_time(time: str, timestamp: bool, streaming: bool) -> Any:
+def _event_time(time: str, timestamp: bool, streaming: bool, epoch_unit: str | None = None, time_type: Any = None) -> Any:
     """The event time as int64 (microseconds for a timestamp), checked on the JVM.
 
     A null time or a timestamp outside pandas' nanosecond range fails the query naming the column
     (the pandas runner refuses a missing time too): the workers would put a null in the 1970 window
     and overflow an outlying time into a wrong window. So does a streamed numeric time whose units,
-    taken as milliseconds, overflow the timestamp of Spark's watermark.
+    taken as milliseconds, overflow the timestamp of Spark's watermark. With ``epoch_unit``
+    (``windowed(time_unit=...)``) the numbers become microseconds as `TimeAxis` makes them on pandas.
     """
     from pyspark.sql import functions as F
 
     column = _col(time)
-    value = F.expr(f"unix_micros({_quoted(time)})") if timestamp else column.cast("long")
     checked = F.when(column.isNull(), F.raise_error(F.lit(
         f"time column {time!r} has a missing value (null); every element needs an event time: "
         "filter such rows out before windowed()")))
+    if epoch_unit is not None:
+        checked, value = _epoch_micros(checked, column, time, epoch_unit, not _integral(time_type))
+    else:
+        value = F.expr(f"unix_micros({_quoted(time)})") if timestamp else column.cast("long")
     if timestamp:
         low, high = -(-MIN_TIME // NS_PER_US), MAX_TIME // NS_PER_US
         checked = checked.when((value < low) | (value > high), F.raise_error(F.concat(
@@ -836,6 +864,32 @@ def _event_time(time: str, timestamp: bool, streaming: bool) -> Any:
             F.lit(f", outside {low} to {high}: a streamed numeric time is taken as milliseconds for Spark's "
                   "watermark, which must be a timestamp; use a coarser unit, or filter such rows out before windowed()"))))
     return checked.otherwise(value)
+
+
+def _epoch_micros(checked: Any, column: Any, time: str, unit: str, floating: bool) -> tuple[Any, Any]:
+    """``TimeAxis._epoch_micros`` on the JVM: epoch instants in ``unit`` as bigint microseconds,
+    rounded to the nearest (half up), with the same double arithmetic for floats; ``checked``
+    (a ``when`` chain) gets the checks that must come before the arithmetic."""
+    from pyspark.sql import functions as F
+
+    def outside(what: str) -> Any:
+        return F.raise_error(F.concat(F.lit(f"time column {time!r} holds "), column.cast("string"), F.lit(
+            f", {what} in windowed(time_unit={unit!r}): filter such rows out before windowed()")))
+
+    factor = EPOCH_UNITS[unit]
+    if floating:
+        number = column.cast("double")
+        scaled = number / F.lit(1000.0) if unit == "ns" else number * F.lit(float(factor))
+        checked = checked.when(F.isnan(number) | (F.abs(scaled) >= F.lit(2.0**62)), outside("not finite or beyond the time axis"))
+        return checked, F.floor(scaled + F.lit(0.5)).cast("long")
+    number = column.cast("long")
+    if unit == "ns":  # floor((t + 500) / 1000), exact and without overflow: pmod is the floor division's remainder
+        checked = checked.when((number < MIN_MICROS * 1000) | (number > MAX_MICROS * 1000), outside("outside the time axis"))
+        ns = f"CAST({_quoted(time)} AS BIGINT)"
+        return checked, F.expr(f"({ns} - pmod({ns}, 1000)) div 1000 + CAST(pmod({ns}, 1000) >= 500 AS BIGINT)")
+    low, high = -(-MIN_MICROS // factor), MAX_MICROS // factor
+    checked = checked.when((number < low) | (number > high), outside("outside the time axis"))
+    return checked, number * F.lit(factor)
 
 
 def _freeze_lasting_objects() -> None:
