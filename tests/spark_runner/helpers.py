@@ -103,6 +103,29 @@ def frozen_when_output() -> SparkTyped:
     return spark_typed(FrozenWhenOutput(), "boolean")
 
 
+def partition_when_output() -> SparkTyped:
+    """An accumulation whose output is the Spark partition (``TaskContext.partitionId()``) its pane was
+    made in: the stateful step's partition, where the pane's bucket was grouped. Defined in a function,
+    so that it travels to the workers by value."""
+
+    class PartitionWhenOutput(Accumulation):
+        def default_accumulated_value(self):
+            return 0
+
+        def accumulate(self, accumulated, value):
+            return accumulated
+
+        def merge(self, accumulated1, accumulated2):
+            return accumulated1
+
+        def get_output(self, accumulated):
+            from pyspark import TaskContext
+
+            return TaskContext.get().partitionId()
+
+    return spark_typed(PartitionWhenOutput(), "bigint")
+
+
 def buckets_of(frame: pd.DataFrame, n: int) -> np.ndarray:
     keys = [c for c in frame.columns if c.startswith("_k")]
     return (pd.util.hash_pandas_object(frame[keys], index=False).to_numpy() % np.uint64(n)).astype(np.int64)
