@@ -9,13 +9,17 @@ Same Parquet data for all, read as a stream with one file per micro-batch
 - engine fixed / engine sessions: windowed(...).fixed / .sessions with the default
   on-time trigger, the same watermark delay, ``aggregate(Sum("amount"))``.
 
-Event times advance through the data with bounded out-of-order jitter; for
-sessions every key alternates 10 minutes of activity and 10 minutes of pause,
-so sessions close. Also reported: CPU seconds of Spark's JVM and of its Python
-processes per query (``spark_cpu``), and state bytes per open window, measured by
-encoding one bucket's window table.
+The runner's defaults: no ``windowing.spark.*`` setting (one key bucket per shuffle partition)
+unless ``--buckets`` is given. Rounds are interleaved (native then engine for every case, the
+order swapped every other round) in one SparkSession, and each figure is the median over the
+rounds. Event times advance through the data with bounded out-of-order jitter; for sessions
+every key alternates 10 minutes of activity and 10 minutes of pause, so sessions close. Also
+reported: CPU seconds of Spark's JVM and of its Python processes per query (``spark_cpu``),
+state bytes per open window (one bucket's window table encoded), and the latency of a small
+micro-batch: the median ``triggerExecution`` time of micro-batches of ``--latency-events``
+events on as many keys (one file each, the first batch, which plans the query, left out).
 
-    .venv/bin/python benchmarks/spark_bench.py --events 5000000 --keys 1000 100000 [--buckets 8]
+    .venv/bin/python benchmarks/spark_bench.py --events 2000000 --keys 1000 100000 --rounds 5
 """
 
 from __future__ import annotations
@@ -67,8 +71,9 @@ def make_data(root: Path, events: int, keys: int, files: int, sessions: bool, se
     return out
 
 
-def run_query(spark, data: Path, build, checkpoint: Path) -> tuple[float, float, float]:
-    """Wall seconds, and CPU seconds of the JVM and of Spark's Python processes, of one query."""
+def run_query(spark, data: Path, build, checkpoint: Path) -> tuple[float, float, float, list[float]]:
+    """Wall seconds, CPU seconds of the JVM and of Spark's Python processes, and the ``triggerExecution``
+    milliseconds of every micro-batch that read rows, of one query."""
     shutil.rmtree(checkpoint, ignore_errors=True)
     stream = spark.readStream.schema("key long, ts timestamp, amount long").option("maxFilesPerTrigger", 1).parquet(str(data))
     jvm = jvm_pid(spark)
@@ -79,7 +84,9 @@ def run_query(spark, data: Path, build, checkpoint: Path) -> tuple[float, float,
     query.awaitTermination()
     seconds = time.perf_counter() - began
     cpu_after = cpu_seconds(jvm)
-    return seconds, cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1]
+    batches = [p["durationMs"]["triggerExecution"] for p in sorted(query.recentProgress, key=lambda p: p["batchId"])
+               if p["numInputRows"] > 0]
+    return seconds, cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1], batches
 
 
 def native_fixed(stream):
@@ -130,43 +137,79 @@ def state_bytes_per_window(data: Path, shape: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=int, default=5_000_000)
+    parser.add_argument("--events", type=int, default=2_000_000)
     parser.add_argument("--keys", type=int, nargs="+", default=[1000, 100_000])
     parser.add_argument("--batches", type=int, default=10)
-    # 4 per core of local[2]: the rule of thumb in docs/spark.md ("Key buckets"); each bucket costs a call.
-    parser.add_argument("--buckets", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--buckets", type=int, default=None, help="windowing.spark.buckets (default: unset)")
     parser.add_argument("--shuffle-partitions", type=int, default=4)
+    parser.add_argument("--latency-events", type=int, default=1000)
+    parser.add_argument("--latency-batches", type=int, default=11)
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
     args = parser.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("spark_bench")
-             .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.driver.memory", "3g")
-             .config("windowing.spark.buckets", str(args.buckets)).getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("spark_bench")
+               .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.memory", "3g"))
+    if args.buckets is not None:
+        builder = builder.config("windowing.spark.buckets", str(args.buckets))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
 
-    rows = []
-    for keys in args.keys:
-        for shape, native, engine in (("fixed", native_fixed, engine_fixed), ("sessions", native_sessions, engine_sessions)):
+    cases = [(keys, shape, native, engine) for keys in args.keys
+             for shape, native, engine in (("fixed", native_fixed, engine_fixed), ("sessions", native_sessions, engine_sessions))]
+    runs: dict[tuple, list] = {}
+    for round_ in range(args.rounds):
+        for keys, shape, native, engine in cases:
             data = make_data(args.work, args.events, keys, args.batches, shape == "sessions")
-            n_s, n_jvm, _ = run_query(spark, data, native, args.work / "chk")
-            e_s, e_jvm, e_py = run_query(spark, data, engine, args.work / "chk")
-            rows.append({"keys": keys, "windows": shape, "native ev/s": round(args.events / n_s),
-                         "engine ev/s": round(args.events / e_s), "engine/native": round(n_s / e_s, 2),
-                         "native JVM cpu s": round(n_jvm, 1), "engine JVM cpu s": round(e_jvm, 1),
-                         "engine Python cpu s": round(e_py, 1),
-                         "state B/window": round(state_bytes_per_window(data, shape))})
-            print(rows[-1], flush=True)
+            sides = [("native", native), ("engine", engine)]
+            for side, build in sides if round_ % 2 == 0 else sides[::-1]:
+                runs.setdefault((keys, shape, side), []).append(run_query(spark, data, build, args.work / "chk"))
+            print(f"round {round_ + 1}: {keys} keys, {shape}: native {runs[keys, shape, 'native'][-1][0]:.1f} s, "
+                  f"engine {runs[keys, shape, 'engine'][-1][0]:.1f} s", flush=True)
+        for shape, native, engine in (("fixed", native_fixed, engine_fixed), ("sessions", native_sessions, engine_sessions)):
+            data = make_data(args.work, args.latency_events * args.latency_batches, args.latency_events,
+                             args.latency_batches, shape == "sessions")
+            for side, build in (("native", native), ("engine", engine)):
+                batches = run_query(spark, data, build, args.work / "chk")[3][1:]  # the first batch plans the query
+                runs.setdefault(("latency", shape, side), []).extend(batches)
+
+    median = lambda values: float(np.median(values))
+    rows = []
+    for keys, shape, _, _ in cases:
+        n, e = runs[keys, shape, "native"], runs[keys, shape, "engine"]
+        n_s, e_s = median([r[0] for r in n]), median([r[0] for r in e])
+        rows.append({"keys": keys, "windows": shape, "native ev/s": round(args.events / n_s),
+                     "engine ev/s": round(args.events / e_s), "engine/native": round(n_s / e_s, 2),
+                     "native JVM cpu s": round(median([r[1] for r in n]), 1),
+                     "engine JVM cpu s": round(median([r[1] for r in e]), 1),
+                     "engine Python cpu s": round(median([r[2] for r in e]), 1),
+                     "state B/window": round(state_bytes_per_window(make_data(args.work, args.events, keys, args.batches,
+                                                                               shape == "sessions"), shape))})
+    latency = [{"windows": shape, "native ms": round(median(runs["latency", shape, "native"])),
+                "engine ms": round(median(runs["latency", shape, "engine"])),
+                "engine/native": round(median(runs["latency", shape, "engine"]) / median(runs["latency", shape, "native"]), 2)}
+               for shape in ("fixed", "sessions")]
+    buckets = args.buckets if args.buckets is not None else f"{args.shuffle_partitions} (default: one per shuffle partition)"
     print()
     print(f"{args.events} events, {args.batches} micro-batches, local[2], {args.shuffle_partitions} shuffle partitions, "
-          f"{args.buckets} buckets")
-    print(pd.DataFrame(rows).to_markdown(index=False) if _has_tabulate() else pd.DataFrame(rows).to_string(index=False))
+          f"{buckets} buckets, medians of {args.rounds} interleaved rounds")
+    print(_table(rows))
+    print()
+    print(f"latency of a micro-batch of {args.latency_events} events on {args.latency_events} keys "
+          f"(median triggerExecution over {args.rounds} x {args.latency_batches - 1} batches)")
+    print(_table(latency))
     spark.stop()
+
+
+def _table(rows: list[dict]) -> str:
+    frame = pd.DataFrame(rows)
+    return frame.to_markdown(index=False) if _has_tabulate() else frame.to_string(index=False)
 
 
 def _has_tabulate() -> bool:

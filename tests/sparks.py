@@ -1,20 +1,26 @@
 """The Sparks the suite runs on, in one place: the shared local session's settings, a
-``local-cluster`` driver in a process of its own, and waiting on conditions.
+``local-cluster`` driver in a process of its own, a Spark Connect server, and waiting on
+conditions.
 
 One Python process holds one SparkContext, so a test that needs two executor JVMs (to kill
 one) runs its driver as a subprocess (``python -m tests.<module> ...``) built with
 ``session("local-cluster[2,1,1024]")``, and watches it from the test through files it writes.
+For the same reason a Spark Connect session talks to a server in a process of its own
+(`connect_server`), beside the suite's classic session.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,10 +38,12 @@ SETTINGS = {
 """The settings of every test Spark (the shared session adds the driver's memory)."""
 
 
-def session(master: str = LOCAL, app: str = "tests", **settings: str) -> Any:
-    """A SparkSession with the suite's settings whose Python workers run this interpreter."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+def session(master: str = LOCAL, app: str = "tests", python: str | None = sys.executable, **settings: str) -> Any:
+    """A SparkSession with the suite's settings whose Python workers run ``python`` (None: whatever
+    ``PYSPARK_PYTHON`` says, else the ``python3`` on ``PATH``, as for a user who set nothing)."""
+    if python is not None:
+        os.environ["PYSPARK_PYTHON"] = python
+        os.environ["PYSPARK_DRIVER_PYTHON"] = python
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from pyspark.sql import SparkSession
@@ -69,7 +77,7 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = 300.0, po
 
 def executor_pids(app_id: str) -> dict[str, int]:
     """Executor id -> pid of the executor JVMs of application ``app_id`` (a ``local-cluster`` app)."""
-    listing = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
     pids = {}
     for line in listing.splitlines():
         pid, _, args = line.strip().partition(" ")
@@ -88,10 +96,12 @@ def kill_executor(app_id: str, executor_id: str | None = None) -> int:
     return pid
 
 
-def run_driver(module: str, *args: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m <module> <args>`` from the repository root; fail with its stderr's tail."""
+def run_driver(module: str, *args: str, timeout: float = 600.0,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m <module> <args>`` from the repository root (in environment ``env``, default
+    this one's); fail with its stderr's tail."""
     done = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, timeout=timeout,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     assert done.returncode == 0, f"{module} exited {done.returncode}:\n{done.stderr[-4000:]}"
     return done
 
@@ -107,3 +117,54 @@ def kill_driver(process: subprocess.Popen[str]) -> None:
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+def connect_server_missing() -> str | None:
+    """Why this pyspark cannot start a Spark Connect server here, or None. pip's pyspark 4 ships the
+    server; pyspark 3.5 does not (``spark-submit --packages org.apache.spark:spark-connect_2.12``
+    fetches it from Maven)."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    if any(jars.glob("spark-connect_*.jar")):
+        return None
+    return (f"pyspark {pyspark.__version__} from pip ships no Spark Connect server (no spark-connect jar in {jars}); "
+            "it would come from Maven with --packages")
+
+
+@contextlib.contextmanager
+def connect_server(master: str = LOCAL, **settings: str) -> Iterator[str]:
+    """A Spark Connect server on ``master`` with the suite's settings, in a process group of its own,
+    its Python workers running this interpreter from the repository root; yields its address
+    (``sc://localhost:<port>``, for ``SparkSession.builder.remote``) once it accepts connections, and
+    ends it afterwards."""
+    import pyspark
+
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        port = probe.getsockname()[1]
+    home = Path(pyspark.__file__).parent
+    confs = [f"--conf={name}={value}" for name, value in {**SETTINGS, **settings,
+                                                          "spark.connect.grpc.binding.port": str(port)}.items()]
+    env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable}
+    with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a full pipe would stall the server
+        server = subprocess.Popen([str(home / "bin" / "spark-submit"), "--master", master, "--class", CONNECT_SERVER,
+                                   "--name", "tests-connect", *confs], cwd=ROOT, env=env, start_new_session=True,
+                                  stdout=log, stderr=subprocess.STDOUT, text=True)
+        try:
+            try:
+                wait_for(lambda: _accepts(port), "the Spark Connect server to listen", alive=lambda: server.poll() is None)
+            except AssertionError as err:
+                log.seek(0)
+                raise AssertionError(f"{err}; its log ends:\n{log.read()[-4000:]}") from None
+            yield f"sc://localhost:{port}"
+        finally:
+            kill_driver(server)
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as client:
+        return client.connect_ex(("localhost", port)) == 0

@@ -11,7 +11,8 @@ Layout of version 2 (all integers little-endian)::
     version            uint16    2
     meta length        uint32    n
     meta               n bytes   UTF-8 JSON: {"buckets": int, "objects": [column, ...],
-                                              "values": [column, ...], "pipeline": {...}}
+                                              "values": [column, ...], "pipeline": {...},
+                                              "placement": str}
     body               rest      an Arrow IPC stream holding the table
 
 Columns with a numeric, boolean or string dtype are stored as Arrow columns
@@ -26,7 +27,8 @@ Arrow binary column, and listed under ``"objects"``. Numpy scalars are turned
 into Python numbers first, so a sample does not depend on numpy's layout.
 
 ``"pipeline"`` (optional; absent in values written before it) describes what built the
-table, for a restart to compare with its own (`windowing.runners.spark`).
+table, for a restart to compare with its own (`windowing.runners.spark`). So does
+``"placement"`` (optional; absent: buckets labelled by number), how the buckets were labelled.
 
 Version 1 is version 2 without ``"values"``: every object column is pickled.
 
@@ -89,9 +91,10 @@ def _as_values(column: pd.Series) -> pa.Array | None:
         return None
 
 
-def encode(table: pd.DataFrame, buckets: int, pipeline: Mapping[str, str] | None = None) -> bytes:
+def encode(table: pd.DataFrame, buckets: int, pipeline: Mapping[str, str] | None = None,
+           placement: str | None = None) -> bytes:
     """The table as version-2 bytes; ``buckets`` is the bucket count it was written with, ``pipeline``
-    what built it."""
+    what built it, ``placement`` how buckets were labelled (`windowing.runners.spark.Bucketing`)."""
     arrays, objects, values = {}, [], []
     for name in table.columns:
         column = table[name]
@@ -112,6 +115,8 @@ def encode(table: pd.DataFrame, buckets: int, pipeline: Mapping[str, str] | None
     described = {"buckets": buckets, "objects": objects, "values": values}
     if pipeline is not None:
         described["pipeline"] = dict(pipeline)
+    if placement is not None:
+        described["placement"] = placement
     meta = json.dumps(described, separators=(",", ":")).encode()
     return _HEADER.pack(MAGIC, VERSION, len(meta)) + meta + sink.getvalue().to_pybytes()
 

@@ -82,12 +82,32 @@ def frozen_when_output() -> SparkTyped:
 
     Spark's Python worker unpickles it with the function of each task, before that function runs,
     so it is frozen exactly when the function froze what was alive as it started (frozen objects
-    are left out of ``gc.get_objects()``). Defined here, in a function, so that it travels to the
-    workers by value.
+    are left out of ``gc.get_objects()``).
     """
-    import gc
+    def frozen(accumulation) -> bool:
+        import gc
 
-    class FrozenWhenOutput(Accumulation):
+        return not any(alive is accumulation for alive in gc.get_objects())
+
+    return output_when_made(frozen, "boolean")
+
+
+def partition_when_output() -> SparkTyped:
+    """An accumulation whose output is the Spark partition (``TaskContext.partitionId()``) its pane was
+    made in: the stateful step's partition, where the pane's bucket was grouped."""
+    def partition(accumulation) -> int:
+        from pyspark import TaskContext
+
+        return TaskContext.get().partitionId()
+
+    return output_when_made(partition, "bigint")
+
+
+def output_when_made(output, spark_type: str) -> SparkTyped:
+    """An accumulation that ignores its input and outputs ``output(itself)`` when a pane is made, in the
+    Python worker that makes it. Defined here, in a function, so that it travels to the workers by value."""
+
+    class OutputWhenMade(Accumulation):
         def default_accumulated_value(self):
             return 0
 
@@ -98,9 +118,9 @@ def frozen_when_output() -> SparkTyped:
             return accumulated1
 
         def get_output(self, accumulated):
-            return not any(alive is self for alive in gc.get_objects())
+            return output(self)
 
-    return spark_typed(FrozenWhenOutput(), "boolean")
+    return spark_typed(OutputWhenMade(), spark_type)
 
 
 def buckets_of(frame: pd.DataFrame, n: int) -> np.ndarray:

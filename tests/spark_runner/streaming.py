@@ -74,4 +74,24 @@ def read_sink(spark, sink: Path) -> pd.DataFrame:
 
 def batch_inputs(query) -> list[int]:
     """Rows read by each micro-batch the query ran, in order."""
-    return [p["numInputRows"] for p in sorted(query.recentProgress, key=lambda p: p["batchId"])]
+    # Over Spark Connect a progress's fields are attributes (its item lookup gives None); classic gives dicts.
+    field = lambda progress, name: getattr(progress, name) if hasattr(progress, name) else progress[name]
+    return [field(p, "numInputRows") for p in sorted(query.recentProgress, key=lambda p: field(p, "batchId"))]
+
+
+def mirror(parts: list[pd.DataFrame], inputs: list[int], build, late: bool = False):
+    """The pandas runner over the micro-batches Spark ran (a no-data batch is an empty step).
+
+    ``build`` returns panes, or with ``late`` a ``WindowedResult``: then (panes, late data).
+    """
+    from windowing import TestStream
+
+    from .helpers import events
+
+    stream, files = TestStream(), iter(parts)
+    for n in inputs:
+        stream = stream.add_elements(next(files) if n else events([]))
+    result = build(stream)
+    panes = result.panes if late else result
+    panes = panes[panes["step"] < len(stream.actions)]  # Spark's stream has no end of input
+    return (panes, result.late_data) if late else panes

@@ -18,6 +18,7 @@ from triggers import (AfterAll, AfterCount, AfterEach, AfterProcessingTime, Afte
                       Repeatedly)
 from windowing import TestStream, windowed
 from windowing.errors import WindowingConfigError
+from windowing.runners.combine import CHECKED_BUCKET
 from windowing.runners.spark import plan_spark, uses_processing_time
 
 from .helpers import (SimulatedQuery, assert_same_late_data, assert_same_panes, events, shipped, spark_schema,
@@ -109,11 +110,16 @@ def test_packing_hands_every_row_to_its_bucket_once(rows, buckets, partition_row
     plan = plan_spark(w, tuple(AGGS.items()), spark_schema(frame), buckets)
     assert plan.adapter.packed and not plain.adapter.packed
     packed, unpacked = shipped(frame, plan, partition_rows), shipped(frame, plain)
-    assert len(packed) <= -(-len(frame) // partition_rows) * buckets  # a row per bucket and input partition
+    partitions = -(-len(frame) // partition_rows)
+    assert len(packed) <= partitions * buckets  # a row per bucket and input partition
+    assert (packed["_b"] == CHECKED_BUCKET).sum() == partitions  # with or without rows, in every partition
     as_rows = lambda elements: sorted(map(tuple, elements.astype(str).to_numpy().tolist()))
     for b in range(buckets):
         mine = packed[packed["_b"] == b]
-        assert all(t == max(ts) for t, ts in zip(mine.get("_tmax", []), mine["_t"]))
+        assert all(t == max(ts) for t, ts in zip(mine.get("_tmax", []), mine["_t"]) if len(ts))
+        if "_tmax" in packed and b == CHECKED_BUCKET:  # an empty row has another row's latest time: no watermark moves
+            empty, full = packed["_t"].map(len) == 0, packed["_t"].map(len) > 0
+            assert set(packed.loc[empty, "_tmax"]) <= set(packed.loc[full, "_tmax"])
         assert as_rows(plan.adapter.elements([mine])) == as_rows(plain.adapter.elements([unpacked[unpacked["_b"] == b]]))
 
 
@@ -229,19 +235,19 @@ def test_windows_fire_through_timeouts_without_new_data():
 
 
 def test_keys_without_open_windows_leave_the_state_and_an_empty_bucket_is_removed():
+    """Bucket 1 (keys a and z) is removed once empty; the checked bucket keeps its empty table (combine.CHECKED_BUCKET)."""
     from windowing.state_codec import decode
 
     batches = [[("a", 1, 5)], [("a", 100, 1)]]
-    query, actual, _ = _differential(batches, "fixed", "on_time", 1, [3], [1, 1, 1, 1, 1])
+    query, actual, _ = _differential(batches, "fixed", "on_time", 2, [3], [1, 1, 1, 1, 1])
     assert list(actual["total"]) == [5]
     query.batch(events([("z", 1000, 0)]), 10_000)
     query.batch(None, 10_000)  # the watermark passes a's last window: it fires and is purged
     assert list(query.result()["total"]) == [5, 1]
-    (blob, _), = query.states.values()
-    assert set(decode(blob)[0]["_k0"]) == {"z"}
+    assert set(decode(query.states[1][0])[0]["_k0"]) == {"z"}
     query.watermark_ms = 2_000_000_000_000  # far past z's window too
     query.batch(None, 10_000)
-    assert query.states == {}
+    assert list(query.states) == [CHECKED_BUCKET] and len(decode(query.states[CHECKED_BUCKET][0])[0]) == 0
 
 
 def test_periodic_early_firings_use_processing_time_timeouts():

@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 
 from accumulations import Count, Max, Min, Sum
 from triggers import AfterCount, AtWatermark, Repeatedly
-from windowing import TestStream, windowed
+from windowing import windowed
 
 from tests.sparks import wait_for
 
 from .helpers import assert_same_late_data, assert_same_panes, events, frozen_when_output
-from .streaming import batch_inputs, read_sink, start, start_run, write_batch
+from .streaming import batch_inputs, mirror, read_sink, start, start_run, write_batch
 
 pytestmark = pytest.mark.spark
 
@@ -62,20 +62,6 @@ def _run_all(query, source, parts) -> list[int]:
         query.stop()
 
 
-def _mirror(parts: list[pd.DataFrame], inputs: list[int], build, late: bool = False):
-    """The pandas runner over the micro-batches Spark ran (a no-data batch is an empty step).
-
-    ``build`` returns panes, or with ``late`` a ``WindowedResult``: then (panes, late data).
-    """
-    stream, files = TestStream(), iter(parts)
-    for n in inputs:
-        stream = stream.add_elements(next(files) if n else events([]))
-    result = build(stream)
-    panes = result.panes if late else result
-    panes = panes[panes["step"] < len(stream.actions)]  # Spark's stream has no end of input
-    return (panes, result.late_data) if late else panes
-
-
 @pytest.fixture
 def where(tmp_path):
     def make():
@@ -93,7 +79,7 @@ def test_stream_matches_the_pandas_runner_batch_for_batch(spark, where, cuts):
     inputs = _run_all(start(spark, source, sink, checkpoint, _on_time), source, parts)
     assert sum(inputs) == len(ROWS)
     actual = read_sink(spark, sink)
-    expected = _mirror(parts, inputs, _on_time)
+    expected = mirror(parts, inputs, _on_time)
     assert len(expected) > 0
     assert_same_panes(actual, expected)
 
@@ -205,7 +191,7 @@ def test_late_data_on_spark_equals_the_pandas_runners_late_data(spark, where):
     # ("d", -100, 1) is far behind: beyond window size plus lateness, Spark's own watermark would drop it.
     parts = [events(ROWS[:6]), events(ROWS[6:] + [("d", -100, 1)]), events([("z", 200, 0)])]
     inputs = _run_all(start_run(spark, source, sink, checkpoint, _with_late_data), source, parts)
-    panes, late = _mirror(parts, inputs, _with_late_data, late=True)
+    panes, late = mirror(parts, inputs, _with_late_data, late=True)
     assert set(late["reason"]) == {"window closed (trigger finished)", "beyond allowed lateness"}
     assert_same_panes(read_sink(spark, sink / "panes"), panes)
     assert_same_late_data(read_sink(spark, sink / "late"), late)
@@ -243,7 +229,7 @@ def test_the_global_window_streams_and_spark_drops_no_row_behind_its_watermark(s
     finally:
         for conf in rebase:
             spark.conf.unset(conf)
-    expected = _mirror(parts, inputs, build)
+    expected = mirror(parts, inputs, build)
     actual = read_sink(spark, sink)
     assert 5 + 7 + 3 + 100 + 1 in set(actual.loc[actual["user"] == "a", "total"])  # the day-old row is counted
     assert_same_panes(actual, expected)
@@ -303,7 +289,7 @@ def test_the_watermark_can_come_from_with_watermark_on_the_input(spark, where):
 
     query = start(spark, source, sink, checkpoint, spark_build, lambda s: s.withWatermark("ts", "5 seconds"))
     inputs = _run_all(query, source, parts)
-    expected = _mirror(parts, inputs, _on_time)  # the pandas runner with .watermark("5 seconds")
+    expected = mirror(parts, inputs, _on_time)  # the pandas runner with .watermark("5 seconds")
     assert len(expected) > 0
     assert_same_panes(read_sink(spark, sink), expected)
 
@@ -330,7 +316,7 @@ def test_rows_are_dropped_exactly_when_their_window_end_plus_lateness_is_at_or_b
     else:
         query = start(spark, source, sink, checkpoint, lambda s: pipeline(s).aggregate(total=Sum("amount")),
                       lambda s: s.withWatermark("ts", "5 seconds"))
-    expected = _mirror(parts, _run_all(query, source, parts), with_builder_watermark)
+    expected = mirror(parts, _run_all(query, source, parts), with_builder_watermark)
     actual = read_sink(spark, sink)
     assert 100 in set(actual["total"]) and 50 not in set(actual["total"]) and 7 in set(actual["total"])
     assert_same_panes(actual, expected)
@@ -353,7 +339,7 @@ def test_a_numeric_time_column_streams_with_durations_as_numbers(spark, where):
                   lambda s: s.select("user", F.unix_seconds("ts").alias("t"), "amount"))
     inputs = _run_all(query, source, parts)
     seconds = [p.assign(t=p["ts"].astype("int64") // 10**6).drop(columns="ts") for p in parts]
-    expected = _mirror(seconds, inputs, build)
+    expected = mirror(seconds, inputs, build)
     actual = read_sink(spark, sink)
     assert actual["window_start"].dtype == "int64" and 105 in set(actual["total"]) and 51 not in set(actual["total"])
     assert_same_panes(actual, expected)
@@ -382,7 +368,7 @@ def test_fire_only_updated_panes_streams_not_keyed_as_on_the_pandas_runner(spark
                 .accumulating().fire_only_updated_panes().aggregate(total=Sum("amount")))
 
     inputs = _run_all(start(spark, source, sink, checkpoint, build), source, parts)
-    actual, expected = read_sink(spark, sink), _mirror(parts, inputs, build)
+    actual, expected = read_sink(spark, sink), mirror(parts, inputs, build)
     # Every window's ON_TIME pane is unchanged since its last EARLY one, so none fires; the late element's pane does.
     assert "ON_TIME" not in set(actual["timing"]) and list(actual.loc[actual["timing"] == "LATE", "total"]) == [18]
     assert_same_panes(actual, expected)

@@ -15,7 +15,7 @@ from triggers import AtWatermark
 from windowing import windowed
 from windowing.engine import step
 from windowing.errors import WindowingConfigError
-from windowing.runners.spark import plan_spark
+from windowing.runners.spark import NUMBERS, PARTITIONS, Bucketing, plan_spark
 from windowing.state_codec import MAGIC, decode, encode
 from windowing.timeaxis import MAX_TIME
 
@@ -25,10 +25,10 @@ SAMPLES = Path(__file__).parent / "data"
 T0 = 1_704_067_200 * 10**9  # 2024-01-01 in ns
 
 
-def _plan(frame):
+def _plan(frame, buckets=4):
     w = (windowed(frame, time="ts", key="user").fixed("10 seconds")
          .trigger(AtWatermark().with_early_firings_every("10 seconds")).accumulating_and_retracting())
-    return plan_spark(w, (("total", Sum("amount")), ("all", ToList("amount"))), spark_schema(frame), 4)
+    return plan_spark(w, (("total", Sum("amount")), ("all", ToList("amount"))), spark_schema(frame), buckets)
 
 
 def _assert_tables_equal(a: pd.DataFrame, b: pd.DataFrame) -> None:
@@ -81,9 +81,10 @@ def test_the_stored_version_1_sample_decodes_and_resumes():
     assert list(table["n_pending"]) == [2, 1, 1]
     assert list(table["t.early_next"]) == [10 * 10**9] * 3
 
-    # The engine of this version resumes from it: end of input fires the three windows.
+    # The engine of this version resumes from it (its 4 buckets were labelled by number): end of input
+    # fires the three windows.
     frame = events([("a", 1, 5)])
-    adapter = _plan(frame).adapter
+    adapter = _plan(frame, Bucketing(4, NUMBERS)).adapter
     assert adapter.load(blob) is not None
     panes = step(adapter.plan.spec, table, adapter.elements([]), MAX_TIME, 0).panes
     assert sorted(zip(panes["_k0"], panes["total"], [tuple(v) for v in panes["all"]])) == [
@@ -167,10 +168,23 @@ def test_a_min_from_before_exact_integers_that_saw_only_nulls_loads_with_its_sta
 
 def test_a_checkpoint_of_another_bucket_count_is_refused():
     frame = events([("a", 1, 5)])
-    adapter = _plan(frame).adapter  # 4 buckets
-    blob = encode(adapter.fresh_state(), 8)
-    with pytest.raises(WindowingConfigError, match=r"windowing.spark.buckets=4 but the checkpoint was written with 8 buckets"):
+    adapter = _plan(frame, Bucketing(4, PARTITIONS, "windowing.spark.buckets=4")).adapter
+    blob = encode(adapter.fresh_state(), 8, placement=PARTITIONS)
+    with pytest.raises(WindowingConfigError, match=r"this query groups keys into 4 buckets \(windowing.spark.buckets=4\), but "
+                                                   r"its checkpoint was written with 8 buckets: keys would land in other "
+                                                   r"buckets. To restart from this checkpoint set windowing.spark.buckets=8 \("):
         adapter.load(blob)
+
+
+def test_a_checkpoint_of_buckets_labelled_by_number_restarts_only_with_that_placement():
+    """Checkpoints written before buckets were placed on partitions store no placement: bucket i was label i."""
+    frame = events([("a", 1, 5)])
+    blob = encode(_plan(frame).adapter.fresh_state(), 4)
+    with pytest.raises(WindowingConfigError, match=r"written with 4 buckets placed by numbers: .* set windowing.spark.buckets=4 "
+                                                   r"and windowing.spark.bucketPlacement=numbers"):
+        _plan(frame, 4).adapter.load(blob)
+    assert len(_plan(frame, Bucketing(4, NUMBERS)).adapter.load(blob)) == 0
+    assert len(_plan(frame, 1).adapter.load(encode(_plan(frame).adapter.fresh_state(), 1))) == 0  # one bucket: label 0 either way
 
 
 @pytest.mark.parametrize("change, message", [

@@ -184,12 +184,19 @@ def _folded(data: pd.DataFrame, group: np.ndarray, how: Lifting) -> pd.DataFrame
 #: Rows packed at once: bounds a packing task's memory; a bucket's rows of that many input rows
 #: become one packed row.
 PACK_ROWS = 1 << 17
+#: The bucket label every packing includes, as an empty packed row if it has no rows: its stateful
+#: group is then called in every micro-batch with data and checks the checkpoint's bucket count
+#: before any key is grouped under another count (`windowing.runners.spark.BucketStep.load`).
+CHECKED_BUCKET = 0
 
 
-def pack(batches: Iterator[pa.RecordBatch], bucket: str = "_b", time: str = "_t") -> Iterator[pa.RecordBatch]:
+def pack(batches: Iterator[pa.RecordBatch], bucket: str = "_b", time: str = "_t",
+         checked: bool = True) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: the rows of each bucket, ``PACK_ROWS`` input rows at a time, as one row of
     arrays (every column but ``bucket`` becomes a list), plus ``_tmax``, the latest event time packed
-    (from the rows' own ``_tmax`` when they are lifted rows).
+    (from the rows' own ``_tmax`` when they are lifted rows). With ``checked`` (a stream: a batch
+    query has no checkpoint), bucket ``CHECKED_BUCKET`` gets a row of empty lists where it has no
+    rows, with the latest ``_tmax`` of the others: that moves no watermark.
 
     Exact for every pipeline: each element still reaches the engine, only in fewer rows; Spark then
     shuffles, sorts and converts a row per bucket instead of a row per element.
@@ -201,32 +208,39 @@ def pack(batches: Iterator[pa.RecordBatch], bucket: str = "_b", time: str = "_t"
             pending.append(batch)
             rows += batch.num_rows
         if rows >= PACK_ROWS:
-            yield _packed(pa.Table.from_batches(pending), bucket, time)
+            yield _packed(pa.Table.from_batches(pending), bucket, time, checked)
             pending, rows = [], 0
     if rows:
-        yield _packed(pa.Table.from_batches(pending), bucket, time)
+        yield _packed(pa.Table.from_batches(pending), bucket, time, checked)
 
 
-def _packed(table: pa.Table, bucket: str, time: str) -> pa.RecordBatch:
+def _packed(table: pa.Table, bucket: str, time: str, checked: bool) -> pa.RecordBatch:
     table = table.take(pc.sort_indices(table[bucket]))
     buckets = table[bucket].to_numpy()
     starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
-    offsets = pa.array(np.append(starts, len(buckets)).astype(np.int32))
-    columns = {bucket: pa.array(buckets[starts])}
+    checked = int(checked and not (buckets[starts] == CHECKED_BUCKET).any())  # 1: an empty row for it at the end
+    ends = np.append(starts, [len(buckets)] * (1 + checked))
+    offsets = pa.array(ends.astype(np.int32))
+    columns = {bucket: pa.array(np.append(buckets[starts], np.full(checked, CHECKED_BUCKET, dtype=buckets.dtype)))}
     for name in table.column_names:
         if name in (bucket, "_tmax"):
             continue
         values = table[name].combine_chunks()
         # A null flag's list is null where the packed row holds no null, as nearly always: Spark then
         # shuffles and converts no array of all-false flags.
-        none_null = ~np.logical_or.reduceat(values.to_numpy(zero_copy_only=False), starts) if is_null_flag(name) else None
+        none_null = None
+        if is_null_flag(name):
+            none_null = np.append(~np.logical_or.reduceat(values.to_numpy(zero_copy_only=False), starts),
+                                  np.ones(checked, dtype=bool))
         columns[name] = pa.ListArray.from_arrays(offsets, values, mask=None if none_null is None else pa.array(none_null))
-    latest = table["_tmax" if "_tmax" in table.column_names else time].to_numpy()
-    columns["_tmax"] = pa.array(np.maximum.reduceat(latest, starts))
+    latest = np.maximum.reduceat(table["_tmax" if "_tmax" in table.column_names else time].to_numpy(), starts)
+    columns["_tmax"] = pa.array(np.append(latest, np.full(checked, latest.max())))
     return pa.RecordBatch.from_pydict(columns)
 
 
-def lift_and_pack(batches: Iterator[pa.RecordBatch], how: Lifting, lifted: pa.Schema) -> Iterator[pa.RecordBatch]:
+def lift_and_pack(batches: Iterator[pa.RecordBatch], how: Lifting, lifted: pa.Schema,
+                  checked: bool = True) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: `lift` the rows, then `pack` the lifted rows (of Arrow schema ``lifted``)."""
     folded = lift((batch.to_pandas() for batch in batches), how)
-    yield from pack(pa.RecordBatch.from_pandas(frame, schema=lifted, preserve_index=False) for frame in folded)
+    yield from pack((pa.RecordBatch.from_pandas(frame, schema=lifted, preserve_index=False) for frame in folded),
+                    checked=checked)

@@ -25,9 +25,13 @@ built by hand.
 from __future__ import annotations
 
 import datetime as dt
-import gc
+import functools
+import os
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -42,11 +46,17 @@ from ..errors import WindowingConfigError
 from ..plan import Plan, check_columns, make_plan
 from ..state_codec import decode, encode
 from ..timeaxis import EPOCH_UNITS, MAX_MICROS, MAX_TIME, MIN_MICROS, MIN_TIME, TimeAxis
-from .combine import Lifting, engine_aggregations, lift_and_pack, lifting, null_flag, pack, split_nulls, with_nulls
+from .combine import CHECKED_BUCKET, Lifting, engine_aggregations, lift_and_pack, lifting, null_flag, pack, split_nulls, with_nulls
 
 BUCKETS_CONF = "windowing.spark.buckets"
+PLACEMENT_CONF = "windowing.spark.bucketPlacement"
 COMBINE_CONF = "windowing.spark.combine"
-DEFAULT_BUCKETS = 64
+SHUFFLE_PARTITIONS_CONF = "spark.sql.shuffle.partitions"
+#: Spark's own default shuffle partitions: the default bucket count where the setting holds no number.
+SPARK_SHUFFLE_PARTITIONS = 200
+#: Bucket placements (`Bucketing`): ``PARTITIONS`` labels the buckets so that n of them land one to one
+#: on n shuffle partitions; ``NUMBERS`` labels bucket i as i, as checkpoints written before did.
+PARTITIONS, NUMBERS = "partitions", "numbers"
 NS_PER_MS = 1_000_000
 NS_PER_US = 1_000
 # Event-time columns fed to the Python workers: event time as int64 (micros for timestamps).
@@ -229,6 +239,72 @@ def _numpy_dtype(spark_type: Any) -> Any:
     return np.dtype(object)
 
 
+# ---- key buckets -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Bucketing:
+    """How keys are grouped: bucket ``pmod(xxhash64(keys), count)``, grouped under its label.
+
+    Spark places a group on shuffle partition ``pmod(murmur3(label), partitions)`` (``groupBy``'s hash
+    partitioning), so with ``PARTITIONS`` placement `bucket_labels` picks labels that put ``count``
+    buckets one to one on ``count`` partitions (and evenly on any number of partitions dividing it).
+    ``origin`` says where the count came from, for messages.
+    """
+
+    count: int
+    placement: str = PARTITIONS
+    origin: str = ""
+
+    def labels(self) -> np.ndarray:
+        """Bucket i's group label at index i."""
+        if self.placement == NUMBERS:
+            return np.arange(self.count, dtype=np.int32)
+        return bucket_labels(self.count)
+
+    def same_labels(self, count: int, placement: str) -> bool:
+        """Whether ``count`` buckets placed by ``placement`` group every key under the same label as these."""
+        return count == self.count and (count == 1 or placement == self.placement)
+
+    def described(self) -> str:
+        return f"{self.count} bucket{'s' if self.count != 1 else ''}" + (f" ({self.origin})" if self.origin else "")
+
+
+@functools.lru_cache(maxsize=16)
+def bucket_labels(count: int) -> np.ndarray:
+    """For each i < ``count``, the smallest int label >= 0 whose group Spark puts on partition i of
+    ``count``: ``pmod(murmur3(label, seed 42), count) == i``, as ``groupBy`` partitions an int column.
+
+    Found by hashing candidates in blocks until every partition has one; about ``count * ln(count)``
+    candidates (a million for 80,000 buckets). The array is shared: do not modify it.
+    """
+    labels = np.full(count, -1, dtype=np.int64)
+    start, block = 0, max(1024, 4 * count)
+    while (labels < 0).any():
+        candidates = np.arange(start, start + block, dtype=np.int64)
+        partitions = np.mod(_murmur3_int(candidates).astype(np.int64), count)
+        found, first = np.unique(partitions, return_index=True)
+        free = labels[found] < 0
+        labels[found[free]] = candidates[first[free]]
+        start += block
+    labels = labels.astype(np.int32)
+    labels.flags.writeable = False
+    return labels
+
+
+def _murmur3_int(values: np.ndarray, seed: int = 42) -> np.ndarray:
+    """Spark's ``hash()`` of int values (Murmur3 x86 32-bit of a 4-byte int, ``Murmur3_x86_32.hashInt``)."""
+    with np.errstate(over="ignore"):
+        k = values.astype(np.uint32) * np.uint32(0xCC9E2D51)
+        k = ((k << np.uint32(15)) | (k >> np.uint32(17))) * np.uint32(0x1B873593)
+        h = np.uint32(seed) ^ k
+        h = ((h << np.uint32(13)) | (h >> np.uint32(19))) * np.uint32(5) + np.uint32(0xE6546B64)
+        h = h ^ np.uint32(4)
+        h = (h ^ (h >> np.uint32(16))) * np.uint32(0x85EBCA6B)
+        h = (h ^ (h >> np.uint32(13))) * np.uint32(0xC2B2AE35)
+        h = h ^ (h >> np.uint32(16))
+    return h.view(np.int32)
+
+
 # ---- the pure-pandas adapter (runs in the Python workers) -----------------------------------
 
 @dataclass(frozen=True)
@@ -253,7 +329,7 @@ class BucketStep:
     columns: tuple[OutputColumn, ...]
     key_dtypes: tuple[Any, ...]
     timestamp: bool
-    buckets: int
+    bucketing: Bucketing
     processing_time_mode: bool
     late_output: bool = False
     """Also emit the dropped elements as ``kind = LATE`` rows (`output`); panes get ``kind = PANE``."""
@@ -263,6 +339,10 @@ class BucketStep:
     """Integer key and value columns that may hold nulls: they arrive as a value and a null flag
     (`combine.null_flag`), since pyspark would hand them over as float64, inexact beyond 2**53."""
 
+    @property
+    def buckets(self) -> int:
+        return self.bucketing.count
+
     # -- frames in and out --
     def elements(self, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
         spec = self.plan.spec
@@ -270,6 +350,7 @@ class BucketStep:
         names += [_E] if self.late_output else []
         flags = [null_flag(name) for name in self.nullable]
         frames = [_unpacked(f, names, flags) if self.packed else f for f in frames if len(f)]
+        frames = [f for f in frames if len(f)]  # the packed row of empty lists of combine.CHECKED_BUCKET
         if not frames:
             empty = {k: pd.Series([], dtype=self.key_dtypes[i]) for i, k in enumerate(spec.key_columns)}
             empty[_T] = np.array([], np.int64)
@@ -332,7 +413,7 @@ class BucketStep:
         return empty_state(self.plan.spec, list(self.key_dtypes))
 
     def save(self, table: pd.DataFrame) -> bytes:
-        return encode(table, self.buckets, pipeline_of(self.plan.spec))
+        return encode(table, self.buckets, pipeline_of(self.plan.spec), self.bucketing.placement)
 
     def load(self, blob: bytes) -> pd.DataFrame:
         table, meta = decode(blob)
@@ -343,10 +424,14 @@ class BucketStep:
             raise WindowingConfigError(
                 f"the checkpoint's state was written by another pipeline ({changed}): its window table would be "
                 "read wrongly; restore the pipeline, or start from a new checkpoint")
-        if meta.get("buckets") != self.buckets:
+        count, placement = meta.get("buckets"), meta.get("placement", NUMBERS)  # none stored: labelled by number
+        if not self.bucketing.same_labels(count, placement):
+            restore = f"{BUCKETS_CONF}={count}" + (f" and {PLACEMENT_CONF}={placement}" if count != 1 and placement != PARTITIONS else "")
             raise WindowingConfigError(
-                f"{BUCKETS_CONF}={self.buckets} but the checkpoint was written with {meta.get('buckets')} buckets; "
-                "keys would land in other buckets: keep the bucket count, or start from a new checkpoint")
+                f"this query groups keys into {self.bucketing.described()}, but its checkpoint was written with {count} "
+                f"bucket{'s' if count != 1 else ''}{f' placed by {placement}' if placement != self.bucketing.placement else ''}: "
+                f"keys would land in other buckets. To restart from this checkpoint set {restore} (Spark keeps the "
+                f"checkpoint's {SHUFFLE_PARTITIONS_CONF} too), or start from a new checkpoint")
         return _without_float_integers(self.plan.spec, table, self.nullable)
 
     # -- batch: applyInPandas --
@@ -369,7 +454,7 @@ class BucketStep:
         table = self.load(state.get[0]) if state.exists else self.fresh_state()
         elements = self.elements(frames)
         result = step(spec, table, elements, watermark, self._from_ms(processing_ms))
-        if len(result.state):
+        if len(result.state) or key[0] == CHECKED_BUCKET:  # see combine.CHECKED_BUCKET
             state.update((self.save(result.state),))
             self._set_timeout(state, spec, result.state, watermark_ms, processing_ms)
         else:
@@ -573,17 +658,36 @@ def late_data_of(output: Any, input_schema: Any) -> Any:
                        "window_start", "window_end", REASON)
 
 
-def _buckets(source: Any, keyed: bool) -> int:
+def _bucketing(source: Any, keyed: bool) -> Bucketing:
+    """``windowing.spark.buckets`` if set, else one bucket per shuffle partition (docs/spark.md, "Key buckets")."""
+    conf = source.sparkSession.conf
+    placement = conf.get(PLACEMENT_CONF, PARTITIONS)
+    if placement not in (PARTITIONS, NUMBERS):
+        raise WindowingConfigError(
+            f"{PLACEMENT_CONF}={placement!r} must be {PARTITIONS!r} (the default) or {NUMBERS!r} (for checkpoints "
+            "written before buckets were placed on partitions)")
     if not keyed:
-        return 1
-    raw = source.sparkSession.conf.get(BUCKETS_CONF, str(DEFAULT_BUCKETS))
+        return Bucketing(1, placement, "not keyed")
+    raw = conf.get(BUCKETS_CONF, None)
+    if raw is None:
+        partitions = _positive_int(conf.get(SHUFFLE_PARTITIONS_CONF))  # its built-in default if unset
+        if partitions is None:  # not a number, e.g. Databricks' "auto"
+            return Bucketing(SPARK_SHUFFLE_PARTITIONS, placement, f"{BUCKETS_CONF} unset and {SHUFFLE_PARTITIONS_CONF} "
+                             f"not a number: Spark's default of {SPARK_SHUFFLE_PARTITIONS}")
+        return Bucketing(partitions, placement, f"{BUCKETS_CONF} unset: one per shuffle partition, "
+                                                f"{SHUFFLE_PARTITIONS_CONF}={partitions}")
+    value = _positive_int(raw)
+    if value is None:
+        raise WindowingConfigError(f"{BUCKETS_CONF}={raw!r} must be a positive integer (the number of key buckets)")
+    return Bucketing(value, placement, f"{BUCKETS_CONF}={value}")
+
+
+def _positive_int(raw: Any) -> int | None:
     try:
         value = int(raw)
     except (TypeError, ValueError):
-        value = 0
-    if value < 1:
-        raise WindowingConfigError(f"{BUCKETS_CONF}={raw!r} must be a positive integer (the number of key buckets)")
-    return value
+        return None
+    return value if value > 0 else None
 
 
 def _input_watermark(source: Any) -> str | None:
@@ -642,9 +746,10 @@ class SparkPlan:
 
 
 def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], schema: Any,
-               buckets: int, combine: bool = True, late_data: bool = False) -> SparkPlan:
+               buckets: int | Bucketing, combine: bool = True, late_data: bool = False) -> SparkPlan:
     """Everything but the query itself; needs pyspark's types, not a SparkSession.
 
+    ``buckets``: how keys are grouped (a count: placed on partitions, `Bucketing`).
     ``combine``: pre-aggregate before the shuffle where that is exact (`windowing.runners.combine`).
     ``late_data``: the function also emits the dropped elements (`BucketStep.output`); that needs
     every input row in the function, so no lifting, and no row dropped by Spark's watermark.
@@ -727,7 +832,8 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
 
     key_dtypes = tuple(_numpy_dtype(types[k]) for k in keys) or (np.dtype(np.int64),)
     pt_mode = uses_processing_time(plan.spec)
-    adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, buckets, pt_mode, late_data, packed=combine,
+    bucketing = buckets if isinstance(buckets, Bucketing) else Bucketing(buckets)
+    adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, bucketing, pt_mode, late_data, packed=combine,
                          nullable=nullable)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
                      "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
@@ -741,11 +847,12 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     from pyspark.sql import functions as F
 
     source = pipeline.source
+    _check_worker_python(source.sparkSession)
     keys = list(pipeline.key or ())
     combine = str(source.sparkSession.conf.get(COMBINE_CONF, "true")).lower()
     if combine not in ("true", "false"):
         raise WindowingConfigError(f"{COMBINE_CONF}={combine!r} must be 'true' or 'false' (pre-aggregation before the shuffle)")
-    sp = plan_spark(pipeline, aggregations, source.schema, _buckets(source, bool(keys)), combine == "true", late_data)
+    sp = plan_spark(pipeline, aggregations, source.schema, _bucketing(source, bool(keys)), combine == "true", late_data)
     adapter, time = sp.adapter, pipeline.time
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
@@ -758,8 +865,7 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
         zero = F.lit(0).cast(source.schema[name].dataType)
         return [F.coalesce(_col(name), zero).alias(alias), _col(name).isNull().alias(null_flag(alias))]
 
-    bucket = F.pmod(F.xxhash64(*[_col(k) for k in keys]), F.lit(adapter.buckets)) if keys else F.lit(0)
-    projected = [bucket.cast("int").alias(_B)]
+    projected = [_bucket(keys, adapter.bucketing).alias(_B)]
     projected += [c for i, k in enumerate(keys) for c in shipped(k, f"_k{i}")] or [F.lit(0).cast("long").alias("_k0")]
     projected.append(_event_time(time, adapter.timestamp, source.isStreaming, pipeline.time_unit,
                                  source.schema[time].dataType).alias(_T))
@@ -774,24 +880,25 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
 
         how, lifted = sp.lifting, to_arrow_schema(sp.lifted_schema)
 
+        streaming = source.isStreaming
+
         def combine_rows(batches: Iterator[Any]) -> Iterator[Any]:
-            _freeze_lasting_objects()
-            return lift_and_pack(batches, how, lifted)
+            return lift_and_pack(batches, how, lifted, checked=streaming)
 
-        frame, latest = frame.mapInArrow(combine_rows, _packed_schema(sp.lifted_schema)), "_tmax"
+        frame, latest = frame.mapInArrow(_on_workers(combine_rows), _packed_schema(sp.lifted_schema)), "_tmax"
     elif adapter.packed:
-        def pack_rows(batches: Iterator[Any]) -> Iterator[Any]:
-            _freeze_lasting_objects()
-            return pack(batches)
+        streaming = source.isStreaming
 
-        frame, latest = frame.mapInArrow(pack_rows, _packed_schema(frame.schema)), "_tmax"
+        def pack_rows(batches: Iterator[Any]) -> Iterator[Any]:
+            return pack(batches, checked=streaming)
+
+        frame, latest = frame.mapInArrow(_on_workers(pack_rows), _packed_schema(frame.schema)), "_tmax"
 
     if not source.isStreaming:
         def run_batch(frame: pd.DataFrame) -> pd.DataFrame:  # Spark counts a bound method's `self` as an argument
-            _freeze_lasting_objects()
             return adapter.run_batch(frame)
 
-        out = frame.groupBy(_B).applyInPandas(run_batch, sp.out_schema)
+        out = frame.groupBy(_B).applyInPandas(_on_workers(run_batch), sp.out_schema)
         return _spark_run(_finish(out, adapter.timestamp), late_data, source.schema)
 
     # The stateful operator drops rows whose watermarked column is at or behind the watermark.
@@ -808,16 +915,28 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
     else:
         # Spark refuses a second withWatermark: the input's keeps setting the watermark, and the shifted
         # column gets only the marker withWatermark would put on it, by which the stateful operator
-        # finds the column it drops rows by.
+        # finds the column it drops rows by. In a select, not withColumn: over Spark Connect withColumn
+        # aliases the column again, without its metadata.
         delay_ms = source.schema[watermarked].metadata[WATERMARK_DELAY_KEY]
-        frame = frame.withColumn(_WM, shifted.alias(_WM, metadata={WATERMARK_DELAY_KEY: delay_ms + sp.horizon_ms}))
+        frame = frame.select("*", shifted.alias(_WM, metadata={WATERMARK_DELAY_KEY: delay_ms + sp.horizon_ms}))
 
     def run_stream(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        _freeze_lasting_objects()
         return adapter.run_stream(key, frames, state)
 
-    out = frame.groupBy(_B).applyInPandasWithState(run_stream, sp.out_schema, sp.state_schema, "append", sp.timeout)
+    out = frame.groupBy(_B).applyInPandasWithState(_on_workers(run_stream), sp.out_schema, sp.state_schema, "append", sp.timeout)
     return _spark_run(_finish(out, adapter.timestamp), late_data, source.schema)
+
+
+def _bucket(keys: list[str], bucketing: Bucketing) -> Any:
+    """The group label of a row's bucket (`Bucketing`), an int column."""
+    from pyspark.sql import functions as F
+
+    if not keys or bucketing.count == 1:
+        return F.lit(int(bucketing.labels()[0]))
+    number = F.pmod(F.xxhash64(*[_col(k) for k in keys]), F.lit(bucketing.count)).cast("int")
+    if bucketing.placement == NUMBERS:
+        return number
+    return F.element_at(F.array(*[F.lit(int(label)) for label in bucketing.labels()]), number + 1)
 
 
 def _col(name: str) -> Any:
@@ -892,17 +1011,94 @@ def _epoch_micros(checked: Any, column: Any, time: str, unit: str, floating: boo
     return checked, number * F.lit(factor)
 
 
-def _freeze_lasting_objects() -> None:
-    """First thing in every function Spark's Python workers run for this runner: ``gc.freeze()``.
+def _on_workers(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` (of one argument, or three: ``applyInPandasWithState``'s) as Spark's Python workers
+    get it: pickled inside a function that needs only the standard library to load.
 
-    pyspark's worker runs a full ``gc.collect()`` after every task, and each one walked every
-    object alive in the worker, the modules and classes of pandas, pyarrow and pyspark included:
-    a large part of this runner's Python time (``benchmarks/spark_bench.py``, docs/spark.md,
-    "Benchmark"). What is alive when a task's function starts is
-    such lasting state; frozen, the collector skips it. Reference counting still frees frozen
-    objects. The splitter's Spark source does the same (``storage.splitter.spark_source``).
+    pyspark loads a function before calling it, and one of this package's would import the package
+    (and a pipeline's own accumulations) right then: a worker whose interpreter lacks them failed
+    with a bare ``ModuleNotFoundError``. This one loads ``function`` when first called and fails
+    naming the missing module and how to fix it (`worker_import_hint`); the message reaches the
+    driver in the query's exception.
+
+    Each call starts with ``gc.freeze()``: pyspark's worker runs a full ``gc.collect()`` after every
+    task, and each one walked every object alive in the worker, the modules and classes of pandas,
+    pyarrow and pyspark included: a large part of this runner's Python time (``benchmarks/spark_bench.py``,
+    docs/spark.md, "Benchmark"). What is alive when a task's function starts is such lasting state;
+    frozen, the collector skips it. Reference counting still frees frozen objects. The splitter's
+    Spark source does the same (``storage.splitter.spark_source``).
     """
-    gc.freeze()
+    from pyspark import cloudpickle
+
+    payload, hint, loaded = cloudpickle.dumps(function), worker_import_hint(), []
+
+    def load() -> Callable[..., Any]:
+        import gc
+        import pickle
+
+        if not loaded:
+            try:
+                loaded.append(pickle.loads(payload))
+            except ImportError as err:
+                raise ModuleNotFoundError(f"Spark's Python worker cannot load this pipeline's code "
+                                          f"({type(err).__name__}: {err}). {hint}") from err
+        gc.freeze()
+        return loaded[0]
+
+    if function.__code__.co_argcount == 3:
+        def stateful(key: Any, frames: Any, state: Any) -> Any:
+            return load()(key, frames, state)
+
+        return stateful
+
+    def stateless(rows: Any) -> Any:
+        return load()(rows)
+
+    return stateless
+
+
+def worker_import_hint() -> str:
+    """How to give Spark's Python workers an interpreter that can import this package and a pipeline's code."""
+    return ("The interpreter that runs Spark's Python workers needs spark-event-windows, its dependencies "
+            "(pandas, pyarrow, numpy, ...) and the modules of your own accumulations. On a local master, start "
+            f"Python with PYSPARK_PYTHON set to the interpreter that has them, e.g. PYSPARK_PYTHON={sys.executable} "
+            "(spark.pyspark.python with spark-submit), or activate its virtual environment first; on a cluster, "
+            "install the wheel on every node (Databricks: a job or cluster library).")
+
+
+_WORKER_PYTHON_CHECKED: dict[tuple[str, str], str | None] = {}
+
+
+def _check_worker_python(spark: Any) -> None:
+    """On a local master, refuse before the query starts when Spark's Python workers would run an
+    interpreter that cannot import this package: with ``PYSPARK_PYTHON`` unset they run the
+    ``python3`` on ``PATH``, often not the one running the driver (a virtual environment used without
+    activating it), and the query then failed in its first micro-batch, visible only in
+    ``query.exception()``. Over Spark Connect the workers are the server's concern: not checked."""
+    context = getattr(spark, "_sc", None)  # a classic session's SparkContext; Connect sessions have none
+    if context is None or not str(context.master).startswith("local"):
+        return
+    executable = str(context.pythonExec)
+    found = executable if os.sep in executable else shutil.which(executable)
+    if found is not None and os.path.abspath(found) == os.path.abspath(sys.executable):
+        return
+    key = (str(found), os.getcwd())
+    if key not in _WORKER_PYTHON_CHECKED:
+        _WORKER_PYTHON_CHECKED[key] = _import_problem(found, executable)
+    if _WORKER_PYTHON_CHECKED[key] is not None:
+        raise WindowingConfigError(f"{_WORKER_PYTHON_CHECKED[key]}. {worker_import_hint()}")
+
+
+def _import_problem(found: str | None, executable: str) -> str | None:
+    """Why interpreter ``found`` (``executable`` as Spark names it) cannot import what the workers need, or None."""
+    if found is None:
+        return f"Spark's Python workers would run {executable!r}, which is not on PATH"
+    probe = subprocess.run([found, "-c", "import pandas, pyarrow, windowing.runners.spark"], capture_output=True,
+                           text=True, timeout=120)  # from the driver's directory, with its environment, as workers
+    if probe.returncode == 0:
+        return None
+    error = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
+    return f"Spark's Python workers would run {executable!r} ({found}), which cannot import this package: {error}"
 
 
 def _packed_schema(schema: Any) -> Any:

@@ -1,0 +1,147 @@
+"""Scenarios over Spark Connect, each in a Python process of its own.
+
+``python -m tests.spark_runner.connect_driver <scenario> <sc://host:port> <work dir>`` runs one
+scenario against the server and exits non-zero with the failing assertion. A process of its own,
+because pyspark picks its Connect or classic functions by a process-wide switch that a Connect
+session turns on, and the suite's classic session lives in the test process
+(`test_connect.py`, `tests.sparks.connect_server`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from accumulations import Count, Sum
+from triggers import AtWatermark
+from windowing import windowed
+
+from .helpers import assert_same_late_data, assert_same_panes, events
+from .streaming import SCHEMA, batch_inputs, mirror, write_batch
+
+ROWS = [("a", 1, 5), ("b", 3, 1), ("a", 12, 7), ("c", 14, 2), ("a", 8, 3), ("b", 31, 4), ("c", 12, 1),
+        ("a", 44, 8), ("b", 2, 9), ("d", 58, 1), ("a", 61, 2), ("c", 75, 3)]
+# b's 2 s and c's 13 s arrive after the watermark passed 40 s: late, beyond 10 s of allowed lateness.
+PARTS = [events(ROWS[:4]), events(ROWS[4:8]), events(ROWS[8:]), events([("b", 2, 9), ("c", 13, 4), ("a", 47, 1)]),
+         events([("z", 300, 0)])]
+
+
+def batch(spark, work: Path) -> None:
+    """A batch DataFrame, fixed windows and sessions, as the pandas runner."""
+    frame = events(ROWS)
+    for build in (lambda w: w.fixed("10 seconds"), lambda w: w.sessions("8 seconds")):
+        expected = build(windowed(frame, time="ts", key="user")).aggregate(total=Sum("amount"), n=Count())
+        actual = build(windowed(spark.createDataFrame(frame), time="ts", key="user")).aggregate(total=Sum("amount"), n=Count())
+        assert_same_panes(actual.toPandas(), expected)
+
+
+def _late_sessions(source, watermark: bool = False):
+    w = windowed(source, time="ts", key="user").sessions("5 seconds").allowed_lateness("10 seconds")
+    w = w.watermark("0 seconds") if watermark else w
+    return w.trigger(AtWatermark().with_late_firings_every(1)).accumulating().run(total=Sum("amount"), n=Count())
+
+
+def stream_with_watermark(spark, work: Path) -> None:
+    """Sessions with late data on an input watermarked by ``withWatermark("ts", "0 seconds")`` (failed at start:
+    "Watermark must be specified ... for using event-time timeout"), stopped and restarted from its checkpoint."""
+    _stream(spark, work, lambda s: s.withWatermark("ts", "0 seconds"), _late_sessions,
+            lambda s: _late_sessions(s, watermark=True))
+
+
+def stream_with_builder_watermark(spark, work: Path) -> None:
+    """The same with ``.watermark(delay)`` on the builder, fixed windows."""
+    def build(source):
+        return (windowed(source, time="ts", key="user").fixed("10 seconds").watermark("0 seconds")
+                .allowed_lateness("10 seconds").trigger(AtWatermark()).run(total=Sum("amount"), n=Count()))
+
+    _stream(spark, work, lambda s: s, build, build)
+
+
+def _stream(spark, work: Path, prepare, build, pandas_build) -> None:
+    """Feed ``PARTS`` one file and micro-batch each, ``run().output`` into a Parquet sink, the query stopped
+    and started again from its checkpoint after the second file; compare panes and late data with the
+    pandas runner over the micro-batches Spark ran."""
+    source, out, checkpoint = work / "in", work / "out", work / "chk"
+    source.mkdir(parents=True)
+    inputs: list[int] = []
+    for first, last in ((0, 2), (2, len(PARTS))):
+        stream = prepare(spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source)))
+        query = (build(stream).output.writeStream.format("parquet").option("path", str(out))
+                 .option("checkpointLocation", str(checkpoint)).outputMode("append").start())
+        try:
+            for i in range(first, last):
+                write_batch(source, i, PARTS[i])
+                query.processAllAvailable()
+            inputs += batch_inputs(query)
+        finally:
+            query.stop()
+    assert sum(inputs) == sum(map(len, PARTS))
+    output = pd.read_parquet(out)
+    panes = output[output["kind"] == "PANE"].drop(columns=["kind", "reason", "element"])
+    late = output[output["kind"] == "LATE"]
+    rows = pd.DataFrame([json.loads(e) for e in late["element"]], index=late.index)
+    late = pd.concat([rows.assign(ts=pd.to_datetime(rows["ts"]).dt.tz_localize(None)),
+                      late[["window_start", "window_end", "reason"]]], axis=1) if len(late) else late
+    expected_panes, expected_late = mirror(PARTS, inputs, pandas_build, late=True)
+    assert len(expected_late) > 0, "the scenario has late data"
+    assert_same_panes(panes, expected_panes)
+    assert_same_late_data(late, expected_late)
+
+
+def file_sink(spark, work: Path) -> None:
+    """``FileSink(...).start(...)`` on a stream, stopped and started again; ``read()`` has every row once."""
+    from storage.file_sink import FileSink
+
+    source = work / "in"
+    source.mkdir(parents=True)
+    sink = FileSink(str(work / "sink"), format="parquet")
+    written = []
+    for first, last in ((0, 2), (2, 4)):
+        stream = spark.readStream.schema("id long, k string").option("maxFilesPerTrigger", 1).json(str(source))
+        query = sink.start(stream, checkpoint_location=str(work / "chk"))
+        try:
+            for i in range(first, last):
+                rows = [{"id": 10 * i + j, "k": f"k{j % 2}"} for j in range(5)]
+                (source / f"in-{i}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+                written += rows
+                query.processAllAvailable()
+        finally:
+            query.stop()
+    read = sink.read()
+    assert sorted(read["id"].tolist()) == sorted(r["id"] for r in written)
+
+
+def splitter(spark, work: Path) -> None:
+    """``FileSplitter(...).read_stream(spark)`` into a Parquet sink: every line once."""
+    from storage import FileSplitter
+
+    source = work / "in"
+    source.mkdir(parents=True)
+    lines = [f"file{f} line{i}" for f in range(2) for i in range(30)]
+    for f in range(2):
+        (source / f"part{f}.txt").write_text("\n".join(lines[30 * f:30 * (f + 1)]) + "\n")
+    frame = FileSplitter(str(source), block_size=128, blocks_per_batch=2, settle=0, scan_interval=0).read_stream(spark)
+    query = (frame.writeStream.format("parquet").option("path", str(work / "out"))
+             .option("checkpointLocation", str(work / "chk")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert sorted(pd.read_parquet(work / "out")["value"]) == sorted(lines)
+
+
+SCENARIOS = {f.__name__: f for f in (batch, stream_with_watermark, stream_with_builder_watermark, file_sink, splitter)}
+
+
+def main(name: str, url: str, work: str) -> None:
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    try:
+        SCENARIOS[name](spark, Path(work))
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
