@@ -329,7 +329,7 @@ def step(spec: EngineSpec, state: pd.DataFrame, elements: pd.DataFrame, watermar
 
     pairs = _assign(spec, elements, watermark, dropped)
     partial = _aggregate_pairs(spec, elements, pairs)
-    table, counts = _combine(spec, state, partial, pairs, elements.index, watermark, dropped, retractions)
+    table, counts, merged = _combine(spec, state, partial, pairs, elements.index, watermark, dropped, retractions)
 
     n = len(table["start"])
     end = table["end"]
@@ -357,10 +357,8 @@ def step(spec: EngineSpec, state: pd.DataFrame, elements: pd.DataFrame, watermar
     table["n_pending"] = np.where(fired, 0, table["n_pending"])
     # A firing releases the window's element holds; elements arriving before the watermark passes
     # the end set them (in a session, a merge sets them anew: Beam's END_OF_WINDOW hold).
-    received = counts > 0
     holds_now = end > watermark
-    table["held"] = ~fired & np.where(received & spec.windows.merging, holds_now,
-                                      table["held"] | (received & holds_now))
+    table["held"] = ~fired & np.where(merged, holds_now, table["held"] | ((counts > 0) & holds_now))
     table["end_timer"] = table["end_timer"] & ~(end <= watermark)
     reset_acc = finished | (fire if spec.mode is AccumulationMode.DISCARDING else np.zeros(n, dtype=bool))
     if reset_acc.any():
@@ -474,6 +472,8 @@ def _aggregate_pairs(spec: EngineSpec, elements: pd.DataFrame, pairs: _Pairs) ->
         out.update({name: column[key_of_group] for name, column in zip(spec.key_columns, key_columns)})
         out["start"] = group_reduce(pairs.start, group, n_groups, "min")
         out["end"] = group_reduce(pairs.end, group, n_groups, "max")
+        # One proto-session, however many elements: equal to an open session, it merges with nothing.
+        out["one_proto"] = out["start"] == group_reduce(pairs.start, group, n_groups, "max")
     else:  # a (key, start) pair identifies the window: end is a function of start
         start_code, start_uniques = _codes(pairs.start)
         n_starts = max(len(start_uniques), 1)
@@ -505,20 +505,21 @@ def _window_rows(spec: EngineSpec, n: int, end: np.ndarray, watermark: int) -> d
 
 
 def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], pairs: _Pairs, labels: pd.Index,
-             watermark: int, dropped: list, retractions: list) -> tuple[dict[str, np.ndarray], np.ndarray]:
+             watermark: int, dropped: list, retractions: list) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Fold the step's partial windows (``new``, as columns) into the window table; merge sessions.
 
-    Returns the new table (as columns) and, per row, how many elements it
-    received in this step.
+    Returns the new table (as columns), per row how many elements it received
+    in this step, and where a session merge made the row (Beam's merge callback
+    ran: it holds the watermark anew).
     """
     keys = spec.key_columns
     if len(new["n_new"]) == 0:
         table = {name: state[name].to_numpy() for name in state.columns}
-        return table, np.zeros(len(state), dtype=np.int64)
+        return table, np.zeros(len(state), dtype=np.int64), np.zeros(len(state), dtype=bool)
     if len(state) == 0 and not spec.windows.merging:  # every partial window is a new window
         table = {name: values for name, values in new.items() if name != "n_new"}
         table.update(_window_rows(spec, len(new["n_new"]), table["end"], watermark), n_pending=new["n_new"])
-        return {name: table[name] for name in state.columns}, new["n_new"]
+        return {name: table[name] for name in state.columns}, new["n_new"], np.zeros(len(new["n_new"]), dtype=bool)
 
     # Columns as NumPy arrays once: a pandas column lookup costs more than most steps' arithmetic.
     table_now = {name: state[name].to_numpy() for name in state.columns}
@@ -633,11 +634,19 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], 
             retractions.append(_retraction_rows(spec, {c: old[c][gone] for c in state.columns},
                                                 merged_away=True))
 
+    # A session receiving elements is a merge (proto-sessions with the open sessions they overlap),
+    # but for an open session whose new elements all have its very proto-session.
+    merged_res = np.zeros(n_res, dtype=bool)
+    if spec.windows.merging:
+        equal = new["one_proto"] & (new["start"] == g_start[new_group]) & (new["end"] == g_end[new_group])
+        alone = (np.bincount(new_group, minlength=n_groups) == 1) & (np.bincount(new_group, weights=equal, minlength=n_groups) == 1)
+        merged_res = ~(in_place_res & alone[touched_ids])
+
     untouched_old = ~old_touched
     table = {name: np.concatenate([aside[name], old[name][untouched_old], res[name]]) for name in state.columns}
     n_kept = len(aside["start"]) + int(untouched_old.sum())
     counts = np.concatenate([np.zeros(n_kept, np.int64), counts_res * ~res_closed])
-    return table, counts
+    return table, counts, np.concatenate([np.zeros(n_kept, dtype=bool), merged_res])
 
 
 def _same_windows(spec: EngineSpec, keys: dict[str, np.ndarray], start: np.ndarray, end: np.ndarray,

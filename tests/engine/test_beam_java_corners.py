@@ -104,3 +104,19 @@ def test_a_step_without_data_does_not_fire_or_finish_a_trigger():
     assert [tuple(r) for r in result.panes[columns].itertuples(index=False)] == [
         (1, "a", 0, 10, 3, "LATE", 0), (3, "a", 0, 10, 7, "LATE", 1)]
     assert len(result.late_data) == 0
+
+
+def test_a_session_merge_holds_the_watermark_anew_but_its_own_proto_session_merges_nothing():
+    """Cause 2 in sessions: a merge releases the merged windows' holds and holds again only if the
+    merged window ends after the watermark (WatermarkHold.onMerge); an element whose proto-session is
+    the open session itself merges nothing (MergingActiveWindowSet), and the session keeps its hold."""
+    def final_timing(elements_after: tuple) -> list[tuple]:
+        stream = (TestStream().add_elements(_add(("a", 25, 1), ("a", 27, 2))).advance_watermark_to(31)
+                  .add_elements(_add(elements_after)))
+        return _panes(windowed(stream, time="t", key="k").sessions(4).allowed_lateness(10)
+                      .trigger(AfterCount(4)).discarding())
+
+    assert final_timing(("a", 26, 4)) == [(3, "a", 25, 31, 7, "LATE", 0)]  # [26,30) fits inside [25,31): a merge
+    stream = TestStream().add_elements(_add(("a", 25, 1))).advance_watermark_to(29).add_elements(_add(("a", 25, 2)))
+    panes = _panes(windowed(stream, time="t", key="k").sessions(4).allowed_lateness(10).trigger(AfterCount(3)).discarding())
+    assert panes == [(3, "a", 25, 29, 3, "ON_TIME", 0)]  # [25,29) again: no merge, the hold of 25 stays
