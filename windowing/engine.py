@@ -103,26 +103,37 @@ class StepResult:
 
 # ---- the window table --------------------------------------------------------------------
 
+_WINDOW_COLUMNS = {"start": np.int64, "end": np.int64, "on_time_done": bool, "closed": bool, "n_pending": np.int64,
+                   "held": bool, "end_timer": bool, "pane_index": np.int64, "emitted": bool, "last_timing": np.int8}
+"""The columns every window table has between its key columns and its accumulators, with dtypes."""
+
+
+def _accumulator_columns(spec: EngineSpec) -> dict[str, np.dtype]:
+    columns: dict[str, np.dtype] = {}
+    for i, agg in enumerate(spec.aggregations):
+        if agg.vectorized:
+            for fname, default in agg.field_defaults().items():
+                columns[f"a{i}.{fname}"] = np.asarray(default).dtype
+        else:
+            columns[f"a{i}"] = np.dtype(object)
+        columns[f"o{i}"] = np.dtype(object)
+    return columns
+
+
 def empty_state(spec: EngineSpec, key_dtypes: list[Any] | None = None) -> pd.DataFrame:
     """A window table with no windows, with the columns and dtypes of ``spec``."""
     columns: dict[str, Any] = {}
     for i, name in enumerate(spec.key_columns):
         columns[name] = pd.Series([], dtype=(key_dtypes[i] if key_dtypes else object))
-    columns.update({
-        "start": np.array([], np.int64), "end": np.array([], np.int64),
-        "on_time_done": np.array([], bool), "closed": np.array([], bool),
-        "n_pending": np.array([], np.int64), "held": np.array([], bool), "end_timer": np.array([], bool),
-        "pane_index": np.array([], np.int64), "emitted": np.array([], bool), "last_timing": np.array([], np.int8),
-    })
-    for i, agg in enumerate(spec.aggregations):
-        if agg.vectorized:
-            for fname, default in agg.field_defaults().items():
-                columns[f"a{i}.{fname}"] = np.array([], dtype=np.asarray(default).dtype)
-        else:
-            columns[f"a{i}"] = np.array([], dtype=object)
-        columns[f"o{i}"] = np.array([], dtype=object)
+    columns.update({name: np.array([], dtype) for name, dtype in _WINDOW_COLUMNS.items()})
+    columns.update({name: np.array([], dtype) for name, dtype in _accumulator_columns(spec).items()})
     columns.update(spec.trigger.fresh_state(0))
     return pd.DataFrame(columns)
+
+
+def table_columns(spec: EngineSpec) -> list[str]:
+    """The names of a window table's columns, in order (`empty_state`'s)."""
+    return [*spec.key_columns, *_WINDOW_COLUMNS, *_accumulator_columns(spec), *spec.trigger.columns()]
 
 
 def current_layout(spec: EngineSpec, state: pd.DataFrame) -> pd.DataFrame:
@@ -134,7 +145,7 @@ def current_layout(spec: EngineSpec, state: pd.DataFrame) -> pd.DataFrame:
     they hold elements and the watermark has not passed their end, and as waiting for the
     watermark to pass their end: as that release did, which evaluated every window in every step.
     """
-    names = list(empty_state(spec).columns)
+    names = table_columns(spec)
     if list(state.columns) == names:
         return state
     have = set(state.columns)
@@ -547,9 +558,8 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], 
     head_of_group = np.full(n_groups, -1, dtype=np.int64)
     head_of_group[group[::-1]] = np.arange(len(group))[::-1]
     if len(aside["start"]):  # a session of new elements only that is a closed session is that window
-        heads = head_of_group
         closed_group |= (old_per_group == 0) & _same_windows(
-            spec, {k: cand[k][heads] for k in keys}, g_start, g_end, aside)
+            spec, {k: cand[k][head_of_group] for k in keys}, g_start, g_end, aside)
 
     # Elements that land in a closed window are dropped: Beam drops data for closed windows.
     partial_ok = ~closed_group[new_group]
