@@ -12,7 +12,9 @@ step as Java does:
   merged-away windows dropped;
 - the trigger is called for the windows of a step's elements (``processElements``: all elements
   first, then ``should_fire`` once per window open before them) and for windows with a due timer
-  (``onTimers``); a trigger sets an end-of-window timer only before the watermark reaches the end;
+  (``onTimers``); a trigger sets an end-of-window timer only before the watermark reaches the end,
+  and cannot delete it (``TriggerTimers.deleteTimer``: a reset of ``Default`` keeps it, where the
+  Python SDK's clears it);
 - garbage collection at end + lateness: a final pane without consulting the trigger, emitted if
   it holds elements or is ON_TIME (``needToEmit`` with ``ClosingBehavior.FIRE_IF_NON_EMPTY`` and
   ``OnTimeBehavior.FIRE_ALWAYS``); a firing emits under the same rule;
@@ -171,6 +173,8 @@ class Store(bt.SimpleState):
         self.timers[window][(name, time_domain)] = timestamp
 
     def clear_timer(self, window, name, time_domain, dynamic_timer_tag=""):
+        if time_domain == TimeDomain.WATERMARK:
+            return  # Java's TriggerTimers refuses to delete the end-of-window timer (a reset keeps it)
         self.timers[window].pop((name, time_domain), None)
 
     def get_window(self, window_id):
