@@ -326,7 +326,7 @@ def _transcript(output: pd.DataFrame, keys: list[str], value: str = "value") -> 
     return out
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pipeline=st.booleans().flatmap(lambda pt: random_pipelines(processing_time=pt)), buckets=st.integers(1, 4),
        chunks=st.lists(st.integers(1, 7), min_size=1, max_size=3), late=st.booleans())
 def test_random_pipelines_stream_through_micro_batches_as_on_the_pandas_runner(pipeline, buckets, chunks, late):
