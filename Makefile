@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-random bench test-spark35
+.PHONY: demo test test-random bench test-spark35 test-beam
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,22 @@ $(SPARK35_STAMP): pyproject.toml
 
 test-spark35: $(SPARK35_STAMP)
 	$(SPARK35_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/spark_runner tests/test_spark_output_types.py
+
+# The differential against Apache Beam (tests/beam) in its own venv: apache-beam pins an older pyarrow.
+# BEAM_EXAMPLES random pipelines (hypothesis), drawn from BEAM_SEED on.
+BEAM_VENV ?= .venv-beam
+BEAM_STAMP := $(BEAM_VENV)/.installed
+BEAM_EXAMPLES ?= 300
+BEAM_SEED ?= 0
+
+$(BEAM_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(BEAM_VENV)
+	$(BEAM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(BEAM_VENV)/bin/python -m pip install -q -e '.[test,beam]'
+	touch $(BEAM_STAMP)
+
+test-beam: $(BEAM_STAMP)
+	BEAM_EXAMPLES=$(BEAM_EXAMPLES) BEAM_SEED=$(BEAM_SEED) $(BEAM_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/beam
 
 bench: $(STAMP)
 	$(PY) benchmarks/engine_pandas.py

@@ -2,16 +2,21 @@
 
 A trigger holds no state of its own. Its state lives in columns of the
 engine's window table, one row per (key, window), behind a
-`TriggerContext` whose prefix is unique per nested trigger (as Beam's
-``NestedContext``). Every method works on a boolean mask ``rows`` over all
-windows at once, so one step of many keys costs a few numpy operations per
-trigger node rather than a Python call per window. Methods touch only the
-rows in the mask.
+`TriggerContext` whose prefix names each nested trigger by its role, as
+Beam's ``NestedContext`` does: ``t.early.count`` is the count of
+``AfterWatermark(early=AfterCount(2))``'s early trigger, ``t.1.count`` that of
+the second trigger of an ``AfterAll``; ``Repeatedly`` shares its child's
+prefix. So the layout of one trigger never shifts when an option is added,
+and two equal sub-triggers in different roles never share state. Every
+method works on a boolean mask ``rows`` over all windows at once, so one step
+of many keys costs a few numpy operations per trigger node rather than a
+Python call per window. Methods touch only the rows in the mask.
 
 The methods mirror Beam's ``TriggerFn``: ``on_elements`` (Beam's
-``on_element``, with the number of elements a window received in the step),
-``merge`` (``on_merge``), ``should_fire``, ``on_fire`` (returns where the
-trigger finished) and ``reset``.
+``on_element``, with the number of elements a window received in the step;
+returns where it set an end-of-window timer), ``merge`` (``on_merge``),
+``should_fire``, ``on_fire`` (returns where the trigger finished), ``reset``
+and ``processing_timers`` (the pending processing-time timers).
 """
 
 from __future__ import annotations
@@ -64,9 +69,12 @@ class TriggerContext:
     def __setitem__(self, name: str, value: np.ndarray) -> None:
         self.columns[self.prefix + name] = value
 
-    def sub(self, tag: str) -> "TriggerContext":
+    def sub(self, role: str) -> "TriggerContext":
+        """The context of a nested trigger in ``role``; the empty role shares this one's prefix."""
+        if not role:
+            return self
         return TriggerContext(self.columns, self.end, self.watermark, self.processing_time,
-                              f"{self.prefix}{tag}.", self.force_emit)
+                              nested_prefix(self.prefix, role), self.force_emit)
 
     def late(self) -> np.ndarray:
         """Windows whose end the watermark has reached (Beam: ``watermark >= window.end``)."""
@@ -77,6 +85,11 @@ class TriggerContext:
         column = self[name].copy()
         column[rows] = value[rows] if isinstance(value, np.ndarray) else value
         self[name] = column
+
+
+def nested_prefix(prefix: str, role: str) -> str:
+    """The column prefix of a nested trigger in ``role`` under ``prefix`` (the empty role: the same)."""
+    return f"{prefix}{role}." if role else prefix
 
 
 def future_timers(ctx: TriggerContext, times: np.ndarray) -> np.ndarray:
@@ -110,25 +123,54 @@ class Trigger(ABC):
 
     # ---- state layout ------------------------------------------------------------------
 
+    def roles(self) -> tuple[str, ...]:
+        """The role of each child, which names its state (``early``, ``late``; the position of a
+        child among equals, as in ``AfterAll``); the empty role shares this trigger's prefix."""
+        return tuple(str(i) for i in range(len(self.children)))
+
+    def named_children(self) -> tuple[tuple[str, "Trigger"], ...]:
+        return tuple(zip(self.roles(), self.children))
+
     def own_columns(self) -> dict[str, Column]:
         return {}
 
     def columns(self, prefix: str = "t.") -> dict[str, Column]:
         """Every state column of this trigger and its children, by full name."""
         out = {prefix + name: col for name, col in self.own_columns().items()}
-        for i, child in enumerate(self.children):
-            out.update(child.columns(f"{prefix}{i}."))
+        for role, child in self.named_children():
+            out.update(child.columns(nested_prefix(prefix, role)))
         return out
 
     def fresh_state(self, n: int) -> dict[str, np.ndarray]:
         return {name: np.full(n, col.default, dtype=col.dtype) for name, col in self.columns().items()}
 
+    def numbered_roles(self) -> tuple[str, ...]:
+        """The role of each child in the layout of releases before role names: its position, the
+        first equal child's for ``AfterWatermark`` (whose equal early and late triggers shared state)."""
+        return tuple(str(i) for i in range(len(self.children)))
+
+    def numbered_columns(self, prefix: str = "t.", numbered: str = "t.") -> dict[str, str]:
+        """Each state column's name (key) and the name the same state had in a window table written
+        before role names (value), so a table of that layout can be read: ``t.0.0.count`` held what
+        ``t.early.count`` holds in ``AfterWatermark(early=AfterCount(2))``."""
+        out = {prefix + name: numbered + name for name in self.own_columns()}
+        for (role, child), old in zip(self.named_children(), self.numbered_roles()):
+            out.update(child.numbered_columns(nested_prefix(prefix, role), f"{numbered}{old}."))
+        return out
+
     # ---- the state machine ---------------------------------------------------------------
 
-    def on_elements(self, ctx: TriggerContext, rows: np.ndarray, counts: np.ndarray) -> None:
-        """``counts[i]`` elements arrived in window ``i`` this step (rows with counts > 0)."""
-        for i, child in enumerate(self.children):
-            child.on_elements(ctx.sub(str(i)), rows, counts)
+    def on_elements(self, ctx: TriggerContext, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """``counts[i]`` elements arrived in window ``i`` this step (rows with counts > 0).
+
+        Returns where the trigger set an end-of-window timer (Beam's ``setTimer`` at the end of the
+        window): the runner evaluates those windows again when the watermark passes their end,
+        even in a step without their elements.
+        """
+        timers = np.zeros(len(ctx), dtype=bool)
+        for role, child in self.named_children():
+            timers |= child.on_elements(ctx.sub(role), rows, counts)
+        return timers
 
     @abstractmethod
     def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
@@ -142,8 +184,8 @@ class Trigger(ABC):
         """Forget the pane in progress (Beam ``reset``/``clear``) on ``rows``."""
         for name, col in self.own_columns().items():
             ctx.put(name, rows, col.default)
-        for i, child in enumerate(self.children):
-            child.reset(ctx.sub(str(i)), rows)
+        for role, child in self.named_children():
+            child.reset(ctx.sub(role), rows)
 
     def merge(self, src: TriggerContext, groups: np.ndarray, dst: TriggerContext) -> None:
         """Fill ``dst`` (one row per merged window) from the merged-away windows in ``src``.
@@ -153,21 +195,37 @@ class Trigger(ABC):
         """
         for name, col in self.own_columns().items():
             dst[name] = reduce_groups(src[name], groups, len(dst), col.merge).astype(col.dtype)
-        for i, child in enumerate(self.children):
-            child.merge(src.sub(str(i)), groups, dst.sub(str(i)))
+        for role, child in self.named_children():
+            child.merge(src.sub(role), groups, dst.sub(role))
+
+    def processing_timers(self, ctx: TriggerContext) -> list[np.ndarray]:
+        """Each pending processing-time timer of the tree (a time at which ``should_fire`` may turn
+        true), per window, NO_TIME where unset; past ones included, until the trigger fires or
+        resets. Only the timers of the sub-triggers in charge count (the current one of an
+        ``AfterEach``, the early or late one of an ``AfterWatermark``)."""
+        return [timer for role, child in self.named_children() for timer in child.processing_timers(ctx.sub(role))]
+
+    def timer_due(self, ctx: TriggerContext) -> np.ndarray:
+        """Where a processing-time timer is due (at or before ``ctx.processing_time``): the runner
+        evaluates those windows even in a step without their elements, as Beam calls a trigger
+        on a timer."""
+        due = np.zeros(len(ctx), dtype=bool)
+        for timer in self.processing_timers(ctx):
+            due |= timer <= ctx.processing_time
+        return due
 
     def next_processing_time(self, ctx: TriggerContext) -> np.ndarray:
         """Earliest processing time after ``ctx.processing_time`` at which ``should_fire`` may turn
         true; NO_TIME if none.
 
-        ``ctx.processing_time`` is that of the step that made the state, which evaluated every open
-        window: a time at or before it was due then, and did not fire only because a composite held
-        it back (``AfterAll`` waiting for a count). Reporting it would call the window again in
-        every step for nothing, so it is left out (``future_timers``).
+        ``ctx.processing_time`` is that of the step that made the state, which evaluated every window
+        with a due timer: a time at or before it was due then, and did not fire only because a
+        composite held it back (``AfterAll`` waiting for a count). Reporting it would call the window
+        again in every step for nothing, so it is left out (``future_timers``).
         """
         out = np.full(len(ctx), NO_TIME, dtype=np.int64)
-        for i, child in enumerate(self.children):
-            out = np.minimum(out, child.next_processing_time(ctx.sub(str(i))))
+        for timer in self.processing_timers(ctx):
+            out = np.minimum(out, future_timers(ctx, timer))
         return out
 
     def counts_elements(self) -> bool:

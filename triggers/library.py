@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .base import NO_TIME, Column, Trigger, future_timers
+from .base import NO_TIME, Column, Trigger
 from .durations import parse_duration
 
 ToInternal = Callable[[str, Any], int]
@@ -71,6 +71,9 @@ class Default(Trigger):
     """Beam's default trigger: fires when the watermark passes the end of the window and,
     after that, at every step in which late elements arrive. Never finishes."""
 
+    def on_elements(self, ctx, rows, counts):
+        return rows & ~ctx.late()
+
     def should_fire(self, ctx, rows):
         return rows & ctx.late()
 
@@ -98,6 +101,7 @@ class AfterCount(Trigger):
 
     def on_elements(self, ctx, rows, counts):
         ctx.put("count", rows, ctx["count"] + counts)
+        return np.zeros(len(ctx), dtype=bool)
 
     def should_fire(self, ctx, rows):
         return rows & (ctx["count"] >= self.n)
@@ -138,6 +142,7 @@ class AfterProcessingTime(Trigger):
     def on_elements(self, ctx, rows, counts):
         start = rows & (ctx["fire_at"] == NO_TIME)
         ctx.put("fire_at", start, _plus(ctx.processing_time, self._internal))
+        return np.zeros(len(ctx), dtype=bool)
 
     def should_fire(self, ctx, rows):
         return rows & (ctx["fire_at"] <= ctx.processing_time)
@@ -146,8 +151,8 @@ class AfterProcessingTime(Trigger):
         ctx.put("fire_at", rows, _FIRED)
         return rows.copy()
 
-    def next_processing_time(self, ctx):
-        return future_timers(ctx, ctx["fire_at"])  # _FIRED is before every processing time
+    def processing_timers(self, ctx):
+        return [np.where(ctx["fire_at"] == _FIRED, NO_TIME, ctx["fire_at"])]
 
     def counts_elements(self):
         return False  # starts its delay at the pane's first element, however many arrive
@@ -173,18 +178,25 @@ class _Composite(Trigger):
 
 
 class Repeatedly(_Composite):
-    """Runs ``trigger`` forever: whenever it finishes, it is reset. Never finishes."""
+    """Runs ``trigger`` forever: whenever it finishes, it is reset. Never finishes.
+
+    It holds no state of its own, so its child's state has its prefix (Beam's Python SDK passes
+    the context through too).
+    """
 
     def __init__(self, trigger: Trigger):
         self.children = (_as_trigger("Repeatedly(trigger)", trigger),)
 
+    def roles(self):
+        return ("",)
+
     def should_fire(self, ctx, rows):
-        return self.children[0].should_fire(ctx.sub("0"), rows)
+        return self.children[0].should_fire(ctx, rows)
 
     def on_fire(self, ctx, rows):
-        child, sub = self.children[0], ctx.sub("0")
-        finished = child.on_fire(sub, rows)
-        child.reset(sub, finished)
+        child = self.children[0]
+        finished = child.on_fire(ctx, rows)
+        child.reset(ctx, finished)
         return np.zeros(len(ctx), dtype=bool)
 
     def __repr__(self):
@@ -254,8 +266,10 @@ class AfterEach(_Composite):
         return rows & (ctx["index"] == i)
 
     def on_elements(self, ctx, rows, counts):
+        timers = np.zeros(len(ctx), dtype=bool)
         for i, child in enumerate(self.children):
-            child.on_elements(ctx.sub(str(i)), self._current(ctx, rows, i), counts)
+            timers |= child.on_elements(ctx.sub(str(i)), self._current(ctx, rows, i), counts)
+        return timers
 
     def should_fire(self, ctx, rows):
         out = np.zeros(len(ctx), dtype=bool)
@@ -271,12 +285,10 @@ class AfterEach(_Composite):
         ctx["index"] = index
         return rows & (index >= len(self.children))
 
-    def next_processing_time(self, ctx):
-        """The current sub-trigger's timer only: the earlier ones finished, the later ones have not started."""
-        out = np.full(len(ctx), NO_TIME, dtype=np.int64)
-        for i, child in enumerate(self.children):
-            out = np.where(ctx["index"] == i, child.next_processing_time(ctx.sub(str(i))), out)
-        return out
+    def processing_timers(self, ctx):
+        """The current sub-trigger's timers only: the earlier ones finished, the later ones have not started."""
+        return [np.where(ctx["index"] == i, timer, NO_TIME)
+                for i, child in enumerate(self.children) for timer in child.processing_timers(ctx.sub(str(i)))]
 
     def __repr__(self):
         return f"AfterEach({', '.join(map(repr, self.children))})"
@@ -288,15 +300,18 @@ class OrFinally(_Composite):
     def __init__(self, trigger: Trigger, until: Trigger):
         self.children = (_as_trigger("OrFinally(trigger)", trigger), _as_trigger("OrFinally(until)", until))
 
+    def roles(self):
+        return ("trigger", "until")
+
     def should_fire(self, ctx, rows):
         body, until = self.children
-        return body.should_fire(ctx.sub("0"), rows) | until.should_fire(ctx.sub("1"), rows)
+        return body.should_fire(ctx.sub("trigger"), rows) | until.should_fire(ctx.sub("until"), rows)
 
     def on_fire(self, ctx, rows):
         body, until = self.children
-        exiting = until.should_fire(ctx.sub("1"), rows)
-        until.on_fire(ctx.sub("1"), exiting)
-        body_finished = body.on_fire(ctx.sub("0"), rows & ~exiting)
+        exiting = until.should_fire(ctx.sub("until"), rows)
+        until.on_fire(ctx.sub("until"), exiting)
+        body_finished = body.on_fire(ctx.sub("trigger"), rows & ~exiting)
         return exiting | body_finished
 
     def __repr__(self):
@@ -318,40 +333,47 @@ class AfterWatermark(_Composite):
         self.late = None if late is None else Repeatedly(_as_trigger("AfterWatermark(late)", late))
         self.children = tuple(t for t in (self.early, self.late) if t is not None)
 
+    def roles(self):
+        return tuple(role for role, t in (("early", self.early), ("late", self.late)) if t is not None)
+
+    def numbered_roles(self):
+        # Before role names, a child's state was prefixed by ``children.index(child)``, and triggers
+        # compare equal by repr: equal early and late triggers shared the early one's columns.
+        return tuple(str(self.children.index(child)) for child in self.children)
+
     def resolve(self, to_internal):
         early = None if self.early is None else self.early.children[0].resolve(to_internal)
         late = None if self.late is None else self.late.children[0].resolve(to_internal)
         return AfterWatermark(early=early, late=late)
-
-    def _sub(self, ctx, which):
-        return ctx.sub(str(self.children.index(which)))
 
     def own_columns(self):
         return {"late": Column(bool, False, "all")}
 
     def on_elements(self, ctx, rows, counts):
         is_late = ctx["late"]
+        timers = rows & ~ctx.late()
         if self.early is not None:
-            self.early.on_elements(self._sub(ctx, self.early), rows & ~is_late, counts)
+            timers |= self.early.on_elements(ctx.sub("early"), rows & ~is_late, counts)
         if self.late is not None:
-            self.late.on_elements(self._sub(ctx, self.late), rows & is_late, counts)
+            timers |= self.late.on_elements(ctx.sub("late"), rows & is_late, counts)
+        return timers
 
     def should_fire(self, ctx, rows):
         is_late = ctx["late"]
         out = rows & ~is_late & ctx.late()
         if self.early is not None:
-            out |= self.early.should_fire(self._sub(ctx, self.early), rows & ~is_late & ~ctx.late())
+            out |= self.early.should_fire(ctx.sub("early"), rows & ~is_late & ~ctx.late())
         if self.late is not None:
-            out |= self.late.should_fire(self._sub(ctx, self.late), rows & is_late)
+            out |= self.late.should_fire(ctx.sub("late"), rows & is_late)
         return out
 
     def on_fire(self, ctx, rows):
         is_late = ctx["late"]
         on_time = rows & ~is_late & ctx.late()
         if self.early is not None:
-            self.early.on_fire(self._sub(ctx, self.early), rows & ~is_late & ~ctx.late())
+            self.early.on_fire(ctx.sub("early"), rows & ~is_late & ~ctx.late())
         if self.late is not None:
-            self.late.on_fire(self._sub(ctx, self.late), rows & is_late)
+            self.late.on_fire(ctx.sub("late"), rows & is_late)
         ctx.put("late", on_time, True)
         return on_time if self.late is None else np.zeros(len(ctx), dtype=bool)
 
@@ -360,7 +382,16 @@ class AfterWatermark(_Composite):
         still_late = dst["late"] & dst.late()
         dst["late"] = still_late
         if self.late is not None:
-            self.late.reset(self._sub(dst, self.late), ~still_late)
+            self.late.reset(dst.sub("late"), ~still_late)
+
+    def processing_timers(self, ctx):
+        """The timers of the phase the window is in: early before the ON_TIME pane, late after."""
+        is_late = ctx["late"]
+        timers = []
+        for role, child, phase in (("early", self.early, ~is_late), ("late", self.late, is_late)):
+            if child is not None:
+                timers += [np.where(phase, timer, NO_TIME) for timer in child.processing_timers(ctx.sub(role))]
+        return timers
 
     def __repr__(self):
         parts = [f"{name}={t.children[0]!r}" for name, t in (("early", self.early), ("late", self.late)) if t]
@@ -419,6 +450,7 @@ class AtWatermark(Trigger):
         if self._early_period is not None:
             first = early_rows & (ctx["early_next"] == NO_TIME)
             ctx.put("early_next", first, _plus(ctx.processing_time, self._early_period))
+        return rows & ~ctx.late()
 
     def _due(self, ctx, option, count_col, next_col):
         if option is None:
@@ -455,9 +487,8 @@ class AtWatermark(Trigger):
         super().merge(src, groups, dst)
         dst["late"] = dst["late"] & dst.late()
 
-    def next_processing_time(self, ctx):
-        is_late = ctx["late"]
-        return future_timers(ctx, np.where(is_late, ctx["late_next"], ctx["early_next"]))
+    def processing_timers(self, ctx):
+        return [np.where(ctx["late"], ctx["late_next"], ctx["early_next"])]
 
     def counts_elements(self):
         return isinstance(self.early, int) or isinstance(self.late, int)

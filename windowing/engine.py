@@ -11,9 +11,12 @@ The window table has one row per (key, window) with columns:
 ==================  ==========================================================
 ``_k0`` ...         the key (one column per key column; a constant if not keyed)
 ``start``, ``end``  the window, int64, end exclusive
-``on_time_done``    the watermark has passed ``end`` (no ON_TIME pane to come)
+``on_time_done``    the watermark passed ``end`` before this step
 ``closed``          the root trigger finished: elements are dropped until purge
 ``n_pending``       elements since the last firing (0: the pane is empty)
+``held``            elements that arrived before the watermark passed ``end`` wait for a pane
+                    (Beam's element holds: the output watermark stays behind ``end``)
+``end_timer``       a trigger asked to be evaluated when the watermark passes ``end``
 ``pane_index``      panes emitted so far (the next pane's index)
 ``emitted``         a pane was emitted, so ``o<i>`` and ``last_timing`` are set
 ``last_timing``     timing code of the last pane (for its retraction row)
@@ -23,13 +26,15 @@ The window table has one row per (key, window) with columns:
 ``t.<...>``         trigger state columns (see `triggers.base`)
 ==================  ==========================================================
 
-One step, as Beam's ReduceFnRunner does it per window but for all windows
-at once: assign windows; drop elements whose window is past the lateness
-horizon; aggregate the rest per (key, window); merge sessions (retracting
-the panes of merged-away windows); let the trigger see the new elements;
-evaluate every open window's trigger; emit panes (and retractions); fire a
-final pane for windows being garbage-collected that still hold unfired
-elements; purge windows past the horizon.
+One step, as Beam Java's ReduceFnRunner does it per window but for all
+windows at once: assign windows; drop elements whose window is past the
+lateness horizon; aggregate the rest per (key, window); merge sessions with
+the open sessions of their key (retracting the panes of merged-away windows);
+let the trigger see the new elements; evaluate the trigger of every open
+window that received elements or has a due timer; emit panes (and
+retractions); fire a final pane for windows being garbage-collected that
+still hold unfired elements or are owed their ON_TIME pane; purge windows
+past the horizon. docs/engine.md states the rules.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import pandas as pd
 from accumulations import Accumulation
 from triggers import NO_TIME, AccumulationMode, Trigger, TriggerContext
 
+from .errors import WindowingConfigError
 from .timeaxis import MAX_TIME, add_saturating
 from .windows import WindowFn
 
@@ -97,26 +103,70 @@ class StepResult:
 
 # ---- the window table --------------------------------------------------------------------
 
+_WINDOW_COLUMNS = {"start": np.int64, "end": np.int64, "on_time_done": bool, "closed": bool, "n_pending": np.int64,
+                   "held": bool, "end_timer": bool, "pane_index": np.int64, "emitted": bool, "last_timing": np.int8}
+"""The columns every window table has between its key columns and its accumulators, with dtypes."""
+
+
+def _accumulator_columns(spec: EngineSpec) -> dict[str, np.dtype]:
+    columns: dict[str, np.dtype] = {}
+    for i, agg in enumerate(spec.aggregations):
+        if agg.vectorized:
+            for fname, default in agg.field_defaults().items():
+                columns[f"a{i}.{fname}"] = np.asarray(default).dtype
+        else:
+            columns[f"a{i}"] = np.dtype(object)
+        columns[f"o{i}"] = np.dtype(object)
+    return columns
+
+
 def empty_state(spec: EngineSpec, key_dtypes: list[Any] | None = None) -> pd.DataFrame:
     """A window table with no windows, with the columns and dtypes of ``spec``."""
     columns: dict[str, Any] = {}
     for i, name in enumerate(spec.key_columns):
         columns[name] = pd.Series([], dtype=(key_dtypes[i] if key_dtypes else object))
-    columns.update({
-        "start": np.array([], np.int64), "end": np.array([], np.int64),
-        "on_time_done": np.array([], bool), "closed": np.array([], bool),
-        "n_pending": np.array([], np.int64), "pane_index": np.array([], np.int64),
-        "emitted": np.array([], bool), "last_timing": np.array([], np.int8),
-    })
-    for i, agg in enumerate(spec.aggregations):
-        if agg.vectorized:
-            for fname, default in agg.field_defaults().items():
-                columns[f"a{i}.{fname}"] = np.array([], dtype=np.asarray(default).dtype)
-        else:
-            columns[f"a{i}"] = np.array([], dtype=object)
-        columns[f"o{i}"] = np.array([], dtype=object)
+    columns.update({name: np.array([], dtype) for name, dtype in _WINDOW_COLUMNS.items()})
+    columns.update({name: np.array([], dtype) for name, dtype in _accumulator_columns(spec).items()})
     columns.update(spec.trigger.fresh_state(0))
     return pd.DataFrame(columns)
+
+
+def table_columns(spec: EngineSpec) -> list[str]:
+    """The names of a window table's columns, in order (`empty_state`'s)."""
+    return [*spec.key_columns, *_WINDOW_COLUMNS, *_accumulator_columns(spec), *spec.trigger.columns()]
+
+
+def current_layout(spec: EngineSpec, state: pd.DataFrame) -> pd.DataFrame:
+    """``state`` with the columns of this release's window table.
+
+    A table written by an earlier release (a Spark checkpoint) may name its trigger state by the
+    position of each nested trigger (``t.0.0.count``, `Trigger.numbered_columns`) and lack the
+    ``held`` and ``end_timer`` columns. Its windows then count as holding back the watermark while
+    they hold elements and the watermark has not passed their end, and as waiting for the
+    watermark to pass their end: as that release did, which evaluated every window in every step.
+    """
+    names = table_columns(spec)
+    if list(state.columns) == names:
+        return state
+    have = set(state.columns)
+    trigger_names = {name for name in names if name.startswith("t.")}
+    if trigger_names <= have:
+        source = {name: name for name in names}
+    else:
+        numbered = spec.trigger.numbered_columns()
+        if not set(numbered.values()) <= have:
+            raise WindowingConfigError(
+                f"the stored window table has trigger state {sorted(c for c in have if c.startswith('t.'))}, not that of "
+                f"{spec.trigger!r} ({sorted(trigger_names)}): restore the pipeline, or start from a new checkpoint")
+        source = {name: numbered.get(name, name) for name in names}
+    defaults = {"held": lambda: (state["n_pending"] > 0) & ~state["on_time_done"],
+                "end_timer": lambda: ~state["on_time_done"] & ~state["closed"]}
+    missing = [name for name in names if source[name] not in have and name not in defaults]
+    if missing:
+        raise WindowingConfigError(f"the stored window table lacks the columns {missing}: it was not written by "
+                                   "this pipeline; restore the pipeline, or start from a new checkpoint")
+    return pd.DataFrame({name: state[source[name]] if source[name] in have else defaults[name]()
+                         for name in names}, index=state.index)
 
 
 def frame_of(columns: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -284,30 +334,43 @@ def step(spec: EngineSpec, state: pd.DataFrame, elements: pd.DataFrame, watermar
     watermark is the one in force during the step: it decides which elements
     are dropped and which windows fire.
     """
+    state = current_layout(spec, state)
     dropped: list[pd.DataFrame] = []
     retractions: list[pd.DataFrame] = []
 
     pairs = _assign(spec, elements, watermark, dropped)
     partial = _aggregate_pairs(spec, elements, pairs)
-    table, counts = _combine(spec, state, partial, pairs, elements.index, watermark, dropped, retractions)
+    table, counts, merged = _combine(spec, state, partial, pairs, elements.index, watermark, dropped, retractions)
 
     n = len(table["start"])
-    ctx = TriggerContext({k: v for k, v in table.items() if k.startswith("t.")}, table["end"],
-                         watermark, processing_time)
+    end = table["end"]
+    ctx = TriggerContext({k: v for k, v in table.items() if k.startswith("t.")}, end, watermark, processing_time)
     open_rows = ~table["closed"]
     arrived = open_rows & (counts > 0)
     if arrived.any():
-        spec.trigger.on_elements(ctx, arrived, counts)
-    fire = spec.trigger.should_fire(ctx, open_rows)
+        table["end_timer"] = table["end_timer"] | spec.trigger.on_elements(ctx, arrived, counts)
+    purge = end <= _lateness_horizon(spec, watermark)
+    # Beam calls a trigger for a window's elements and for its timers only: a step without either
+    # must not fire it (an empty firing would still advance or finish it).
+    due = open_rows & ~purge & (arrived | (table["end_timer"] & (end <= watermark))
+                                | spec.trigger.timer_due(ctx))
+    fire = spec.trigger.should_fire(ctx, due) if due.any() else np.zeros(n, dtype=bool)
     finished = spec.trigger.on_fire(ctx, fire) if fire.any() else np.zeros(n, dtype=bool)
     table.update(ctx.columns)
 
-    purge = table["end"] <= _lateness_horizon(spec, watermark)
-    final = purge & open_rows & ~fire & (table["n_pending"] > 0)
-    panes = _emit(spec, table, fire, final, ctx.force_emit, watermark, retractions)
+    timing = _timing(table, watermark)
+    # Garbage collection: a last pane if the window holds unfired elements or is owed its ON_TIME
+    # pane (Beam Java's ClosingBehavior.FIRE_IF_NON_EMPTY and OnTimeBehavior.FIRE_ALWAYS).
+    final = purge & open_rows & ((table["n_pending"] > 0) | (timing == ON_TIME))
+    panes = _emit(spec, table, fire, final, timing, ctx.force_emit, retractions)
 
     fired = fire | final
     table["n_pending"] = np.where(fired, 0, table["n_pending"])
+    # A firing releases the window's element holds; elements arriving before the watermark passes
+    # the end set them (in a session, a merge sets them anew: Beam's END_OF_WINDOW hold).
+    holds_now = end > watermark
+    table["held"] = ~fired & np.where(merged, holds_now, table["held"] | ((counts > 0) & holds_now))
+    table["end_timer"] = table["end_timer"] & ~(end <= watermark)
     reset_acc = finished | (fire if spec.mode is AccumulationMode.DISCARDING else np.zeros(n, dtype=bool))
     if reset_acc.any():
         fresh = _fresh_accumulators(spec, int(reset_acc.sum()))
@@ -420,6 +483,8 @@ def _aggregate_pairs(spec: EngineSpec, elements: pd.DataFrame, pairs: _Pairs) ->
         out.update({name: column[key_of_group] for name, column in zip(spec.key_columns, key_columns)})
         out["start"] = group_reduce(pairs.start, group, n_groups, "min")
         out["end"] = group_reduce(pairs.end, group, n_groups, "max")
+        # One proto-session, however many elements: equal to an open session, it merges with nothing.
+        out["one_proto"] = out["start"] == group_reduce(pairs.start, group, n_groups, "max")
     else:  # a (key, start) pair identifies the window: end is a function of start
         start_code, start_uniques = _codes(pairs.start)
         n_starts = max(len(start_uniques), 1)
@@ -441,6 +506,7 @@ def _aggregate_pairs(spec: EngineSpec, elements: pd.DataFrame, pairs: _Pairs) ->
 def _window_rows(spec: EngineSpec, n: int, end: np.ndarray, watermark: int) -> dict[str, np.ndarray]:
     """Pane metadata and trigger state of ``n`` windows that have never fired."""
     out = {"on_time_done": end <= watermark, "closed": np.zeros(n, dtype=bool),
+           "held": np.zeros(n, dtype=bool), "end_timer": np.zeros(n, dtype=bool),
            "pane_index": np.zeros(n, dtype=np.int64), "emitted": np.zeros(n, dtype=bool),
            "last_timing": np.zeros(n, dtype=np.int8)}
     for i in range(len(spec.aggregations)):
@@ -450,38 +516,50 @@ def _window_rows(spec: EngineSpec, n: int, end: np.ndarray, watermark: int) -> d
 
 
 def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], pairs: _Pairs, labels: pd.Index,
-             watermark: int, dropped: list, retractions: list) -> tuple[dict[str, np.ndarray], np.ndarray]:
+             watermark: int, dropped: list, retractions: list) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Fold the step's partial windows (``new``, as columns) into the window table; merge sessions.
 
-    Returns the new table (as columns) and, per row, how many elements it
-    received in this step.
+    Returns the new table (as columns), per row how many elements it received
+    in this step, and where a session merge made the row (Beam's merge callback
+    ran: it holds the watermark anew).
     """
     keys = spec.key_columns
     if len(new["n_new"]) == 0:
         table = {name: state[name].to_numpy() for name in state.columns}
-        return table, np.zeros(len(state), dtype=np.int64)
+        return table, np.zeros(len(state), dtype=np.int64), np.zeros(len(state), dtype=bool)
     if len(state) == 0 and not spec.windows.merging:  # every partial window is a new window
         table = {name: values for name, values in new.items() if name != "n_new"}
         table.update(_window_rows(spec, len(new["n_new"]), table["end"], watermark), n_pending=new["n_new"])
-        return {name: table[name] for name in state.columns}, new["n_new"]
+        return {name: table[name] for name in state.columns}, new["n_new"], np.zeros(len(new["n_new"]), dtype=bool)
 
     # Columns as NumPy arrays once: a pandas column lookup costs more than most steps' arithmetic.
-    old = {name: state[name].to_numpy() for name in state.columns}
-    n_old = len(state)
+    table_now = {name: state[name].to_numpy() for name in state.columns}
+    # Closed sessions take no part in merging: Beam Java removes a window whose trigger finished
+    # from its active windows, so a new session beside or across one starts afresh.
+    joins = ~table_now["closed"] if spec.windows.merging else np.ones(len(state), dtype=bool)
+    aside = {name: values[~joins] for name, values in table_now.items()}
+    old = {name: values[joins] for name, values in table_now.items()}
+    n_old = int(joins.sum())
     cand = {c: np.concatenate([old[c], new[c]]) for c in keys + ["start", "end"]}
     group = _candidate_groups(spec, cand)
     n_groups = int(group.max()) + 1 if len(group) else 0
     is_new = np.arange(len(group)) >= n_old
-    new_rows_per_group = np.bincount(group, weights=is_new, minlength=n_groups).astype(np.int64)
-    touched = new_rows_per_group > 0
 
     old_group = group[:n_old]
     new_group = group[n_old:]
     old_closed = old["closed"]
-    # A (merged) window is closed only if every window merging into it is (Beam Java's
-    # AfterWatermark on_merge); an open session bridged to a closed one keeps its elements.
     old_per_group = np.bincount(old_group, minlength=n_groups)
     closed_group = (old_per_group > 0) & (np.bincount(old_group, weights=old_closed, minlength=n_groups) == old_per_group)
+
+    g_start = np.full(n_groups, MAX_TIME, np.int64)
+    np.minimum.at(g_start, group, cand["start"])
+    g_end = np.full(n_groups, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(g_end, group, cand["end"])
+    head_of_group = np.full(n_groups, -1, dtype=np.int64)
+    head_of_group[group[::-1]] = np.arange(len(group))[::-1]
+    if len(aside["start"]):  # a session of new elements only that is a closed session is that window
+        closed_group |= (old_per_group == 0) & _same_windows(
+            spec, {k: cand[k][head_of_group] for k in keys}, g_start, g_end, aside)
 
     # Elements that land in a closed window are dropped: Beam drops data for closed windows.
     partial_ok = ~closed_group[new_group]
@@ -490,11 +568,8 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], 
         bad_pairs = np.isin(pairs.group, bad)
         dropped.append(pd.DataFrame({"element": labels[pairs.element[bad_pairs]], "start": pairs.start[bad_pairs],
                                      "end": pairs.end[bad_pairs], "reason": DROPPED_CLOSED}))
-
-    g_start = np.full(n_groups, MAX_TIME, np.int64)
-    np.minimum.at(g_start, group, cand["start"])
-    g_end = np.full(n_groups, np.iinfo(np.int64).min, np.int64)
-    np.maximum.at(g_end, group, cand["end"])
+    new_rows_per_group = np.bincount(group, weights=is_new, minlength=n_groups).astype(np.int64)
+    touched = (new_rows_per_group > 0) & ~(closed_group & (old_per_group == 0))
 
     old_touched = touched[old_group]
     in_place_old = old_touched & (old_per_group[old_group] == 1) & \
@@ -508,8 +583,6 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], 
     n_res = len(touched_ids)
 
     res: dict[str, np.ndarray] = {}
-    head_of_group = np.full(n_groups, -1, dtype=np.int64)
-    head_of_group[group[::-1]] = np.arange(len(group))[::-1]
     heads = head_of_group[touched_ids]
     for k in keys:
         res[k] = cand[k][heads]
@@ -540,6 +613,10 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], 
     all_old_done = np.ones(n_res, dtype=bool)
     np.logical_and.at(all_old_done, result_of_group[old_group[src_old]], old["on_time_done"][src_old])
     res["on_time_done"] = np.where(in_place_res, False, (res["end"] <= watermark) & all_old_done)
+    # Holds and end-of-window timers of the windows merging in (those of a new window: none yet).
+    for name in ("held", "end_timer"):
+        res[name] = np.zeros(n_res, dtype=bool)
+        np.logical_or.at(res[name], result_of_group[old_group[src_old]], old[name][src_old])
     res["pane_index"] = np.zeros(n_res, dtype=np.int64)
     res["emitted"] = np.zeros(n_res, dtype=bool)
     res["last_timing"] = np.zeros(n_res, dtype=np.int8)
@@ -562,17 +639,34 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], 
         res[c] = np.where(no_old, fresh[c], dst_ctx.columns[c]).astype(fresh[c].dtype)
 
     if spec.mode is AccumulationMode.ACCUMULATING_AND_RETRACTING:
-        # A closed window's panes are final (its state was cleared when its trigger finished,
-        # so the merged window does not re-emit it): only open windows are retracted.
-        gone = merged_away & old["emitted"] & ~old_closed
+        gone = merged_away & old["emitted"]
         if gone.any():
             retractions.append(_retraction_rows(spec, {c: old[c][gone] for c in state.columns},
                                                 merged_away=True))
 
+    # A session receiving elements is a merge (proto-sessions with the open sessions they overlap),
+    # but for an open session whose new elements all have its very proto-session.
+    merged_res = np.zeros(n_res, dtype=bool)
+    if spec.windows.merging:
+        equal = new["one_proto"] & (new["start"] == g_start[new_group]) & (new["end"] == g_end[new_group])
+        alone = (np.bincount(new_group, minlength=n_groups) == 1) & (np.bincount(new_group, weights=equal, minlength=n_groups) == 1)
+        merged_res = ~(in_place_res & alone[touched_ids])
+
     untouched_old = ~old_touched
-    table = {name: np.concatenate([old[name][untouched_old], res[name]]) for name in state.columns}
-    counts = np.concatenate([np.zeros(int(untouched_old.sum()), np.int64), counts_res * ~res_closed])
-    return table, counts
+    table = {name: np.concatenate([aside[name], old[name][untouched_old], res[name]]) for name in state.columns}
+    n_kept = len(aside["start"]) + int(untouched_old.sum())
+    counts = np.concatenate([np.zeros(n_kept, np.int64), counts_res * ~res_closed])
+    return table, counts, np.concatenate([np.zeros(n_kept, dtype=bool), merged_res])
+
+
+def _same_windows(spec: EngineSpec, keys: dict[str, np.ndarray], start: np.ndarray, end: np.ndarray,
+                  others: dict[str, np.ndarray]) -> np.ndarray:
+    """Where the window (``keys``, ``start``, ``end``) is one of the windows in ``others``."""
+    n = len(start)
+    codes, _ = _factorize_keys([np.concatenate([keys[k], others[k]]) for k in spec.key_columns])
+    mine = pd.MultiIndex.from_arrays([codes[:n], start, end])
+    theirs = pd.MultiIndex.from_arrays([codes[n:], others["start"], others["end"]])
+    return mine.isin(theirs)
 
 
 def _candidate_groups(spec: EngineSpec, cand: dict[str, np.ndarray]) -> np.ndarray:
@@ -636,11 +730,26 @@ def _retraction_rows(spec: EngineSpec, rows: dict[str, np.ndarray], merged_away:
     return frame_of(out)
 
 
-def _emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, final: np.ndarray,
-          force_emit: np.ndarray, watermark: int, retractions: list) -> pd.DataFrame:
-    """Build the panes of the fired windows and update their pane metadata in ``table``."""
+def _timing(table: dict[str, np.ndarray], watermark: int) -> np.ndarray:
+    """The timing of a pane each window would emit now (Beam Java's PaneInfoTracker).
+
+    LATE once an ON_TIME or LATE pane was emitted, or when the output watermark has passed the
+    window: the watermark passed its end before this step and no element of the window holds it
+    back (``held``). Otherwise EARLY before the watermark reaches the end, ON_TIME after.
+    """
     end = table["end"]
-    timing = np.where(end > watermark, EARLY, np.where(table["on_time_done"], LATE, ON_TIME)).astype(np.int8)
+    late = (table["emitted"] & (table["last_timing"] != EARLY)) | (table["on_time_done"] & ~table["held"])
+    return np.where(late, LATE, np.where(end > watermark, EARLY, ON_TIME)).astype(np.int8)
+
+
+def _emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, final: np.ndarray,
+          timing: np.ndarray, force_emit: np.ndarray, retractions: list) -> pd.DataFrame:
+    """Build the panes of the fired windows and update their pane metadata in ``table``.
+
+    A firing emits a pane if it holds elements, is ON_TIME (Beam's OnTimeBehavior.FIRE_ALWAYS), or
+    is a periodic firing of the seed operator; a final pane (``final``) always emits.
+    """
+    end = table["end"]
     emit = final | (fire & ((table["n_pending"] > 0) | (timing == ON_TIME) | force_emit))
     rows = np.flatnonzero(emit)
     if len(rows) == 0:

@@ -5,10 +5,10 @@ keeps one binary value: the window table of all its keys (one row per key and
 open window, the columns of `windowing.engine`). Purged windows are not in
 the table, so a key with no open window has no row and leaves the state.
 
-Layout of version 2 (all integers little-endian)::
+Layout of versions 2 and 3 (all integers little-endian)::
 
     b"WST1"            4 bytes   magic
-    version            uint16    2
+    version            uint16    3
     meta length        uint32    n
     meta               n bytes   UTF-8 JSON: {"buckets": int, "objects": [column, ...],
                                               "values": [column, ...], "pipeline": {...},
@@ -32,6 +32,13 @@ table, for a restart to compare with its own (`windowing.runners.spark`). So doe
 
 Version 1 is version 2 without ``"values"``: every object column is pickled.
 
+Version 3 has the bytes of version 2 and the window table of issue 15: trigger
+state named by role (``t.early.count``, not ``t.0.0.count``) and the ``held``
+and ``end_timer`` columns. Versions 1 and 2 hold tables of the earlier layout,
+which `windowing.engine.current_layout` brings up to date when the engine
+steps them; the version number keeps a library that knows only the earlier
+layout from misreading a table of this one.
+
 A reader must decode every version it ever wrote: ``decode`` dispatches on
 the version and a stored sample of each version is decoded by the tests.
 """
@@ -50,7 +57,7 @@ import pyarrow as pa
 from .errors import WindowingConfigError
 
 MAGIC = b"WST1"
-VERSION = 2
+VERSION = 3
 _HEADER = struct.Struct("<4sHI")
 #: Python types an object column may hold (besides None) to be stored as Arrow values; one per column.
 _VALUE_TYPES = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_(),
@@ -93,7 +100,7 @@ def _as_values(column: pd.Series) -> pa.Array | None:
 
 def encode(table: pd.DataFrame, buckets: int, pipeline: Mapping[str, str] | None = None,
            placement: str | None = None) -> bytes:
-    """The table as version-2 bytes; ``buckets`` is the bucket count it was written with, ``pipeline``
+    """The table as version-3 bytes; ``buckets`` is the bucket count it was written with, ``pipeline``
     what built it, ``placement`` how buckets were labelled (`windowing.runners.spark.Bucketing`)."""
     arrays, objects, values = {}, [], []
     for name in table.columns:
@@ -129,7 +136,7 @@ def decode(blob: bytes) -> tuple[pd.DataFrame, dict[str, Any]]:
     magic, version, meta_len = _HEADER.unpack_from(blob)
     if magic != MAGIC:
         raise WindowingConfigError(f"state value starts with {magic!r}, not {MAGIC!r}: not a window table of this library")
-    if version not in (1, 2):
+    if version not in (1, 2, 3):
         raise WindowingConfigError(
             f"state value has encoding version {version}; this library reads versions up to {VERSION}: "
             "upgrade the library, or restart the query from a new checkpoint")

@@ -29,21 +29,41 @@ EPOCH_2024_S = 1_704_067_200
 
 
 def spark_schema(frame: pd.DataFrame) -> T.StructType:
-    kinds = {"ts": T.TimestampType(), "user": T.StringType(), "amount": T.LongType(), "price": T.DoubleType(), "n": T.LongType()}
-    return T.StructType([T.StructField(c, kinds[c]) for c in frame.columns])
+    """The Spark schema of a frame's columns, as Spark would read them."""
+    def kind(column: pd.Series) -> T.DataType:
+        if pd.api.types.is_datetime64_any_dtype(column):
+            return T.TimestampType()
+        if pd.api.types.is_bool_dtype(column):
+            return T.BooleanType()
+        if pd.api.types.is_integer_dtype(column):
+            return T.LongType()
+        if pd.api.types.is_float_dtype(column):
+            return T.DoubleType()
+        return T.StringType()
+    return T.StructType([T.StructField(c, kind(frame[c])) for c in frame.columns])
 
 
-def worker_frame(frame: pd.DataFrame, plan: SparkPlan, time: str = "ts") -> pd.DataFrame:
-    """The columns the Spark side projects for the workers: _k*, _t (micros), _v*, _wm (ms); a nullable
-    integer column as its value (0 where null) and its null flag."""
+def _event_times(column: pd.Series) -> np.ndarray:
+    """The time column as the workers get it: micros since the epoch (UTC) for timestamps, else as is."""
+    if not pd.api.types.is_datetime64_any_dtype(column):
+        return column.to_numpy(dtype=np.int64)
+    if isinstance(column.dtype, pd.DatetimeTZDtype):
+        column = column.dt.tz_convert("UTC").dt.tz_localize(None)
+    return column.astype("datetime64[us]").to_numpy().view(np.int64)
+
+
+def worker_frame(frame: pd.DataFrame, plan: SparkPlan) -> pd.DataFrame:
+    """The columns the Spark side projects for the workers: _k*, _t (micros, or the numeric time), _v*,
+    _wm (ms); a nullable integer column as its value (0 where null) and its null flag."""
     adapter = plan.adapter
+    time = adapter.plan.axis.column
     out = {}
     keys = adapter.plan.key_names or ()
     for i, k in enumerate(keys):
         out[f"_k{i}"] = frame[k].to_numpy()
     if not keys:
         out["_k0"] = np.zeros(len(frame), dtype=np.int64)
-    micros = frame[time].astype("datetime64[us]").to_numpy().view(np.int64)
+    micros = _event_times(frame[time])
     out["_t"] = micros
     for i, c in enumerate(plan.input_columns):
         if c is not None:
@@ -55,7 +75,7 @@ def worker_frame(frame: pd.DataFrame, plan: SparkPlan, time: str = "ts") -> pd.D
     if adapter.late_output:  # the input row as JSON, as run_spark's to_json ships it (ts in micros here)
         rows = frame.assign(**{time: micros}).to_dict("records")
         out["_e"] = np.array([json.dumps(r, default=int) for r in rows], dtype=object)
-    out["_wm_ms"] = micros // 1000 + plan.horizon_ms
+    out["_wm_ms"] = (micros // 1000 if adapter.timestamp else micros) + plan.horizon_ms
     return pd.DataFrame(out)
 
 
@@ -73,7 +93,7 @@ def shipped(frame: pd.DataFrame, plan: SparkPlan, partition_rows: int = 5) -> pd
         batches = [pa.RecordBatch.from_pandas(part, preserve_index=False) for part in partitions]
         partitions = [packed.to_pandas() for batch in batches for packed in pack(iter([batch]))]
     out = pd.concat(partitions, ignore_index=True)
-    out["_wm_ms"] = out["_tmax"] // 1000 + plan.horizon_ms
+    out["_wm_ms"] = (out["_tmax"] // 1000 if plan.adapter.timestamp else out["_tmax"]) + plan.horizon_ms
     return out
 
 
@@ -130,11 +150,19 @@ def buckets_of(frame: pd.DataFrame, n: int) -> np.ndarray:
 
 @dataclass
 class SimulatedQuery:
-    """Spark's micro-batch loop around ``BucketStep.run_stream``."""
+    """Spark's micro-batch loop around ``BucketStep.run_stream``.
+
+    ``instant``: micro-batches take no processing time, as a TestStream's steps take none, where
+    Spark's batches are a trigger interval apart: a processing-time timeout is called up to two
+    milliseconds early, so a bucket's one-millisecond wait to check the watermark (`_set_timeout`)
+    ends in the next micro-batch, as it does on Spark. An early call changes nothing: the engine
+    evaluates only windows with new elements or due timers.
+    """
 
     plan: SparkPlan
     delay_ms: int
     chunk_sizes: list[int] = field(default_factory=lambda: [3])
+    instant: bool = False
     states: dict[int, tuple[bytes, int]] = field(default_factory=dict)  # bucket -> (blob, timeout)
     max_wm_ms: int = -(2**62)
     watermark_ms: int = 0
@@ -153,7 +181,9 @@ class SimulatedQuery:
         for b, (_, timeout) in sorted(self.states.items()):
             if b in by_bucket or timeout == NO_TIMESTAMP:
                 continue
-            due = timeout < (processing_ms if self.plan.timeout == "ProcessingTimeTimeout" else self.watermark_ms)
+            early_ms = 2 if self.instant else 0
+            due = (timeout < processing_ms + early_ms if self.plan.timeout == "ProcessingTimeTimeout"
+                   else timeout < self.watermark_ms)
             if due:
                 self._call(b, iter([]), processing_ms, timed_out=True)
         if data is not None and len(data):
@@ -188,6 +218,24 @@ class SimulatedQuery:
         call and null in another stays exact (Python objects)."""
         frames = [p for p in self.panes if len(p)]
         return stacked(frames) if frames else pd.DataFrame()
+
+    def play(self, actions: list[tuple]) -> pd.DataFrame:
+        """Run a TestStream's actions as micro-batches: ``("add", frame)`` a batch of that data,
+        ``("watermark", ms)`` and ``("processing_time", ms)`` (a move by) a data-less batch after the
+        move. Returns the output, with the ``step`` (action) of each row."""
+        processing_ms, steps = 0, []
+        for index, (kind, arg) in enumerate(actions):
+            before = len(self.panes)
+            if kind == "add":
+                self.batch(arg, processing_ms)
+            else:
+                if kind == "watermark":
+                    self.watermark_ms = max(self.watermark_ms, arg)
+                else:
+                    processing_ms += arg
+                self.batch(None, processing_ms)
+            steps += [p.assign(step=index) for p in self.panes[before:] if len(p)]
+        return pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
 
 
 def split_output(output: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

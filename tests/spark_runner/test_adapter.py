@@ -2,10 +2,12 @@
 
 Differential: the same events through the pandas runner and through the
 adapter (split into buckets, micro-batches and Arrow-like chunks) give the
-same panes.
+same panes; so do issue 15's random pipelines and every golden transcript.
 """
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 import pyarrow as pa
@@ -13,7 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import accumulations
 from accumulations import Count, Max, Mean, Min, Sum, ToList
+from tests.beam.pipelines import elements_frame
+from tests.beam.pipelines import pipelines as random_pipelines
+from tests.engine.test_golden import SCENARIOS, build_pipeline, expected_rows, global_bounds, instant, load, to_frame
 from triggers import (AfterAll, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Default, Never,
                       Repeatedly)
 from windowing import TestStream, windowed
@@ -305,3 +311,96 @@ def test_a_packed_row_without_nulls_ships_no_null_flags():
     elements = _unpacked(packed.to_pandas(), ["_k0", "_t"], ["_k0_null"])
     assert elements["_k0_null"].tolist() == [False, True, False, False]
     assert elements["_k0"].tolist() == [5, 0, 7, 8]
+
+
+# ---- the same transcripts through micro-batches ------------------------------------------------
+
+NO_DELAY = 10**15
+"""A watermark delay no event time reaches: the scripts below move the watermark themselves."""
+
+
+def _transcript(output: pd.DataFrame, keys: list[str], value: str = "value") -> dict[int, list[tuple]]:
+    """Panes of the simulator (or the pandas runner) by step, as sorted plain tuples."""
+    if len(output) == 0:
+        return {}
+    panes = output[output["kind"] == "PANE"] if "kind" in output else output
+    columns = keys + ["window_start", "window_end", value, "timing", "pane_index", "is_retraction"]
+    out: dict[int, list[tuple]] = {}
+    for step, group in panes.groupby("step"):
+        rows = [tuple(v.item() if hasattr(v, "item") else v for v in row) for row in group[columns].itertuples(index=False)]
+        out[int(step)] = sorted(rows, key=repr)
+    return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pipeline=st.booleans().flatmap(lambda pt: random_pipelines(processing_time=pt)), buckets=st.integers(1, 4),
+       chunks=st.lists(st.integers(1, 7), min_size=1, max_size=3), late=st.booleans())
+def test_random_pipelines_stream_through_micro_batches_as_on_the_pandas_runner(pipeline, buckets, chunks, late):
+    """issue 15's random pipelines (tests/beam/pipelines.py): each TestStream action is a micro-batch
+    (a data-less one after a watermark or processing-time move), the engine is called only for the
+    buckets with data or a due timeout, and the panes of every step, and the dropped elements, are
+    the pandas runner's."""
+    everything = elements_frame([e for kind, arg in pipeline.actions if kind == "add" for e in arg])
+    plan = plan_spark(pipeline.windowed(None), (("value", Sum("v")),), spark_schema(everything), buckets, late_data=late)
+    query = SimulatedQuery(plan, NO_DELAY, chunk_sizes=chunks, instant=True)
+    output = query.play([(kind, elements_frame(arg) if kind == "add" else arg) for kind, arg in pipeline.actions])
+    expected = pipeline.run()
+    in_stream = expected.panes[expected.panes["step"] < len(pipeline.actions)]  # a stream has no end of input
+    assert _transcript(output, ["k"]) == _transcript(in_stream, ["k"]), pipeline
+    if late:
+        dropped = [] if len(output) == 0 else [
+            (int(step), *(json.loads(e)[c] for c in ("k", "t", "v")), int(start), int(end), reason)
+            for step, e, start, end, reason in output[output["kind"] == "LATE"][
+                ["step", "element", "window_start", "window_end", "reason"]].itertuples(index=False)]
+        late_rows = expected.late_data
+        want = [] if len(late_rows) == 0 else [
+            tuple(v.item() if hasattr(v, "item") else v for v in row)
+            for row in late_rows[late_rows["step"] < len(pipeline.actions)][
+                ["step", "k", "t", "v", "window_start", "window_end", "reason"]].itertuples(index=False)]
+        assert sorted(dropped) == sorted(want), pipeline
+
+
+def _ms(sc: dict, value) -> int:
+    """A transcript's watermark as Spark's milliseconds: a numeric time is taken as milliseconds."""
+    if sc.get("tz") or sc.get("timestamps"):
+        at = instant(sc, value)
+        return int((at.tz_convert("UTC").tz_localize(None) if at.tzinfo else at).value // 10**6)
+    return int(value)
+
+
+def _micros(sc: dict, value):
+    if sc.get("tz") or sc.get("timestamps"):
+        return _ms(sc, value) * 1000
+    return value
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_golden_scenario_streams_through_micro_batches_with_its_transcript(path):
+    """Every golden transcript (tests/engine/scenarios), the same on Spark's micro-batches as on the
+    pandas runner, as Beam runs its transcripts through every runner. A stream has no end of input:
+    the transcript runs up to its first ``watermark: infinity``, the panes of its steps compared."""
+    sc = load(path)
+    actions = []
+    for action in sc["actions"]:
+        (kind, arg), = action.items()
+        if kind == "watermark" and arg == "infinity":
+            break
+        if kind == "add":
+            actions.append(("add", to_frame(sc, arg)))
+        elif kind == "watermark":
+            actions.append(("watermark", _ms(sc, arg)))
+        else:
+            by = pd.Timedelta(arg) if isinstance(arg, str) else arg
+            actions.append(("processing_time", int(by / pd.Timedelta("1ms")) if isinstance(by, pd.Timedelta) else int(by)))
+    everything = pd.concat([arg for kind, arg in actions if kind == "add"], ignore_index=True)
+    aggregate = eval(sc["aggregate"], vars(accumulations))
+    plan = plan_spark(build_pipeline(sc), (("value", aggregate),), spark_schema(everything), 2)
+    output = SimulatedQuery(plan, NO_DELAY, chunk_sizes=[2], instant=True).play(actions)
+    keys = [sc["key"]] if isinstance(sc.get("key"), str) else list(sc.get("key") or [])
+    expected = [global_bounds(r) for r in expected_rows(sc)]
+    expected = pd.DataFrame([r for r in expected if r[0] < len(actions)],
+                            columns=["step", *keys, "window_start", "window_end", "value", "timing", "pane_index",
+                                     "is_retraction"])
+    for bound in ("window_start", "window_end"):
+        expected[bound] = [_micros(sc, v) for v in expected[bound]]
+    assert _transcript(output, keys) == _transcript(expected, keys)

@@ -7,6 +7,10 @@ int64 minimum. ``data/checkpoints-<pyspark major.minor>/`` holds checkpoints tha
 open windows. Today's code restarts them with more input and must emit the pandas runner's panes:
 an old key and its new rows one key, the null key's state kept, integers exact, no pane lost or
 repeated.
+
+``data/numbered-<pyspark major.minor>/`` holds checkpoints written by 04d14e3, whose window tables
+numbered the state of nested triggers by position (``data/numbered_checkpoints.py``); today's code
+names it by role and must restart them with their counts.
 """
 
 from __future__ import annotations
@@ -25,19 +29,27 @@ from windowing import TestStream
 pytestmark = pytest.mark.spark
 
 DATA = Path(__file__).parent / "data"
-_spec = importlib.util.spec_from_file_location("old_checkpoints", DATA / "old_checkpoints.py")
-old = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(old)
 
 
-def _fixture(case: str) -> Path:
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, DATA / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+old = _load("old_checkpoints")
+numbered = _load("numbered_checkpoints")
+
+
+def _fixture(case: str, folder: str = "checkpoints", script: str = "old_checkpoints") -> Path:
     import pyspark
 
     version = ".".join(pyspark.__version__.split(".")[:2])
-    path = DATA / f"checkpoints-{version}" / case
+    path = DATA / f"{folder}-{version}" / case
     if not path.is_dir():
         pytest.fail(f"no checkpoint written by the old code for pyspark {version}: {path} is missing; "
-                    "make it as data/old_checkpoints.py says")
+                    f"make it as data/{script}.py says")
     return path
 
 
@@ -51,6 +63,25 @@ def test_a_checkpoint_from_before_exact_integers_restarts_with_exact_keys_and_va
     assert sum(inputs) == sum(map(len, old.AFTER))
     restarted_at = len(written["inputs"])
     expected = _pandas_runner(case, written["inputs"] + inputs)
+    assert sorted(map(_row, panes)) == sorted(_row(p) for p in expected if p["step"] >= restarted_at)
+
+
+@pytest.mark.parametrize("case", list(numbered.CASES))
+def test_a_checkpoint_with_nested_trigger_state_numbered_by_position_restarts_with_its_counts(spark, tmp_path, case):
+    fixture = _fixture(case, "numbered", "numbered_checkpoints")
+    written = json.loads((fixture / "old.json").read_text())
+    shutil.copytree(fixture / "checkpoint", tmp_path / "checkpoint")
+    (tmp_path / "in").mkdir()
+    inputs, panes = old.run(spark, case, tmp_path / "in", tmp_path / "checkpoint", numbered.AFTER,
+                            build=numbered.pipeline, combine="true")
+    assert sum(inputs) == sum(map(len, numbered.AFTER))
+    restarted_at = len(written["inputs"])
+    parts, stream = iter(numbered.BEFORE + numbered.AFTER), TestStream()
+    for n in written["inputs"] + inputs:
+        stream = stream.add_elements(old.frame(next(parts) if n else []))
+    expected = numbered.pipeline(stream, case)
+    expected = expected[expected["step"] < len(stream.actions)].to_dict("records")  # Spark's stream has no end of input
+    assert any(p["timing"] == "LATE" for p in expected if p["step"] >= restarted_at)
     assert sorted(map(_row, panes)) == sorted(_row(p) for p in expected if p["step"] >= restarted_at)
 
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accumulations import Max, Min, Sum, ToList
-from triggers import AtWatermark
+from triggers import AfterCount, AfterWatermark, AtWatermark, OrFinally
 from windowing import windowed
 from windowing.engine import step
 from windowing.errors import WindowingConfigError
@@ -111,6 +111,39 @@ def test_the_stored_version_2_sample_decodes_and_resumes():
     panes = step(adapter.plan.spec, table, adapter.elements([]), MAX_TIME, 0).panes
     assert sorted(zip(panes["_k0"], panes["total"], panes["is_retraction"])) == [
         ("a", 7, False), ("a", 7, False), ("a", 7, True), ("a", 7, True), ("b", 1, False), ("b", 1, True)]
+
+
+def _nested_plan(frame):
+    w = (windowed(frame, time="ts", key="user").fixed("10 seconds").allowed_lateness("30 seconds")
+         .trigger(AfterWatermark(early=AfterCount(2), late=OrFinally(AfterCount(3), until=AfterCount(5)))).accumulating())
+    return plan_spark(w, (("total", Sum("amount")),), spark_schema(frame), 4)
+
+
+@pytest.mark.parametrize("sample, trigger_columns", [
+    ("state_v2_numbered.bin", ["t.late", "t.0.0.count", "t.1.0.0.count", "t.1.0.1.count"]),
+    ("state_v3.bin", ["t.late", "t.early.count", "t.late.trigger.count", "t.late.until.count"]),
+])
+def test_nested_trigger_state_resumes_whether_numbered_by_position_or_named_by_role(sample, trigger_columns):
+    """Until issue 15 (04d14e3) nested trigger state was numbered by position; since, it is named by
+    role. Both samples are never regenerated; 04d14e3 wrote the first, this code the second, after the
+    same steps: [0,10) of a (elements 1, 2, 3 s; EARLY after two) and of b (1 s), the watermark at
+    10 s (ON_TIME), then late elements, one for a and two for b. Each late trigger (AfterCount(3)) has
+    counted them: one more element for b and two for a make each fire, no more. Each sample is the
+    step function's table after those steps (bucket 4 of ``_nested_plan``), saved by that code's
+    adapter."""
+    blob = (SAMPLES / sample).read_bytes()
+    table, meta = decode(blob)
+    assert [c for c in table.columns if c.startswith("t.")] == trigger_columns
+    assert list(table["_k0"]) == ["b", "a"] and list(table["a0.sum"]) == [601, 114]
+    frame = events([("a", 1, 5)])
+    plan = _nested_plan(frame)
+    loaded = plan.adapter.load(blob)
+    late = plan.adapter.elements([shipped(events([("a", 7, 1000), ("b", 9, 3000)]), plan).drop(columns="_wm_ms")])
+    once = step(plan.adapter.plan.spec, loaded, late, T0 + 10 * 10**9, 0)
+    assert sorted(zip(once.panes["_k0"], once.panes["total"], once.panes["pane_index"])) == [("b", 3601, 1)]
+    again = plan.adapter.elements([shipped(events([("a", 8, 2000)]), plan).drop(columns="_wm_ms")])
+    panes = step(plan.adapter.plan.spec, once.state, again, T0 + 10 * 10**9, 0).panes
+    assert sorted(zip(panes["_k0"], panes["total"], panes["pane_index"])) == [("a", 3114, 2)]
 
 
 _CELLS = st.one_of(st.none(), st.integers(), st.floats(allow_nan=True), st.text(), st.booleans(),
@@ -238,7 +271,7 @@ def test_a_checkpoint_with_other_aggregations_is_refused_naming_them():
 @pytest.mark.parametrize("blob, message", [
     (b"xx", r"state value of 2 bytes is too short"),
     (b"NOPE" + bytes(6), r"state value starts with b'NOPE'"),
-    (MAGIC + (9).to_bytes(2, "little") + bytes(4), r"encoding version 9; this library reads versions up to 2"),
+    (MAGIC + (9).to_bytes(2, "little") + bytes(4), r"encoding version 9; this library reads versions up to 3"),
 ])
 def test_bad_state_values_are_named(blob, message):
     with pytest.raises(WindowingConfigError, match=message):

@@ -97,11 +97,16 @@ def session():
     return spark
 
 
-def run(spark, case: str, source: Path, checkpoint: Path, parts) -> tuple[list[int], list[dict]]:
+def run(spark, case: str, source: Path, checkpoint: Path, parts, build=None, combine: str | None = None
+        ) -> tuple[list[int], list[dict]]:
     """Feed ``parts`` to ``case``'s query, one file and micro-batch each, with every key in one bucket
-    (beside the null key); the rows each micro-batch read, and the panes, in batch order."""
+    (beside the null key); the rows each micro-batch read, and the panes, in batch order.
+
+    ``build(stream, case)`` makes the query (`pipeline` unless given), ``combine`` is the
+    ``windowing.spark.combine`` setting (the case's unless given)."""
+    build = build or pipeline
     spark.conf.set("windowing.spark.buckets", "1")
-    spark.conf.set("windowing.spark.combine", CASES[case][2])
+    spark.conf.set("windowing.spark.combine", combine or CASES[case][2])
     emitted: dict[int, list[dict]] = {}
 
     def write(batch, batch_id):  # Rows, not toPandas: that would turn a bigint beside a null into float64
@@ -113,7 +118,7 @@ def run(spark, case: str, source: Path, checkpoint: Path, parts) -> tuple[list[i
         # a restart's new files may be older than the fixture's on another machine's clock.
         stream = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).option("maxFileAge", "36500d")
                   .parquet(str(source)))
-        query = (pipeline(stream, case).writeStream.foreachBatch(write)
+        query = (build(stream, case).writeStream.foreachBatch(write)
                  .option("checkpointLocation", str(checkpoint)).outputMode("append").start())
         try:
             for i, rows in enumerate(parts):
