@@ -116,7 +116,7 @@ def test_the_stored_version_2_sample_decodes_and_resumes():
 def _nested_plan(frame):
     w = (windowed(frame, time="ts", key="user").fixed("10 seconds").allowed_lateness("30 seconds")
          .trigger(AfterWatermark(early=AfterCount(2), late=OrFinally(AfterCount(3), until=AfterCount(5)))).accumulating())
-    return plan_spark(w, (("total", Sum("amount")),), spark_schema(frame), 4)
+    return plan_spark(w, (("total", Sum("amount")),), spark_schema(frame), Bucketing(4, NUMBERS))  # the samples predate placed buckets
 
 
 @pytest.mark.parametrize("sample, trigger_columns", [
