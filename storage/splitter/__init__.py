@@ -6,6 +6,7 @@ Importing this package does not import pyspark; the Spark source loads it on use
 from storage.splitter.config import SplitterConfig
 from storage.splitter.metadata import BlockMetadata, FileMetadata
 from storage.splitter.readers import SkippedBlock, UnreadableFileWarning, read_block_table, read_csv_block, read_lines
+from storage.splitter.scanner import UnsettledFileWarning
 from storage.splitter.splitter import FileSplitter
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "SkippedBlock",
     "SplitterConfig",
     "UnreadableFileWarning",
+    "UnsettledFileWarning",
     "read_block_table",
     "read_csv_block",
     "read_lines",

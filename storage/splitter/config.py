@@ -99,7 +99,8 @@ class SplitterConfig:
     ``blocks_per_batch``: at most this many blocks per micro-batch (Apex's blocksThreshold).
     ``scan_interval``: seconds between two listings; a listing is reused until then.
     ``settle``: a file is stable when two scans see the same size and mtime, or when its mtime
-    is at least ``settle`` seconds old; unstable files wait.
+    is at least ``settle`` seconds old; unstable files wait, and a hand-out that finds nothing
+    else to give waits for them, at most ``settle`` seconds (``FileSplitter.next_blocks``).
     ``watermark_slack``: files whose mtime is older than the newest fully read file minus this
     slack are forgotten and never offered again; ``None`` remembers every file (unbounded).
     ``continuous``: keep scanning for new files; ``False`` reads what the first scan found and ends.

@@ -1,7 +1,9 @@
 """The scanner: lists files and decides which are stable enough to read.
 
 A file is stable when two consecutive scans see the same size and mtime (a writer is
-probably done), or when its mtime is at least ``settle`` seconds before the scan.
+probably done), or when its mtime is at least ``settle`` seconds before the scan; the
+others are *settling*, and the scanner says from when each can be stable, so that a
+caller can list again then instead of after ``scan_interval``.
 The scanner remembers only the previous scan's observations, never what was read:
 that belongs to ``SplitState``, which travels in the stream's offsets.
 """
@@ -9,12 +11,17 @@ that belongs to ``SplitState``, which travels in the stream's offsets.
 from __future__ import annotations
 
 import posixpath
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Iterator, Mapping
 
 import fsspec
 
 from storage.splitter.config import SplitterConfig
+
+class UnsettledFileWarning(UserWarning):
+    """A bounded run ended while a file it listed was still changing: the file was left for the next run."""
+
 
 #: ``path -> (size, mtime)`` as observed by one scan.
 Listing = Mapping[str, tuple[int, float]]
@@ -33,6 +40,16 @@ def _mtime(info: Mapping) -> float:
     return 0.0
 
 
+@dataclass(frozen=True)
+class Settling:
+    """A listed file that may still be written: what the scan saw, and the clock time from which
+    it counts as stable if it does not change (its mtime ``settle`` seconds old)."""
+
+    size: int
+    mtime: float
+    stable_at: float
+
+
 class Scanner:
     """Lists the configured paths and keeps the files that are stable."""
 
@@ -44,6 +61,13 @@ class Scanner:
         self._clock = clock
         self._previous: dict[str, tuple[int, float]] = {}
         self._only: frozenset[str] | None = None
+        #: The files the last scan found not yet stable.
+        self.settling: dict[str, Settling] = {}
+
+    @property
+    def frozen(self) -> bool:
+        """Whether the listing is fixed: a bounded run, which ends once these files are read."""
+        return self._only is not None
 
     def freeze(self) -> None:
         """From now on list only the files seen so far (bounded reads ignore later files)."""
@@ -69,10 +93,12 @@ class Scanner:
         for path, info in self._walk():
             if self._config.accepts(posixpath.basename(path)) and (self._only is None or path in self._only):
                 observed[path] = (int(info["size"]), _mtime(info))
-        stable = {
-            path: seen
-            for path, seen in observed.items()
-            if self._previous.get(path) == seen or seen[1] <= now - self._config.settle
-        }
+        stable: dict[str, tuple[int, float]] = {}
+        self.settling = {}
+        for path, (size, mtime) in observed.items():
+            if self._previous.get(path) == (size, mtime) or mtime <= now - self._config.settle:
+                stable[path] = (size, mtime)
+            else:
+                self.settling[path] = Settling(size, mtime, mtime + self._config.settle)
         self._previous = observed
         return stable

@@ -23,8 +23,9 @@ of the source's cost. Without the option the source emits one row per line, as d
 from __future__ import annotations
 
 import gc
+import time
 import warnings
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pyspark
 
@@ -151,11 +152,12 @@ def _blocks_of(ranges: list[list[Any]], block_size: int) -> Iterator[BlockMetada
 class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches of at most ``blocks_per_batch`` blocks on the driver."""
 
-    def __init__(self, config: SplitterConfig, rows: str = "lines", skipped_id: int | None = None) -> None:
+    def __init__(self, config: SplitterConfig, rows: str = "lines", skipped_id: int | None = None,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
         self._config = config
         self._rows = rows
         self._skipped_id = skipped_id
-        self._splitter = FileSplitter.from_config(config)
+        self._splitter = FileSplitter.from_config(config, clock, sleep)
         protocol = self._splitter.fs.protocol
         self._protocol = protocol if isinstance(protocol, str) else protocol[0]
         self._last: dict[str, Any] | None = None
@@ -165,9 +167,17 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "batch": [], "state": SplitState().to_json()}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        """The next batch's end offset; ``start`` itself when there is nothing new."""
+        """The next batch's end offset; ``start`` itself when there is nothing new.
+
+        With nothing stable to hand out, it waits for the listed files still settling, at most
+        ``settle`` seconds (``FileSplitter.next_blocks``): returning ``start`` tells Spark there is
+        no new data, which ends a bounded query and returns ``processAllAvailable()``, though a file
+        just dropped would be stable moments later.
+        """
         if start != self._last:
             self._splitter.restore(start["state"])
+        if isinstance(limit, ReadAllAvailable):  # Trigger.Once: this one batch is the whole run
+            self._splitter.freeze()
         blocks = self._splitter.next_blocks(self._block_limit(limit))
         if not blocks:
             self._last = start

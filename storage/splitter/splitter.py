@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import fsspec
@@ -16,7 +17,7 @@ import fsspec
 from storage.splitter.config import DEFAULT_BLOCK_SIZE, Seconds, Size, SplitterConfig
 from storage.splitter.metadata import BlockMetadata, FileMetadata, blocks_frame, blocks_from_frame, files_frame
 from storage.splitter.readers import SkippedBlock, read_csv, read_lines
-from storage.splitter.scanner import Listing, Scanner
+from storage.splitter.scanner import Listing, Scanner, UnsettledFileWarning
 from storage.splitter.state import SplitState
 
 if TYPE_CHECKING:
@@ -37,8 +38,9 @@ def open_filesystem(config: SplitterConfig) -> tuple[fsspec.AbstractFileSystem, 
 class FileSplitter:
     """Discovers files under ``paths`` and hands out their blocks exactly once.
 
-    See ``SplitterConfig`` for the parameters. ``clock`` (epoch seconds) is injectable
-    so tests control the scan interval and the settle time.
+    See ``SplitterConfig`` for the parameters. ``clock`` (epoch seconds) and ``sleep`` are
+    injectable so tests control the scan interval and the settle time, and the waits for files
+    still settling, without waiting on the wall clock.
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class FileSplitter:
         columns: str | Sequence[str] | None = None,
         header: bool = True,
         clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         config = SplitterConfig(
             paths=paths, recursive=recursive, pattern=pattern, block_size=block_size,  # type: ignore[arg-type]
@@ -68,18 +71,20 @@ class FileSplitter:
             storage_options=dict(storage_options or {}), scan_trigger_file=scan_trigger_file,
             format=format, columns=columns, header=header,  # type: ignore[arg-type]
         )
-        self._init(config, clock)
+        self._init(config, clock, sleep)
 
     @classmethod
-    def from_config(cls, config: SplitterConfig, clock: Callable[[], float] = time.time) -> "FileSplitter":
+    def from_config(cls, config: SplitterConfig, clock: Callable[[], float] = time.time,
+                    sleep: Callable[[float], None] = time.sleep) -> "FileSplitter":
         splitter = cls.__new__(cls)
-        splitter._init(config, clock)
+        splitter._init(config, clock, sleep)
         return splitter
 
-    def _init(self, config: SplitterConfig, clock: Callable[[], float]) -> None:
+    def _init(self, config: SplitterConfig, clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
         self.config = config
         self.fs, roots = open_filesystem(config)
         self._clock = clock
+        self._sleep = sleep
         self._scanner = Scanner(config, self.fs, roots, clock)
         self._state = SplitState()
         self._stable: Listing = {}
@@ -122,11 +127,14 @@ class FileSplitter:
             if token != self._trigger_seen:
                 self._trigger_seen, self._scan_requested = token, True
         if self._scan_requested or due:
-            self._stable = self._scanner.scan()
-            self._last_scan = now
-            self._scan_requested = False
-            if not self.config.continuous:
-                self.freeze()
+            self._scan()
+
+    def _scan(self) -> None:
+        self._last_scan = self._clock()
+        self._stable = self._scanner.scan()
+        self._scan_requested = False
+        if not self.config.continuous:
+            self.freeze()
 
     def freeze(self) -> None:
         """Read only the files known now (listed at least once); later files are ignored."""
@@ -137,9 +145,44 @@ class FileSplitter:
     # -- handing out blocks -------------------------------------------------------------------
 
     def next_blocks(self, limit: int | None) -> list[BlockMetadata]:
-        """Scan if due, then hand out up to ``limit`` blocks never handed out before (all if ``None``)."""
+        """Scan if due, then hand out up to ``limit`` blocks never handed out before (all if ``None``).
+
+        Listed files still settling are waited for where they would otherwise be missed: when
+        nothing stable is left to hand out, and, with ``limit=None`` (everything available now),
+        before handing out. The wait lists again each time the earliest of them can be stable,
+        and lasts at most ``settle`` seconds: a file still changing then is left for a later
+        listing, with an ``UnsettledFileWarning`` naming it when the run is bounded (it ends now).
+        """
         self._scan_if_due()
+        give_up = self._clock() + self.config.settle
+        while True:
+            if limit is not None:  # stable blocks go at once; settling files matter when there are none
+                taken = self._take(limit)
+                if taken:
+                    return taken
+            settling = self._settling_with_new_bytes()
+            now = self._clock()
+            if not settling or now >= give_up:
+                if settling and self._scanner.frozen:
+                    self._warn_unsettled(settling)
+                return self._take(None) if limit is None else []
+            self._sleep(max(0.0, min(*settling.values(), give_up) - now))
+            self._scan()
+
+    def _take(self, limit: int | None) -> list[BlockMetadata]:
         return self._state.take(self._stable, self.config.block_size, limit, self.config.watermark_slack)
+
+    def _settling_with_new_bytes(self) -> dict[str, float]:
+        """Path -> when it can be stable, of the settling files that would give blocks once stable."""
+        slack = self.config.watermark_slack
+        return {path: seen.stable_at for path, seen in self._scanner.settling.items()
+                if self._state.offers(path, seen.size, seen.mtime, slack)}
+
+    def _warn_unsettled(self, settling: Mapping[str, float]) -> None:
+        warnings.warn(
+            f"this bounded run ends without {sorted(settling)}: still changing {self.config.settle:g} s "
+            f"(settle) after it listed them, so probably still being written; they are not marked as read, "
+            f"and the next run reads them once they are stable", UnsettledFileWarning, stacklevel=3)
 
     def blocks(self, limit: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The next blocks (at most ``limit``, default ``blocks_per_batch``) as (files, blocks) frames."""

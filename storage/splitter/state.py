@@ -52,17 +52,29 @@ class SplitState:
                 yield FileMetadata(path, entry.segment_end, entry.mtime, entry.segment_start, block_size), entry.emitted
         fresh = []
         for path, (size, mtime) in stable.items():
-            entry = self.files.get(path)
-            if entry is None:
-                start = 0
-            elif not entry.done or size == entry.segment_end:
-                continue
-            else:  # grew: only the new bytes; shrank: rewritten, read it again
-                start = entry.segment_end if size > entry.segment_end else 0
-            if size > start:
+            start = self._new_bytes_start(path, size)
+            if start is not None:
                 fresh.append(FileMetadata(path, size, mtime, start, block_size))
         for meta in sorted(fresh, key=lambda m: (m.mtime, m.path)):
             yield meta, meta.segment_start
+
+    def _new_bytes_start(self, path: str, size: int) -> int | None:
+        """Where the bytes not yet offered of a listed file of ``size`` start; ``None`` when there
+        are none, or when its remembered segment is still being handed out (``pending`` does that)."""
+        entry = self.files.get(path)
+        if entry is None:
+            start = 0
+        elif not entry.done or size == entry.segment_end:
+            return None
+        else:  # grew: only the new bytes; shrank: rewritten, read it again
+            start = entry.segment_end if size > entry.segment_end else 0
+        return start if size > start else None
+
+    def offers(self, path: str, size: int, mtime: float, slack: float | None) -> bool:
+        """Whether a listed file of this size and mtime has blocks to hand out once it is stable."""
+        if path not in self.files and self.forgotten(mtime, slack):
+            return False
+        return self._new_bytes_start(path, size) is not None
 
     def take(self, stable: Listing, block_size: int, limit: int | None, slack: float | None) -> list[BlockMetadata]:
         """Hand out at most ``limit`` blocks (all when ``None``), lazily per file, and record them."""

@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 import os
-import time
+import warnings
 
 import pytest
 
 from storage import FileSplitter
-from storage.splitter import SplitterConfig, UnreadableFileWarning
-
-
-class Clock:
-    """A settable clock, so scan intervals and settle times never depend on the wall."""
-
-    def __init__(self) -> None:
-        self.now = time.time() + 1  # files written by the test are older than "now"
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def write(path, text: str, mtime: float | None = None) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    if mtime is not None:
-        os.utime(path, (mtime, mtime))
-    return str(path)
+from storage.splitter import SplitterConfig, UnreadableFileWarning, UnsettledFileWarning
+from tests.splitter.fakes import Clock, append, write
 
 
 def all_lines(splitter: FileSplitter) -> list[str]:
@@ -61,19 +44,90 @@ def test_file_being_written_waits_until_stable_then_growth_offers_new_bytes_only
     clock = Clock()
     path = tmp_path / "grow.txt"
     write(path, "one\n", mtime=clock.now)
-    splitter = FileSplitter(str(tmp_path), settle=60, scan_interval=5, clock=clock)
-    assert splitter.read_lines().empty  # first sight, mtime is fresh: it may still be written
+    splitter = FileSplitter(str(tmp_path), settle=60, scan_interval=5, clock=clock, sleep=clock.sleep)
+    _, blocks = splitter.blocks()  # first sight, mtime is fresh: it may still be written, so wait
+    assert clock.slept == [60]
+    assert splitter.read_lines(blocks)["value"].tolist() == ["one"]
+    append(path, "two\nthree\n", mtime=clock.now)
     clock.now += 5
-    assert splitter.read_lines()["value"].tolist() == ["one"]  # unchanged across two scans
-    with open(path, "a") as f:
-        f.write("two\nthree\n")
-    os.utime(path, (clock.now, clock.now))
-    clock.now += 5
-    assert splitter.read_lines().empty  # size changed since the last scan: wait
-    clock.now += 5
-    frame = splitter.read_lines()
+    frame = splitter.read_lines()  # size changed since the last scan: wait until its mtime is settle old
+    assert clock.slept == [60, 55]
     assert frame["value"].tolist() == ["two", "three"]
     assert frame["offset"].tolist() == [4, 8]
+
+
+@pytest.mark.parametrize("continuous", [True, False])
+def test_reading_right_after_a_file_is_dropped_waits_for_it_to_settle(tmp_path, continuous):
+    """A new user's first call, or a bounded run, must not end with nothing because the file is seconds old."""
+    clock = Clock()
+    write(tmp_path / "a.txt", "a1\na2\n", mtime=clock.now - 0.5)
+    assert all_lines(FileSplitter(str(tmp_path), continuous=continuous, clock=clock, sleep=clock.sleep)) == ["a1", "a2"]
+    assert clock.slept == [1.5]  # until its mtime is settle (2 s) old, then one more listing
+
+    write(tmp_path / "b.txt", "b1\n", mtime=clock.now)
+    splitter = FileSplitter(str(tmp_path / "b.txt"), continuous=continuous, blocks_per_batch=1, clock=clock,
+                            sleep=clock.sleep)
+    _, blocks = splitter.blocks()
+    assert splitter.read_lines(blocks)["value"].tolist() == ["b1"]
+    assert clock.slept == [1.5, 2]
+    assert splitter.blocks()[1].empty  # the run's end: nothing left, nothing settling, no wait
+    assert clock.slept == [1.5, 2]
+
+
+def test_stable_blocks_go_at_once_and_a_settling_file_waits_until_nothing_else_is_left(tmp_path):
+    clock = Clock()
+    old = write(tmp_path / "old.txt", "o\n", mtime=clock.now - 100)
+    new = write(tmp_path / "new.txt", "n\n", mtime=clock.now - 0.5)
+    splitter = FileSplitter(str(tmp_path), blocks_per_batch=1, clock=clock, sleep=clock.sleep)
+    assert splitter.blocks()[0]["path"].tolist() == [old]
+    assert clock.slept == []
+    assert splitter.blocks()[0]["path"].tolist() == [new]  # listed again when it can be stable,
+    assert clock.slept == [1.5]  # not after scan_interval (10 s)
+    write(tmp_path / "later.txt", "l\n", mtime=clock.now)
+    assert splitter.blocks()[1].empty  # no listing is due: a continuous run sees it later
+    assert clock.slept == [1.5]
+
+
+def test_a_file_only_touched_is_not_waited_for(tmp_path):
+    clock = Clock()
+    path = tmp_path / "a.txt"
+    write(path, "a\n", mtime=clock.now - 100)
+    splitter = FileSplitter(str(tmp_path), scan_interval=0, clock=clock, sleep=clock.sleep)
+    assert all_lines(splitter) == ["a"]
+    os.utime(path, (clock.now, clock.now))  # same size, new mtime: nothing new to read once stable
+    assert splitter.read_lines().empty
+    assert clock.slept == []
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_a_file_that_keeps_changing_is_left_for_the_next_run_after_settle_seconds(tmp_path, continuous):
+    clock = Clock()
+    busy = tmp_path / "busy.txt"
+    write(tmp_path / "done.txt", "d\n", mtime=clock.now - 100)
+    write(busy, "b0\n", mtime=clock.now)
+    written = ["b0"]
+
+    def writer_at_work() -> None:
+        written.append(f"b{len(written)}")
+        append(busy, written[-1] + "\n", mtime=clock.now)
+
+    clock.while_asleep = writer_at_work
+    first = FileSplitter(str(tmp_path), settle=2, continuous=continuous, clock=clock, sleep=clock.sleep)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert all_lines(first) == ["d"]
+    assert sum(clock.slept) == 2  # never longer than settle, however long the writer goes on
+    if continuous:  # a later listing reads it; nothing to warn about
+        assert caught == []
+    else:
+        [warning] = caught
+        assert warning.category is UnsettledFileWarning
+        assert str(busy) in str(warning.message) and "next run reads them" in str(warning.message)
+
+    clock.while_asleep = lambda: None  # the writer is done
+    nxt = FileSplitter(str(tmp_path), continuous=continuous, clock=clock, sleep=clock.sleep)
+    nxt.restore(first.state())
+    assert all_lines(nxt) == sorted(written)  # nothing of it was marked as read
 
 
 def test_files_added_while_running_need_a_scan(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import importlib
 import sys
+import threading
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from storage import FileSplitter
+from tests.splitter.fakes import Clock, append, write
 
 
 def make_input(directory, files: int = 2, lines: int = 40) -> list[str]:
@@ -74,6 +76,37 @@ def test_restart_from_checkpoint_reads_every_line_exactly_once(spark, tmp_path):
     for rows in batches.values():
         assert len({(path, block_id) for _, path, block_id, _ in rows}) <= 2
         assert all(block_id == offset // 256 for _, _, block_id, offset in rows)
+
+
+@pytest.mark.spark
+def test_a_bounded_query_reads_a_file_dropped_just_before_and_leaves_one_still_written_to_the_next_run(spark, tmp_path):
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "a.txt").write_text("a1\na2\n")
+    busy = data / "busy.txt"
+    busy.write_text("b0\n")
+    written, done = ["b0"], threading.Event()
+
+    def writer() -> None:  # whole lines, one write each, until the first run has ended
+        while not done.is_set():
+            written.append(f"b{len(written)}")
+            with open(busy, "a") as f:
+                f.write(written[-1] + "\n")
+            done.wait(0.05)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    splitter = FileSplitter(str(data), settle=1)
+    first, second = BatchRecorder(), BatchRecorder()
+    try:
+        start(splitter, spark, tmp_path / "cp", first, availableNow=True).awaitTermination()  # ends while busy.txt grows
+    finally:
+        done.set()
+        thread.join()
+    start(splitter, spark, tmp_path / "cp", second, availableNow=True).awaitTermination()
+    values = lambda recorder: [row[0] for rows in recorder.by_batch().values() for row in rows]  # noqa: E731
+    assert {"a1", "a2"} <= set(values(first))
+    assert Counter(values(first) + values(second)) == Counter(["a1", "a2", *written])
 
 
 def wait_for(condition, query, rounds: int = 300) -> None:
@@ -253,6 +286,67 @@ def test_offsets_are_deterministic_and_replayable_without_a_session(tmp_path):
     rest = reader.partitions(first_end, everything)
     assert len(first_blocks) + len(rest) == sum(-(-p.stat().st_size // 100) for p in tmp_path.iterdir())
     assert reader.latestOffset(everything, reader.getDefaultReadLimit()) == everything
+
+
+def planned_lines(reader, start, end) -> list[str]:
+    """The lines of the blocks an offset range plans, read as Spark's tasks would."""
+    return sorted(value for partition in reader.partitions(start, end) for batch in reader.read(partition)
+                  for value in batch["value"].to_pylist())
+
+
+@pytest.mark.parametrize("trigger", ["availableNow", "once", "continuous"])
+def test_the_source_waits_for_a_file_still_settling_rather_than_report_no_new_data(tmp_path, trigger):
+    """Spark takes ``start`` back from ``latestOffset`` as "no new data": a bounded query ends, and
+    ``processAllAvailable()`` returns, without the file dropped a moment before."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from storage.splitter.spark_source import SplitterStreamReader
+
+    clock = Clock()
+    path = tmp_path / "a.txt"
+    write(path, "a1\n", mtime=clock.now)
+    reader = SplitterStreamReader(FileSplitter(str(tmp_path), block_size=2).config, clock=clock, sleep=clock.sleep)
+    start = reader.initialOffset()
+    if trigger == "availableNow":
+        reader.prepareForTriggerAvailableNow()  # lists a.txt, whose writer is not done:
+        append(path, "a2\n", mtime=clock.now)
+    end = reader.latestOffset(start, ReadAllAvailable() if trigger == "once" else reader.getDefaultReadLimit())
+    assert planned_lines(reader, start, end) == (["a1", "a2"] if trigger == "availableNow" else ["a1"])
+    assert clock.slept == [2]  # until its mtime was settle (2 s) old
+    assert reader.latestOffset(end, reader.getDefaultReadLimit()) == end  # nothing more, no wait
+    assert clock.slept == [2]
+
+
+def test_trigger_once_waits_for_settling_files_before_taking_everything(tmp_path):
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from storage.splitter.spark_source import SplitterStreamReader
+
+    clock = Clock()
+    write(tmp_path / "old.txt", "o\n", mtime=clock.now - 100)
+    write(tmp_path / "new.txt", "n\n", mtime=clock.now - 1)
+    reader = SplitterStreamReader(FileSplitter(str(tmp_path)).config, clock=clock, sleep=clock.sleep)
+    start = reader.initialOffset()
+    assert planned_lines(reader, start, reader.latestOffset(start, ReadAllAvailable())) == ["n", "o"]
+    assert clock.slept == [1]
+
+
+def test_a_bounded_query_ends_without_a_file_that_keeps_changing_and_says_so(tmp_path):
+    from storage.splitter import UnsettledFileWarning
+    from storage.splitter.spark_source import SplitterStreamReader
+
+    clock = Clock()
+    busy = tmp_path / "busy.txt"
+    write(busy, "b0\n", mtime=clock.now)
+    writer_at_work = lambda: append(busy, "more\n", mtime=clock.now)  # noqa: E731
+    reader = SplitterStreamReader(FileSplitter(str(tmp_path), settle=3).config, clock=clock, sleep=clock.sleep)
+    start = reader.initialOffset()
+    reader.prepareForTriggerAvailableNow()
+    writer_at_work()
+    clock.while_asleep = writer_at_work
+    with pytest.warns(UnsettledFileWarning, match=rf"ends without \[{str(busy)!r}\]: still changing 3 s"):
+        assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start  # the query ends
+    assert sum(clock.slept) == 3
 
 
 def test_spark_processes_can_import_the_source_without_pandas():
