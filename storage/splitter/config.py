@@ -101,7 +101,7 @@ class SplitterConfig:
     ``settle``: a file is stable once its size and mtime have stayed the same this many seconds
     (its mtime is that old, or the scans have seen them unchanged that long); unstable files
     wait, and a hand-out that finds nothing else to give waits for them, at most ``settle``
-    seconds (``FileSplitter.next_blocks``).
+    seconds (``BlockPlanner.next_blocks``).
     ``watermark_slack``: files whose mtime is older than the newest fully read file minus this
     slack are forgotten and never offered again; ``None`` remembers every file (unbounded).
     ``continuous``: keep scanning for new files; ``False`` reads what the first scan found and ends.
