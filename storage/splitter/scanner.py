@@ -21,6 +21,7 @@ import fsspec
 
 from storage.splitter.config import SplitterConfig
 
+
 class UnsettledFileWarning(UserWarning):
     """A bounded run ended while a file it listed was still changing: the file was left for the next run."""
 
