@@ -5,7 +5,8 @@ Python workers' hot functions (py-spy), for the splitter's whole rows and for na
     .venv/bin/python benchmarks/splitter_profile.py [--size-gb 1] [--block-mb 128] [--top 25] [--depth 1]
 
 Needs ``jcmd`` and ``jfr`` (JDK 17) on PATH or beside ``java``, and ``py-spy`` in the venv. Each
-query reads every line with Trigger.AvailableNow into the ``noop`` sink after a warm-up; the
+query reads every line with Trigger.AvailableNow into the ``noop`` sink after a warm-up that checks
+its lines (the profiled run adds nothing per row, as ``splitter_bench``'s timed runs); the
 JVM is recorded from its start to its end with JFR's ``profile`` settings (a sample every
 10 ms per running thread), the Python workers with py-spy at 200 samples per second.
 Prints, per query, the share of JVM samples per top frame and per Spark/Arrow component,
@@ -27,13 +28,14 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from spark_cpu import jvm_pid  # noqa: E402
-from splitter_bench import MB, checked, write_data  # noqa: E402
+from splitter_bench import MB, checked, timed, write_data  # noqa: E402
 from storage import FileSplitter  # noqa: E402
 
 #: JVM frames grouped by what they do: the first rule whose prefix a sample's stack holds names it.
 JVM_COMPONENTS = [
     ("Arrow batches from Python into rows", ("org.apache.spark.sql.execution.python.", "org.apache.spark.api.python.",
-                                             "org.apache.arrow.", "org.apache.spark.sql.vectorized.")),
+                                             "org.apache.arrow.", "org.apache.spark.sql.vectorized.",
+                                             "org.apache.spark.sql.execution.datasources.v2.python.")),
     ("native text reader", ("org.apache.hadoop.", "org.apache.spark.sql.execution.datasources.HadoopFileLinesReader",
                             "org.apache.spark.sql.execution.datasources.text.")),
     ("generated code (projections, posexplode, substr)", ("org.apache.spark.sql.catalyst.expressions.GeneratedClass",)),
@@ -126,7 +128,7 @@ def main() -> None:
         for index, (label, make) in enumerate(queries.items()):
             result: list = []
             jvm_samples, python, jvm_total, python_total = profile(
-                lambda: result.append(checked(make(), jvm, lines, label)), jvm, scratch, f"q{index}", args.depth)
+                lambda: result.append(timed(make(), jvm)[0]), jvm, scratch, f"q{index}", args.depth)
             run = result[0]
             print(f"### {label}: {run.wall:.1f} s wall, {run.processing:.1f} s processing, "
                   f"cpu s JVM {run.jvm:.1f} + Python {run.python:.1f}\n")
