@@ -77,6 +77,7 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = 300.0, po
 
 def executor_pids(app_id: str) -> dict[str, int]:
     """Executor id -> pid of the executor JVMs of application ``app_id`` (a ``local-cluster`` app)."""
+    # -ww: without it ps cuts lines at 80 columns where it finds no terminal (under pytest), before the ids
     listing = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
     pids = {}
     for line in listing.splitlines():

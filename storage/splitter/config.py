@@ -98,9 +98,10 @@ class SplitterConfig:
     ``block_size``: bytes per block; a record belongs to the block holding its first byte.
     ``blocks_per_batch``: at most this many blocks per micro-batch (Apex's blocksThreshold).
     ``scan_interval``: seconds between two listings; a listing is reused until then.
-    ``settle``: a file is stable when two scans see the same size and mtime, or when its mtime
-    is at least ``settle`` seconds old; unstable files wait, and a hand-out that finds nothing
-    else to give waits for them, at most ``settle`` seconds (``FileSplitter.next_blocks``).
+    ``settle``: a file is stable once its size and mtime have stayed the same this many seconds
+    (its mtime is that old, or the scans have seen them unchanged that long); unstable files
+    wait, and a hand-out that finds nothing else to give waits for them, at most ``settle``
+    seconds (``BlockPlanner.next_blocks``).
     ``watermark_slack``: files whose mtime is older than the newest fully read file minus this
     slack are forgotten and never offered again; ``None`` remembers every file (unbounded).
     ``continuous``: keep scanning for new files; ``False`` reads what the first scan found and ends.

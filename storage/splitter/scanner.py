@@ -1,9 +1,11 @@
 """The scanner: lists files and decides which are stable enough to read.
 
-A file is stable when two consecutive scans see the same size and mtime (a writer is
-probably done), or when its mtime is at least ``settle`` seconds before the scan; the
-others are *settling*, and the scanner says from when each can be stable, so that a
-caller can list again then instead of after ``scan_interval``.
+A file is stable once its size and mtime have stayed the same for ``settle`` seconds (a
+writer is probably done): its mtime is that old, or the scans have seen the same size and
+mtime for that long (an mtime ahead of this clock, from a writer whose clock is ahead).
+Two scans moments apart that agree prove nothing. The others are *settling*, and the
+scanner says from when each can be stable, so that a caller can list again then instead
+of after ``scan_interval``.
 The scanner remembers only the previous scan's observations, never what was read:
 that belongs to ``SplitState``, which travels in the stream's offsets.
 """
@@ -18,6 +20,7 @@ from typing import Callable, Iterator, Mapping
 import fsspec
 
 from storage.splitter.config import SplitterConfig
+
 
 class UnsettledFileWarning(UserWarning):
     """A bounded run ended while a file it listed was still changing: the file was left for the next run."""
@@ -43,7 +46,7 @@ def _mtime(info: Mapping) -> float:
 @dataclass(frozen=True)
 class Settling:
     """A listed file that may still be written: what the scan saw, and the clock time from which
-    it counts as stable if it does not change (its mtime ``settle`` seconds old)."""
+    it counts as stable if it does not change."""
 
     size: int
     mtime: float
@@ -60,6 +63,8 @@ class Scanner:
         self._roots = roots
         self._clock = clock
         self._previous: dict[str, tuple[int, float]] = {}
+        #: When a scan first saw each file's current size and mtime.
+        self._since: dict[str, float] = {}
         self._only: frozenset[str] | None = None
         #: The files the last scan found not yet stable.
         self.settling: dict[str, Settling] = {}
@@ -94,11 +99,14 @@ class Scanner:
             if self._config.accepts(posixpath.basename(path)) and (self._only is None or path in self._only):
                 observed[path] = (int(info["size"]), _mtime(info))
         stable: dict[str, tuple[int, float]] = {}
+        since = {path: self._since[path] if self._previous.get(path) == seen else now
+                 for path, seen in observed.items()}
         self.settling = {}
         for path, (size, mtime) in observed.items():
-            if self._previous.get(path) == (size, mtime) or mtime <= now - self._config.settle:
+            stable_at = min(mtime, since[path]) + self._config.settle
+            if stable_at <= now:
                 stable[path] = (size, mtime)
             else:
-                self.settling[path] = Settling(size, mtime, mtime + self._config.settle)
-        self._previous = observed
+                self.settling[path] = Settling(size, mtime, stable_at)
+        self._previous, self._since = observed, since
         return stable

@@ -49,7 +49,7 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, Stri
 from storage.splitter.config import SplitterConfig, quote_name
 from storage.splitter.metadata import BlockMetadata, FileMetadata
 from storage.splitter.readers import OnSkip, SkippedBlock, chunk_batches, line_batches, read_csv_table
-from storage.splitter.splitter import FileSplitter
+from storage.splitter.planner import BlockPlanner
 from storage.splitter.state import SplitState
 
 FORMAT = "file_splitter"
@@ -157,8 +157,8 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._config = config
         self._rows = rows
         self._skipped_id = skipped_id
-        self._splitter = FileSplitter.from_config(config, clock, sleep)
-        protocol = self._splitter.fs.protocol
+        self._planner = BlockPlanner(config, clock, sleep)
+        protocol = self._planner.fs.protocol
         self._protocol = protocol if isinstance(protocol, str) else protocol[0]
         self._last: dict[str, Any] | None = None
 
@@ -170,19 +170,19 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The next batch's end offset; ``start`` itself when there is nothing new.
 
         With nothing stable to hand out, it waits for the listed files still settling, at most
-        ``settle`` seconds (``FileSplitter.next_blocks``): returning ``start`` tells Spark there is
+        ``settle`` seconds (``BlockPlanner.next_blocks``): returning ``start`` tells Spark there is
         no new data, which ends a bounded query and returns ``processAllAvailable()``, though a file
         just dropped would be stable moments later.
         """
         if start != self._last:
-            self._splitter.restore(start["state"])
+            self._planner.restore(start["state"])
         if isinstance(limit, ReadAllAvailable):  # Trigger.Once: this one batch is the whole run
-            self._splitter.freeze()
-        blocks = self._splitter.next_blocks(self._block_limit(limit))
+            self._planner.freeze()
+        blocks = self._planner.next_blocks(self._block_limit(limit))
         if not blocks:
             self._last = start
             return start
-        self._last = {**start, "n": start["n"] + 1, "batch": _batch_ranges(blocks), "state": self._splitter.state()}
+        self._last = {**start, "n": start["n"] + 1, "batch": _batch_ranges(blocks), "state": self._planner.state()}
         return self._last
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -198,7 +198,7 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow reads the files listed now, in batches of ``blocks_per_batch``, then ends."""
-        self._splitter.freeze()
+        self._planner.freeze()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if start == end:

@@ -1,38 +1,25 @@
-"""``FileSplitter``: scanner, state and block readers behind one object.
+"""``FileSplitter``: the block planner and the block readers behind one object.
 
 For pandas, ``blocks()`` hands out the next non-overlapping blocks and ``read_lines()``
-(or ``read_records()``, which parses CSV) reads them; for Spark, ``read_stream(spark)`` gives a streaming DataFrame through the
-Python Data Source in ``storage.splitter.spark_source`` (pyspark >= 4.2).
+(or ``read_records()``, which parses CSV) reads them; for Spark, ``read_stream(spark)`` gives a
+streaming DataFrame through the Python Data Source in ``storage.splitter.spark_source``
+(pyspark >= 4.2), which plans with its own ``BlockPlanner`` and never imports this module.
 """
 
 from __future__ import annotations
 
 import time
-import uuid
-import warnings
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
-
-import fsspec
 
 from storage.splitter.config import DEFAULT_BLOCK_SIZE, Seconds, Size, SplitterConfig
 from storage.splitter.metadata import BlockMetadata, FileMetadata, blocks_frame, blocks_from_frame, files_frame
+from storage.splitter.planner import BlockPlanner
 from storage.splitter.readers import SkippedBlock, read_csv, read_lines
-from storage.splitter.scanner import Listing, Scanner, UnsettledFileWarning
-from storage.splitter.state import SplitState
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark import Accumulator
     from pyspark.sql import DataFrame, SparkSession
-
-
-def open_filesystem(config: SplitterConfig) -> tuple[fsspec.AbstractFileSystem, tuple[str, ...]]:
-    """The one fsspec filesystem of all ``paths`` and the paths in its own form; checks they exist."""
-    fs, _, roots = fsspec.core.get_fs_token_paths(list(config.paths), storage_options=dict(config.storage_options))
-    for given, root in zip(config.paths, roots):
-        if not fs.exists(root):
-            raise FileNotFoundError(f"paths: {given!r} does not exist; create it or fix the path")
-    return fs, tuple(roots)
 
 
 class FileSplitter:
@@ -82,22 +69,15 @@ class FileSplitter:
 
     def _init(self, config: SplitterConfig, clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
         self.config = config
-        self.fs, roots = open_filesystem(config)
-        self._clock = clock
-        self._sleep = sleep
-        self._scanner = Scanner(config, self.fs, roots, clock)
-        self._state = SplitState()
-        self._stable: Listing = {}
-        self._last_scan: float | None = None
-        self._scan_requested = True
-        self._trigger_seen = self._read_trigger()
+        self._planner = BlockPlanner(config, clock, sleep)
+        self.fs = self._planner.fs
         self._skipped: list[SkippedBlock] = []
         self._stream_skipped: list[Accumulator[list[SkippedBlock]]] = []
 
     def __repr__(self) -> str:
         return f"FileSplitter({self.config!r})"
 
-    # -- scanning -----------------------------------------------------------------------------
+    # -- scanning and handing out blocks: the planner's ---------------------------------------
 
     def trigger_scan(self) -> None:
         """Scan at the next ``blocks()`` call instead of waiting for ``scan_interval``.
@@ -105,84 +85,16 @@ class FileSplitter:
         With ``scan_trigger_file`` it also writes a new token into that file, so every splitter
         watching it, such as a running Spark source in another process, scans at its next call.
         """
-        self._scan_requested = True
-        if self.config.scan_trigger_file is not None:
-            self.fs.pipe_file(self.config.scan_trigger_file, uuid.uuid4().hex.encode())
-            self._trigger_seen = self._read_trigger()
-
-    def _read_trigger(self) -> bytes | None:
-        """The trigger file's content (``None`` when absent or not configured)."""
-        if self.config.scan_trigger_file is None:
-            return None
-        try:
-            return self.fs.cat_file(self.config.scan_trigger_file)
-        except FileNotFoundError:
-            return None
-
-    def _scan_if_due(self) -> None:
-        now = self._clock()
-        due = self._last_scan is None or now - self._last_scan >= self.config.scan_interval
-        if self.config.scan_trigger_file is not None:
-            token = self._read_trigger()
-            if token != self._trigger_seen:
-                self._trigger_seen, self._scan_requested = token, True
-        if self._scan_requested or due:
-            self._scan()
-
-    def _scan(self) -> None:
-        self._last_scan = self._clock()
-        self._stable = self._scanner.scan()
-        self._scan_requested = False
-        if not self.config.continuous:
-            self.freeze()
+        self._planner.trigger_scan()
 
     def freeze(self) -> None:
         """Read only the files known now (listed at least once); later files are ignored."""
-        if self._last_scan is None:
-            self._scan_if_due()
-        self._scanner.freeze()
-
-    # -- handing out blocks -------------------------------------------------------------------
+        self._planner.freeze()
 
     def next_blocks(self, limit: int | None) -> list[BlockMetadata]:
-        """Scan if due, then hand out up to ``limit`` blocks never handed out before (all if ``None``).
-
-        Listed files still settling are waited for where they would otherwise be missed: when
-        nothing stable is left to hand out, and, with ``limit=None`` (everything available now),
-        before handing out. The wait lists again each time the earliest of them can be stable,
-        and lasts at most ``settle`` seconds: a file still changing then is left for a later
-        listing, with an ``UnsettledFileWarning`` naming it when the run is bounded (it ends now).
-        """
-        self._scan_if_due()
-        give_up = self._clock() + self.config.settle
-        while True:
-            if limit is not None:  # stable blocks go at once; settling files matter when there are none
-                taken = self._take(limit)
-                if taken:
-                    return taken
-            settling = self._settling_with_new_bytes()
-            now = self._clock()
-            if not settling or now >= give_up:
-                if settling and self._scanner.frozen:
-                    self._warn_unsettled(settling)
-                return self._take(None) if limit is None else []
-            self._sleep(max(0.0, min(*settling.values(), give_up) - now))
-            self._scan()
-
-    def _take(self, limit: int | None) -> list[BlockMetadata]:
-        return self._state.take(self._stable, self.config.block_size, limit, self.config.watermark_slack)
-
-    def _settling_with_new_bytes(self) -> dict[str, float]:
-        """Path -> when it can be stable, of the settling files that would give blocks once stable."""
-        slack = self.config.watermark_slack
-        return {path: seen.stable_at for path, seen in self._scanner.settling.items()
-                if self._state.offers(path, seen.size, seen.mtime, slack)}
-
-    def _warn_unsettled(self, settling: Mapping[str, float]) -> None:
-        warnings.warn(
-            f"this bounded run ends without {sorted(settling)}: still changing {self.config.settle:g} s "
-            f"(settle) after it listed them, so probably still being written; they are not marked as read, "
-            f"and the next run reads them once they are stable", UnsettledFileWarning, stacklevel=3)
+        """Hand out up to ``limit`` blocks never handed out before (all if ``None``); see
+        ``BlockPlanner.next_blocks`` for when it lists and how it waits for settling files."""
+        return self._planner.next_blocks(limit)
 
     def blocks(self, limit: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The next blocks (at most ``limit``, default ``blocks_per_batch``) as (files, blocks) frames."""
@@ -191,14 +103,10 @@ class FileSplitter:
         for block in taken:
             segments.setdefault((block.path, block.segment_start), block)
         files = [
-            FileMetadata(b.path, b.segment_end, self._state_mtime(b.path), b.segment_start, self.config.block_size)
+            FileMetadata(b.path, b.segment_end, self._planner.mtime(b.path), b.segment_start, self.config.block_size)
             for b in segments.values()
         ]
         return files_frame(files), blocks_frame(taken)
-
-    def _state_mtime(self, path: str) -> float:
-        entry = self._state.files.get(path)
-        return entry.mtime if entry is not None else self._stable.get(path, (0, 0.0))[1]
 
     def read_lines(self, blocks: pd.DataFrame | None = None) -> pd.DataFrame:
         """Lines of the given blocks frame; without one, of every block available now."""
@@ -228,17 +136,16 @@ class FileSplitter:
     @property
     def remembered(self) -> int:
         """How many files the state remembers (bounded by the watermark slack)."""
-        return len(self._state.files)
+        return self._planner.remembered
 
     # -- state, for offsets -------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        return self._state.to_json()
+        return self._planner.state()
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a saved state; the next call lists the files again."""
-        self._state = SplitState.from_json(state)
-        self._scan_requested = True
+        self._planner.restore(state)
 
     # -- Spark --------------------------------------------------------------------------------
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import warnings
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storage import FileSplitter
 from storage.splitter import SplitterConfig, UnreadableFileWarning, UnsettledFileWarning
@@ -362,3 +365,62 @@ def test_block_metadata_of_a_huge_file_is_never_materialised(tmp_path):
     assert files["block_ids"].iloc[0][-1] == 10**10 - 1
     _, blocks = splitter.blocks()
     assert blocks["offset"].tolist() == [3, 4, 5]
+
+
+#: A writer's appends to one file: (seconds after its first, text), ending with a newline. It pauses
+#: less than ``settle`` (2 s) inside a line, the one assumption the splitter makes of writers.
+_appends = st.lists(st.tuples(st.floats(0.0, 1.9), st.sampled_from(["x", "yy\n", "z\n", "w"])), min_size=1,
+                    max_size=6).map(lambda steps: [(sum(gap for gap, _ in steps[: i + 1]), text)
+                                                   for i, (_, text) in enumerate(steps)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(writers=st.lists(st.tuples(st.floats(0.0, 4.0), _appends), min_size=1, max_size=3),
+       start=st.floats(0.0, 8.0), blocks_per_batch=st.integers(1, 4))
+def test_bounded_runs_read_every_line_whole_and_exactly_once_whatever_the_writers_do(writers, start,
+                                                                                   blocks_per_batch):
+    """Writers append while a bounded run starts at a random moment and a second run follows: each
+    line is read once and whole, and no call waits longer than ``settle``."""
+    with tempfile.TemporaryDirectory() as directory:
+        clock = Clock()
+        origin = clock.now
+        events = sorted((origin + first + at, f"f{i}.txt", text) for i, (first, appends) in enumerate(writers)
+                        for at, text in [*appends, (appends[-1][0], "\n")])
+        done_at_start = {name for name in {name for _, name, _ in events}
+                         if all(at <= origin + start for at, other, _ in events if other == name)}
+
+        def write_until_now() -> None:
+            while events and events[0][0] <= clock.now:
+                at, name, text = events.pop(0)
+                with open(os.path.join(directory, name), "a") as f:
+                    f.write(text)
+                os.utime(os.path.join(directory, name), (at, at))
+
+        clock.now = origin + start
+        write_until_now()
+        clock.while_asleep = write_until_now
+        read: list[tuple[int, str, str]] = []
+        state = None
+        for run in range(2):  # a bounded run, then the next one once every writer is done
+            splitter = FileSplitter(directory, continuous=False, settle=2, block_size=3,
+                                    blocks_per_batch=blocks_per_batch, clock=clock, sleep=clock.sleep)
+            if state is not None:
+                splitter.restore(state)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UnsettledFileWarning)
+                while True:
+                    before = len(clock.slept)
+                    _, blocks = splitter.blocks()
+                    assert sum(clock.slept[before:]) <= 2
+                    if blocks.empty:
+                        break
+                    lines = splitter.read_lines(blocks)
+                    read += [(run, os.path.basename(path), value) for path, value in zip(lines["path"], lines["value"])]
+            state = splitter.state()
+            clock.now = max([clock.now, *(at for at, _, _ in events)]) + 1
+            write_until_now()
+        whole = {name: open(os.path.join(directory, name)).read().splitlines() for name in os.listdir(directory)}
+        assert sorted((name, value) for _, name, value in read) == sorted(
+            (name, line) for name, lines in whole.items() for line in lines)
+        for name in done_at_start:  # listed by the first run, its writer done: the first run read it all
+            assert sorted(value for run, other, value in read if run == 0 and other == name) == sorted(whole[name])

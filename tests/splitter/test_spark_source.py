@@ -6,6 +6,7 @@ import datetime
 import importlib
 import sys
 import threading
+import warnings
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -337,15 +338,37 @@ def test_a_bounded_query_ends_without_a_file_that_keeps_changing_and_says_so(tmp
     clock = Clock()
     busy = tmp_path / "busy.txt"
     write(busy, "b0\n", mtime=clock.now)
-    writer_at_work = lambda: append(busy, "more\n", mtime=clock.now)  # noqa: E731
+    clock.while_asleep = lambda: append(busy, "more\n", mtime=clock.now)
     reader = SplitterStreamReader(FileSplitter(str(tmp_path), settle=3).config, clock=clock, sleep=clock.sleep)
     start = reader.initialOffset()
     reader.prepareForTriggerAvailableNow()
-    writer_at_work()
-    clock.while_asleep = writer_at_work
     with pytest.warns(UnsettledFileWarning, match=rf"ends without \[{str(busy)!r}\]: still changing 3 s"):
         assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start  # the query ends
     assert sum(clock.slept) == 3
+
+
+def test_two_listings_moments_apart_do_not_make_a_file_being_written_stable(tmp_path):
+    """An availableNow query lists twice within milliseconds (``prepareForTriggerAvailableNow``, then
+    ``latestOffset``): that they agree says nothing of whether the writer is done."""
+    from storage.splitter import UnsettledFileWarning
+    from storage.splitter.spark_source import SplitterStreamReader
+
+    clock = Clock()
+    path = tmp_path / "a.txt"
+    write(path, "a1\nha", mtime=clock.now)  # the writer is in the middle of a line ...
+    clock.while_asleep = lambda: append(path, "lf\n", mtime=clock.now)  # ... and ends it while the run waits
+    config = FileSplitter(str(tmp_path)).config
+    runs = []
+    for _ in range(2):
+        reader = SplitterStreamReader(config, clock=clock, sleep=clock.sleep)
+        start = reader.initialOffset() if not runs else runs[-1][0]
+        reader.prepareForTriggerAvailableNow()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnsettledFileWarning)
+            end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        runs.append((end, planned_lines(reader, start, end)))
+        clock.while_asleep = lambda: None
+    assert [lines for _, lines in runs] == [[], ["a1", "half"]]  # never "ha" and "lf"
 
 
 def test_spark_processes_can_import_the_source_without_pandas():

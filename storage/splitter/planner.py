@@ -1,0 +1,156 @@
+"""``BlockPlanner``: the scanner and the hand-out state, which decide the blocks to read next.
+
+Both ``FileSplitter`` (pandas) and the Spark source's driver side plan with it; neither needs
+the other, so the Spark source never imports the pandas-facing splitter.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import warnings
+from typing import Any, Callable, Mapping
+
+import fsspec
+
+from storage.splitter.config import SplitterConfig
+from storage.splitter.metadata import BlockMetadata
+from storage.splitter.scanner import Listing, Scanner, UnsettledFileWarning
+from storage.splitter.state import SplitState
+
+
+def open_filesystem(config: SplitterConfig) -> tuple[fsspec.AbstractFileSystem, tuple[str, ...]]:
+    """The one fsspec filesystem of all ``paths`` and the paths in its own form; checks they exist."""
+    fs, _, roots = fsspec.core.get_fs_token_paths(list(config.paths), storage_options=dict(config.storage_options))
+    for given, root in zip(config.paths, roots):
+        if not fs.exists(root):
+            raise FileNotFoundError(f"paths: {given!r} does not exist; create it or fix the path")
+    return fs, tuple(roots)
+
+
+class BlockPlanner:
+    """Lists the files under ``config.paths`` and hands out their blocks exactly once.
+
+    ``clock`` (epoch seconds) and ``sleep`` are injectable so tests control the scan interval,
+    the settle time and the waits for files still settling, without waiting on the wall clock.
+    """
+
+    def __init__(self, config: SplitterConfig, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.config = config
+        self.fs, roots = open_filesystem(config)
+        self._clock = clock
+        self._sleep = sleep
+        self._scanner = Scanner(config, self.fs, roots, clock)
+        self._state = SplitState()
+        self._stable: Listing = {}
+        self._last_scan: float | None = None
+        self._scan_requested = True
+        self._trigger_seen = self._read_trigger()
+
+    # -- scanning -----------------------------------------------------------------------------
+
+    def trigger_scan(self) -> None:
+        """Scan at the next hand-out instead of waiting for ``scan_interval``.
+
+        With ``scan_trigger_file`` it also writes a new token into that file, so every planner
+        watching it, such as a running Spark source in another process, scans at its next call.
+        """
+        self._scan_requested = True
+        if self.config.scan_trigger_file is not None:
+            self.fs.pipe_file(self.config.scan_trigger_file, uuid.uuid4().hex.encode())
+            self._trigger_seen = self._read_trigger()
+
+    def _read_trigger(self) -> bytes | None:
+        """The trigger file's content (``None`` when absent or not configured)."""
+        if self.config.scan_trigger_file is None:
+            return None
+        try:
+            return self.fs.cat_file(self.config.scan_trigger_file)
+        except FileNotFoundError:
+            return None
+
+    def _scan_if_due(self) -> None:
+        now = self._clock()
+        due = self._last_scan is None or now - self._last_scan >= self.config.scan_interval
+        if self.config.scan_trigger_file is not None:
+            token = self._read_trigger()
+            if token != self._trigger_seen:
+                self._trigger_seen, self._scan_requested = token, True
+        if self._scan_requested or due:
+            self._scan()
+
+    def _scan(self) -> None:
+        self._last_scan = self._clock()
+        self._stable = self._scanner.scan()
+        self._scan_requested = False
+        if not self.config.continuous:
+            self.freeze()
+
+    def freeze(self) -> None:
+        """Read only the files known now (listed at least once); later files are ignored."""
+        if self._last_scan is None:
+            self._scan_if_due()
+        self._scanner.freeze()
+
+    # -- handing out blocks -------------------------------------------------------------------
+
+    def next_blocks(self, limit: int | None) -> list[BlockMetadata]:
+        """Scan if due, then hand out up to ``limit`` blocks never handed out before (all if ``None``).
+
+        Listed files still settling are waited for where they would otherwise be missed: when
+        nothing stable is left to hand out, and, with ``limit=None`` (everything available now),
+        before handing out. The wait lists again each time the earliest of them can be stable,
+        and lasts at most ``settle`` seconds: a file still changing then is left for a later
+        listing, with an ``UnsettledFileWarning`` naming it when the run is bounded (it ends now).
+        """
+        self._scan_if_due()
+        give_up = self._clock() + self.config.settle
+        while True:
+            if limit is not None:  # stable blocks go at once; settling files matter when there are none
+                taken = self._take(limit)
+                if taken:
+                    return taken
+            settling = self._settling_with_new_bytes()
+            now = self._clock()
+            if not settling or now >= give_up:
+                if settling and self._scanner.frozen:
+                    self._warn_unsettled(settling)
+                return self._take(None) if limit is None else []
+            self._sleep(max(0.0, min(*settling.values(), give_up) - now))
+            self._scan()
+
+    def _take(self, limit: int | None) -> list[BlockMetadata]:
+        return self._state.take(self._stable, self.config.block_size, limit, self.config.watermark_slack)
+
+    def _settling_with_new_bytes(self) -> dict[str, float]:
+        """Path -> when it can be stable, of the settling files that would give blocks once stable."""
+        slack = self.config.watermark_slack
+        return {path: seen.stable_at for path, seen in self._scanner.settling.items()
+                if self._state.offers(path, seen.size, seen.mtime, slack)}
+
+    def _warn_unsettled(self, settling: Mapping[str, float]) -> None:
+        warnings.warn(
+            f"this bounded run ends without {sorted(settling)}: still changing {self.config.settle:g} s "
+            f"(settle) after it listed them, so probably still being written; they are not marked as read, "
+            f"and the next run reads them once they are stable", UnsettledFileWarning, stacklevel=4)
+
+    def mtime(self, path: str) -> float:
+        """The mtime a handed-out file had when it was listed."""
+        entry = self._state.files.get(path)
+        return entry.mtime if entry is not None else self._stable.get(path, (0, 0.0))[1]
+
+    @property
+    def remembered(self) -> int:
+        """How many files the state remembers (bounded by the watermark slack)."""
+        return len(self._state.files)
+
+    # -- state, for offsets -------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        return self._state.to_json()
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a saved state; the next call lists the files again."""
+        self._state = SplitState.from_json(state)
+        self._scan_requested = True
