@@ -11,6 +11,7 @@ committed again: what its replay wrote is deleted.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from .._lease import Lease
@@ -20,6 +21,18 @@ from .parts import PhaseHook, no_hook
 from .rolling import PartStats
 from .state import PartRecord, SinkState, load_state
 from .tasks import TaskReport, attempts_dir, base_writer_id
+
+
+def now_ms() -> int:
+    """The wall clock in milliseconds: a query's processing time."""
+    return int(time.time() * 1000)
+
+
+def fenced_lease(config: SinkConfig, fence: tuple[int, str]) -> Lease:
+    """The lease a query holds, as another process (the commit of a Python data source) checks it."""
+    lease = SinkDirectory(config).lease()
+    lease.epoch, lease.token = fence
+    return lease
 
 
 def commit_batch(config: SinkConfig, batch_id: int, reports: Sequence[TaskReport], lease: Lease | None, now_ms: int,
@@ -45,10 +58,12 @@ def commit_batch(config: SinkConfig, batch_id: int, reports: Sequence[TaskReport
         if part.slot in reported:
             continue
         idle = PartStats(part.length, part.batches, part.created_ms, part.last_write_ms)
-        if end_of_input or config.rolling.roll_on_processing_time(idle, now_ms):
+        if config.rolling.roll_on_processing_time(idle, now_ms):
             finishing.append(part)
         else:
             open_parts.append(part)
+    if end_of_input:  # every part finished: all committed rows readable
+        finishing, open_parts = finishing + open_parts, []
     for part in finishing:
         directory.seal_final(part)
     pending = [(src, dst, n) for r in written for src, dst, n in r.pending]

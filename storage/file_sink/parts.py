@@ -28,8 +28,9 @@ from .formats import BulkWriter
 from .rolling import PartStats
 from .state import PartRecord
 
-# A test seam: called with (phase, batch_id) at "mid_write", "after_staging",
-# "after_commit_record" and "mid_rename", so crash tests can stop the process there.
+# A test seam: called with (phase, batch_id) at "task_started" (a Spark task, once it has decided which parts
+# it goes on with), "mid_write", "after_staging", "after_commit_record" and "mid_rename", so crash tests can
+# stop the process there.
 PhaseHook = Callable[[str, int], None]
 #: Rows buffered for a part before they are appended as one segment (a flush), and bulk-file bytes kept
 #: before they go out: what one open part holds in memory.

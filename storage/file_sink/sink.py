@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pandas as pd
 
-from . import reading
+from .reading import finished_files, read
 from .config import SinkConfig
 from .parts import PhaseHook
 from .writer import DEFAULT_OWNER, SinkWriter, check_batch_arguments, to_table
@@ -140,7 +140,7 @@ class FileSink(SinkConfig):
 
     def finished_files(self) -> list[str]:
         """Finished part files in bucket and part order; hidden and in-progress files excluded."""
-        return reading.finished_files(self)
+        return finished_files(self)
 
     def read(self) -> pd.DataFrame:
         """The rows of every finished file, decrypted (authenticated), decompressed, checked against the commit.
@@ -148,4 +148,4 @@ class FileSink(SinkConfig):
         A part that is not as committed (damaged, truncated, appended to, missing)
         raises an error naming it; a path that does not exist raises ``FileNotFoundError``.
         """
-        return reading.read(self)
+        return read(self)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from .._lease import Lease
-from .commit import commit_batch, discard_reports, finish_open_parts
+from .commit import commit_batch, discard_reports, finish_open_parts, now_ms
 from .config import SinkConfig
 from .directory import RUNNING_HERE, SinkDirectory
 from .parts import PhaseHook, no_hook
@@ -34,10 +34,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 APIS = ("auto", "data_source", "foreach_batch")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def has_data_source_writer() -> bool:
@@ -176,10 +172,3 @@ def _keep_lease(query: StreamingQuery, lease: Lease) -> None:
         pass
     finally:
         RUNNING_HERE.pop(lease.token, None)
-
-
-def fenced_lease(sink: SinkConfig, fence: tuple[int, str]) -> Lease:
-    """The lease a query holds, as another process (the commit of a Python data source) checks it."""
-    lease = SinkDirectory(sink).lease()
-    lease.epoch, lease.token = fence
-    return lease

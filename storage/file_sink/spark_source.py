@@ -18,11 +18,10 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from .commit import commit_batch, discard_reports
+from .commit import commit_batch, discard_reports, fenced_lease, now_ms
 from .config import SinkConfig
 from .directory import SinkDirectory
 from .parts import PhaseHook
-from .spark import fenced_lease, now_ms
 from .state import load_state
 from .tasks import TaskReport, describe_task_context, write_task
 

@@ -101,6 +101,7 @@ def write_task(config: SinkConfig, task: TaskInfo, batches: Iterable[pa.RecordBa
     files = PartFiles(config, directory, names, hook, slot)
     files.start_batch(task.now_ms)
     files.adopt(_continue(config, directory, state, task, slot, names, files, report))
+    hook("task_started", task.batch_id)
     for batch in batches:
         table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         if table.num_rows:
