@@ -45,6 +45,7 @@ class Lease:
         self.owner = owner
         self.epoch = 0
         self.token = uuid.uuid4().hex[:8]
+        self.previous: dict[str, Any] | None = None  # the newest lease when this one was claimed
         self._renewed = 0.0
 
     def path(self, epoch: int) -> str:
@@ -72,8 +73,8 @@ class Lease:
         self.fs.makedirs(self.directory, exist_ok=True)
         epochs = self.epochs()
         top = epochs[-1] if epochs else 0
+        self.previous = held = self.read(top) if top else None
         if top and not take_over:
-            held = self.read(top)
             now = time.time()
             if held is not None and not held.get("released") and held.get("expires", 0) > now and not frees(held):
                 raise self.wording.held_error(

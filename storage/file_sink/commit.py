@@ -66,20 +66,20 @@ def commit_batch(config: SinkConfig, batch_id: int, reports: Sequence[TaskReport
         finishing, open_parts = finishing + open_parts, []
     for part in finishing:
         directory.seal_final(part)
-    pending = [(src, dst, n) for r in written for src, dst, n in r.pending]
-    pending += [(p.path, p.final_path, p.length) for p in finishing]
+    pending = [entry for r in written for entry in r.pending]
+    pending += [(p.path, p.final_path, p.length, p.crc) for p in finishing]
     _refuse_clashing_names(config, directory, pending)
     committed = SinkState(
         writer_id=state.writer_id,
         batch_id=batch_id,
         next_part=dict(state.next_part),
         open_parts=open_parts,
-        finalize=[(src, dst) for src, dst, _ in pending],
+        finalize=[(src, dst) for src, dst, _, _ in pending],
         settings=directory.settings(),
         sequence=state.sequence + 1,
         owner=owner,
         owners={**state.owners, owner: batch_id},
-        finished=[(dst, n) for _, dst, n in pending],
+        finished=[(dst, n, crc) for _, dst, n, crc in pending],
         manifest=state.manifest,
         chain_from=state.chain_from,
     )
@@ -98,12 +98,13 @@ def discard_reports(config: SinkConfig, reports: Sequence[TaskReport], state: Si
     directory.remove([path for r in reports for path in r.created if path not in known])
 
 
-def _refuse_clashing_names(config: SinkConfig, directory: SinkDirectory, pending: list[tuple[str, str, int]]) -> None:
+def _refuse_clashing_names(config: SinkConfig, directory: SinkDirectory,
+                           pending: list[tuple[str, str, int, int]]) -> None:
     """A ``with_part_names`` fn may give two parts one name: renaming onto a part would lose its rows."""
     if config.part_name is None:
         return  # the default names hold each attempt's random token
     seen: set[str] = set()
-    for _, dst, _ in pending:
+    for _, dst, _, _ in pending:
         if dst in seen or directory.fs.exists(dst):
             raise ValueError(
                 f"FileSink part name fn gave {dst.rsplit('/', 1)[-1]!r} to a part of this batch, which another "
@@ -131,7 +132,7 @@ def _remove_losers(directory: SinkDirectory, committed: SinkState, written: Sequ
     if lost_slots:
         keep = {p.path for p in committed.open_parts}
         folders = {path.rsplit("/", 1)[0] for r in written if r.slot in lost_slots
-                   for path in [p.path for p in r.open_parts] + [src for src, _, _ in r.pending]}
+                   for path in [p.path for p in r.open_parts] + [entry[0] for entry in r.pending]}
         folders.add(directory.root)
         for folder in sorted(folders):
             for path in fs.ls(folder, detail=False):
@@ -163,7 +164,7 @@ def finish_open_parts(config: SinkConfig, lease: Lease | None, hook: PhaseHook =
         sequence=state.sequence + 1,
         owner=state.owner,
         owners=dict(state.owners),
-        finished=[(p.final_path, p.length) for p in state.open_parts],
+        finished=[(p.final_path, p.length, p.crc) for p in state.open_parts],
         manifest=state.manifest,
         chain_from=state.chain_from,
     )

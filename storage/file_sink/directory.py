@@ -10,7 +10,9 @@ committed part that is gone is an error naming it: its rows would be lost.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import zlib
 from typing import Any, Callable
 
 from .._fs import is_local
@@ -81,10 +83,13 @@ class SinkDirectory:
         return Lease(self.fs, f"{self.root}/{STATE_DIR}/lease", self.config.lease_seconds, False, wording, owner)
 
     def claim(self, lease: Lease, take_over: bool, same_writer: Callable[[dict[str, Any]], bool] = lambda held: False
-              ) -> None:
+              ) -> bool:
         """Claim ``lease``; a holder that is a dead process of this machine, a query of this process that
-        stopped, or ``same_writer``, is taken over."""
+        stopped, or ``same_writer``, is taken over. True when the writer before may still be running (it was
+        taken over, or its lease ran out): then its in-progress parts must not be appended to (``detach``)."""
         lease.claim(take_over, frees=lambda held: holder_is_dead(held) or _stopped_here(held) or same_writer(held))
+        held = lease.previous
+        return held is not None and not held.get("released") and not holder_is_dead(held) and not _stopped_here(held)
 
     def refuse_changed_settings(self, state: SinkState) -> None:
         """Appending to in-progress parts under other settings than they were written with would corrupt them."""
@@ -161,6 +166,31 @@ class SinkDirectory:
         for directory in sorted({dst.rsplit("/", 1)[0] for _, dst in renames}):
             self.sync(directory)
 
+    def detach(self, state: SinkState | None, lease: Lease) -> SinkState | None:
+        """Move the in-progress parts of a writer that may still run to copies it does not know, and commit that.
+
+        A writer taken over while alive (a zombie) may still append to the
+        files it holds open; its successor goes on in copies of their committed
+        bytes (a copy on the filesystem's side), so what the zombie appends is
+        never committed. Call after ``recover``.
+        """
+        if state is None or not state.open_parts:
+            return state
+        moved, old = [], []
+        for rec in state.open_parts:
+            self.check_open_part(rec, state, truncate=False)
+            copy = f"{rec.path.removesuffix(INPROGRESS)}.e{lease.epoch}{INPROGRESS}"
+            self.fs.cp_file(rec.path, copy)
+            if self.fs.size(copy) > rec.length:
+                self.truncate(copy, rec.length)
+            moved.append(dataclasses.replace(rec, path=copy))
+            old.append(rec.path)
+        detached = dataclasses.replace(state, open_parts=moved, finalize=[], finished=[], removed=[],
+                                       sequence=state.sequence + 1)
+        self.publish(detached, lease, [p.path for p in moved], lambda phase, batch_id: None)
+        self.remove(old)
+        return detached
+
     def seal_final(self, rec: PartRecord) -> None:
         """Append an idle row-format part's final (empty) segment, when encrypted, so that it can be finished."""
         if self.config.key is None:
@@ -170,6 +200,7 @@ class SinkDirectory:
             handle.write(segment)
         rec.length += len(segment)
         rec.segments += 1
+        rec.crc = zlib.crc32(segment, rec.crc)
         self.sync(rec.path)
 
     # --------------------------------------------------------------- commit

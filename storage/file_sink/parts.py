@@ -13,6 +13,7 @@ so a part never has to fit in memory.
 
 from __future__ import annotations
 
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -62,6 +63,7 @@ class _SpillingOutput:
         self._handle: Any = None
         self.segments = 0
         self.length = 0  # bytes on disk
+        self.crc = 0  # their CRC-32
         self.closed = False
 
     def write(self, data: Any) -> int:
@@ -91,6 +93,7 @@ class _SpillingOutput:
         self._chunks, self._buffered = [], 0
         self.segments += 1
         self.length += len(segment)
+        self.crc = zlib.crc32(segment, self.crc)
         if final and self._handle is None:
             self._files.directory.fs.pipe_file(self._path, segment)
             return
@@ -131,7 +134,7 @@ class PartFiles:
         self._format = config.file_format
         self._bulk = config.file_format.bulk
         self.parts: dict[str, _Part] = {}
-        self.pending: list[tuple[str, str, int]] = []  # rolled: in-progress path, final path, length
+        self.pending: list[tuple[str, str, int, int]] = []  # rolled: in-progress path, final path, length, CRC
         self.unsynced_files: set[str] = set()
         self.unsynced_dirs: set[str] = set()
         self._handles: OrderedDict[str, Any] = OrderedDict()
@@ -232,6 +235,7 @@ class PartFiles:
         self.unsynced_files.add(rec.path)
         rec.length += len(segment)
         rec.segments += 1
+        rec.crc = zlib.crc32(segment, rec.crc)
         part.pending, part.pending_bytes = [], 0
         self._hook("mid_write", batch_id)
 
@@ -242,14 +246,14 @@ class PartFiles:
             self._write_tables(part)
             part.bulk.close()
             part.output.finish()
-            rec.length, rec.segments = part.output.length, part.output.segments
+            rec.length, rec.segments, rec.crc = part.output.length, part.output.segments, part.output.crc
             self.unsynced_files.add(rec.path)
             self._hook("mid_write", batch_id)
         else:
             self.flush(part, batch_id, final=True)
             self._close_handle(rec.path)
         del self.parts[rec.bucket]
-        self.pending.append((rec.path, rec.final_path, rec.length))
+        self.pending.append((rec.path, rec.final_path, rec.length, rec.crc))
 
     def end_batch(self, now: int, batch_id: int, end_of_input: bool) -> None:
         """Roll the parts the policy selects at the end of a batch (bulk parts always), flush the others."""

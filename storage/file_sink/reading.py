@@ -1,9 +1,9 @@
 """Reading a sink's output back: the finished parts, each checked against what was committed.
 
-The commit records know every finished part's length (``state.finished_lengths``),
-so a part that is shorter or longer than committed is reported by name, whatever
-its format (a JSON lines or CSV part cut at a row boundary reads back without an
-error otherwise). A committed part that is missing is an error too; one whose
+The commit records know every finished part's length and CRC-32
+(``state.finished_lengths``), so a part that is shorter, longer or other than
+committed is reported by name, whatever its format (a JSON lines or CSV part cut
+at a row boundary, or with a digit changed, reads back without an error otherwise). A committed part that is missing is an error too; one whose
 rename is still due (its writer stopped between its commit and its renames) is
 read from its pending file.
 """
@@ -11,6 +11,7 @@ read from its pending file.
 from __future__ import annotations
 
 import re
+import zlib
 from typing import Any
 
 import pandas as pd
@@ -48,14 +49,25 @@ def read(config: SinkConfig) -> pd.DataFrame:
     for path in sorted(set(visible) | set(missing), key=_natural):
         data = _read_part(fs, path, due.get(path), state)
         frame = _decode(config, path, data)  # first: a damaged segment says more than a length
-        if path in committed and len(data) != committed[path]:
-            raise CorruptPartError(
-                f"finished part {path} has {len(data)} bytes, but {committed[path]} were committed: it was "
-                f"{'truncated' if len(data) < committed[path] else 'appended to'} or replaced since"
-            )
+        if path in committed:
+            _check(path, data, *committed[path])
         frames.append(frame)
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _check(path: str, data: bytes, length: int, crc: int) -> None:
+    """Refuse a part whose bytes are not the ones committed."""
+    if len(data) != length:
+        raise CorruptPartError(
+            f"finished part {path} has {len(data)} bytes, but {length} were committed: it was "
+            f"{'truncated' if len(data) < length else 'appended to'} or replaced since"
+        )
+    if zlib.crc32(data) != crc:
+        raise CorruptPartError(
+            f"finished part {path} has the {length} bytes committed, but not the same ones (CRC-32 "
+            f"{zlib.crc32(data):08x}, committed {crc:08x}): it was changed since"
+        )
 
 
 def _read_part(fs: Any, path: str, pending: str | None, state: Any) -> bytes:

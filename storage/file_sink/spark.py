@@ -115,12 +115,14 @@ def start_query(
     directory = SinkDirectory(sink)
     lease = directory.lease(owner)
 
-    directory.claim(lease, take_over, lambda held: owner is not None and held.get("owner") == owner)
+    unclean = directory.claim(lease, take_over, lambda held: owner is not None and held.get("owner") == owner)
     try:
         state = load_state(directory.fs, directory.root)
         if state is not None:
             directory.refuse_changed_settings(state)
         directory.recover(state)
+        if unclean:
+            directory.detach(state, lease)
         if bounded:
             finish_open_parts(sink, lease, hook)  # what an earlier unbounded run left open becomes readable now
         if api == "data_source" or (api == "auto" and has_data_source_writer()):

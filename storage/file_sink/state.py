@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 from fsspec import AbstractFileSystem
+
+from .._fs import is_local
+from .errors import SinkFencedError
 
 STATE_DIR = "_file_sink"
 # 2 added the settings (a version 1 record reads with settings unknown, {}); 3 made the paths relative;
@@ -46,6 +50,7 @@ class PartRecord:
     last_write_ms: int
     batches: int
     slot: str = ""  # the writer slot appending to it: "" for a SinkWriter, "p<n>" for partition n of a query
+    crc: int = 0  # CRC-32 of its committed bytes
 
 
 @dataclass
@@ -62,7 +67,7 @@ class SinkState:
     sequence: int = -1
     owner: str | None = None  # who wrote the record (and holds its open parts); None in versions 1 to 3
     owners: dict[str, int] = field(default_factory=dict)  # the last committed batch id of every writer
-    finished: list[tuple[str, int]] = field(default_factory=list)  # parts this commit finished, with lengths
+    finished: list[tuple[str, int, int]] = field(default_factory=list)  # parts it finished: length, CRC-32
     removed: list[str] = field(default_factory=list)  # finished parts this commit removed (compaction)
     manifest: int | None = None  # the newest manifest (every finished part after that commit), if any
     chain_from: int = 0  # the first record whose ``finished`` the manifest does not hold
@@ -97,7 +102,7 @@ class SinkState:
         if version < 4:  # named by batch id, one writer, lengths of finished parts unknown
             state = cls(**raw, sequence=sequence, chain_from=sequence + 1)
         else:
-            raw["finished"] = [tuple(pair) for pair in raw["finished"]]
+            raw["finished"] = [tuple(entry) for entry in raw["finished"]]
             state = cls(**raw)
         if version >= 3:
             return state._with_paths(lambda path: f"{root}/{path}")
@@ -112,7 +117,7 @@ class SinkState:
                 dataclasses.replace(p, path=change(p.path), final_path=change(p.final_path)) for p in self.open_parts
             ],
             finalize=[(change(src), change(dst)) for src, dst in self.finalize],
-            finished=[(change(path), length) for path, length in self.finished],
+            finished=[(change(path), length, crc) for path, length, crc in self.finished],
             removed=[change(path) for path in self.removed],
         )
 
@@ -173,17 +178,17 @@ def load_state(fs: AbstractFileSystem, root: str) -> SinkState | None:
     return None
 
 
-def finished_lengths(fs: AbstractFileSystem, root: str, state: SinkState | None) -> dict[str, int]:
-    """Every part finished up to ``state``'s commit, with the length it was committed with.
+def finished_lengths(fs: AbstractFileSystem, root: str, state: SinkState | None) -> dict[str, tuple[int, int]]:
+    """Every part finished up to ``state``'s commit, with the length and CRC-32 it was committed with.
 
     Parts finished before version 4 of the record are not known: their lengths were never kept.
     """
     if state is None:
         return {}
-    lengths: dict[str, int] = {}
+    lengths: dict[str, tuple[int, int]] = {}
     if state.manifest is not None:
         text = fs.cat_file(f"{root}/{STATE_DIR}/{state.manifest:020d}.manifest").decode()
-        lengths = {f"{root}/{path}": length for path, length in json.loads(text)}
+        lengths = {f"{root}/{path}": (length, crc) for path, length, crc in json.loads(text)}
     start = state.manifest + 1 if state.manifest is not None else state.chain_from
     records = {sequence: path for sequence, path in _record_paths(fs, root)}
     for sequence in range(start, state.sequence):
@@ -199,10 +204,10 @@ def finished_lengths(fs: AbstractFileSystem, root: str, state: SinkState | None)
     return lengths
 
 
-def _apply(lengths: dict[str, int], state: SinkState) -> None:
+def _apply(lengths: dict[str, tuple[int, int]], state: SinkState) -> None:
     for path in state.removed:
         lengths.pop(path, None)
-    lengths.update(state.finished)
+    lengths.update((path, (length, crc)) for path, length, crc in state.finished)
 
 
 def commit_state(fs: AbstractFileSystem, root: str, state: SinkState, sync: Callable[[str], None]) -> None:
@@ -221,7 +226,7 @@ def commit_state(fs: AbstractFileSystem, root: str, state: SinkState, sync: Call
         lengths = finished_lengths(fs, root, previous)
         _apply(lengths, state)
         _put(fs, directory, f"{state.sequence:020d}.manifest",
-             json.dumps(sorted([path[len(root) + 1 :], n] for path, n in lengths.items())).encode(), sync)
+             json.dumps(sorted([path[len(root) + 1 :], n, crc] for path, (n, crc) in lengths.items())).encode(), sync)
         state.manifest = state.sequence
     _put(fs, directory, f"{state.sequence:020d}.json", state.to_json(root).encode(), sync)
     sync(directory)
@@ -233,10 +238,26 @@ def commit_state(fs: AbstractFileSystem, root: str, state: SinkState, sync: Call
 
 
 def _put(fs: AbstractFileSystem, directory: str, name: str, data: bytes, sync: Callable[[str], None]) -> None:
+    """Publish a record or manifest whole; locally only if no other writer published that number first."""
     temp = f"{directory}/.{name}.tmp"
     fs.pipe_file(temp, data)
     sync(temp)
-    fs.mv(temp, f"{directory}/{name}")
+    final = f"{directory}/{name}"
+    if not is_local(fs):
+        fs.mv(temp, final)  # an object store publishes an upload whole; it cannot refuse an existing name
+        return
+    try:
+        os.link(temp, final)  # fails if the name exists: a writer taken over cannot overwrite its successor's
+    except FileExistsError:
+        os.unlink(temp)
+        raise SinkFencedError(
+            f"file sink commit {name} under {directory} was published by another writer first: this writer was "
+            "taken over and its batch is refused; the writer that took over recovers the directory"
+        ) from None
+    except OSError:  # a filesystem without hard links
+        os.replace(temp, final)
+        return
+    os.unlink(temp)
 
 
 def _remove(fs: AbstractFileSystem, paths: Iterable[str]) -> None:

@@ -56,7 +56,7 @@ class TaskReport:
     token: str
     skipped: bool = False  # the batch was committed before (a replay): nothing written
     open_parts: list[PartRecord] = field(default_factory=list)  # the slot's parts still in progress
-    pending: list[tuple[str, str, int]] = field(default_factory=list)  # rolled: in-progress, final path, length
+    pending: list[tuple[str, str, int, int]] = field(default_factory=list)  # rolled: in-progress, final, length, CRC
     superseded: list[str] = field(default_factory=list)  # the slot's parts this attempt copied into its own
     created: list[str] = field(default_factory=list)  # every file this attempt made
     rows: int = 0

@@ -66,7 +66,7 @@ class SinkWriter:
         self._directory = SinkDirectory(sink)
         self._owner = sink.writer_id or DEFAULT_OWNER
         self._lease = self._directory.lease(owner=self._owner)
-        self._directory.claim(self._lease, take_over)
+        self._unclean = self._directory.claim(self._lease, take_over)
         self._released = weakref.finalize(self, self._lease.release)  # also when the writer is dropped unclosed
         self._rollback_failure: BaseException | None = None
         self._fenced: SinkFencedError | None = None
@@ -107,6 +107,11 @@ class SinkWriter:
         self._names.forget(self._state)
         self._files = PartFiles(self._sink, self._directory, self._names, self._hook)
         self._directory.recover(state)
+        if self._unclean:
+            state = self._directory.detach(state, self._lease)
+            self._state = state or self._state
+            self._names.forget(self._state)
+            self._unclean = False
         mine = state is not None and state.owner in (None, self._owner)
         parts = state.open_parts if state is not None else []
         self._files.adopt([p for p in parts if mine and not p.slot])
@@ -157,12 +162,20 @@ class SinkWriter:
             self._lease.renew()
             self._stage_and_commit(data, batch_id, now, end_of_input)
         except SinkFencedError as fenced:
-            self._fenced = fenced  # the directory is another writer's now: touch nothing
-            self._files.close()
+            self._stop_fenced(fenced)
             raise
-        except BaseException:
+        except BaseException as failure:
+            try:
+                self._lease.confirm("roll a failed batch back")  # a writer taken over fails for that reason
+            except SinkFencedError as fenced:
+                self._stop_fenced(fenced)
+                raise fenced from failure
             self._roll_back()
             raise
+
+    def _stop_fenced(self, fenced: SinkFencedError) -> None:
+        self._fenced = fenced  # the directory is another writer's now: touch nothing
+        self._files.close()
 
     def _roll_back(self) -> None:
         try:
@@ -178,8 +191,9 @@ class SinkWriter:
         self._hook("after_staging", batch_id)
         for orphan in self._orphans:
             self._directory.seal_final(orphan)
-        pending = [(src, dst) for src, dst, _ in self._files.pending] + [(p.path, p.final_path) for p in self._orphans]
-        finished = [(dst, n) for _, dst, n in self._files.pending] + [(p.final_path, p.length) for p in self._orphans]
+        rolled = self._files.pending + [(p.path, p.final_path, p.length, p.crc) for p in self._orphans]
+        pending = [(src, dst) for src, dst, _, _ in rolled]
+        finished = [(dst, n, crc) for _, dst, n, crc in rolled]
         state = self._state
         committed = dataclasses.replace(
             state,
