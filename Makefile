@@ -18,7 +18,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-# The Spark runner's tests on pyspark 3.5 (Databricks Runtime 15.4 and 16.4 LTS) with pandas 2, in their own venv.
+# The Spark runner's tests and the file sink's streaming queries (its foreachBatch path) on pyspark 3.5 (Databricks Runtime 15.4 and 16.4 LTS) with pandas 2, in their own venv.
 SPARK35_VENV ?= .venv-spark35
 SPARK35_PINS := 'pyspark>=3.5,<3.6' 'pandas>=2,<3' 'numpy<2' 'pyarrow>=14,<15'
 SPARK35_STAMP := $(SPARK35_VENV)/.installed
@@ -30,7 +30,7 @@ $(SPARK35_STAMP): pyproject.toml
 	touch $(SPARK35_STAMP)
 
 test-spark35: $(SPARK35_STAMP)
-	$(SPARK35_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/spark_runner
+	$(SPARK35_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/spark_runner tests/file_sink/test_spark_queries.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/engine_pandas.py

@@ -96,6 +96,17 @@ class TextLines:
         return pd.DataFrame({"value": data.decode().splitlines()})
 
 
+def _csv_rows_only() -> pacsv.WriteOptions:
+    """CSV rows without a header, ended by newlines (pyarrow 14, without ``eol``, ends them so already)."""
+    try:
+        return pacsv.WriteOptions(include_header=False, eol="\n")
+    except TypeError:
+        return pacsv.WriteOptions(include_header=False)
+
+
+_CSV_ROWS = _csv_rows_only()
+
+
 @dataclass(frozen=True)
 class Csv:
     """CSV with a header line at the top of every part file."""
@@ -111,7 +122,7 @@ class Csv:
 
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
         sink = pa.BufferOutputStream()
-        pacsv.write_csv(table, sink, pacsv.WriteOptions(include_header=False, eol="\n"))
+        pacsv.write_csv(table, sink, _CSV_ROWS)
         data = sink.getvalue().to_pybytes()
         ends = _line_ends(data)
         if len(ends) == table.num_rows:
@@ -120,7 +131,7 @@ class Csv:
         pieces = []
         for i in range(table.num_rows):
             one = pa.BufferOutputStream()
-            pacsv.write_csv(table.slice(i, 1), one, pacsv.WriteOptions(include_header=False, eol="\n"))
+            pacsv.write_csv(table.slice(i, 1), one, _CSV_ROWS)
             pieces.append(one.getvalue().to_pybytes())
         return b"".join(pieces), np.cumsum([len(p) for p in pieces])
 
