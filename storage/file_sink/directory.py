@@ -111,6 +111,7 @@ class SinkDirectory:
         """Make the directory what ``state`` (the newest record) says; strays of uncommitted work are deleted."""
         known: set[str] = set()
         if state is not None:
+            self.remove(state.removed)  # parts a compaction replaced
             self.finish_renames(state.finalize, state, recovering=True)
             for rec in state.open_parts:
                 known.add(rec.path)
@@ -219,6 +220,7 @@ class SinkDirectory:
         if lease is not None:
             lease.confirm(f"publish batch {state.batch_id}")
         hook("after_commit_record", state.batch_id)
+        self.remove(state.removed)  # parts a compaction replaced go before their replacement is renamed in
         self.finish_renames(state.finalize, state, hook=hook)
 
     def remove(self, paths: list[str]) -> None:

@@ -54,6 +54,10 @@ class JsonLines:
     def header(self, table: pa.Table) -> bytes:
         return b""
 
+    def header_of(self, data: bytes) -> bytes:
+        """The header a part's bytes start with (none)."""
+        return b""
+
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
         frame = _in_microseconds(self.name, table).to_pandas()
         for i, dtype in enumerate(frame.dtypes):
@@ -78,6 +82,9 @@ class TextLines:
     bulk: ClassVar[bool] = False
 
     def header(self, table: pa.Table) -> bytes:
+        return b""
+
+    def header_of(self, data: bytes) -> bytes:
         return b""
 
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
@@ -119,6 +126,13 @@ class Csv:
         out = io.StringIO()
         csv.writer(out, lineterminator="\n").writerow(table.column_names)
         return out.getvalue().encode()
+
+    def header_of(self, data: bytes) -> bytes:
+        """The header line(s) a part's bytes start with (a quoted column name may hold a newline)."""
+        reader = csv.reader(io.StringIO(data.decode(), newline=""))
+        next(reader, None)
+        lines = data.split(b"\n")
+        return b"\n".join(lines[: reader.line_num]) + b"\n" if data else b""
 
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
         sink = pa.BufferOutputStream()
@@ -165,6 +179,10 @@ class _BulkFormat:
     def prepare(self, table: pa.Table) -> pa.Table:
         """The table as the file stores it."""
         return table
+
+    def read_table(self, data: bytes) -> pa.Table:
+        """A file's rows as the file stores them (what ``open_writer`` writes back unchanged)."""
+        return self._read(pa.py_buffer(data))
 
     def decode(self, data: bytes) -> pd.DataFrame:
         return self._read(pa.py_buffer(data)).to_pandas()
@@ -325,6 +343,14 @@ class Avro(_BulkFormat):
         if stored is None:  # written by another Avro writer
             return pd.DataFrame.from_records(records)
         return pa.Table.from_pylist(records, schema=_schema_from_text(stored)).to_pandas()
+
+    def read_table(self, data: bytes) -> pa.Table:
+        import fastavro
+
+        reader = fastavro.reader(io.BytesIO(data))
+        records = list(reader)
+        stored = reader.metadata.get("arrow.schema")
+        return pa.Table.from_pylist(records, schema=_schema_from_text(stored) if stored else None)
 
 
 class _AvroWriter(BulkWriter):

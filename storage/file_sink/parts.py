@@ -29,8 +29,8 @@ from .formats import BulkWriter
 from .rolling import PartStats
 from .state import PartRecord
 
-# A test seam: called with (phase, batch_id) at "task_started" (a Spark task, once it has decided which parts
-# it goes on with), "mid_write", "after_staging", "after_commit_record" and "mid_rename", so crash tests can
+# A test seam: called with (phase, batch_id) at "before_claim" and "task_started" (a Spark task, before and
+# after it decides which parts it goes on with), "mid_write", "after_staging", "after_commit_record" and "mid_rename", so crash tests can
 # stop the process there.
 PhaseHook = Callable[[str, int], None]
 #: Rows buffered for a part before they are appended as one segment (a flush), and bulk-file bytes kept
@@ -48,15 +48,15 @@ def no_hook(phase: str, batch_id: int) -> None:
     """The hook of a writer no test stops."""
 
 
-class _SpillingOutput:
+class SpillingOutput:
     """A bulk file's byte sink: segments of ``SPILL_BYTES`` go to the part's file as they fill.
 
     Encrypted, each segment is sealed, the last one with the final flag. A part
     that never fills a segment is uploaded whole when it is closed (one call).
     """
 
-    def __init__(self, files: PartFiles, path: str) -> None:
-        self._files, self._path = files, path
+    def __init__(self, fs: Any, path: str, key: bytes | None) -> None:
+        self._fs, self._path, self._key = fs, path, key
         self._chunks: list[bytes] = []
         self._buffered = 0
         self._position = 0  # plaintext bytes written, which the format's writer asks for
@@ -88,17 +88,16 @@ class _SpillingOutput:
         return False
 
     def _emit(self, final: bool) -> None:
-        key = self._files.config.key
-        segment = seal(b"".join(self._chunks), key, self.segments, final)
+        segment = seal(b"".join(self._chunks), self._key, self.segments, final)
         self._chunks, self._buffered = [], 0
         self.segments += 1
         self.length += len(segment)
         self.crc = zlib.crc32(segment, self.crc)
         if final and self._handle is None:
-            self._files.directory.fs.pipe_file(self._path, segment)
+            self._fs.pipe_file(self._path, segment)
             return
         if self._handle is None:
-            self._handle = self._files.directory.fs.open(self._path, "wb")
+            self._handle = self._fs.open(self._path, "wb")
         self._handle.write(segment)
 
     def finish(self) -> None:
@@ -115,7 +114,7 @@ class _Part:
     pending_bytes: int = 0
     wrote_this_batch: bool = False
     bulk: BulkWriter | None = None
-    output: _SpillingOutput | None = None
+    output: SpillingOutput | None = None
     tables: list[pa.Table] = field(default_factory=list)  # a bulk part's rows not yet written
     tables_bytes: int = 0
 
@@ -214,7 +213,7 @@ class PartFiles:
             self.unsynced_dirs.add("/".join([self.directory.root, *levels[:depth]]))
         part = _Part(PartRecord(bucket, number, temp, final, 0, 0, now, now, 0, self.slot))
         if self._bulk:
-            part.output = _SpillingOutput(self, temp)
+            part.output = SpillingOutput(self.directory.fs, temp, self.config.key)
             part.bulk = self._format.open_writer(part.output, self.config.compression)
         else:
             header = self._format.header(table)

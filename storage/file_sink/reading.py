@@ -33,7 +33,7 @@ def finished_files(config: SinkConfig) -> list[str]:
     fs, root = config.fs_and_root
     _exists_or_refuse(fs, root, config.path)
     found = [p for p in fs.find(root) if not any(s[:1] in "._" for s in p[len(root) + 1 :].split("/"))]
-    return sorted(found, key=_natural)
+    return sorted(found, key=natural_order)
 
 
 def read(config: SinkConfig) -> pd.DataFrame:
@@ -43,10 +43,11 @@ def read(config: SinkConfig) -> pd.DataFrame:
     state = load_state(fs, root)
     committed = finished_lengths(fs, root, state)
     due = {dst: src for src, dst in state.finalize} if state is not None else {}
-    visible = finished_files(config)
+    replaced = set(state.removed) if state is not None else set()  # a compaction's inputs, not yet deleted
+    visible = [path for path in finished_files(config) if path not in replaced]
     missing = sorted(set(committed) - set(visible))
     frames = []
-    for path in sorted(set(visible) | set(missing), key=_natural):
+    for path in sorted(set(visible) | set(missing), key=natural_order):
         data = _read_part(fs, path, due.get(path), state)
         frame = _decode(config, path, data)  # first: a damaged segment says more than a length
         if path in committed:
@@ -96,5 +97,6 @@ def _decode(config: SinkConfig, path: str, data: bytes) -> pd.DataFrame:
         raise CorruptPartError(f"finished part {path} cannot be read back: {type(exc).__name__}: {exc}") from exc
 
 
-def _natural(path: str) -> list[Any]:
+def natural_order(path: str) -> list[Any]:
+    """Sort key: numbers in a path compare as numbers (part-10 after part-9)."""
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]

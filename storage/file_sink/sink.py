@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pandas as pd
 
 from .reading import finished_files, read
+from .compaction import DEFAULT_TARGET_SIZE, Compacted, compact
 from .config import SinkConfig
 from .parts import PhaseHook
 from .writer import DEFAULT_OWNER, SinkWriter, check_batch_arguments, to_table
@@ -135,6 +136,15 @@ class FileSink(SinkConfig):
         from .spark import start_query
 
         return start_query(self, df, checkpoint_location, options, trigger, hook, take_over, api)
+
+    def compact(self, target_size: int = DEFAULT_TARGET_SIZE, spark: Any = None, take_over: bool = False
+                ) -> Compacted:
+        """Merge small finished parts of each bucket into parts of up to ``target_size`` bytes, in one commit.
+
+        It holds the directory while it runs (run it between a query's runs); with ``spark``,
+        Spark tasks merge the parts. ``FileSink.read()`` sees the same rows before and after.
+        """
+        return compact(self, target_size, spark, take_over)
 
     # ------------------------------------------------------------- reading
 

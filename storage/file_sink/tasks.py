@@ -100,6 +100,7 @@ def write_task(config: SinkConfig, task: TaskInfo, batches: Iterable[pa.RecordBa
     names = _TaskNames(config, directory, f"{base_writer_id(config, task.owner)}-{token}")
     files = PartFiles(config, directory, names, hook, slot)
     files.start_batch(task.now_ms)
+    hook("before_claim", task.batch_id)
     files.adopt(_continue(config, directory, state, task, slot, names, files, report))
     hook("task_started", task.batch_id)
     for batch in batches:
