@@ -31,7 +31,7 @@ from .config import SinkConfig
 from .directory import INPROGRESS, SinkDirectory
 from .parts import FLUSH_BYTES, SpillingOutput
 from .reading import natural_order
-from .state import PartRecord, SinkState, finished_lengths, load_state
+from .state import PartRecord, finished_lengths
 
 DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
 
@@ -57,14 +57,8 @@ def compact(config: SinkConfig, target_size: int = DEFAULT_TARGET_SIZE, spark: A
         raise ValueError(f"FileSink.compact target_size={target_size!r} must be a positive number of bytes")
     directory = SinkDirectory(config)
     lease = directory.lease("compaction")
-    unclean = directory.claim(lease, take_over)
     try:
-        state = load_state(directory.fs, directory.root)
-        if state is not None:
-            directory.refuse_changed_settings(state)
-        directory.recover(state)
-        if unclean:
-            state = directory.detach(state, lease)
+        state = directory.take(lease, take_over)
         if state is None:
             return Compacted(0, 0)
         groups = _groups(finished_lengths(directory.fs, directory.root, state), target_size)

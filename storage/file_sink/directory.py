@@ -20,7 +20,7 @@ from .._lease import Lease, LeaseWording, holder_is_dead
 from .codec import key_fingerprint, seal
 from .config import SinkConfig
 from .errors import CommittedPartMissingError, SinkFencedError, SinkHeldError
-from .state import STATE_DIR, PartRecord, SinkState, commit_state
+from .state import STATE_DIR, PartRecord, SinkState, commit_state, load_state
 
 INPROGRESS = ".inprogress"
 #: Where task attempts of a query claim their slot's parts and say they ran (``tasks.py``).
@@ -90,6 +90,17 @@ class SinkDirectory:
         lease.claim(take_over, frees=lambda held: holder_is_dead(held) or _stopped_here(held) or same_writer(held))
         held = lease.previous
         return held is not None and not held.get("released") and not holder_is_dead(held) and not _stopped_here(held)
+
+    def take(self, lease: Lease, take_over: bool = False,
+             same_writer: Callable[[dict[str, Any]], bool] = lambda held: False) -> SinkState | None:
+        """Become the directory's writer: claim ``lease``, recover to the newest record, detach a live
+        predecessor's parts; the newest record (None before the first commit). The caller releases the lease."""
+        unclean = self.claim(lease, take_over, same_writer)
+        state = load_state(self.fs, self.root)
+        if state is not None:
+            self.refuse_changed_settings(state)
+        self.recover(state)
+        return self.detach(state, lease) if unclean else state
 
     def refuse_changed_settings(self, state: SinkState) -> None:
         """Appending to in-progress parts under other settings than they were written with would corrupt them."""

@@ -114,15 +114,8 @@ def start_query(
     owner = f"query-{query_id}" if query_id else None
     directory = SinkDirectory(sink)
     lease = directory.lease(owner)
-
-    unclean = directory.claim(lease, take_over, lambda held: owner is not None and held.get("owner") == owner)
     try:
-        state = load_state(directory.fs, directory.root)
-        if state is not None:
-            directory.refuse_changed_settings(state)
-        directory.recover(state)
-        if unclean:
-            directory.detach(state, lease)
+        directory.take(lease, take_over, lambda held: owner is not None and held.get("owner") == owner)
         if bounded:
             finish_open_parts(sink, lease, hook)  # what an earlier unbounded run left open becomes readable now
         if api == "data_source" or (api == "auto" and has_data_source_writer()):

@@ -6,11 +6,12 @@
   compression and encryption) a query over the files ``in/0..3``, one micro-batch each,
   with a fault per batch, played by ``Faults`` in the tasks:
   batch 0, both partitions write at once (each waits for the other: one per executor);
-  batch 1, partition 0's first attempt dies mid-write (its Python worker exits), Spark retries it;
-  batch 2, partition 1's first attempt is duplicated: before it claims its slot, a duplicate
-  attempt of the same partition writes (rows with negative ids) and claims it; Spark only ever
+  batch 1, partition 0's task dies mid-write (its Python worker exits), Spark retries it;
+  batch 2, partition 1's task is duplicated: before it claims its slot, a duplicate attempt
+  of the same partition writes (rows with negative ids) and claims it; Spark only ever
   reports the real attempt, so the duplicate's files must vanish;
-  batch 3, partition 0's first attempt kills its executor's JVM mid-write.
+  batch 3, partition 0's task kills its executor's JVM mid-write.
+  Each fault happens once (a lost executor makes Spark run the stage again, from attempt 0).
   Then a streaming ``windowed(...)`` query (the Spark runner) into a Parquet sink, its
   executor killed mid-batch. Then each sink's query runs on over ``in/4..5`` and stops at a
   point of batch 4 (in a task or in the driver's commit) until the test kills this process.
@@ -74,11 +75,9 @@ def wait_marked(work: str, name: str, timeout: float = 120.0) -> None:
     sparks.wait_for(lambda: marked(work, name), f"marker {name}", timeout)
 
 
-def kill_my_executor(work: str, tag: str) -> None:
+def kill_my_executor() -> None:
     """SIGKILL the executor JVM this task runs in (by its pid), then end this Python worker."""
-    jvm = executor_jvm_of(os.getpid())
-    mark(work, f"{tag}-killed-executor", str(jvm))
-    os.kill(jvm, signal.SIGKILL)
+    os.kill(executor_jvm_of(os.getpid()), signal.SIGKILL)
     os._exit(3)
 
 
@@ -109,28 +108,35 @@ class Faults:
             if phase == self.kill_point and batch_id == KILL_BATCH:
                 self._stop_for_the_kill()
             return
-        partition, attempt = context.partitionId(), context.attemptNumber()
-        tag = f"{self.name}-b{batch_id}-p{partition}-a{attempt}"
-        if phase == "task_started":
-            mark(self.work, f"{tag}-started", str(executor_jvm_of(os.getpid())))
-        if batch_id == 0 and phase == "task_started" and attempt == 0:
-            wait_marked(self.work, f"{self.name}-b0-p{1 - partition}-a0-started")  # both run at once
-        if (batch_id, partition, attempt, phase) == (1, 0, 0, "mid_write"):
-            mark(self.work, f"{tag}-died")
+        partition, here = context.partitionId(), (batch_id, context.partitionId(), phase)
+        if phase == "task_started":  # every attempt, of every stage attempt, by its task id
+            mark(self.work, f"{self.name}-b{batch_id}-p{partition}-t{context.taskAttemptId()}-started",
+                 str(executor_jvm_of(os.getpid())))
+        if batch_id == 0 and phase == "task_started" and self._once(f"b0-p{partition}-first"):
+            wait_marked(self.work, f"{self.name}-b0-p{1 - partition}-first")  # both partitions run at once
+        # Each fault once (a lost executor makes Spark retry the stage, whose tasks start again at attempt 0).
+        if here == (1, 0, "mid_write") and self._once("b1-died"):
             os._exit(3)  # the Python worker dies mid-write: the task fails and is retried
-        if (batch_id, partition, attempt, phase) == (2, 1, 0, "before_claim"):
+        if here == (2, 1, "before_claim") and self._once("b2-duplicate"):
             self._duplicate(batch_id, partition, context)
-        if (batch_id, partition, attempt, phase) == (3, 0, 0, "mid_write"):
-            kill_my_executor(self.work, tag)
-        if batch_id == KILL_BATCH and phase == self.kill_point and partition == 0 and attempt == 0:
+        if here == (3, 0, "mid_write") and self._once("b3-killed-executor"):
+            kill_my_executor()
+        if here == (KILL_BATCH, 0, self.kill_point):
             self._stop_for_the_kill()
+
+    def _once(self, fault: str) -> bool:
+        """Whether ``fault`` is due (not done yet); marks it done, with this task's executor JVM."""
+        if marked(self.work, f"{self.name}-{fault}"):
+            return False
+        mark(self.work, f"{self.name}-{fault}", str(executor_jvm_of(os.getpid())))
+        return True
 
     def _duplicate(self, batch_id: int, partition: int, context: object) -> None:
         """A second attempt of this task, run before it claims the slot; Spark never hears of it."""
         owner = f"query-{context.getLocalProperty('sql.streaming.queryId')}"
         rows = pa.table({"id": [-1 - i for i in range(10)], "k": ["k0"] * 10})
         report = write_task(self.sink, TaskInfo(owner, batch_id, partition, 9, int(time.time() * 1000)), [rows])
-        mark(self.work, f"{self.name}-b{batch_id}-p{partition}-duplicate", report.to_json())
+        mark(self.work, f"{self.name}-b{batch_id}-duplicate-report", report.to_json())
 
     def _stop_for_the_kill(self) -> None:
         mark(self.work, f"{self.name}-stopped", str(os.getpid()))
@@ -171,7 +177,7 @@ def pane_parts() -> list:
 
 @dataclass(frozen=True)
 class KillExecutorAt:
-    """Kill the executor of partition 0's first attempt when it starts writing batch ``batch_id``."""
+    """Kill the executor of partition 0's task, once, when it starts writing batch ``batch_id``."""
 
     work: str
     batch_id: int
@@ -182,9 +188,10 @@ class KillExecutorAt:
         context = TaskContext.get()
         if context is None or (phase, batch_id) != ("task_started", self.batch_id):
             return
-        if (context.partitionId(), context.attemptNumber()) == (0, 0):
-            kill_my_executor(self.work, f"panes-b{batch_id}-p0-a0")
-        mark(self.work, f"panes-b{batch_id}-p{context.partitionId()}-a{context.attemptNumber()}-started")
+        mark(self.work, f"panes-b{batch_id}-p{context.partitionId()}-t{context.taskAttemptId()}-started")
+        if context.partitionId() == 0 and not marked(self.work, f"panes-b{batch_id}-killed-executor"):
+            mark(self.work, f"panes-b{batch_id}-killed-executor")
+            kill_my_executor()
 
 
 def windowed_query(spark, work: Path) -> None:

@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from storage.file_sink import ColumnBuckets, FileSink, RollingPolicy
+from storage.file_sink import ColumnBuckets, FileSink
 
 from .test_rotation import NANOSECOND_NAMES, NANOSECONDS, SPARK_PARTITION_NAMES
 
