@@ -22,6 +22,8 @@ import pyarrow.csv as pacsv
 import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
+from .jsonl import encode as arrow_json_lines
+
 
 def _line_ends(data: bytes) -> np.ndarray:
     """End offset (exclusive) of every newline-terminated line in ``data``."""
@@ -59,7 +61,11 @@ class JsonLines:
         return b""
 
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
-        frame = _in_microseconds(self.name, table).to_pandas()
+        table = _in_microseconds(self.name, table)
+        encoded = arrow_json_lines(table)
+        if encoded is not None:
+            return encoded
+        frame = table.to_pandas()  # a column type the Arrow encoder leaves to pandas (lists, structs, ...)
         for i, dtype in enumerate(frame.dtypes):
             if isinstance(dtype, pd.DatetimeTZDtype) or (isinstance(dtype, np.dtype) and dtype.kind == "M"):
                 frame.isetitem(i, _iso_microseconds(frame.iloc[:, i]))
