@@ -87,6 +87,14 @@ def throughput(args: argparse.Namespace) -> None:
     def stream():
         return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(source)
 
+    tiny = os.path.join(work, "tiny")
+    write_input(spark, tiny, 100, 1)
+    for fmt in ("jsonl", "parquet"):  # the Python workers of the data source path, started once, untimed
+        warm = os.path.join(work, f"warm-up-{fmt}")
+        tiny_stream = spark.readStream.schema(schema).parquet(tiny)
+        FileSink(warm, format=fmt).start(tiny_stream, checkpoint_location=warm + "-ckpt",
+                                         trigger={"availableNow": True}).awaitTermination()
+
     def run(fmt: str, name: str, n: int) -> tuple[float, int]:
         out, ckpt = os.path.join(work, f"{fmt}-{name}-{n}-out"), os.path.join(work, f"{fmt}-{name}-{n}-ckpt")
         start = time.perf_counter()
@@ -204,7 +212,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_200_000)
     parser.add_argument("--files", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--memory", action="store_true", help="driver memory on local-cluster instead")
     parser.add_argument("--batch-mb", default="100,400,1600")
     parser.add_argument("--driver-memory", default="512m")

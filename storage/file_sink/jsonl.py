@@ -40,7 +40,7 @@ def encode(table: pa.Table) -> tuple[bytes, np.ndarray] | None:
             parts += [key, text.slice(start, _ROWS_PER_CHUNK)]
         lines = pc.binary_join_element_wise(*parts, "}\n", "") if parts else pa.array(["{}\n"] * table.num_rows)
         lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
-        offsets = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1, lines.offset)
+        offsets = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1, 4 * lines.offset)
         body = lines.buffers()[2].slice(offsets[0], offsets[-1] - offsets[0]).to_pybytes()
         bodies.append(body)
         ends.append(offsets[1:].astype(np.int64) - offsets[0] + done)
@@ -57,9 +57,8 @@ def _column_text(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray 
     if pa.types.is_boolean(kind) or pa.types.is_integer(kind):
         text = column.cast(pa.string())
     elif pa.types.is_floating(kind):
-        finite = pc.is_finite(column)
-        text = pc.if_else(finite, column, None).cast(pa.string())  # NaN and infinities have no JSON: null
-        text = pc.if_else(pc.match_substring_regex(text, r"[.e]"), text, pc.binary_join_element_wise(text, ".0", ""))
+        finite = pc.if_else(pc.is_finite(column), column, None)  # NaN and infinities have no JSON: null
+        text = pa.chunked_array([_with_point(chunk) for chunk in finite.cast(pa.string()).chunks], pa.string())
     elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
         text = _quoted(column.cast(pa.string()))
     elif pa.types.is_decimal(kind):
@@ -71,6 +70,21 @@ def _column_text(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray 
     else:
         return None
     return text.fill_null("null")
+
+
+def _with_point(text: pa.StringArray) -> pa.StringArray:
+    """Floats as Arrow writes them, ``.0`` added where there is neither a point nor an exponent: Arrow writes
+    5.0 as ``5``, which would read back as an int."""
+    offsets = np.frombuffer(text.buffers()[1], np.int32, len(text) + 1, 4 * text.offset)
+    if text.buffers()[2] is None:
+        return text
+    raw = np.frombuffer(text.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
+    marks = np.concatenate([[0], np.cumsum((raw == 46) | (raw == 101))])  # "." and "e"
+    starts, ends = offsets[:-1] - offsets[0], offsets[1:] - offsets[0]
+    bare = (marks[ends] == marks[starts]) & (ends > starts)
+    if not bare.any():
+        return text
+    return pc.binary_join_element_wise(text, pa.array(np.where(bare, ".0", "")), "")
 
 
 def _timestamps(column: pa.ChunkedArray, kind: pa.TimestampType) -> pa.Array:
@@ -117,10 +131,23 @@ def _civil(days: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _quoted(text: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Strings as JSON strings: backslashes, quotes and control characters escaped."""
-    text = pc.replace_substring(text, "\\", "\\\\")
-    text = pc.replace_substring(text, '"', '\\"')
-    if pc.any(pc.match_substring_regex(text, "[\x00-\x1f]")).as_py():
+    """Strings as JSON strings: backslashes, quotes and control characters escaped (where there are any)."""
+    if _has_special_bytes(text):
+        text = pc.replace_substring(text, "\\", "\\\\")
+        text = pc.replace_substring(text, '"', '\\"')
         for code, escaped in _CONTROL.items():
             text = pc.replace_substring(text, chr(code), escaped)
     return pc.binary_join_element_wise('"', text, '"', "")
+
+
+def _has_special_bytes(text: pa.ChunkedArray) -> bool:
+    """Whether any byte of the strings' data is a quote, a backslash or a control character (one numpy pass)."""
+    for chunk in text.chunks:
+        data = chunk.buffers()[2]
+        if data is None or not len(chunk):
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], np.int32, len(chunk) + 1, 4 * chunk.offset)
+        raw = np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]]  # a slice's own bytes only
+        if ((raw < 32) | (raw == 34) | (raw == 92)).any():
+            return True
+    return False
