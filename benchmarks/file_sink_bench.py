@@ -4,13 +4,15 @@ Throughput (default): ``.venv/bin/python benchmarks/file_sink_bench.py [--rows N
 A streaming query reads F Parquet input files (one per micro-batch, ``availableNow``) and writes them
 with Spark's ``writeStream.format("json")`` / ``format("parquet")`` and with ``FileSink`` (``jsonl`` /
 ``parquet``, every part finished at each commit), on ``local[2]``; the four writers run in turn, R
-rounds, and each figure is the median. rows/s is input rows over wall time.
+rounds, and each figure is the median. rows/s is input rows over wall time. ``FileSink`` is the Python data source path (pyspark 4.1+), ``FileSink
+(foreachBatch)`` the path pyspark 3.5 takes, forced.
 
 Driver memory: ``... --memory [--batch-mb 100,400,1600]``. On ``local-cluster[2,1,1024]`` (the driver in
 its own JVM, heap ``--driver-memory``, default 512m) one query writes micro-batches of the given sizes
-(Arrow bytes, each one input file) through ``FileSink``; a thread samples the driver's resident memory
-(its JVM and this Python process) during each batch. A batch several times the heap would not fit if it
-were collected to the driver, as the sink did before.
+(Arrow bytes) through ``FileSink``; a thread samples the driver's resident memory (its JVM and this
+Python process) during each batch. A batch several times the heap would not fit if it were collected to
+the driver, as the sink did before; batches up to ``--collect-up-to-mb`` are also collected (``toArrow``)
+to show what that took.
 
 ``--fs-calls`` instead counts the filesystem calls (round trips on an object store) of a writer given
 ten batches, on the tests' ``counting://`` filesystem.
@@ -103,7 +105,8 @@ def throughput(args: argparse.Namespace) -> None:
                      .trigger(availableNow=True).start())
         else:  # bounded: every part finished at each commit, as Spark's sink finishes its files
             sink = FileSink(out, format="jsonl" if fmt == "json" else "parquet")
-            query = sink.start(stream(), checkpoint_location=ckpt, trigger={"availableNow": True})
+            api = "foreach_batch" if "foreachBatch" in name else "auto"
+            query = sink.start(stream(), checkpoint_location=ckpt, trigger={"availableNow": True}, api=api)
         query.awaitTermination()
         elapsed = time.perf_counter() - start
         size = output_bytes(out)
@@ -113,9 +116,10 @@ def throughput(args: argparse.Namespace) -> None:
 
     times: dict[tuple[str, str], list[float]] = {}
     sizes: dict[tuple[str, str], int] = {}
+    writers = ("spark native", "FileSink", "FileSink (foreachBatch)")
     for n in range(args.rounds):
         for fmt in ("json", "parquet"):
-            for name in ("spark native", "FileSink"):
+            for name in writers:
                 elapsed, sizes[fmt, name] = run(fmt, name, n)
                 times.setdefault((fmt, name), []).append(elapsed)
     print(f"rows={rows} micro-batches={args.files} rounds={args.rounds} cores={os.cpu_count()} "
@@ -124,7 +128,7 @@ def throughput(args: argparse.Namespace) -> None:
     print("| --- | --- | ---: | ---: | ---: | --- | ---: |")
     for fmt in ("json", "parquet"):
         native = statistics.median(times[fmt, "spark native"])
-        for name in ("spark native", "FileSink"):
+        for name in writers:
             median = statistics.median(times[fmt, name])
             every = ", ".join(f"{t:.1f}" for t in times[fmt, name])
             print(f"| {fmt} | {name} | {rows / median:,.0f} | {sizes[fmt, name] / median / 1e6:.1f} | {median:.1f} "
@@ -186,8 +190,9 @@ def memory(args: argparse.Namespace) -> None:
     sink = FileSink(str(work / "out"), format="parquet")
     print(f"driver heap {args.driver_memory}; executors: local-cluster[2,1,1024]; Arrow bytes per row "
           f"{row_bytes:.0f}; load average before: {os.getloadavg()[0]:.1f}")
-    print("| batch (Arrow MB) | rows | seconds | driver JVM peak RSS (MB) | driver Python peak RSS (MB) |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    print("| batch (Arrow MB) | rows | seconds | driver JVM peak RSS (MB) | driver Python peak RSS (MB) "
+          "| the same batch collected (toArrow, as the sink did before): JVM / Python peak RSS (MB) |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for i, mb in enumerate(sizes):
         files = sorted((staging / f"{i}").glob("*.parquet"))
         for part in files:  # this run's input: one micro-batch of these files
@@ -200,7 +205,14 @@ def memory(args: argparse.Namespace) -> None:
         elapsed = time.perf_counter() - start
         peak = sampler.peak()
         rows = sum(p["numInputRows"] for p in query.recentProgress)
-        print(f"| {mb:,} | {rows:,} | {elapsed:.1f} | {peak['driver JVM']:.0f} | {peak['driver Python']:.0f} |")
+        collected = "not tried (more than the heap)"
+        if mb <= args.collect_up_to_mb:
+            sampler.reset()
+            table = spark.read.schema(schema).parquet(*[str(source / f"b{i:02d}-{f.name}") for f in files]).toArrow()
+            del table
+            collected = f"{sampler.peak()['driver JVM']:.0f} / {sampler.peak()['driver Python']:.0f}"
+        print(f"| {mb:,} | {rows:,} | {elapsed:.1f} | {peak['driver JVM']:.0f} | {peak['driver Python']:.0f} "
+              f"| {collected} |")
     sampler.stop()
     total = len(FileSink(str(work / "out"), format="parquet").finished_files())
     print(f"finished parts: {total}")
@@ -214,7 +226,8 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--memory", action="store_true", help="driver memory on local-cluster instead")
-    parser.add_argument("--batch-mb", default="100,400,1600")
+    parser.add_argument("--batch-mb", default="100,500,2000")
+    parser.add_argument("--collect-up-to-mb", type=int, default=500, help="also collect batches up to this size")
     parser.add_argument("--driver-memory", default="512m")
     parser.add_argument("--fs-calls", action="store_true", help="count filesystem calls instead (no Spark)")
     args = parser.parse_args()

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from queue import Queue
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -103,7 +105,7 @@ def write_task(config: SinkConfig, task: TaskInfo, batches: Iterable[pa.RecordBa
     hook("before_claim", task.batch_id)
     files.adopt(_continue(config, directory, state, task, slot, names, files, report))
     hook("task_started", task.batch_id)
-    for batch in batches:
+    for batch in prefetched(batches):
         table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         if table.num_rows:
             files.write(table, task.now_ms, task.batch_id)
@@ -116,6 +118,39 @@ def write_task(config: SinkConfig, task: TaskInfo, batches: Iterable[pa.RecordBa
     report.pending = list(files.pending)
     report.created = sorted(names.created)
     return report
+
+
+def prefetched(items: Iterable[Any], depth: int = 8) -> Iterator[Any]:
+    """``items``, pulled by a thread of their own up to ``depth`` ahead.
+
+    Spark's JVM writes a task's record batches to a socket that holds about one;
+    without a reader ahead, it waits while this process encodes and writes the
+    one before. Arrow and numpy let the GIL go, so the two overlap.
+    """
+    queue: Queue[Any] = Queue(maxsize=depth)
+    done = object()
+
+    def pull() -> None:
+        try:
+            for item in items:
+                queue.put(item)
+            queue.put(done)
+        except BaseException as failure:  # noqa: BLE001 - handed over to the consumer, which raises it
+            queue.put(_Failure(failure))
+
+    threading.Thread(target=pull, daemon=True, name="file-sink-prefetch").start()
+    while True:
+        item = queue.get()
+        if item is done:
+            return
+        if isinstance(item, _Failure):
+            raise item.error
+        yield item
+
+
+@dataclass(frozen=True)
+class _Failure:
+    error: BaseException
 
 
 def _continue(config: SinkConfig, directory: SinkDirectory, state: SinkState | None, task: TaskInfo, slot: str,
