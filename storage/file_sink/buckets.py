@@ -24,12 +24,6 @@ class BucketAssigner(Protocol):
         """One bucket id per row, or a single id for every row of the batch."""
 
 
-def columns_read(assigner: BucketAssigner) -> list[str] | None:
-    """The columns an assigner reads (None: it may read any, as a user's assigner may)."""
-    read = getattr(assigner, "columns_read", None)
-    return read() if callable(read) else None
-
-
 def check_timezone(assigner: DateTimeBuckets | ColumnBuckets) -> None:
     """Refuse an assigner whose time zone zoneinfo does not know, when it is built rather than at its first batch."""
     try:
@@ -60,9 +54,6 @@ class BasePathBuckets:
     def assign(self, table: pa.Table, processing_time_ms: int) -> str:
         return ""
 
-    def columns_read(self) -> list[str]:
-        return []
-
 
 @dataclass(frozen=True)
 class DateTimeBuckets:
@@ -84,9 +75,6 @@ class DateTimeBuckets:
                 f"DateTimeBuckets pattern={self.pattern!r} must be a non-empty strftime pattern "
                 "without '/' or '..'; a bucket is one directory level"
             )
-
-    def columns_read(self) -> list[str]:
-        return [] if self.column is None else [self.column]
 
     def assign(self, table: pa.Table, processing_time_ms: int) -> list[str] | str:
         if self.column is None:
@@ -192,9 +180,6 @@ class ColumnBuckets:
                 "(empty, or starting with '.' or '_'); bucket by another column, or rename it"
             )
         check_timezone(self)
-
-    def columns_read(self) -> list[str]:
-        return [self.column]
 
     def assign(self, table: pa.Table, processing_time_ms: int) -> list[str]:
         values = table.column(self.column).combine_chunks()

@@ -22,7 +22,6 @@ import pyarrow.csv as pacsv
 import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
-from .jsonl import JSON_LINE, encoded_lines
 from .jsonl import encode as arrow_json_lines
 
 
@@ -62,8 +61,6 @@ class JsonLines:
         return b""
 
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
-        if table.column_names[:1] == [JSON_LINE]:  # encoded by Spark's JSON generator on the executor
-            return encoded_lines(table.column(0))
         table = _in_microseconds(self.name, table)
         encoded = arrow_json_lines(table)
         if encoded is not None:

@@ -19,8 +19,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-#: The column of rows a Spark query encoded already (``spark.py``); the bucket columns may follow it.
-JSON_LINE = "__file_sink_json_line__"
 #: Rows encoded at a time: a join's 32-bit offsets hold 2 GiB.
 _ROWS_PER_CHUNK = 1 << 16
 _CONTROL = {i: json.dumps(chr(i))[1:-1] for i in range(32)}  # \n, \t, ..., \u0001
@@ -50,20 +48,6 @@ def encode(table: pa.Table) -> tuple[bytes, np.ndarray] | None:
     if not bodies:
         return b"", np.zeros(0, np.int64)
     return b"".join(bodies), np.concatenate(ends)
-
-
-def encoded_lines(column: pa.ChunkedArray) -> tuple[bytes, np.ndarray]:
-    """Rows encoded already, one JSON object each: their bytes, a newline after each, and the line ends."""
-    bodies, ends, done = [], [], 0
-    for chunk in column.chunks:
-        if not len(chunk):
-            continue
-        lines = pc.binary_join_element_wise(chunk.cast(pa.string()), "\n", "")
-        offsets = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1, 4 * lines.offset)
-        bodies.append(lines.buffers()[2].slice(offsets[0], offsets[-1] - offsets[0]).to_pybytes())
-        ends.append(offsets[1:].astype(np.int64) - offsets[0] + done)
-        done += len(bodies[-1])
-    return b"".join(bodies), np.concatenate(ends) if ends else np.zeros(0, np.int64)
 
 
 def _column_text(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray | None:

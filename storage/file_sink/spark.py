@@ -24,9 +24,7 @@ import pyarrow as pa
 from .._lease import Lease
 from .commit import commit_batch, discard_reports, finish_open_parts, now_ms
 from .config import SinkConfig
-from .buckets import columns_read
 from .directory import RUNNING_HERE, SinkDirectory
-from .jsonl import JSON_LINE
 from .parts import PhaseHook, no_hook
 from .state import load_state
 from .tasks import TaskReport, describe_task_context, write_task
@@ -52,44 +50,6 @@ def is_bounded(trigger: Mapping[str, Any] | None) -> bool:
     return bool(trigger) and bool(trigger.get("availableNow") or trigger.get("once"))
 
 
-#: Spark's JSON generator writing what the Arrow encoder writes (``jsonl.py``): timestamps in microseconds,
-#: in UTC with ``Z``, dates as midnight, nulls written.
-JSON_OPTIONS = {
-    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'",
-    "timeZone": "UTC",
-    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
-    "dateFormat": "yyyy-MM-dd'T00:00:00.000000'",
-    "ignoreNullFields": "false",
-}
-
-
-def encoded_on_the_executors(sink: SinkConfig, df: DataFrame) -> DataFrame:
-    """For JSON lines, each row encoded by Spark's own JSON generator in the task, as its file sink does
-    (several times faster than Python), with the columns the bucket assigner reads beside it.
-
-    Floats that are NaN or infinite become null and decimals strings, as the Arrow encoder writes
-    them. Left as it is for another format, or an assigner that may read any column.
-    """
-    bucket_columns = columns_read(sink.buckets)
-    if sink.format != "jsonl" or bucket_columns is None:
-        return df
-    from pyspark.sql import functions as F
-
-    def column(name: str) -> Any:
-        return F.col("`" + name.replace("`", "``") + "`")
-
-    fields = []
-    for name, kind in df.dtypes:
-        value = column(name)
-        if kind in ("double", "float"):
-            value = F.when(F.isnan(value) | value.isin(float("inf"), float("-inf")), None).otherwise(value)
-        elif kind.startswith("decimal"):
-            value = value.cast("string")
-        fields.append(value.alias(name))
-    line = F.to_json(F.struct(*fields), JSON_OPTIONS).alias(JSON_LINE)
-    return df.select(line, *[column(name).alias(name) for name in bucket_columns])
-
-
 def task_function(config: SinkConfig, end_of_input: bool, hook: PhaseHook, owner: str | None = None,
                   batch_id: int | None = None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function writing its partition and yielding its report (column ``report``)."""
@@ -110,7 +70,7 @@ def write_with_tasks(config: SinkConfig, df: DataFrame, owner: str | None, batch
                      end_of_input: bool, hook: PhaseHook = no_hook) -> bool:
     """Write ``df`` (a bounded frame, or a micro-batch in ``foreachBatch``) from its tasks and commit it."""
     function = task_function(config, end_of_input, hook, owner, batch_id)
-    rows = encoded_on_the_executors(config, df).mapInArrow(function, "report string").collect()
+    rows = df.mapInArrow(function, "report string").collect()
     reports = [TaskReport.from_json(row.report) for row in rows]
     if not any(not r.skipped for r in reports):
         return False
@@ -162,7 +122,7 @@ def start_query(
             from .spark_source import register_source
 
             name = register_source(df.sparkSession, sink, (lease.epoch, lease.token), bounded, hook)
-            stream = encoded_on_the_executors(sink, df).writeStream.format(name)
+            stream = df.writeStream.format(name)
         else:
             stream = df.writeStream.foreachBatch(_each_batch(sink, lease, bounded, hook))
         stream = stream.option("checkpointLocation", checkpoint_location)

@@ -77,26 +77,3 @@ def test_parquet_of_pandas_nanosecond_timestamps_is_read_by_spark(spark, tmp_pat
     as_text = back.selectExpr("v", "string(window_start)", "string(window_end)").orderBy("v").collect()
     when = "2024-01-01 10:00:00.123456"  # window_end in the session time zone, UTC
     assert [tuple(r) for r in as_text] == [(1, when, when), (2, None, None)]
-
-
-def test_json_lines_encoded_by_spark_read_back_as_the_arrow_encoders(spark, tmp_path):
-    # A query's JSON lines are encoded by Spark's JSON generator in the tasks; a SinkWriter's by Arrow kernels.
-    df = spark.sql("""
-        select id, concat('a"b\\\\c/é', char(10), id) as s, timestamp_micros(1704103200123456 + id) as ts,
-               timestamp_ntz'2024-01-01 10:00:00.5' as naive, date'2024-03-01' as day,
-               cast(id / 3 as decimal(10, 4)) as dec, case id when 0 then double('NaN') when 1 then double('inf')
-               when 2 then 5.0d when 3 then 1e10d else id / 7 end as x, cast(id / 3 as float) as f,
-               id % 2 = 0 as flag, if(id = 4, null, 'v') as maybe
-        from range(6)""")
-    by_spark, by_arrow = FileSink(str(tmp_path / "spark")), FileSink(str(tmp_path / "arrow"))
-    by_spark.write(df.repartition(2))
-    by_arrow.write(df.toArrow())
-    import json
-
-    def objects(sink):
-        rows = [json.loads(line) for path in sink.finished_files() for line in open(path, "rb").read().split(b"\n")
-                if line]
-        return sorted(rows, key=lambda row: row["id"])
-
-    assert objects(by_spark) == objects(by_arrow)
-    assert objects(by_spark)[0]["x"] is None and objects(by_spark)[2]["x"] == 5.0
