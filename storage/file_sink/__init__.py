@@ -1,7 +1,7 @@
 """The exactly-once rotating file sink (issue 4); see docs/file_sink.md."""
 
 from .buckets import BasePathBuckets, BucketAssigner, CallableBuckets, ColumnBuckets, DateTimeBuckets
-from .codec import CorruptPartError
+from .errors import CommittedPartMissingError, CorruptPartError, SinkFencedError, SinkHeldError
 from .rolling import RollingPolicy
 from .sink import FileSink
 from .writer import SinkWriter
@@ -11,9 +11,12 @@ __all__ = [
     "BucketAssigner",
     "CallableBuckets",
     "ColumnBuckets",
+    "CommittedPartMissingError",
     "CorruptPartError",
     "DateTimeBuckets",
     "FileSink",
     "RollingPolicy",
+    "SinkFencedError",
+    "SinkHeldError",
     "SinkWriter",
 ]

@@ -23,6 +23,8 @@ import pyarrow as pa
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from .errors import CorruptPartError
+
 # Codec name -> file extension, for codecs pyarrow can stream.
 ROW_CODECS: dict[str, str] = {"gzip": ".gz", "bz2": ".bz2", "zstd": ".zst", "lz4": ".lz4", "brotli": ".br"}
 AES_KEY_BYTES = (16, 24, 32)
@@ -31,10 +33,6 @@ _NONCE = 12
 _AAD = struct.Struct(">8sQB")
 _MAGIC = b"fsinkgcm"
 FINAL, MORE = 1, 0
-
-
-class CorruptPartError(ValueError):
-    """A part file failed authentication: tampered with or truncated."""
 
 
 def key_fingerprint(key: bytes | None) -> str | None:

@@ -22,6 +22,8 @@ import pyarrow.csv as pacsv
 import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
+from .jsonl import encode as arrow_json_lines
+
 
 def _line_ends(data: bytes) -> np.ndarray:
     """End offset (exclusive) of every newline-terminated line in ``data``."""
@@ -54,8 +56,16 @@ class JsonLines:
     def header(self, table: pa.Table) -> bytes:
         return b""
 
+    def header_of(self, data: bytes) -> bytes:
+        """The header a part's bytes start with (none)."""
+        return b""
+
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
-        frame = _in_microseconds(self.name, table).to_pandas()
+        table = _in_microseconds(self.name, table)
+        encoded = arrow_json_lines(table)
+        if encoded is not None:
+            return encoded
+        frame = table.to_pandas()  # a column type the Arrow encoder leaves to pandas (lists, structs, ...)
         for i, dtype in enumerate(frame.dtypes):
             if isinstance(dtype, pd.DatetimeTZDtype) or (isinstance(dtype, np.dtype) and dtype.kind == "M"):
                 frame.isetitem(i, _iso_microseconds(frame.iloc[:, i]))
@@ -80,6 +90,9 @@ class TextLines:
     def header(self, table: pa.Table) -> bytes:
         return b""
 
+    def header_of(self, data: bytes) -> bytes:
+        return b""
+
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
         if table.num_columns != 1:
             raise ValueError(
@@ -96,6 +109,17 @@ class TextLines:
         return pd.DataFrame({"value": data.decode().splitlines()})
 
 
+def _csv_rows_only() -> pacsv.WriteOptions:
+    """CSV rows without a header, ended by newlines (pyarrow 14, without ``eol``, ends them so already)."""
+    try:
+        return pacsv.WriteOptions(include_header=False, eol="\n")
+    except TypeError:
+        return pacsv.WriteOptions(include_header=False)
+
+
+_CSV_ROWS = _csv_rows_only()
+
+
 @dataclass(frozen=True)
 class Csv:
     """CSV with a header line at the top of every part file."""
@@ -109,9 +133,16 @@ class Csv:
         csv.writer(out, lineterminator="\n").writerow(table.column_names)
         return out.getvalue().encode()
 
+    def header_of(self, data: bytes) -> bytes:
+        """The header line(s) a part's bytes start with (a quoted column name may hold a newline)."""
+        reader = csv.reader(io.StringIO(data.decode(), newline=""))
+        next(reader, None)
+        lines = data.split(b"\n")
+        return b"\n".join(lines[: reader.line_num]) + b"\n" if data else b""
+
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
         sink = pa.BufferOutputStream()
-        pacsv.write_csv(table, sink, pacsv.WriteOptions(include_header=False, eol="\n"))
+        pacsv.write_csv(table, sink, _CSV_ROWS)
         data = sink.getvalue().to_pybytes()
         ends = _line_ends(data)
         if len(ends) == table.num_rows:
@@ -120,12 +151,22 @@ class Csv:
         pieces = []
         for i in range(table.num_rows):
             one = pa.BufferOutputStream()
-            pacsv.write_csv(table.slice(i, 1), one, pacsv.WriteOptions(include_header=False, eol="\n"))
+            pacsv.write_csv(table.slice(i, 1), one, _CSV_ROWS)
             pieces.append(one.getvalue().to_pybytes())
         return b"".join(pieces), np.cumsum([len(p) for p in pieces])
 
     def decode(self, data: bytes) -> pd.DataFrame:
         return pacsv.read_csv(pa.py_buffer(data)).to_pandas()
+
+
+class BulkWriter:
+    """Writes one bulk file onto ``out`` (a binary file-like), a table at a time; ``close`` ends the file."""
+
+    def write(self, table: pa.Table) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
 
 
 class _BulkFormat:
@@ -134,13 +175,41 @@ class _BulkFormat:
     bulk: ClassVar[bool] = True
     uncompressed: ClassVar[str]
 
-    def write_file(self, table: pa.Table, compression: str | None) -> bytes:
-        sink = pa.BufferOutputStream()
-        self._write(table, sink, compression=compression or self.uncompressed)
-        return sink.getvalue().to_pybytes()
+    def open_writer(self, out: Any, compression: str | None) -> BulkWriter:
+        """A writer of one file onto ``out``; its schema is the first table's."""
+        return _ArrowFileWriter(self, out, compression or self.uncompressed)
+
+    def writer_for(self, out: pa.NativeFile, table: pa.Table, compression: str) -> Any:
+        raise NotImplementedError
+
+    def prepare(self, table: pa.Table) -> pa.Table:
+        """The table as the file stores it."""
+        return table
+
+    def read_table(self, data: bytes) -> pa.Table:
+        """A file's rows as the file stores them (what ``open_writer`` writes back unchanged)."""
+        return self._read(pa.py_buffer(data))
 
     def decode(self, data: bytes) -> pd.DataFrame:
         return self._read(pa.py_buffer(data)).to_pandas()
+
+
+class _ArrowFileWriter(BulkWriter):
+    """Parquet or ORC through pyarrow's writer classes, one row group or stripe per ``write``."""
+
+    def __init__(self, fmt: _BulkFormat, out: Any, compression: str) -> None:
+        self._fmt, self._out, self._compression = fmt, pa.PythonFile(out, mode="w"), compression
+        self._writer: Any = None
+
+    def write(self, table: pa.Table) -> None:
+        table = self._fmt.prepare(table)
+        if self._writer is None:
+            self._writer = self._fmt.writer_for(self._out, table, self._compression)
+        self._writer.write(table)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
 
 
 #: Parquet metadata key of the Arrow schema a table had before its nanoseconds were written as microseconds.
@@ -161,15 +230,17 @@ class Parquet(_BulkFormat):
     name: ClassVar[str] = "parquet"
     suffix: ClassVar[str] = ".parquet"
     uncompressed: ClassVar[str] = "none"
-    _write = staticmethod(pq.write_table)
     _read = staticmethod(pq.read_table)
 
-    def write_file(self, table: pa.Table, compression: str | None) -> bytes:
+    def prepare(self, table: pa.Table) -> pa.Table:
         written = _in_microseconds(self.name, table)
         if written is not table:
             written = written.replace_schema_metadata(
                 {**(table.schema.metadata or {}), PARQUET_ARROW_SCHEMA: _schema_text(table.schema)})
-        return super().write_file(written, compression)
+        return written
+
+    def writer_for(self, out: pa.NativeFile, table: pa.Table, compression: str) -> Any:
+        return pq.ParquetWriter(out, table.schema, compression=compression)
 
     def decode(self, data: bytes) -> pd.DataFrame:
         table = self._read(pa.py_buffer(data))
@@ -243,8 +314,10 @@ class Orc(_BulkFormat):
     name: ClassVar[str] = "orc"
     suffix: ClassVar[str] = ".orc"
     uncompressed: ClassVar[str] = "uncompressed"
-    _write = staticmethod(paorc.write_table)
     _read = staticmethod(paorc.read_table)
+
+    def writer_for(self, out: pa.NativeFile, table: pa.Table, compression: str) -> Any:
+        return paorc.ORCWriter(out, compression=compression)
 
 
 @dataclass(frozen=True)
@@ -264,17 +337,8 @@ class Avro(_BulkFormat):
     suffix: ClassVar[str] = ".avro"
     uncompressed: ClassVar[str] = "null"
 
-    def write_file(self, table: pa.Table, compression: str | None) -> bytes:
-        import fastavro
-
-        table = _in_microseconds(self.name, table)
-        table = table.cast(pa.schema([_avro_arrow_field(f) for f in table.schema], metadata=table.schema.metadata))
-        fields = [{"name": f.name, "type": ["null", _avro_type(f)]} for f in table.schema]
-        schema = fastavro.parse_schema({"type": "record", "name": "Row", "fields": fields})
-        meta = {"arrow.schema": _schema_text(table.schema)}
-        out = io.BytesIO()
-        fastavro.writer(out, schema, table.to_pylist(), codec=compression or self.uncompressed, metadata=meta)
-        return out.getvalue()
+    def open_writer(self, out: Any, compression: str | None) -> BulkWriter:
+        return _AvroWriter(out, compression or self.uncompressed)
 
     def decode(self, data: bytes) -> pd.DataFrame:
         import fastavro
@@ -285,6 +349,37 @@ class Avro(_BulkFormat):
         if stored is None:  # written by another Avro writer
             return pd.DataFrame.from_records(records)
         return pa.Table.from_pylist(records, schema=_schema_from_text(stored)).to_pandas()
+
+    def read_table(self, data: bytes) -> pa.Table:
+        import fastavro
+
+        reader = fastavro.reader(io.BytesIO(data))
+        records = list(reader)
+        stored = reader.metadata.get("arrow.schema")
+        return pa.Table.from_pylist(records, schema=_schema_from_text(stored) if stored else None)
+
+
+class _AvroWriter(BulkWriter):
+    """Avro rows go through Python objects: the part's tables are kept and written when it is closed."""
+
+    def __init__(self, out: Any, codec: str) -> None:
+        self._out, self._codec, self._tables = out, codec, []
+
+    def write(self, table: pa.Table) -> None:
+        table = _in_microseconds(Avro.name, table)
+        self._tables.append(table.cast(pa.schema([_avro_arrow_field(f) for f in table.schema],
+                                                 metadata=table.schema.metadata)))
+
+    def close(self) -> None:
+        import fastavro
+
+        if not self._tables:
+            return
+        table = pa.concat_tables(self._tables)
+        fields = [{"name": f.name, "type": ["null", _avro_type(f)]} for f in table.schema]
+        schema = fastavro.parse_schema({"type": "record", "name": "Row", "fields": fields})
+        meta = {"arrow.schema": _schema_text(table.schema)}
+        fastavro.writer(self._out, schema, table.to_pylist(), codec=self._codec, metadata=meta)
 
 
 def _avro_arrow_field(field: pa.Field) -> pa.Field:

@@ -1,57 +1,169 @@
-"""The Spark adapter: the only module of the file sink that imports pyspark.
+"""The Spark adapter: executors write the part files, the driver commits each micro-batch under its batch id.
 
-A streaming query writes through ``foreachBatch``: each micro-batch is
-collected to the driver as Arrow and committed under Spark's batch id, so a
-batch that Spark replays after a failure is recognised and skipped.
+pyspark 4.1 and later: a Python data source (``spark_source.py``), so the query
+is ``df.writeStream.format(<the sink's source>)``; its writer's ``write`` runs
+in each task and its ``commit`` on the driver. pyspark 3.5 and 4.0: the same
+steps in ``foreachBatch``: the batch's tasks write through ``mapInArrow`` and
+return their reports, which the driver commits. Either way only the reports
+(a few hundred bytes per task) reach the driver.
+
+Whose batch ids: a query's, ``query-<its id>`` (kept in its checkpoint, so a
+restart is the same writer and a new checkpoint a new one).
 """
 
 from __future__ import annotations
 
+import json
+import threading
 import time
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from .writer import to_table
+from .._lease import Lease
+from .commit import commit_batch, discard_reports, finish_open_parts, now_ms
+from .config import SinkConfig
+from .directory import RUNNING_HERE, SinkDirectory
+from .parts import PhaseHook, no_hook
+from .state import load_state
+from .tasks import TaskReport, describe_task_context, write_task
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
 
-    from .sink import FileSink
-    from .writer import PhaseHook
+APIS = ("auto", "data_source", "foreach_batch")
 
 
-def _is_spark(df: Any) -> bool:
-    return type(df).__module__.startswith("pyspark.")
+def has_data_source_writer() -> bool:
+    """Whether pyspark has the streaming Arrow writer of Python data sources (4.1 and later)."""
+    try:
+        from pyspark.sql.datasource import DataSourceStreamArrowWriter  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
-def to_arrow(df: Any) -> pa.Table:
-    """An Arrow table from a pandas, Arrow or (batch) Spark DataFrame."""
-    if _is_spark(df):
-        return df.toArrow()
-    return to_table(df)
+def is_bounded(trigger: Mapping[str, Any] | None) -> bool:
+    """Whether the trigger ends the query when the input available at its start is written."""
+    return bool(trigger) and bool(trigger.get("availableNow") or trigger.get("once"))
+
+
+def task_function(config: SinkConfig, end_of_input: bool, hook: PhaseHook, owner: str | None = None,
+                  batch_id: int | None = None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function writing its partition and yielding its report (column ``report``)."""
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        task = describe_task_context(TaskContext.get(), now_ms(), batch_id)
+        if owner is not None:
+            task = type(task)(owner, task.batch_id, task.partition, task.attempt, task.now_ms)
+        report = write_task(config, task, batches, end_of_input, hook)
+        yield pa.record_batch([pa.array([report.to_json()], pa.string())], names=["report"])
+
+    return write
+
+
+def write_with_tasks(config: SinkConfig, df: DataFrame, owner: str | None, batch_id: int, lease: Lease | None,
+                     end_of_input: bool, hook: PhaseHook = no_hook) -> bool:
+    """Write ``df`` (a bounded frame, or a micro-batch in ``foreachBatch``) from its tasks and commit it."""
+    function = task_function(config, end_of_input, hook, owner, batch_id)
+    rows = df.mapInArrow(function, "report string").collect()
+    reports = [TaskReport.from_json(row.report) for row in rows]
+    if not any(not r.skipped for r in reports):
+        return False
+    try:
+        return commit_batch(config, batch_id, reports, lease, now_ms(), end_of_input, hook)
+    except BaseException:
+        directory = SinkDirectory(config)
+        discard_reports(config, reports, load_state(directory.fs, directory.root))
+        raise
+
+
+def _checkpoint_query_id(checkpoint_location: str) -> str | None:
+    """The id of the query a checkpoint belongs to (Spark keeps it in ``<checkpoint>/metadata``), if readable."""
+    try:
+        from fsspec.core import url_to_fs
+
+        fs, path = url_to_fs(checkpoint_location)
+        return str(json.loads(fs.cat_file(f"{path.rstrip('/')}/metadata").decode().splitlines()[0])["id"])
+    except Exception:  # noqa: BLE001 - a new checkpoint, or a filesystem fsspec cannot read: not the same query
+        return None
 
 
 def start_query(
-    sink: FileSink,
+    sink: SinkConfig,
     df: DataFrame,
     checkpoint_location: str,
     options: Mapping[str, str],
     trigger: Mapping[str, Any] | None = None,
     hook: PhaseHook | None = None,
+    take_over: bool = False,
+    api: str = "auto",
 ) -> StreamingQuery:
-    """Start ``df.writeStream.foreachBatch`` into ``sink``; one writer lives on the driver."""
-    writer = sink.writer(hook)
+    """Start a streaming query writing ``df`` into ``sink``; it holds the directory's lease while it runs."""
+    if api not in APIS:
+        raise ValueError(f"FileSink.start api={api!r} is unknown; choose one of {APIS}")
+    if api == "data_source" and not has_data_source_writer():
+        raise ValueError("FileSink.start api='data_source' needs pyspark 4.1 or later; use api='foreach_batch'")
+    hook = hook or no_hook
+    bounded = is_bounded(trigger)
+    query_id = _checkpoint_query_id(checkpoint_location)
+    owner = f"query-{query_id}" if query_id else None
+    directory = SinkDirectory(sink)
+    lease = directory.lease(owner)
+    try:
+        directory.take(lease, take_over, lambda held: owner is not None and held.get("owner") == owner)
+        if bounded:
+            finish_open_parts(sink, lease, hook)  # what an earlier unbounded run left open becomes readable now
+        if api == "data_source" or (api == "auto" and has_data_source_writer()):
+            from .spark_source import register_source
 
-    def write(batch: DataFrame, batch_id: int) -> None:
-        if batch_id <= writer.committed_batch_id:
+            name = register_source(df.sparkSession, sink, (lease.epoch, lease.token), bounded, hook)
+            stream = df.writeStream.format(name)
+        else:
+            stream = df.writeStream.foreachBatch(_each_batch(sink, lease, bounded, hook))
+        stream = stream.option("checkpointLocation", checkpoint_location)
+        for key, value in options.items():
+            stream = stream.option(key, value)
+        if trigger:
+            stream = stream.trigger(**trigger)
+        query = stream.start()
+    except BaseException:
+        lease.release()
+        raise
+    RUNNING_HERE[lease.token] = lambda: bool(query.isActive)
+    threading.Thread(target=_keep_lease, args=(query, lease), daemon=True, name="file-sink-lease").start()
+    return query
+
+
+def _each_batch(sink: SinkConfig, lease: Lease, bounded: bool, hook: PhaseHook) -> Callable[[DataFrame, int], None]:
+    """The ``foreachBatch`` function of pyspark 3.5 and 4.0."""
+
+    def each(batch: DataFrame, batch_id: int) -> None:
+        owner = f"query-{batch.sparkSession.sparkContext.getLocalProperty('sql.streaming.queryId')}"
+        directory = SinkDirectory(sink)
+        state = load_state(directory.fs, directory.root)
+        if state is not None and state.committed_for(owner) >= batch_id:
             return  # a replay of a committed batch: do not even compute it
-        writer.write_batch(batch.toArrow(), batch_id, int(time.time() * 1000))
+        write_with_tasks(sink, batch, owner, batch_id, lease, bounded, hook)
 
-    stream = df.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint_location)
-    for key, value in options.items():
-        stream = stream.option(key, value)
-    if trigger:
-        stream = stream.trigger(**trigger)
-    return stream.start()
+    return each
+
+
+def _keep_lease(query: StreamingQuery, lease: Lease) -> None:
+    """Renew the lease while the query runs, then release it."""
+    renewed = time.monotonic()
+    try:
+        while query.isActive:
+            if time.monotonic() - renewed >= lease.seconds / 3:
+                lease.renew(force=True)
+                renewed = time.monotonic()
+            time.sleep(0.5)
+        lease.release()
+    except Exception:  # noqa: BLE001 - fenced, or the JVM gone: the query's commits check the lease themselves
+        pass
+    finally:
+        RUNNING_HERE.pop(lease.token, None)

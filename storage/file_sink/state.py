@@ -1,8 +1,14 @@
-"""The commit record: what the sink has made durable, keyed by batch id.
+"""The commit record: what the sink has made durable, one record per commit.
 
-One JSON file per committed batch under ``_file_sink/`` (hidden from readers
-by its leading underscore). Writing it is the commit point: a batch whose
-record exists is done, whatever happened to the renames that follow.
+One JSON file per commit under ``_file_sink/``, named by its sequence number
+(hidden from readers by the directory's leading underscore). Writing it is the
+commit point: a batch whose record exists is done, whatever happened to the
+renames that follow. A record holds the last committed batch id of every
+writer that wrote here (``owners``, Delta's ``txnAppId`` -> ``txnVersion``), the
+parts still in progress with their committed lengths, the renames due, and the
+parts this commit finished with their lengths. Every ``MANIFEST_EVERY`` commits
+a manifest lists every finished part with its length, so readers can check each
+part against the length it was committed with (Spark's compacted file sink log).
 
 In memory the paths are absolute; on disk they are relative to the sink's base
 path, so the directory, moved or copied with its records or reached under
@@ -13,14 +19,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 from fsspec import AbstractFileSystem
 
+from .._fs import is_local
+from .errors import SinkFencedError
+
 STATE_DIR = "_file_sink"
-# 2 added the settings (a version 1 record reads with settings unknown, {}); 3 made the paths relative.
-VERSION = 3
+# 2 added the settings (a version 1 record reads with settings unknown, {}); 3 made the paths relative;
+# 4 named records by sequence number, added the owners' batch ids, the finished parts' lengths and manifests.
+VERSION = 4
+MANIFEST_EVERY = 10
 _KEEP = 3
 
 
@@ -37,19 +49,38 @@ class PartRecord:
     created_ms: int
     last_write_ms: int
     batches: int
+    slot: str = ""  # the writer slot appending to it: "" for a SinkWriter, "p<n>" for partition n of a query
+    crc: int = 0  # CRC-32 of its committed bytes
 
 
 @dataclass
 class SinkState:
-    """Everything needed to restore the sink after the batch ``batch_id``."""
+    """Everything needed to restore the sink after the commit ``sequence``."""
 
     writer_id: str
-    batch_id: int = -1
+    batch_id: int = -1  # the batch the record's owner committed with it
     next_part: dict[str, int] = field(default_factory=dict)
     open_parts: list[PartRecord] = field(default_factory=list)
     finalize: list[tuple[str, str]] = field(default_factory=list)
     # Format, compression and key fingerprint the open parts were written with.
     settings: dict[str, str | None] = field(default_factory=dict)
+    sequence: int = -1
+    owner: str | None = None  # who wrote the record (and holds its open parts); None in versions 1 to 3
+    owners: dict[str, int] = field(default_factory=dict)  # the last committed batch id of every writer
+    finished: list[tuple[str, int, int]] = field(default_factory=list)  # parts it finished: length, CRC-32
+    removed: list[str] = field(default_factory=list)  # finished parts this commit removed (compaction)
+    manifest: int | None = None  # the newest manifest (every finished part after that commit), if any
+    chain_from: int = 0  # the first record whose ``finished`` the manifest does not hold
+
+    def committed_for(self, owner: str) -> int:
+        """The last batch id ``owner`` committed here, -1 if none.
+
+        A record of versions 1 to 3 does not say whose its batch id is: the
+        directory had one writer, so the next writer takes it over as its own.
+        """
+        if owner in self.owners:
+            return self.owners[owner]
+        return self.batch_id if self.owner is None else -1
 
     def to_json(self, root: str) -> str:
         """The record with every path relative to ``root``, the base path."""
@@ -57,19 +88,23 @@ class SinkState:
         return json.dumps({"version": VERSION, **asdict(relative)}, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str, root: str) -> SinkState:
-        """The record with every path absolute below ``root``, wherever the record was written."""
+    def from_json(cls, text: str, root: str, sequence: int) -> SinkState:
+        """The record numbered ``sequence``, with every path absolute below ``root`` wherever it was written."""
         raw = json.loads(text)
         version = raw.pop("version")
-        if version not in (1, 2, VERSION):  # not a torn record: skipping it would roll the directory back
+        if version not in (1, 2, 3, VERSION):  # not a torn record: skipping it would roll the directory back
             raise RuntimeError(
                 f"file sink commit record version {version!r} is unknown; this release reads versions 1 to "
                 f"{VERSION}: a newer release wrote it, write with that one"
             )
         raw["open_parts"] = [PartRecord(**p) for p in raw["open_parts"]]
         raw["finalize"] = [tuple(pair) for pair in raw["finalize"]]
-        state = cls(**raw)
-        if version == VERSION:
+        if version < 4:  # named by batch id, one writer, lengths of finished parts unknown
+            state = cls(**raw, sequence=sequence, chain_from=sequence + 1)
+        else:
+            raw["finished"] = [tuple(entry) for entry in raw["finished"]]
+            state = cls(**raw)
+        if version >= 3:
             return state._with_paths(lambda path: f"{root}/{path}")
         written_under = _base_path_written_under(state, root)
         return state._with_paths(lambda path: root + path[len(written_under) :])
@@ -82,6 +117,8 @@ class SinkState:
                 dataclasses.replace(p, path=change(p.path), final_path=change(p.final_path)) for p in self.open_parts
             ],
             finalize=[(change(src), change(dst)) for src, dst in self.finalize],
+            finished=[(change(path), length, crc) for path, length, crc in self.finished],
+            removed=[change(path) for path in self.removed],
         )
 
 
@@ -108,39 +145,121 @@ def _base_path_written_under(state: SinkState, root: str) -> str:
     )
 
 
-def _record_paths(fs: AbstractFileSystem, root: str) -> list[tuple[int, str]]:
-    directory = f"{root}/{STATE_DIR}"
-    if not fs.exists(directory):
-        return []
+def _numbered(listed: list[str], suffix: str) -> list[tuple[int, str]]:
+    """The paths of ``listed`` named ``<number><suffix>``, by number."""
     found = []
-    for path in fs.ls(directory, detail=False):
-        name = path.rsplit("/", 1)[-1]
-        if name.endswith(".json") and name[:-5].isdigit():
-            found.append((int(name[:-5]), path))
+    for path in listed:
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if name.endswith(suffix) and name[: -len(suffix)].isdigit():
+            found.append((int(name[: -len(suffix)]), path))
     return sorted(found)
+
+
+def _record_paths(fs: AbstractFileSystem, root: str) -> list[tuple[int, str]]:
+    try:
+        return _numbered(fs.ls(f"{root}/{STATE_DIR}", detail=False), ".json")
+    except FileNotFoundError:
+        return []
+
+
+def _read_record(fs: AbstractFileSystem, root: str, sequence: int, path: str) -> SinkState | None:
+    try:
+        return SinkState.from_json(fs.cat_file(path).decode(), root, sequence)
+    except (ValueError, KeyError, TypeError):
+        return None  # a record torn by a crash on a filesystem without atomic rename
 
 
 def load_state(fs: AbstractFileSystem, root: str) -> SinkState | None:
     """The newest complete commit record, or None before the first commit."""
-    for _, path in reversed(_record_paths(fs, root)):
-        try:
-            return SinkState.from_json(fs.cat_file(path).decode(), root)
-        except (ValueError, KeyError, TypeError):
-            continue  # a record torn by a crash on a filesystem without atomic rename
+    for sequence, path in reversed(_record_paths(fs, root)):
+        state = _read_record(fs, root, sequence, path)
+        if state is not None:
+            return state
     return None
 
 
+def finished_lengths(fs: AbstractFileSystem, root: str, state: SinkState | None) -> dict[str, tuple[int, int]]:
+    """Every part finished up to ``state``'s commit, with the length and CRC-32 it was committed with.
+
+    Parts finished before version 4 of the record are not known: their lengths were never kept.
+    """
+    if state is None:
+        return {}
+    lengths: dict[str, tuple[int, int]] = {}
+    if state.manifest is not None:
+        text = fs.cat_file(f"{root}/{STATE_DIR}/{state.manifest:020d}.manifest").decode()
+        lengths = {f"{root}/{path}": (length, crc) for path, length, crc in json.loads(text)}
+    start = state.manifest + 1 if state.manifest is not None else state.chain_from
+    records = {sequence: path for sequence, path in _record_paths(fs, root)}
+    for sequence in range(start, state.sequence):
+        if sequence not in records:
+            raise RuntimeError(
+                f"file sink commit record {sequence} under {root} is missing; the records from {start} to "
+                f"{state.sequence} are kept for the lengths of the parts they finished"
+            )
+        older = _read_record(fs, root, sequence, records[sequence])
+        if older is not None:
+            _apply(lengths, older)
+    _apply(lengths, state)
+    return lengths
+
+
+def _apply(lengths: dict[str, tuple[int, int]], state: SinkState) -> None:
+    for path in state.removed:
+        lengths.pop(path, None)
+    lengths.update((path, (length, crc)) for path, length, crc in state.finished)
+
+
 def commit_state(fs: AbstractFileSystem, root: str, state: SinkState, sync: Callable[[str], None]) -> None:
-    """Write the record atomically (temporary name, then rename) and durably (``sync``), and prune old ones."""
+    """Write the record atomically (temporary name, then rename) and durably (``sync``), and prune old ones.
+
+    Every ``MANIFEST_EVERY`` commits the record is preceded by a manifest of every finished part.
+    """
     directory = f"{root}/{STATE_DIR}"
     if not fs.exists(directory):
         fs.makedirs(directory, exist_ok=True)
-        sync(root)
-    final = f"{directory}/{state.batch_id:020d}.json"
-    temp = f"{directory}/.{state.batch_id:020d}.json.tmp"
-    fs.pipe_file(temp, state.to_json(root).encode())
-    sync(temp)
-    fs.mv(temp, final)
+    if state.sequence == 0:
+        sync(root)  # the directory's entry for _file_sink/ (made by the lease, or just now)
+    since = state.manifest if state.manifest is not None else state.chain_from - 1
+    if state.sequence - since >= MANIFEST_EVERY:
+        previous = dataclasses.replace(state, finished=[], removed=[])
+        lengths = finished_lengths(fs, root, previous)
+        _apply(lengths, state)
+        _put(fs, directory, f"{state.sequence:020d}.manifest",
+             json.dumps(sorted([path[len(root) + 1 :], n, crc] for path, (n, crc) in lengths.items())).encode(), sync)
+        state.manifest = state.sequence
+    _put(fs, directory, f"{state.sequence:020d}.json", state.to_json(root).encode(), sync)
     sync(directory)
-    for _, old in _record_paths(fs, root)[:-_KEEP]:
-        fs.rm_file(old)
+    keep_from = min(state.sequence - _KEEP + 1, state.manifest if state.manifest is not None else state.chain_from)
+    listed = fs.ls(directory, detail=False)
+    _remove(fs, [path for sequence, path in _numbered(listed, ".json") if sequence < keep_from])
+    manifests = _numbered(listed, ".manifest")
+    _remove(fs, [path for sequence, path in manifests if state.manifest is not None and sequence < state.manifest])
+
+
+def _put(fs: AbstractFileSystem, directory: str, name: str, data: bytes, sync: Callable[[str], None]) -> None:
+    """Publish a record or manifest whole; locally only if no other writer published that number first."""
+    temp = f"{directory}/.{name}.tmp"
+    fs.pipe_file(temp, data)
+    sync(temp)
+    final = f"{directory}/{name}"
+    if not is_local(fs):
+        fs.mv(temp, final)  # an object store publishes an upload whole; it cannot refuse an existing name
+        return
+    try:
+        os.link(temp, final)  # fails if the name exists: a writer taken over cannot overwrite its successor's
+    except FileExistsError:
+        os.unlink(temp)
+        raise SinkFencedError(
+            f"file sink commit {name} under {directory} was published by another writer first: this writer was "
+            "taken over and its batch is refused; the writer that took over recovers the directory"
+        ) from None
+    except OSError:  # a filesystem without hard links
+        os.replace(temp, final)
+        return
+    os.unlink(temp)
+
+
+def _remove(fs: AbstractFileSystem, paths: Iterable[str]) -> None:
+    for path in paths:
+        fs.rm_file(path)

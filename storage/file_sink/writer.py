@@ -1,4 +1,4 @@
-"""The part-file lifecycle and the exactly-once commit, one micro-batch at a time.
+"""``SinkWriter``: the part-file lifecycle and the exactly-once commit, one micro-batch at a time, in one process.
 
 Lifecycle of a part file (Flink's, with Apex's recovery by truncation)::
 
@@ -8,164 +8,114 @@ Lifecycle of a part file (Flink's, with Apex's recovery by truncation)::
 
 A batch is committed by writing the commit record (``state.py``) that holds
 the batch id, the committed length of every in-progress part and the renames
-still due. On restart the newest record is the truth: due renames are redone,
-in-progress parts are truncated back to their committed length, and stray
-in-progress files of an uncommitted batch are deleted. A batch id at or below
-the committed one is a replay and writes nothing.
+still due. On restart the newest record is the truth (``directory.py``). A
+batch id at or below the writer's committed one is a replay and writes nothing.
+The writer holds the directory's lease while it lives: a second writer is
+refused, and one that took over a dead writer's lease fences it off.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
+import numbers
 import uuid
+import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
-from fsspec.core import url_to_fs
 
-from .buckets import check_bucket_id
-from .codec import compress, key_fingerprint, seal
-from .rolling import PartStats
-from .state import PartRecord, SinkState, commit_state, load_state
+from .._lease import Lease
+from .config import SinkConfig
+from .directory import INPROGRESS, SinkDirectory
+from .errors import SinkFencedError
+from .parts import PartFiles, PhaseHook, no_hook
+from .state import PartRecord, SinkState, load_state
 
-if TYPE_CHECKING:
-    from .sink import FileSink
-
-# A test seam: called with (phase, batch_id) at "mid_write", "after_staging",
-# "after_commit_record" and "mid_rename", so crash tests can stop the process there.
-PhaseHook = Callable[[str, int], None]
-INPROGRESS = ".inprogress"
+#: The owner (whose batch ids the commit records keep) of a writer given no writer id.
+DEFAULT_OWNER = "default"
 #: Bucket directories whose names the writer keeps, the most recently used: a stream that moves on
 #: to new buckets forever (``DateTimeBuckets``) must not keep every directory it ever wrote to.
 LISTED_DIRECTORIES = 256
 
 
-@dataclass
-class _Part:
-    record: PartRecord
-    pending: list[bytes] = field(default_factory=list)
-    pending_bytes: int = 0
-    wrote_this_batch: bool = False
-
-    def stats(self) -> PartStats:
-        r = self.record
-        return PartStats(r.length + self.pending_bytes, r.batches, r.created_ms, r.last_write_ms)
+def check_batch_arguments(owner: str, batch_id: Any, processing_time_ms: Any) -> None:
+    """Refuse a batch id or time that is not a non-negative int, naming the parameter and the value."""
+    for name, value in (("batch_id", batch_id), ("processing_time_ms", processing_time_ms)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(
+                f"{owner} {name}={value!r} must be an int, not {type(value).__name__}"
+                + ("; batch ids are Spark's, or your own counter from 0" if name == "batch_id"
+                   else "; milliseconds since 1970, e.g. int(time.time() * 1000)")
+            )
+        if value < 0:
+            raise ValueError(
+                f"{owner} {name}={value!r} must be 0 or more"
+                + ("; batch ids count from 0, and a negative one would be skipped as already committed"
+                   if name == "batch_id" else "; milliseconds since 1970")
+            )
 
 
 class SinkWriter:
-    """Writes micro-batches into part files of one sink directory (one writer per directory)."""
+    """Writes micro-batches into part files of one sink directory, as its only writer."""
 
-    def __init__(self, sink: FileSink, hook: PhaseHook | None = None) -> None:
+    def __init__(self, sink: SinkConfig, hook: PhaseHook | None = None, take_over: bool = False) -> None:
         self._sink = sink
-        self._hook = hook or (lambda phase, batch_id: None)
-        self._fs, root = url_to_fs(sink.path, **dict(sink.storage_options))
-        self._root = root.rstrip("/")
-        self._local = "file" in _protocols(self._fs)
-        self._handles: OrderedDict[str, Any] = OrderedDict()
-        self._handle_used_ms: dict[str, int] = {}
-        self._now = 0
-        self._unsynced_files: set[str] = set()  # written by this batch
-        self._unsynced_dirs: set[str] = set()  # given a new part by this batch
+        self._hook = hook or no_hook
+        self._directory = SinkDirectory(sink)
+        self._owner = sink.writer_id or DEFAULT_OWNER
+        self._lease = self._directory.lease(owner=self._owner)
+        self._unclean = self._directory.claim(self._lease, take_over)
+        self._released = weakref.finalize(self, self._lease.release)  # also when the writer is dropped unclosed
         self._rollback_failure: BaseException | None = None
-        # This writer id is kept only while the directory has no commit record.
-        self._state = SinkState(writer_id=sink.writer_id or uuid.uuid4().hex[:12])
-        self._parts: dict[str, _Part] = {}
-        self._names_in_directory: OrderedDict[str, set[str]] = OrderedDict()  # least recently used first
-        self._restore()
+        self._fenced: SinkFencedError | None = None
+        self._state = SinkState(writer_id=sink.writer_id or uuid.uuid4().hex[:12])  # kept until the first record
+        self._names = _WriterNames(sink, self._directory)
+        self._files = PartFiles(sink, self._directory, self._names, self._hook)
+        self._orphans: list[PartRecord] = []  # open parts another writer left: finished at the next commit
+        try:
+            self._restore()
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def committed_batch_id(self) -> int:
-        """The id of the last committed batch, -1 before the first."""
-        return self._state.batch_id
+        """The id of this writer's last committed batch, -1 before its first."""
+        return self._state.committed_for(self._owner)
+
+    @property
+    def lease(self) -> Lease:
+        """The writer's hold on the directory."""
+        return self._lease
 
     @property
     def open_handle_count(self) -> int:
         """How many part files the writer holds open right now."""
-        return len(self._handles)
+        return self._files.open_handle_count
 
     # ---------------------------------------------------------------- recovery
 
     def _restore(self) -> None:
         """Forget everything uncommitted: close the streams, reload the newest record, recover the directory to it."""
-        for path in list(self._handles):
-            self._close_handle(path)
-        state = load_state(self._fs, self._root)
+        self._files.close()
+        state = load_state(self._directory.fs, self._directory.root)
         if state is not None:
-            self._refuse_changed_settings(state)
+            self._directory.refuse_changed_settings(state)
         self._state = state or SinkState(writer_id=self._state.writer_id)
-        self._parts = {}
-        self._names_in_directory = OrderedDict()
-        self._recover()
-
-    def _settings(self) -> dict[str, str | None]:
-        """What the bytes of a part depend on."""
-        sink = self._sink
-        return {"format": sink.format, "compression": sink.compression, "key_fingerprint": key_fingerprint(sink.key)}
-
-    def _refuse_changed_settings(self, state: SinkState) -> None:
-        """Appending to in-progress parts under other settings than they were written with would corrupt them."""
-        if not state.open_parts:
-            return
-        for name, value in self._settings().items():
-            recorded = state.settings.get(name, value)  # a version 1 record does not say
-            if recorded != value:
-                raise ValueError(
-                    f"FileSink {name}={value!r} differs from {name}={recorded!r}, the setting that "
-                    f"{len(state.open_parts)} in-progress part(s) under {self._root} were written with; "
-                    "appending would corrupt them. Finish them with the old settings first "
-                    "(writer().finish(processing_time_ms) on the sink as it was), then change it"
-                )
-
-    def _recover(self) -> None:
-        fs = self._fs
-        self._finish_renames(self._state.finalize, batch_id=self._state.batch_id, recovering=True)
-        known = set()
-        for rec in self._state.open_parts:
-            known.add(rec.path)
-            size = fs.size(rec.path)
-            if size < rec.length:
-                raise RuntimeError(
-                    f"in-progress part {rec.path} has {size} bytes but {rec.length} were committed; "
-                    "the sink directory was changed by someone else"
-                )
-            if size > rec.length:
-                self._truncate(rec.path, rec.length)
-            self._parts[rec.bucket] = _Part(rec)
-        for path in fs.find(self._root) if fs.exists(self._root) else []:
-            name = path.rsplit("/", 1)[-1]
-            if name.startswith(".") and name.endswith(INPROGRESS) and path not in known:
-                fs.rm_file(path)  # written by a batch that never committed
-
-    def _truncate(self, path: str, length: int) -> None:
-        if self._local:
-            os.truncate(path, length)
-        else:  # no truncate on object stores: rewrite the committed prefix
-            self._fs.pipe_file(path, self._fs.cat_file(path, start=0, end=length) if length else b"")
-
-    def _finish_renames(self, renames: list[tuple[str, str]], batch_id: int, recovering: bool = False) -> None:
-        for i, (src, dst) in enumerate(renames):
-            # Recovery is idempotent: a crash may have done some already. A batch renames the parts it just wrote.
-            if not recovering or self._fs.exists(src):
-                self._fs.mv(src, dst)
-            if not recovering and i == 0:
-                self._hook("mid_rename", batch_id)
-        # Durable before the next record, which no longer lists them: else a crash leaves a stray in-progress file.
-        for directory in sorted({dst.rsplit("/", 1)[0] for _, dst in renames}):
-            self._sync(directory)
-
-    def _sync(self, path: str) -> None:
-        """Make a local file's data, or a local directory's entries, durable; other filesystems decide themselves."""
-        if self._local:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        self._names.forget(self._state)
+        self._files = PartFiles(self._sink, self._directory, self._names, self._hook)
+        self._directory.recover(state)
+        if self._unclean:
+            state = self._directory.detach(state, self._lease)
+            self._state = state or self._state
+            self._names.forget(self._state)
+            self._unclean = False
+        mine = state is not None and state.owner in (None, self._owner)
+        parts = state.open_parts if state is not None else []
+        self._files.adopt([p for p in parts if mine and not p.slot])
+        self._orphans = [p for p in parts if not mine or p.slot]
 
     # ------------------------------------------------------------------ writing
 
@@ -178,10 +128,11 @@ class SinkWriter:
         A batch that raises is rolled back to the last commit, so the same
         writer can retry it (or write another) without losing or duplicating rows.
         """
-        self._refuse_if_rollback_failed()
-        if batch_id <= self._state.batch_id:
+        check_batch_arguments("SinkWriter.write_batch", batch_id, processing_time_ms)
+        self._refuse_if_broken()
+        if batch_id <= self.committed_batch_id:
             return False
-        self._run(to_table(data), batch_id, processing_time_ms, end_of_input)
+        self._run(to_table(data), int(batch_id), int(processing_time_ms), end_of_input)
         return True
 
     def finish(self, processing_time_ms: int) -> bool:
@@ -190,13 +141,16 @@ class SinkWriter:
         End of input for a run whose batches were all committed before: a new
         batch id would be skipped as a replay by a later, longer run of the same stream.
         """
-        self._refuse_if_rollback_failed()
-        if not self._parts:
+        check_batch_arguments("SinkWriter.finish", 0, processing_time_ms)
+        self._refuse_if_broken()
+        if not self._files.parts and not self._orphans:
             return False
-        self._run(pa.table({}), self._state.batch_id, processing_time_ms, end_of_input=True)
+        self._run(pa.table({}), self.committed_batch_id, int(processing_time_ms), end_of_input=True)
         return True
 
-    def _refuse_if_rollback_failed(self) -> None:
+    def _refuse_if_broken(self) -> None:
+        if self._fenced is not None:
+            raise SinkFencedError(f"SinkWriter cannot write: {self._fenced}") from self._fenced
         if self._rollback_failure is not None:
             raise RuntimeError(
                 f"SinkWriter cannot write: rolling back a failed batch failed too ({self._rollback_failure!r}); "
@@ -205,10 +159,23 @@ class SinkWriter:
 
     def _run(self, data: pa.Table, batch_id: int, now: int, end_of_input: bool) -> None:
         try:
+            self._lease.renew()
             self._stage_and_commit(data, batch_id, now, end_of_input)
-        except BaseException:
+        except SinkFencedError as fenced:
+            self._stop_fenced(fenced)
+            raise
+        except BaseException as failure:
+            try:
+                self._lease.confirm("roll a failed batch back")  # a writer taken over fails for that reason
+            except SinkFencedError as fenced:
+                self._stop_fenced(fenced)
+                raise fenced from failure
             self._roll_back()
             raise
+
+    def _stop_fenced(self, fenced: SinkFencedError) -> None:
+        self._fenced = fenced  # the directory is another writer's now: touch nothing
+        self._files.close()
 
     def _roll_back(self) -> None:
         try:
@@ -218,83 +185,74 @@ class SinkWriter:
             raise
 
     def _stage_and_commit(self, data: pa.Table, batch_id: int, now: int, end_of_input: bool) -> None:
-        sink = self._sink
-        self._now = now
-        self._unsynced_files.clear()
-        self._unsynced_dirs.clear()
-        pending: list[tuple[str, str]] = []
-        groups = _group(sink.buckets.assign(data, now) if data.num_rows else "", data.num_rows)
-        for bucket, _ in groups:
-            check_bucket_id(bucket, sink.buckets)
-        for bucket, rows in groups:
-            table = data if rows is None else data.take(pa.array(rows))
-            if sink.file_format.bulk:
-                pending.append(self._write_bulk(bucket, table, batch_id))
-            else:
-                self._write_rows(bucket, table, now, batch_id, pending)
-        for bucket, part in list(self._parts.items()):
-            stats = part.stats()
-            if (
-                end_of_input
-                or sink.rolling.roll_on_batch_end(_after_batch(stats, part), part.wrote_this_batch)
-                or sink.rolling.roll_on_processing_time(stats, now)
-            ):
-                pending.append(self._roll(part, batch_id))
-            else:
-                self._flush(part, batch_id)
-        self._expire_handles(now)
+        self._files.start_batch(now)
+        self._files.write(data, now, batch_id)
+        self._files.end_batch(now, batch_id, end_of_input)
         self._hook("after_staging", batch_id)
-        self._commit(batch_id, pending)
+        for orphan in self._orphans:
+            self._directory.seal_final(orphan)
+        rolled = self._files.pending + [(p.path, p.final_path, p.length, p.crc) for p in self._orphans]
+        pending = [(src, dst) for src, dst, _, _ in rolled]
+        finished = [(dst, n, crc) for _, dst, n, crc in rolled]
+        state = self._state
+        committed = dataclasses.replace(
+            state,
+            batch_id=batch_id,
+            open_parts=self._files.open_records(),
+            finalize=pending,
+            settings=self._directory.settings(),
+            sequence=state.sequence + 1,
+            owner=self._owner,
+            owners={**state.owners, self._owner: batch_id},
+            finished=finished,
+            removed=[],
+            next_part=dict(state.next_part),
+        )
+        unsynced = sorted(self._files.unsynced_files) + sorted(self._files.unsynced_dirs)
+        self._directory.publish(committed, self._lease, unsynced, self._commit_hook(committed))
+        self._orphans = []
 
-    def _write_bulk(self, bucket: str, table: pa.Table, batch_id: int) -> tuple[str, str]:
-        sink = self._sink
-        body = sink.file_format.write_file(table, sink.compression)
-        _, temp, final = self._new_names(bucket)
-        self._fs.pipe_file(temp, seal(body, sink.key, 0, final=True))
-        self._unsynced_files.add(temp)
-        self._hook("mid_write", batch_id)
-        return temp, final
+    def _commit_hook(self, committed: SinkState) -> PhaseHook:
+        """The hook, and the committed state adopted as soon as the record is durable."""
 
-    def _write_rows(
-        self, bucket: str, table: pa.Table, now: int, batch_id: int, pending: list[tuple[str, str]]
-    ) -> None:
-        sink = self._sink
-        body, ends = sink.file_format.encode(table)
-        limit = sink.rolling.max_part_size
-        start, row = 0, 0
-        while row < len(ends):
-            part = self._parts.get(bucket) or self._open_part(bucket, table, now)
-            stop = len(ends)
-            if limit is not None:
-                room = limit - part.stats().size
-                stop = max(int(np.searchsorted(ends, start + room, side="right")), row + 1)
-            chunk = body[start : int(ends[stop - 1])]
-            part.pending.append(chunk)
-            part.pending_bytes += len(chunk)
-            part.wrote_this_batch = True
-            part.record.last_write_ms = now
-            start, row = int(ends[stop - 1]), stop
-            if sink.rolling.roll_on_write(part.stats()):
-                pending.append(self._roll(part, batch_id))
+        def hook(phase: str, batch_id: int) -> None:
+            if phase == "after_commit_record":
+                self._state = self._names.state = committed  # only now: until the record is written it is not
+            self._hook(phase, batch_id)
 
-    def _open_part(self, bucket: str, table: pa.Table, now: int) -> _Part:
-        number, temp, final = self._new_names(bucket)
-        part = _Part(PartRecord(bucket, number, temp, final, 0, 0, now, now, 0))
-        header = self._sink.file_format.header(table)
-        part.pending, part.pending_bytes = ([header], len(header)) if header else ([], 0)
-        self._parts[bucket] = part
-        return part
+        return hook
 
-    def _new_names(self, bucket: str) -> tuple[int, str, str]:
-        """The number, in-progress path and final path of the bucket's next part, in a directory that exists.
+    def close(self) -> None:
+        """Close every open stream and give the directory up; parts stay in progress (committed) for the next writer."""
+        self._files.close()
+        self._released()
 
-        The directory and its parents up to the root are synced before the commit.
-        """
-        number = self._state.next_part.get(bucket, 0)
-        self._state.next_part[bucket] = number + 1
-        name = self._sink.part_file_name(self._state.writer_id, number)
+
+class _WriterNames:
+    """Part names of a ``SinkWriter``: ``<prefix>-<writer id>-<n><suffix>``, numbered per bucket in the record.
+
+    A class of its own, not the writer's method, so that the writer's part files
+    do not refer back to it: a writer dropped without ``close()`` is freed, and
+    gives its lease up, at once.
+    """
+
+    def __init__(self, sink: SinkConfig, directory: SinkDirectory) -> None:
+        self._sink, self._directory = sink, directory
+        self.state = SinkState(writer_id="")
+        self._names_in_directory: OrderedDict[str, set[str]] = OrderedDict()  # least recently used first
+
+    def forget(self, state: SinkState) -> None:
+        """Name from ``state`` on, listing each directory again (after a restore)."""
+        self.state = state
+        self._names_in_directory = OrderedDict()
+
+    def __call__(self, bucket: str) -> tuple[int, str, str]:
+        """The number, in-progress path and final path of the bucket's next part, in a directory that exists."""
+        number = self.state.next_part.get(bucket, 0)
+        self.state.next_part[bucket] = number + 1
+        name = self._sink.part_file_name(self.state.writer_id, number)
         levels = bucket.split("/") if bucket else []
-        directory = "/".join([self._root, *levels])
+        directory = "/".join([self._directory.root, *levels])
         temp = f".{name}{INPROGRESS}"
         taken = self._names_in(directory)
         if name in taken or temp in taken:  # renaming onto it would lose rows
@@ -307,8 +265,6 @@ class SinkWriter:
                 "with_part_names fn must use the part number"
             )
         taken.update((temp, name))
-        for depth in range(len(levels) + 1):
-            self._unsynced_dirs.add("/".join([self._root, *levels[:depth]]))
         return number, f"{directory}/{temp}", f"{directory}/{name}"
 
     def _names_in(self, directory: str) -> set[str]:
@@ -320,117 +276,23 @@ class SinkWriter:
         """
         names = self._names_in_directory.pop(directory, None)
         if names is None:
+            fs = self._directory.fs
             try:
-                names = {path.rstrip("/").rsplit("/", 1)[-1] for path in self._fs.ls(directory, detail=False)}
+                names = {path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(directory, detail=False)}
             except FileNotFoundError:
                 names = set()
             if not names:
-                self._fs.makedirs(directory, exist_ok=True)
+                fs.makedirs(directory, exist_ok=True)
         self._names_in_directory[directory] = names
         while len(self._names_in_directory) > LISTED_DIRECTORIES:
             self._names_in_directory.popitem(last=False)
         return names
 
-    def _flush(self, part: _Part, batch_id: int, final: bool = False) -> None:
-        """Append the part's buffered rows as one segment (and the final one when rolling)."""
-        if not part.pending and not (final and self._sink.key is not None):
-            return
-        rec, sink = part.record, self._sink
-        plain = compress(b"".join(part.pending), sink.compression) if part.pending else b""
-        segment = seal(plain, sink.key, rec.segments, final)
-        handle = self._handle(rec.path)
-        handle.write(segment)
-        handle.flush()
-        self._unsynced_files.add(rec.path)
-        rec.length += len(segment)
-        rec.segments += 1
-        part.pending, part.pending_bytes = [], 0
-        self._hook("mid_write", batch_id)
-
-    def _roll(self, part: _Part, batch_id: int) -> tuple[str, str]:
-        self._flush(part, batch_id, final=True)
-        self._close_handle(part.record.path)
-        del self._parts[part.record.bucket]
-        return part.record.path, part.record.final_path
-
-    def _commit(self, batch_id: int, pending: list[tuple[str, str]]) -> None:
-        open_parts = []
-        for part in self._parts.values():
-            if part.wrote_this_batch:
-                part.record.batches += 1
-                part.wrote_this_batch = False
-            open_parts.append(part.record)
-        committed = dataclasses.replace(
-            self._state,
-            batch_id=batch_id,
-            open_parts=[PartRecord(**vars(r)) for r in open_parts],
-            finalize=pending,
-            settings=self._settings(),
-        )
-        for path in sorted(self._unsynced_files) + sorted(self._unsynced_dirs):
-            self._sync(path)  # the record must never promise bytes or files a crash can take back
-        commit_state(self._fs, self._root, committed, self._sync)
-        self._state = committed  # only now: until the record is written the batch is not committed
-        self._hook("after_commit_record", batch_id)
-        self._finish_renames(pending, batch_id)
-
-    # ------------------------------------------------------- open-file cache
-
-    def _handle(self, path: str) -> Any:
-        """The open stream of a part, from the cache; evicts the least recently used one."""
-        self._handle_used_ms[path] = self._now
-        if path in self._handles:
-            self._handles.move_to_end(path)
-            return self._handles[path]
-        while len(self._handles) >= self._sink.max_open_files:
-            self._close_handle(next(iter(self._handles)))
-        self._handles[path] = self._fs.open(path, "ab" if self._sink.appendable else "wb")
-        return self._handles[path]
-
-    def _close_handle(self, path: str) -> None:
-        handle = self._handles.pop(path, None)
-        self._handle_used_ms.pop(path, None)
-        if handle is not None:
-            handle.close()
-
-    def _expire_handles(self, now: int) -> None:
-        expiry = self._sink.expire_after_ms
-        for path, used in list(self._handle_used_ms.items()):
-            if expiry is not None and now - used >= expiry:
-                self._close_handle(path)
-
-    def close(self) -> None:
-        """Close every open stream; parts stay in progress (committed) for the next writer."""
-        for path in list(self._handles):
-            self._close_handle(path)
-
 
 def to_table(df: Any) -> pa.Table:
-    """An Arrow table from pandas or Arrow (Spark frames go through ``spark.to_arrow``)."""
+    """An Arrow table from pandas or Arrow (Spark frames are written by their executors, ``spark.py``)."""
     if isinstance(df, pa.Table):
         return df
     if isinstance(df, pd.DataFrame):
         return pa.Table.from_pandas(df, preserve_index=False)
     raise TypeError(f"FileSink cannot write a {type(df).__name__}; pass a pandas, Arrow or Spark DataFrame")
-
-
-def _after_batch(stats: PartStats, part: _Part) -> PartStats:
-    """The part's stats counting the batch being written, for ``max_batches``."""
-    return PartStats(stats.size, stats.batches + int(part.wrote_this_batch), stats.created_ms, stats.last_write_ms)
-
-
-def _group(buckets: list[str] | str, num_rows: int) -> list[tuple[str, list[int] | None]]:
-    """Row indices per bucket, buckets in order of first appearance; None means all rows."""
-    if isinstance(buckets, str):
-        return [(buckets, None)] if num_rows else []
-    groups: dict[str, list[int]] = {}
-    for i, bucket in enumerate(buckets):
-        groups.setdefault(bucket, []).append(i)
-    if len(groups) == 1:
-        return [(next(iter(groups)), None)]
-    return list(groups.items())
-
-
-def _protocols(fs: Any) -> tuple[str, ...]:
-    proto = fs.protocol
-    return (proto,) if isinstance(proto, str) else tuple(proto)

@@ -17,14 +17,12 @@ check is either adopted whole by the new owner (who listed it) or ignored.
 from __future__ import annotations
 
 import json
-import os
 import re
-import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._fs import fsync, is_local, put_atomic
+from .._lease import Lease, LeaseWording
 from .errors import BucketHeldError, CorruptStoreError, FencedError
 
 FORMAT = 1
@@ -75,9 +73,19 @@ class Catalog:
         self.local = is_local(fs)
         self.durable = durable
         self.lease_seconds = lease_seconds
-        self.epoch = 0
-        self.token = uuid.uuid4().hex[:8]
-        self._renewed = 0.0
+        where = directory.rsplit("/", 1)[0]
+        wording = LeaseWording(
+            what=f"bucket {bucket} of {where}",
+            name=f"bucket {bucket}",
+            rule="one writer per bucket",
+            held_hint="If that writer is dead (a Spark task being retried), open with take_over=True: "
+            "the old writer is then fenced off and cannot change the bucket",
+            fenced_hint="Anything it wrote since is ignored unless the new writer had already adopted it: "
+            "its committed_batch_id tells. Open the bucket again to go on",
+            held_error=BucketHeldError,
+            fenced_error=FencedError,
+        )
+        self.lease = Lease(fs, self.path("lease"), lease_seconds, durable, wording)
 
     def path(self, sub: str, name: str = "") -> str:
         return f"{self.directory}/{sub}/{name}" if name else f"{self.directory}/{sub}"
@@ -94,87 +102,34 @@ class Catalog:
 
     # ------------------------------------------------------------------ the lease
 
-    def _lease_epochs(self) -> list[int]:
-        return sorted(int(n[:-5]) for n in self.names("lease") if n.endswith(".json") and n[:-5].isdigit())
+    @property
+    def epoch(self) -> int:
+        return self.lease.epoch
+
+    @property
+    def token(self) -> str:
+        return self.lease.token
 
     def _read_lease(self, epoch: int) -> dict[str, Any] | None:
-        try:
-            return json.loads(self.fs.cat_file(self.path("lease", f"{epoch:010d}.json")))
-        except (FileNotFoundError, ValueError):
-            return None
+        return self.lease.read(epoch)
 
     def claim(self, take_over: bool) -> None:
         """Become the bucket's writer: the next epoch, unless a live writer holds it (and ``take_over`` is off)."""
-        for sub in ("lease", "meta", "log", "data"):
+        for sub in ("meta", "log", "data"):
             self.fs.makedirs(self.path(sub), exist_ok=True)
-        epochs = self._lease_epochs()
-        top = epochs[-1] if epochs else 0
-        if top and not take_over:
-            held = self._read_lease(top)
-            now = time.time()
-            if held is not None and not held.get("released") and held.get("expires", 0) > now:
-                raise BucketHeldError(
-                    f"bucket {self.bucket} of {self.directory.rsplit('/', 1)[0]} is held by another writer "
-                    f"(epoch {top}, its lease runs {held['expires'] - now:.0f} s more); one writer per bucket. "
-                    "If that writer is dead (a Spark task being retried), open with take_over=True: "
-                    "the old writer is then fenced off and cannot change the bucket"
-                )
-        self.epoch = top + 1
-        body = self._lease_body()
-        path = self.path("lease", f"{self.epoch:010d}.json")
-        if self.local:
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                raise BucketHeldError(
-                    f"bucket {self.bucket}: another writer claimed epoch {self.epoch} at the same moment; "
-                    "one writer per bucket"
-                ) from None
-            try:
-                os.write(fd, body)
-                if self.durable:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            self.sync(self.path("lease"))
-        else:
-            if self.fs.exists(path):
-                raise BucketHeldError(f"bucket {self.bucket}: another writer claimed epoch {self.epoch} first")
-            self.fs.pipe_file(path, body)
-            self.confirm()
-        self._renewed = time.time()
-
-    def _lease_body(self, released: bool = False) -> bytes:
-        expires = 0.0 if released else time.time() + self.lease_seconds
-        return json.dumps({"token": self.token, "expires": expires, "released": released}).encode()
+        self.lease.claim(take_over)
 
     def confirm(self, doing: str = "go on") -> None:
         """Raise ``FencedError`` unless this writer's lease is still the newest one."""
-        epochs = self._lease_epochs()
-        newest = epochs[-1] if epochs else None
-        lease = self._read_lease(self.epoch) if newest == self.epoch and not self.local else None
-        if newest != self.epoch or (lease is not None and lease.get("token") != self.token):
-            raise FencedError(
-                f"bucket {self.bucket} was taken over by a newer writer (epoch {newest}; this one is epoch "
-                f"{self.epoch}), so this writer cannot {doing}. Anything it wrote since is ignored unless the "
-                "new writer had already adopted it: its committed_batch_id tells. Open the bucket again to go on"
-            )
+        self.lease.confirm(doing)
 
     def renew(self) -> None:
         """Extend the lease once a third of it has passed (a held bucket is refused to others until it runs out)."""
-        if time.time() - self._renewed < self.lease_seconds / 3:
-            return
-        self.confirm("renew its lease")
-        put_atomic(self.fs, self.path("lease", f"{self.epoch:010d}.json"), self._lease_body(), durable=self.durable)
-        self._renewed = time.time()
+        self.lease.renew()
 
     def release(self) -> None:
         """Mark the lease free (best effort: a fenced writer leaves the newer lease alone)."""
-        try:
-            self.confirm("release its lease")
-        except FencedError:
-            return
-        put_atomic(self.fs, self.path("lease", f"{self.epoch:010d}.json"), self._lease_body(True), durable=self.durable)
+        self.lease.release()
 
     # ------------------------------------------------------------------ metadata
 

@@ -17,13 +17,13 @@ def batch(start: int, n: int, buckets: int = 1) -> pa.Table:
 
 
 def tree(root: str) -> dict[str, bytes]:
-    """Every file below ``root`` except the commit records, by relative path."""
+    """Every file below ``root`` except the sink's own (commit records, lease), by relative path."""
     out = {}
     for directory, _, files in os.walk(root):
         for name in files:
             path = os.path.join(directory, name)
             rel = os.path.relpath(path, root)
-            if not rel.startswith("_file_sink"):
+            if "_file_sink" not in rel.split(os.sep):
                 with open(path, "rb") as fh:
                     out[rel] = fh.read()
     return out

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import json
 import re
 
 import pandas as pd
@@ -255,28 +256,43 @@ def test_memory_filesystem_round_trip():
     pd.testing.assert_frame_equal(sink.read(), ROWS)
 
 
-def pandas_json_lines(table: pa.Table) -> bytes:
-    """The JSON-lines encoder the sink used first (pandas ``to_json`` on the whole frame), as the reference."""
+def pandas_json_lines(table: pa.Table) -> list[dict]:
+    """What the JSON-lines encoder the sink used first (pandas ``to_json``) wrote, as the reference."""
     text = table.to_pandas().to_json(orient="records", lines=True, date_format="iso", date_unit="us")
-    return text.encode() + (b"" if text.endswith("\n") else b"\n")
+    return [json.loads(line) for line in text.splitlines()]
 
 
 # Whole microseconds from 1900 to 2200, in nanoseconds: finer digits are refused (see above).
 TIMES = st.lists(st.one_of(st.none(), st.integers(-(70 * 365 * 86_400 * 10**6), 230 * 365 * 86_400 * 10**6).map(
     lambda micros: micros * 1000)), min_size=1, max_size=30)
+FLOATS = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))
+TEXTS = st.one_of(st.none(), st.text(max_size=8))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     nanos=TIMES,
     unit=st.sampled_from(["s", "ms", "us", "ns"]),
     tz=st.sampled_from([None, "UTC", "Europe/Berlin", "+05:30"]),
+    data=st.data(),
 )
-def test_json_lines_write_timestamps_byte_for_byte_as_pandas_did(nanos, unit, tz):
-    # The fast timestamp path must not change one byte of what the sink wrote before.
+def test_json_lines_read_back_as_pandas_wrote_them_with_floats_exact(nanos, unit, tz, data):
+    # The Arrow encoder must read back as pandas' to_json did: the same timestamps, strings (escaped or not),
+    # integers, booleans and nulls; floats with every digit (pandas kept 10), NaN and infinities as null.
+    n = len(nanos)
     ts = pa.array(nanos, type=pa.timestamp("ns")).cast(pa.timestamp(unit, tz=tz), safe=False)
-    table = pa.table({"id": list(range(len(nanos))), "ts": ts, "x": [0.1 * i for i in range(len(nanos))],
-                      "naive": pa.array(nanos, type=pa.timestamp("ns")), "s": ["a/b \"c\" é"] * len(nanos)})
-    data, ends = JsonLines().encode(table)
-    assert data == pandas_json_lines(table)
-    assert len(ends) == len(nanos) and ends[-1] == len(data)
+    floats = data.draw(st.lists(FLOATS, min_size=n, max_size=n), label="x")
+    texts = data.draw(st.lists(TEXTS, min_size=n, max_size=n), label="s")
+    table = pa.table({"id": list(range(n)), "ts": ts, "x": pa.array(floats, pa.float64()),
+                      "naive": pa.array(nanos, type=pa.timestamp("ns")), "s": pa.array(texts, pa.string()),
+                      "flag": [i % 2 == 0 for i in range(n)], "day": pa.array(nanos, pa.timestamp("ns")).cast(
+                          pa.timestamp("s"), safe=False).cast(pa.date32(), safe=False)})
+    encoded, ends = JsonLines().encode(table)
+    ours = [json.loads(line) for line in encoded.split(b"\n") if line]  # not str.splitlines: it splits at U+0085
+    reference = pandas_json_lines(table)
+    assert [{k: v for k, v in row.items() if k != "x"} for row in ours] == \
+        [{k: v for k, v in row.items() if k != "x"} for row in reference]
+    exact = [None if f is None or f != f or f in (float("inf"), float("-inf")) else f for f in floats]
+    assert [row["x"] for row in ours] == exact
+    assert all(type(row["x"]) is float for row in ours if row["x"] is not None)  # 5.0 stays a float
+    assert len(ends) == n and ends[-1] == len(encoded)

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import storage.file_sink.directory as directory_module
 import storage.file_sink.writer as writer_module
 from storage.file_sink import CallableBuckets, ColumnBuckets, FileSink, RollingPolicy
 
@@ -39,6 +40,7 @@ def test_replayed_batch_id_writes_nothing(tmp_path):
     writer = sink.writer()
     assert writer.write_batch(batch(0, 2), 0, 0)
     assert not writer.write_batch(batch(0, 2), 0, 0)
+    writer.close()
     again = sink.writer()  # a restarted writer recognises it too
     assert not again.write_batch(batch(0, 2), 0, 0)
     assert again.write_batch(batch(2, 2), 1, 0)
@@ -118,7 +120,7 @@ def test_a_batch_refused_by_its_format_is_retried_with_fixed_rows(tmp_path):
 def test_a_commit_record_that_fails_to_write_is_retried(tmp_path, monkeypatch):
     sink = FileSink(str(tmp_path), format="parquet")
     writer = sink.writer()
-    real_commit = writer_module.commit_state
+    real_commit = directory_module.commit_state
     calls = []
 
     def full_disk_once(*args):
@@ -127,7 +129,7 @@ def test_a_commit_record_that_fails_to_write_is_retried(tmp_path, monkeypatch):
             raise OSError("No space left on device")
         real_commit(*args)
 
-    monkeypatch.setattr(writer_module, "commit_state", full_disk_once)
+    monkeypatch.setattr(directory_module, "commit_state", full_disk_once)
     with pytest.raises(OSError, match="No space left"):
         writer.write_batch(pa.table({"id": [1, 2]}), 0, 0)
     assert writer.write_batch(pa.table({"id": [1, 2]}), 0, 0)  # not "already committed"
@@ -296,14 +298,17 @@ def test_settings_may_change_once_the_parts_are_finished(tmp_path):
     zipped.write(batch(2, 2))
     old, new = (tmp_path / "part-w-0.jsonl").read_bytes(), (tmp_path / "part-w-1.jsonl.gz").read_bytes()
     assert old.startswith(b'{"id":0') and b"row-2" not in new  # each part under its own settings
-    record = (tmp_path / "_file_sink" / f"{1:020d}.json").read_text()
+    record = (tmp_path / "_file_sink" / f"{2:020d}.json").read_text()  # 0: the first batch, 1: finish, 2: write
     assert K1.decode() not in record and '"compression": "gzip"' in record  # the key itself is never stored
 
 
 def as_old_record(path, version, root):
     """Rewrite the record at ``path`` as releases writing ``version`` 1 or 2 did: absolute paths under ``root``."""
     record = json.loads(path.read_text())
+    for name in ("sequence", "owner", "owners", "finished", "removed", "manifest", "chain_from"):
+        del record[name]  # added by version 4
     for part in record["open_parts"]:
+        del part["slot"]
         part["path"], part["final_path"] = f"{root}/{part['path']}", f"{root}/{part['final_path']}"
     record["finalize"] = [[f"{root}/{src}", f"{root}/{dst}"] for src, dst in record["finalize"]]
     if version == 1:
@@ -347,6 +352,7 @@ def test_a_moved_version_2_record_whose_old_path_is_ambiguous_is_refused(tmp_pat
     writer = sink.with_rolling_policy(RollingPolicy.on_every_batch()).writer()
     writer.write_batch(batch(0, 1), 0, 0)
     writer.write_batch(batch(1, 1), 1, 0)  # the newest record's only path is the rename into <old>/x/
+    writer.close()
     record = tmp_path / "old" / "_file_sink" / f"{1:020d}.json"
     as_old_record(record, 2, tmp_path / "old")
     assert sorted(json.loads(record.read_text())["next_part"]) == ["", "x"]
@@ -360,7 +366,7 @@ def test_a_commit_record_of_an_unknown_version_is_refused_not_skipped(tmp_path):
     sink = open_part_sink(tmp_path)
     path = tmp_path / "_file_sink" / f"{0:020d}.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "version": 99}))
-    with pytest.raises(RuntimeError, match="commit record version 99 is unknown; this release reads versions 1 to 3"):
+    with pytest.raises(RuntimeError, match="commit record version 99 is unknown; this release reads versions 1 to 4"):
         sink.writer()
     assert (tmp_path / ".part-w-0.jsonl.inprogress").exists()  # not deleted as a stray of no commit
 
@@ -420,15 +426,15 @@ def test_a_bucket_directory_is_listed_once_not_checked_per_part():
     calls = counted_calls()
     calls.clear()
     writer.write_batch(batch(0, 4, buckets=2), 0, 0)
-    assert calls["ls"] == 3  # k=b0/ and k=b1/ for their part names, _file_sink/ for old records
-    assert calls["makedirs"] == 3  # k=b0/, k=b1/, _file_sink/
+    assert calls["ls"] == 4  # k=b0/ and k=b1/ for their part names, _file_sink/ for old records, the lease
+    assert calls["makedirs"] == 2  # k=b0/, k=b1/ (_file_sink/ was made for the lease when the writer opened)
     for batch_id in (1, 2):
         calls.clear()
         writer.write_batch(batch(4 * batch_id, 4, buckets=2), batch_id, 0)
         assert calls == {
             "pipe_file": 3, "mv": 3,  # per part and for the record: upload, then rename to its final name
-            "exists": 2,  # _file_sink/, before writing the record and before listing the records
-            "ls": 1,  # the records, to prune old ones
+            "exists": 1,  # _file_sink/, before writing the record
+            "ls": 2, "cat_file": 1,  # the records, to prune old ones; the lease, still this writer's (fencing)
         }
     writer.close()
     same_name = FileSink("counting://calls/same", format="parquet").with_part_names(fn=lambda w, n: "p.parquet")
@@ -450,7 +456,7 @@ def test_the_writer_keeps_the_names_of_recent_bucket_directories_only(monkeypatc
     calls = counted_calls()
     calls.clear()
     writer.write_batch(batch(0, 4, buckets=4), 0, 0)
-    assert calls["ls"] == 4 + 1  # each of the 4 bucket directories once, then the records
-    assert len(writer._names_in_directory) == 2  # k=b2/ and k=b3/; k=b0/ and k=b1/ were let go
+    assert calls["ls"] == 4 + 2  # each of the 4 bucket directories once, then the records and the lease
+    assert len(writer._names._names_in_directory) == 2  # k=b2/ and k=b3/; k=b0/ and k=b1/ were let go
     with pytest.raises(ValueError, match=r"bucket 'k=b0' would be named 'p.parquet', which another part already has"):
         writer.write_batch(batch(0, 1), 1, 0)  # k=b0/ is listed again, and its part is found

@@ -235,7 +235,7 @@ class SimulatedQuery:
                     processing_ms += arg
                 self.batch(None, processing_ms)
             steps += [p.assign(step=index) for p in self.panes[before:] if len(p)]
-        return pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
+        return stacked(steps) if steps else pd.DataFrame()
 
 
 def split_output(output: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -25,7 +25,7 @@ from triggers import (AfterAll, AfterCount, AfterEach, AfterProcessingTime, Afte
 from windowing import TestStream, windowed
 from windowing.errors import WindowingConfigError
 from windowing.runners.combine import CHECKED_BUCKET
-from windowing.runners.spark import plan_spark, uses_processing_time
+from windowing.runners.spark import plan_spark, stacked, uses_processing_time
 
 from .helpers import (SimulatedQuery, assert_same_late_data, assert_same_panes, events, shipped, spark_schema,
                       split_output)
@@ -45,7 +45,7 @@ def _batch_via_adapter(pipeline, frame: pd.DataFrame, buckets: int, aggs=AGGS) -
     plan = plan_spark(pipeline, tuple(aggs.items()), spark_schema(frame), buckets)
     data = shipped(frame, plan).drop(columns="_wm_ms")
     parts = [plan.adapter.run_batch(part) for _, part in data.groupby("_b")] or [plan.adapter.run_batch(data)]
-    return pd.concat(parts, ignore_index=True)
+    return stacked([part for part in parts if len(part)] or parts[:1])
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,167 @@
+"""Compaction of finished parts: many small parts of a bucket merged into few, committed atomically.
+
+Flink's FileSink compacts pending files before it commits them; here the parts
+are already finished (a query with many partitions and short batches leaves
+many small ones), so a compaction is a commit of its own: each group of small
+neighbouring parts of a bucket, up to ``target_size`` bytes, is written as one
+new hidden part (row formats: the parts' rows concatenated, as Flink's
+``ConcatFileCompactor`` does, with CSV headers dropped and segments sealed
+again; bulk formats: the parts' rows read and written again, as its
+``RecordWiseFileCompactor``); then one commit record names the new parts and
+the parts they replace. Publishing it deletes the old parts, then renames the
+new ones in; a crash between is finished by the next writer. ``FileSink.read()``
+never sees a row twice or misses one; a reader listing the directory while
+the commit publishes may miss a group's rows for that moment.
+
+The compaction holds the directory's lease, so it runs between a query's runs
+(after a scheduled ``availableNow`` run, for example); with ``spark`` its
+groups are merged by Spark tasks, so no row passes through the driver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from .codec import compress, decompress, seal, unseal
+from .config import SinkConfig
+from .directory import INPROGRESS, SinkDirectory
+from .parts import FLUSH_BYTES, SpillingOutput
+from .reading import natural_order
+from .state import PartRecord, finished_lengths
+
+DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """What a compaction did: how many finished parts it replaced by how many."""
+
+    replaced: int
+    written: int
+
+
+@dataclass(frozen=True)
+class _Group:
+    bucket_dir: str
+    inputs: tuple[tuple[str, int, int], ...]  # finished path, committed length, CRC-32
+
+
+def compact(config: SinkConfig, target_size: int = DEFAULT_TARGET_SIZE, spark: Any = None,
+            take_over: bool = False) -> Compacted:
+    """Merge small finished parts; a group is neighbouring parts of one bucket of at most ``target_size`` bytes."""
+    if isinstance(target_size, bool) or not isinstance(target_size, int) or target_size <= 0:
+        raise ValueError(f"FileSink.compact target_size={target_size!r} must be a positive number of bytes")
+    directory = SinkDirectory(config)
+    lease = directory.lease("compaction")
+    try:
+        state = directory.take(lease, take_over)
+        if state is None:
+            return Compacted(0, 0)
+        groups = _groups(finished_lengths(directory.fs, directory.root, state), target_size)
+        if not groups:
+            return Compacted(0, 0)
+        token = uuid.uuid4().hex[:12]
+        work = [(config, group, f"{config.writer_id or state.writer_id}-c{token}{i}") for i, group in enumerate(groups)]
+        if spark is not None:
+            outputs = spark.sparkContext.parallelize(work, len(work)).map(lambda args: _merge(*args)).collect()
+        else:
+            outputs = [_merge(*args) for args in work]
+        written = [rec for recs in outputs for rec in recs]
+        committed = dataclasses.replace(
+            state,
+            finalize=[(r.path, r.final_path) for r in written],
+            finished=[(r.final_path, r.length, r.crc) for r in written],
+            removed=[path for group in groups for path, _, _ in group.inputs],
+            sequence=state.sequence + 1,
+        )
+        directory.publish(committed, lease, [r.path for r in written], lambda phase, batch_id: None)
+        return Compacted(len(committed.removed), len(written))
+    finally:
+        lease.release()
+
+
+def _groups(finished: dict[str, tuple[int, int]], target_size: int) -> list[_Group]:
+    """Neighbouring finished parts per bucket directory, each group of 2 or more summing to ``target_size`` at most."""
+    by_dir: dict[str, list[tuple[str, int, int]]] = {}
+    for path, (length, crc) in finished.items():
+        by_dir.setdefault(path.rsplit("/", 1)[0], []).append((path, length, crc))
+    groups = []
+    for folder, parts in sorted(by_dir.items()):
+        current: list[tuple[str, int, int]] = []
+        for part in sorted(parts, key=lambda p: natural_order(p[0])):
+            if current and sum(p[1] for p in current) + part[1] > target_size:
+                if len(current) > 1:
+                    groups.append(_Group(folder, tuple(current)))
+                current = []
+            if part[1] < target_size:
+                current.append(part)
+        if len(current) > 1:
+            groups.append(_Group(folder, tuple(current)))
+    return groups
+
+
+def _merge(config: SinkConfig, group: _Group, writer_id: str) -> list[PartRecord]:
+    """Write one group as new hidden parts (one, unless bulk parts of different schemas); their records."""
+    directory = SinkDirectory(config)
+    fs, fmt = directory.fs, config.file_format
+    outputs: list[PartRecord] = []
+
+    def new_part() -> PartRecord:
+        name = config.part_file_name(writer_id, len(outputs))
+        rec = PartRecord("", len(outputs), f"{group.bucket_dir}/.{name}{INPROGRESS}",
+                         f"{group.bucket_dir}/{name}", 0, 0, 0, 0, 0)
+        outputs.append(rec)
+        return rec
+
+    def plain(path: str, length: int, crc: int) -> bytes:
+        data = fs.cat_file(path)
+        if len(data) != length or zlib.crc32(data) != crc:
+            raise ValueError(f"FileSink.compact: finished part {path} is not as committed; read() names the damage")
+        return unseal(data, config.key)
+
+    if fmt.bulk:
+        rec, out, writer, schema = None, None, None, None
+        for path, length, crc in group.inputs:
+            table = fmt.read_table(plain(path, length, crc))
+            if writer is not None and not table.schema.equals(schema):
+                _finish_bulk(writer, out, rec)
+                writer = None
+            if writer is None:
+                rec = new_part()
+                out = SpillingOutput(fs, rec.path, config.key)
+                writer, schema = fmt.open_writer(out, config.compression), table.schema
+            writer.write(table)
+        _finish_bulk(writer, out, rec)
+    else:
+        rec = new_part()
+        with fs.open(rec.path, "wb") as handle:
+            pending: list[bytes] = []
+            for i, (path, length, crc) in enumerate(group.inputs):
+                text = decompress(plain(path, length, crc), config.compression)
+                if i:
+                    text = text[len(fmt.header_of(text)):]  # one header (CSV's) at the top, as in every part
+                pending.append(text)
+                if sum(map(len, pending)) >= FLUSH_BYTES or i == len(group.inputs) - 1:
+                    segment = seal(compress(b"".join(pending), config.compression), config.key, rec.segments,
+                                   final=i == len(group.inputs) - 1)
+                    handle.write(segment)
+                    rec.length += len(segment)
+                    rec.segments += 1
+                    rec.crc = zlib.crc32(segment, rec.crc)
+                    pending = []
+    for rec in outputs:
+        directory.sync(rec.path)
+    directory.sync(group.bucket_dir)
+    return outputs
+
+
+def _finish_bulk(writer: Any, out: SpillingOutput | None, rec: PartRecord | None) -> None:
+    assert out is not None and rec is not None
+    writer.close()
+    out.finish()
+    rec.length, rec.segments, rec.crc = out.length, out.segments, out.crc
+

@@ -1,0 +1,243 @@
+"""A sink directory on its filesystem: durability, the writer's lease, recovery to the newest commit record,
+and publishing a commit (record, then renames).
+
+Recovery makes the directory what the newest record says: due renames are
+redone (renaming is idempotent), in-progress parts longer than their
+committed length are truncated back, in-progress files no record knows (of a
+batch that never committed, or of a task attempt that lost) are deleted. A
+committed part that is gone is an error naming it: its rows would be lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import zlib
+from typing import Any, Callable
+
+from .._fs import is_local
+from .._lease import Lease, LeaseWording, holder_is_dead
+from .codec import key_fingerprint, seal
+from .config import SinkConfig
+from .errors import CommittedPartMissingError, SinkFencedError, SinkHeldError
+from .state import STATE_DIR, PartRecord, SinkState, commit_state, load_state
+
+INPROGRESS = ".inprogress"
+#: Where task attempts of a query claim their slot's parts and say they ran (``tasks.py``).
+TASKS_DIR = f"{STATE_DIR}/tasks"
+#: Leases held in this process by work that can say whether it still runs (a streaming query), by token:
+#: once it has stopped, a new writer takes the lease over at once instead of waiting for its release.
+RUNNING_HERE: dict[str, Callable[[], bool]] = {}
+
+
+def _stopped_here(held: dict[str, Any]) -> bool:
+    running = RUNNING_HERE.get(held.get("token", ""))
+    return held.get("pid") == os.getpid() and running is not None and not running()
+
+
+class SinkDirectory:
+    """One sink directory: its filesystem, base path and the steps every writer shares."""
+
+    def __init__(self, config: SinkConfig) -> None:
+        self.config = config
+        self.fs, self.root = config.fs_and_root
+        self.local = is_local(self.fs)
+
+    # --------------------------------------------------------------- basics
+
+    def sync(self, path: str) -> None:
+        """Make a local file's data, or a local directory's entries, durable; other filesystems decide themselves."""
+        if self.local:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def truncate(self, path: str, length: int) -> None:
+        if self.local:
+            os.truncate(path, length)
+        else:  # no truncate on object stores: rewrite the committed prefix
+            self.fs.pipe_file(path, self.fs.cat_file(path, start=0, end=length) if length else b"")
+
+    def settings(self) -> dict[str, str | None]:
+        """What the bytes of a part depend on."""
+        config = self.config
+        return {"format": config.format, "compression": config.compression,
+                "key_fingerprint": key_fingerprint(config.key)}
+
+    def lease(self, owner: str | None = None) -> Lease:
+        """The lease that makes one writer the directory's only one (not yet claimed)."""
+        wording = LeaseWording(
+            what=f"file sink {self.root}",
+            name=f"file sink {self.root}",
+            rule="one writer per sink directory",
+            held_hint="Close that writer first (SinkWriter.close(), or stop its query); if it is dead, wait for its "
+            "lease to run out or take it over (FileSink.writer(take_over=True), FileSink.start(..., take_over=True)): "
+            "it is then fenced off and can commit nothing more",
+            fenced_hint="Its batch was not acknowledged; the writer that took over recovers the directory and "
+            "writes the batch again unless its commit record already holds it",
+            held_error=SinkHeldError,
+            fenced_error=SinkFencedError,
+        )
+        return Lease(self.fs, f"{self.root}/{STATE_DIR}/lease", self.config.lease_seconds, False, wording, owner)
+
+    def claim(self, lease: Lease, take_over: bool, same_writer: Callable[[dict[str, Any]], bool] = lambda held: False
+              ) -> bool:
+        """Claim ``lease``; a holder that is a dead process of this machine, a query of this process that
+        stopped, or ``same_writer``, is taken over. True when the writer before may still be running (it was
+        taken over, or its lease ran out): then its in-progress parts must not be appended to (``detach``)."""
+        lease.claim(take_over, frees=lambda held: holder_is_dead(held) or _stopped_here(held) or same_writer(held))
+        held = lease.previous
+        return held is not None and not held.get("released") and not holder_is_dead(held) and not _stopped_here(held)
+
+    def take(self, lease: Lease, take_over: bool = False,
+             same_writer: Callable[[dict[str, Any]], bool] = lambda held: False) -> SinkState | None:
+        """Become the directory's writer: claim ``lease``, recover to the newest record, detach a live
+        predecessor's parts; the newest record (None before the first commit). The caller releases the lease."""
+        unclean = self.claim(lease, take_over, same_writer)
+        state = load_state(self.fs, self.root)
+        if state is not None:
+            self.refuse_changed_settings(state)
+        self.recover(state)
+        return self.detach(state, lease) if unclean else state
+
+    def refuse_changed_settings(self, state: SinkState) -> None:
+        """Appending to in-progress parts under other settings than they were written with would corrupt them."""
+        if not state.open_parts:
+            return
+        for name, value in self.settings().items():
+            recorded = state.settings.get(name, value)  # a version 1 record does not say
+            if recorded != value:
+                raise ValueError(
+                    f"FileSink {name}={value!r} differs from {name}={recorded!r}, the setting that "
+                    f"{len(state.open_parts)} in-progress part(s) under {self.root} were written with; "
+                    "appending would corrupt them. Finish them with the old settings first "
+                    "(writer().finish(processing_time_ms) on the sink as it was), then change it"
+                )
+
+    # --------------------------------------------------------------- recovery
+
+    def recover(self, state: SinkState | None) -> None:
+        """Make the directory what ``state`` (the newest record) says; strays of uncommitted work are deleted."""
+        known: set[str] = set()
+        if state is not None:
+            self.remove(state.removed)  # parts a compaction replaced
+            self.finish_renames(state.finalize, state, recovering=True)
+            for rec in state.open_parts:
+                known.add(rec.path)
+                self.check_open_part(rec, state, truncate=True)
+        for path in self.fs.find(self.root) if self.fs.exists(self.root) else []:
+            name = path.rsplit("/", 1)[-1]
+            if name.startswith(".") and name.endswith(INPROGRESS) and path not in known:
+                self.fs.rm_file(path)  # written by a batch that never committed, or by an attempt that lost
+        if self.fs.exists(f"{self.root}/{TASKS_DIR}"):
+            self.fs.rm(f"{self.root}/{TASKS_DIR}", recursive=True)
+
+    def check_open_part(self, rec: PartRecord, state: SinkState, truncate: bool) -> int:
+        """The size of a committed in-progress part; an error naming it if it is gone or shorter than committed."""
+        where = f"commit record {state.sequence} (batch {state.batch_id})"
+        try:
+            size = self.fs.size(rec.path)
+        except FileNotFoundError:
+            raise CommittedPartMissingError(
+                f"in-progress part {rec.path} of {where} is missing: it holds {rec.length} committed bytes, whose "
+                "rows would be lost (a cleanup of hidden or .inprogress files?). Restore the file; the sink goes "
+                "no further without it"
+            ) from None
+        if size < rec.length:
+            raise RuntimeError(
+                f"in-progress part {rec.path} has {size} bytes but {rec.length} were committed; "
+                f"the sink directory was changed by someone else ({where})"
+            )
+        if size > rec.length and truncate:
+            self.truncate(rec.path, rec.length)
+        return size
+
+    def finish_renames(self, renames: list[tuple[str, str]], state: SinkState, recovering: bool = False,
+                       hook: Callable[[str, int], None] | None = None) -> None:
+        """Rename pending parts to their finished names, then make the renames durable.
+
+        Recovery is idempotent (a crash may have done some already) and loud: a
+        committed part that is neither pending nor finished is an error naming it.
+        """
+        for i, (src, dst) in enumerate(renames):
+            if not recovering:
+                self.fs.mv(src, dst)
+                if i == 0 and hook is not None:
+                    hook("mid_rename", state.batch_id)
+            elif self.fs.exists(src):
+                self.fs.mv(src, dst)
+            elif not self.fs.exists(dst):
+                raise CommittedPartMissingError(
+                    f"part {dst} of batch {state.batch_id} (commit record {state.sequence} under {self.root}) is "
+                    f"neither pending ({src}) nor finished: it was deleted or moved, and its committed rows with "
+                    "it. Restore the file; the sink goes no further, as it would lose them without a word"
+                )
+        # Durable before the next record, which no longer lists them: else a crash leaves a stray in-progress file.
+        for directory in sorted({dst.rsplit("/", 1)[0] for _, dst in renames}):
+            self.sync(directory)
+
+    def detach(self, state: SinkState | None, lease: Lease) -> SinkState | None:
+        """Move the in-progress parts of a writer that may still run to copies it does not know, and commit that.
+
+        A writer taken over while alive (a zombie) may still append to the
+        files it holds open; its successor goes on in copies of their committed
+        bytes (a copy on the filesystem's side), so what the zombie appends is
+        never committed. Call after ``recover``.
+        """
+        if state is None or not state.open_parts:
+            return state
+        moved, old = [], []
+        for rec in state.open_parts:
+            self.check_open_part(rec, state, truncate=False)
+            copy = f"{rec.path.removesuffix(INPROGRESS)}.e{lease.epoch}{INPROGRESS}"
+            self.fs.cp_file(rec.path, copy)
+            if self.fs.size(copy) > rec.length:
+                self.truncate(copy, rec.length)
+            moved.append(dataclasses.replace(rec, path=copy))
+            old.append(rec.path)
+        detached = dataclasses.replace(state, open_parts=moved, finalize=[], finished=[], removed=[],
+                                       sequence=state.sequence + 1)
+        self.publish(detached, lease, [p.path for p in moved], lambda phase, batch_id: None)
+        self.remove(old)
+        return detached
+
+    def seal_final(self, rec: PartRecord) -> None:
+        """Append an idle row-format part's final (empty) segment, when encrypted, so that it can be finished."""
+        if self.config.key is None:
+            return
+        segment = seal(b"", self.config.key, rec.segments, final=True)
+        with self.fs.open(rec.path, "ab") as handle:
+            handle.write(segment)
+        rec.length += len(segment)
+        rec.segments += 1
+        rec.crc = zlib.crc32(segment, rec.crc)
+        self.sync(rec.path)
+
+    # --------------------------------------------------------------- commit
+
+    def publish(self, state: SinkState, lease: Lease | None, unsynced: list[str],
+                hook: Callable[[str, int], None]) -> None:
+        """Commit ``state``: make what it promises durable, write its record, then do its renames.
+
+        The lease is checked after the record is written, before anything is
+        renamed or deleted (as the key-value store does): a writer taken over
+        meanwhile stops there, and the new writer's recovery decides.
+        """
+        for path in unsynced:
+            self.sync(path)  # the record must never promise bytes or files a crash can take back
+        commit_state(self.fs, self.root, state, self.sync)
+        if lease is not None:
+            lease.confirm(f"publish batch {state.batch_id}")
+        hook("after_commit_record", state.batch_id)
+        self.remove(state.removed)  # parts a compaction replaced go before their replacement is renamed in
+        self.finish_renames(state.finalize, state, hook=hook)
+
+    def remove(self, paths: list[str]) -> None:
+        """Delete files that no commit needs (best effort: a file already gone is fine)."""
+        for path in paths:
+            try:
+                self.fs.rm_file(path)
+            except FileNotFoundError:
+                pass

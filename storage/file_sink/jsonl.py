@@ -1,0 +1,153 @@
+"""JSON lines from Arrow columns with Arrow's compute kernels: no pandas, no Python object per value.
+
+Each column becomes the JSON text of its values (numbers, ``true``/``false``,
+quoted and escaped strings, ISO 8601 timestamps, ``null``), and each row the
+join ``{"a":<a>,"b":<b>}\\n`` of them; the joined column's data buffer is the
+part's bytes and its offsets are the row ends. What ``json.loads`` reads back
+is what pandas' ``to_json`` (the encoder before) gave, except that floats keep
+every digit (pandas keeps 10 after the point: ``1.2345678901234567e+19`` became
+``1.23456789e+19``), text is UTF-8 rather than ``\\u`` escapes, and ``/`` is not
+escaped. Columns of other types (lists, structs, binary, ...) return None:
+the caller falls back to pandas.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: Rows encoded at a time: a join's 32-bit offsets hold 2 GiB.
+_ROWS_PER_CHUNK = 1 << 16
+_CONTROL = {i: json.dumps(chr(i))[1:-1] for i in range(32)}  # \n, \t, ..., \u0001
+
+
+def encode(table: pa.Table) -> tuple[bytes, np.ndarray] | None:
+    """The table as JSON lines and the end offset of every line; None for a column type not handled here."""
+    texts = []
+    for i, field in enumerate(table.schema):
+        text = _column_text(table.column(i), field.type)
+        if text is None:
+            return None
+        texts.append(text)
+    keys = [("{" if i == 0 else ",") + json.dumps(f.name) + ":" for i, f in enumerate(table.schema)]
+    bodies, ends, done = [], [], 0
+    for start in range(0, table.num_rows, _ROWS_PER_CHUNK):
+        parts: list[pa.Array | str] = []
+        for key, text in zip(keys, texts):
+            parts += [key, text.slice(start, _ROWS_PER_CHUNK)]
+        lines = pc.binary_join_element_wise(*parts, "}\n", "") if parts else pa.array(["{}\n"] * table.num_rows)
+        lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
+        offsets = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1, 4 * lines.offset)
+        body = lines.buffers()[2].slice(offsets[0], offsets[-1] - offsets[0]).to_pybytes()
+        bodies.append(body)
+        ends.append(offsets[1:].astype(np.int64) - offsets[0] + done)
+        done += len(body)
+    if not bodies:
+        return b"", np.zeros(0, np.int64)
+    return b"".join(bodies), np.concatenate(ends)
+
+
+def _column_text(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray | None:
+    """The JSON text of each value, ``null`` for nulls; None if the type is not handled here."""
+    if pa.types.is_dictionary(kind):
+        return _column_text(column.cast(kind.value_type), kind.value_type)
+    if pa.types.is_boolean(kind) or pa.types.is_integer(kind):
+        text = column.cast(pa.string())
+    elif pa.types.is_floating(kind):
+        finite = pc.if_else(pc.is_finite(column), column, None)  # NaN and infinities have no JSON: null
+        text = pa.chunked_array([_with_point(chunk) for chunk in finite.cast(pa.string()).chunks], pa.string())
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        text = _quoted(column.cast(pa.string()))
+    elif pa.types.is_decimal(kind):
+        text = _quoted(column.cast(pa.string()))  # as pandas wrote them: strings, every digit of the scale
+    elif pa.types.is_date(kind):
+        text = _timestamps(column.cast(pa.timestamp("us")), pa.timestamp("us"))
+    elif pa.types.is_timestamp(kind):
+        text = _timestamps(column, kind)
+    else:
+        return None
+    return text.fill_null("null")
+
+
+def _with_point(text: pa.StringArray) -> pa.StringArray:
+    """Floats as Arrow writes them, ``.0`` added where there is neither a point nor an exponent: Arrow writes
+    5.0 as ``5``, which would read back as an int."""
+    offsets = np.frombuffer(text.buffers()[1], np.int32, len(text) + 1, 4 * text.offset)
+    if text.buffers()[2] is None:
+        return text
+    raw = np.frombuffer(text.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
+    marks = np.concatenate([[0], np.cumsum((raw == 46) | (raw == 101))])  # "." and "e"
+    starts, ends = offsets[:-1] - offsets[0], offsets[1:] - offsets[0]
+    bare = (marks[ends] == marks[starts]) & (ends > starts)
+    if not bare.any():
+        return text
+    return pc.binary_join_element_wise(text, pa.array(np.where(bare, ".0", "")), "")
+
+
+def _timestamps(column: pa.ChunkedArray, kind: pa.TimestampType) -> pa.Array:
+    """Quoted ISO 8601 in microseconds, ``Z`` after those with a time zone (written in UTC).
+
+    Digits computed with numpy into a fixed-width byte matrix that becomes the
+    Arrow array's data as it is: ten times faster than Arrow's ``strftime``.
+    """
+    micros = column.cast(pa.timestamp("us")).cast(pa.int64()).combine_chunks()  # with a zone: the UTC instant
+    valid = micros.is_valid().to_numpy(zero_copy_only=False)
+    us = micros.fill_null(0).to_numpy()
+    days, time_of_day = np.divmod(us, 86_400_000_000)
+    year, month, day = _civil(days)
+    if len(year) and (year.min() < 0 or year.max() > 9999):  # beyond four digits: numpy's own formatting
+        text = np.datetime_as_string(us.astype("datetime64[us]"), unit="us", timezone="UTC" if kind.tz else "naive")
+        return pa.array(np.char.add(np.char.add('"', text), '"'), pa.string(), mask=~valid)
+    template = b'"0000-00-00T00:00:00.000000Z"' if kind.tz else b'"0000-00-00T00:00:00.000000"'
+    out = np.tile(np.frombuffer(template, np.uint8), (len(us), 1))
+    hours, rest = np.divmod(time_of_day, 3_600_000_000)
+    minutes, rest = np.divmod(rest, 60_000_000)
+    seconds, fraction = np.divmod(rest, 1_000_000)
+    for value, column_at, width in ((year, 1, 4), (month, 6, 2), (day, 9, 2), (hours, 12, 2), (minutes, 15, 2),
+                                    (seconds, 18, 2), (fraction, 21, 6)):
+        for k in range(width):
+            out[:, column_at + width - 1 - k] = value % 10 + 48
+            value = value // 10
+    width = len(template)
+    offsets = np.arange(0, (len(us) + 1) * width, width, dtype=np.int32)
+    text = pa.StringArray.from_buffers(len(us), pa.py_buffer(offsets), pa.py_buffer(out.tobytes()))
+    return pc.if_else(pa.array(valid), text, None) if not valid.all() else text
+
+
+def _civil(days: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Year, month, day of days since 1970-01-01 (proleptic Gregorian; H. Hinnant's ``civil_from_days``)."""
+    z = days + 719_468
+    era = np.floor_divide(z, 146_097)
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1_460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = np.where(mp < 10, mp + 3, mp - 9)
+    return yoe + era * 400 + (month <= 2), month, day
+
+
+def _quoted(text: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Strings as JSON strings: backslashes, quotes and control characters escaped (where there are any)."""
+    if _has_special_bytes(text):
+        text = pc.replace_substring(text, "\\", "\\\\")
+        text = pc.replace_substring(text, '"', '\\"')
+        for code, escaped in _CONTROL.items():
+            text = pc.replace_substring(text, chr(code), escaped)
+    return pc.binary_join_element_wise('"', text, '"', "")
+
+
+def _has_special_bytes(text: pa.ChunkedArray) -> bool:
+    """Whether any byte of the strings' data is a quote, a backslash or a control character (one numpy pass)."""
+    for chunk in text.chunks:
+        data = chunk.buffers()[2]
+        if data is None or not len(chunk):
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], np.int32, len(chunk) + 1, 4 * chunk.offset)
+        raw = np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]]  # a slice's own bytes only
+        if ((raw < 32) | (raw == 34) | (raw == 92)).any():
+            return True
+    return False

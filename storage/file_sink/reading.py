@@ -1,0 +1,102 @@
+"""Reading a sink's output back: the finished parts, each checked against what was committed.
+
+The commit records know every finished part's length and CRC-32
+(``state.finished_lengths``), so a part that is shorter, longer or other than
+committed is reported by name, whatever its format (a JSON lines or CSV part cut
+at a row boundary, or with a digit changed, reads back without an error otherwise). A committed part that is missing is an error too; one whose
+rename is still due (its writer stopped between its commit and its renames) is
+read from its pending file.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from typing import Any
+
+import pandas as pd
+
+from .codec import decompress, unseal
+from .config import SinkConfig
+from .errors import CommittedPartMissingError, CorruptPartError
+from .formats import FORMATS
+from .state import finished_lengths, load_state
+
+
+def _exists_or_refuse(fs: Any, root: str, path: str) -> None:
+    if not fs.exists(root):
+        raise FileNotFoundError(f"FileSink path {path!r} does not exist; nothing was ever written there (a typo?)")
+
+
+def finished_files(config: SinkConfig) -> list[str]:
+    """Finished part files in bucket and part order, as a plain listing finds them (hidden files skipped)."""
+    fs, root = config.fs_and_root
+    _exists_or_refuse(fs, root, config.path)
+    found = [p for p in fs.find(root) if not any(s[:1] in "._" for s in p[len(root) + 1 :].split("/"))]
+    return sorted(found, key=natural_order)
+
+
+def read(config: SinkConfig) -> pd.DataFrame:
+    """The rows of every finished part, decrypted (authenticated), decompressed and checked against its commit."""
+    fs, root = config.fs_and_root
+    _exists_or_refuse(fs, root, config.path)
+    state = load_state(fs, root)
+    committed = finished_lengths(fs, root, state)
+    due = {dst: src for src, dst in state.finalize} if state is not None else {}
+    replaced = set(state.removed) if state is not None else set()  # a compaction's inputs, not yet deleted
+    visible = [path for path in finished_files(config) if path not in replaced]
+    missing = sorted(set(committed) - set(visible))
+    frames = []
+    for path in sorted(set(visible) | set(missing), key=natural_order):
+        data = _read_part(fs, path, due.get(path), state)
+        frame = _decode(config, path, data)  # first: a damaged segment says more than a length
+        if path in committed:
+            _check(path, data, *committed[path])
+        frames.append(frame)
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _check(path: str, data: bytes, length: int, crc: int) -> None:
+    """Refuse a part whose bytes are not the ones committed."""
+    if len(data) != length:
+        raise CorruptPartError(
+            f"finished part {path} has {len(data)} bytes, but {length} were committed: it was "
+            f"{'truncated' if len(data) < length else 'appended to'} or replaced since"
+        )
+    if zlib.crc32(data) != crc:
+        raise CorruptPartError(
+            f"finished part {path} has the {length} bytes committed, but not the same ones (CRC-32 "
+            f"{zlib.crc32(data):08x}, committed {crc:08x}): it was changed since"
+        )
+
+
+def _read_part(fs: Any, path: str, pending: str | None, state: Any) -> bytes:
+    """A finished part's bytes; from its pending file while its rename is due."""
+    for candidate in (path, pending, path):  # the rename may happen between the two looks
+        if candidate is None:
+            continue
+        try:
+            return fs.cat_file(candidate)
+        except FileNotFoundError:
+            continue
+    raise CommittedPartMissingError(
+        f"finished part {path} is missing, and no pending file holds it"
+        f"{f' (commit record {state.sequence})' if state is not None else ''}: its committed rows are lost unless "
+        "the file is restored"
+    )
+
+
+def _decode(config: SinkConfig, path: str, data: bytes) -> pd.DataFrame:
+    """One part's rows; any failure names the part."""
+    fmt = config.file_format
+    try:
+        plain = unseal(data, config.key)
+        return fmt.decode(plain if FORMATS[config.format].bulk else decompress(plain, config.compression))
+    except Exception as exc:
+        raise CorruptPartError(f"finished part {path} cannot be read back: {type(exc).__name__}: {exc}") from exc
+
+
+def natural_order(path: str) -> list[Any]:
+    """Sort key: numbers in a path compare as numbers (part-10 after part-9)."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]

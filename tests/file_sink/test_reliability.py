@@ -1,0 +1,255 @@
+"""The sink tried as a hostile user would (issue 18's findings): each failure is loud and names what it is about."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pyarrow as pa
+import pytest
+
+from storage.file_sink import (
+    ColumnBuckets,
+    CommittedPartMissingError,
+    CorruptPartError,
+    FileSink,
+    RollingPolicy,
+    SinkFencedError,
+    SinkHeldError,
+)
+
+from .crash_writer import CRASH_EXIT, sink_from
+from .helpers import batch, tree
+from .test_crash_restore import run
+
+# ---------------------------------------------------------------- a committed part that is gone
+
+
+def test_a_pending_part_deleted_after_its_commit_is_an_error_naming_it_and_its_batch(tmp_path):
+    # Killed after batch 1's commit record, before its renames; then a cleanup deletes the hidden pending parts.
+    spec = {"sizes": [4, 4, 4], "buckets": 2, "policy": {"max_batches": 2}, "path": str(tmp_path)}
+    assert run({**spec, "crash": ["after_commit_record", 1]}) == CRASH_EXIT
+    pending = [p for p in tree(tmp_path) if p.endswith(".inprogress")]
+    assert len(pending) == 2
+    for name in pending:
+        os.remove(tmp_path / name)
+    sink = sink_from(spec)
+    with pytest.raises(CommittedPartMissingError, match=r"part .*k=b0/part-w-0\.jsonl of batch 1 .* is neither "
+                                                        r"pending \(.*\.part-w-0\.jsonl\.inprogress\) nor finished"):
+        sink.writer()
+    with pytest.raises(CommittedPartMissingError, match=r"finished part .*part-w-0\.jsonl is missing"):
+        sink.read()
+
+
+def test_an_in_progress_part_deleted_after_its_commit_is_an_error_naming_it(tmp_path):
+    sink = FileSink(str(tmp_path)).with_writer_id("w").with_rolling_policy(RollingPolicy(max_batches=5))
+    writer = sink.writer()
+    writer.write_batch(batch(0, 4), 0, 0)
+    writer.close()
+    os.remove(tmp_path / ".part-w-0.jsonl.inprogress")
+    with pytest.raises(CommittedPartMissingError, match=r"in-progress part .*\.part-w-0\.jsonl\.inprogress of "
+                                                        r"commit record 0 \(batch 0\) is missing: it holds \d+ "
+                                                        r"committed bytes"):
+        sink.writer()
+
+
+# ---------------------------------------------------------------- one writer per directory
+
+
+def test_a_second_writer_opened_beside_the_first_is_refused(tmp_path):
+    sink = FileSink(str(tmp_path))
+    first = sink.writer()
+    with pytest.raises(SinkHeldError, match=rf"file sink {tmp_path} is held by another writer \(epoch 1, process "
+                                            rf"{os.getpid()} on .*one writer per sink directory"):
+        sink.writer()
+    first.write_batch(batch(0, 3), 0, 0, end_of_input=True)
+    first.close()
+    assert sorted(sink.read()["id"]) == [0, 1, 2]
+
+
+def test_a_second_writer_opened_after_the_first_commit_is_refused(tmp_path):
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy(max_batches=3))
+    first = sink.writer()
+    first.write_batch(batch(0, 3), 0, 0)
+    with pytest.raises(SinkHeldError, match="is held by another writer"):
+        sink.with_writer_id("other").writer()
+    first.write_batch(batch(3, 3), 1, 0, end_of_input=True)
+    first.close()
+    assert sorted(sink.read()["id"]) == list(range(6))
+
+
+HOLDER = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {root!r})
+    from storage.file_sink import FileSink, RollingPolicy
+    import pyarrow as pa
+    writer = FileSink({path!r}).with_rolling_policy(RollingPolicy(max_batches=5)).writer()
+    writer.write_batch(pa.table({{"id": [0, 1]}}), 0, 0)
+    print("ready", flush=True)
+    sys.stdin.readline()                     # the test takes the directory over meanwhile
+    try:
+        writer.write_batch(pa.table({{"id": [2, 3]}}), 1, 0)
+        print("acknowledged", flush=True)
+    except Exception as exc:
+        print(type(exc).__name__, exc, flush=True)
+""")
+
+
+def test_a_writer_of_another_process_is_refused_and_a_take_over_fences_it_off(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER.format(root=root, path=str(tmp_path))],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy(max_batches=5))
+        with pytest.raises(SinkHeldError, match=rf"process {holder.pid} on"):
+            sink.writer()
+        new = sink.writer(take_over=True)  # as if the holder were dead
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        answer = holder.stdout.readline()
+        assert answer.startswith("SinkFencedError") and "was taken over by a newer writer" in answer
+        assert new.committed_batch_id == 0  # the holder's batch 0 counts; its batch 1 was refused, not half-written
+        new.write_batch(pa.table({"id": [2, 3]}), 1, 0, end_of_input=True)
+        new.close()
+        assert sorted(sink.read()["id"]) == [0, 1, 2, 3]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_writer_with_its_own_id_keeps_its_own_batch_ids(tmp_path):
+    """Delta's txnAppId: a second writer's batch 0 is its own, not a replay of the first writer's batch 0."""
+    FileSink(str(tmp_path)).write(batch(0, 3), batch_id=0)
+    FileSink(str(tmp_path)).with_writer_id("second").write(batch(3, 3), batch_id=0)
+    FileSink(str(tmp_path)).write(batch(6, 3), batch_id=0)  # the first writer's batch 0 again: a replay
+    assert sorted(FileSink(str(tmp_path)).read()["id"]) == list(range(6))
+
+
+def test_a_writer_dropped_without_close_gives_the_directory_up(tmp_path):
+    sink = FileSink(str(tmp_path))
+    sink.writer().write_batch(batch(0, 2), 0, 0)
+    sink.writer().write_batch(batch(2, 2), 1, 0, end_of_input=True)
+    assert sorted(sink.read()["id"]) == [0, 1, 2, 3]
+
+
+# ---------------------------------------------------------------- damaged and truncated parts
+
+
+FORMATS = [
+    ("jsonl", None, None), ("jsonl", "gzip", None), ("jsonl", "zstd", b"k" * 16),
+    ("csv", None, None), ("csv", "bz2", b"k" * 16),
+    ("text", None, None),
+    ("parquet", None, None), ("parquet", "zstd", b"k" * 16),
+    ("orc", None, None), ("orc", "zlib", None),
+    ("avro", None, None), ("avro", "deflate", b"k" * 16),
+]
+
+
+def two_parts(tmp_path, fmt, codec, key):
+    sink = FileSink(str(tmp_path), format=fmt, compression=codec).with_rolling_policy(RollingPolicy.on_every_batch())
+    if key:
+        sink = sink.with_encryption(key)
+    rows = (lambda start: pa.table({"value": [f"row-{i}" for i in range(start, start + 20)]}))
+    sink.write(rows(0))
+    sink.write(rows(20))
+    first, second = sink.finished_files()
+    return sink, second
+
+
+def cut_at_a_row_boundary(data: bytes, fmt: str) -> bytes:
+    """The part without its last row, where a row format ends one (so the format itself cannot tell)."""
+    if fmt in ("jsonl", "csv", "text"):
+        return data[: data.rstrip(b"\n").rfind(b"\n") + 1]
+    return data[: len(data) - 7]
+
+
+@pytest.mark.parametrize(("fmt", "codec", "key"), FORMATS)
+def test_a_truncated_part_is_detected_and_named_in_every_format(tmp_path, fmt, codec, key):
+    sink, damaged = two_parts(tmp_path, fmt, codec, key)
+    data = open(damaged, "rb").read()
+    plain = fmt in ("jsonl", "csv", "text") and codec is None and key is None
+    open(damaged, "wb").write(cut_at_a_row_boundary(data, fmt) if plain else data[: len(data) // 2])
+    with pytest.raises(CorruptPartError, match=rf"finished part {damaged} "):
+        sink.read()
+
+
+@pytest.mark.parametrize(("fmt", "codec", "key"), FORMATS)
+def test_a_changed_byte_is_detected_and_named_in_every_format(tmp_path, fmt, codec, key):
+    sink, damaged = two_parts(tmp_path, fmt, codec, key)
+    data = bytearray(open(damaged, "rb").read())
+    data[len(data) // 2] ^= 1  # one bit flipped: the length is unchanged
+    open(damaged, "wb").write(bytes(data))
+    with pytest.raises(CorruptPartError, match=rf"finished part {damaged} (cannot be read back: \w+|has the "
+                                               r"\d+ bytes committed, but not the same ones \(CRC-32)"):
+        sink.read()
+
+
+def test_a_part_appended_to_after_its_commit_is_detected(tmp_path):
+    sink, damaged = two_parts(tmp_path, "jsonl", None, None)
+    with open(damaged, "ab") as fh:
+        fh.write(b'{"value": "a row nobody committed"}\n')
+    with pytest.raises(CorruptPartError, match=rf"finished part {damaged} has \d+ bytes, but \d+ were committed: "
+                                               r"it was appended to or replaced since"):
+        sink.read()
+
+
+def test_lengths_come_from_the_manifest_once_old_records_are_pruned(tmp_path):
+    sink = FileSink(str(tmp_path), format="csv").with_rolling_policy(RollingPolicy.on_every_batch())
+    writer = sink.writer()
+    for batch_id in range(25):  # manifests after commits 9 and 19; records before 19 pruned
+        writer.write_batch(pa.table({"value": [batch_id]}), batch_id, 0)
+    writer.close()
+    names = sorted(os.listdir(tmp_path / "_file_sink"))
+    assert f"{19:020d}.manifest" in names and f"{9:020d}.manifest" not in names and f"{5:020d}.json" not in names
+    first = min(sink.finished_files())  # finished by batch 0, known through the manifest only
+    with open(first, "r+b") as fh:
+        fh.truncate(os.path.getsize(first) - 2)  # "0\n" gone: the header alone is a valid CSV
+    with pytest.raises(CorruptPartError, match=rf"finished part {first} has \d+ bytes, but \d+ were committed"):
+        sink.read()
+
+
+# ---------------------------------------------------------------- arguments and paths
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "match"),
+    [
+        ({"batch_id": -1}, ValueError, r"write_batch batch_id=-1 must be 0 or more"),
+        ({"batch_id": "3"}, TypeError, r"write_batch batch_id='3' must be an int, not str"),
+        ({"batch_id": 2.5}, TypeError, r"write_batch batch_id=2\.5 must be an int, not float"),
+        ({"batch_id": True}, TypeError, r"write_batch batch_id=True must be an int, not bool"),
+        ({"processing_time_ms": "now"}, TypeError, r"write_batch processing_time_ms='now' must be an int, not str"),
+        ({"processing_time_ms": -5}, ValueError, r"write_batch processing_time_ms=-5 must be 0 or more"),
+    ],
+)
+def test_bad_batch_arguments_are_refused_naming_the_parameter_and_the_value(tmp_path, arguments, error, match):
+    writer = FileSink(str(tmp_path)).writer()
+    with pytest.raises(error, match=match):
+        writer.write_batch(batch(0, 2), **{"batch_id": 0, "processing_time_ms": 0, **arguments})
+    assert writer.write_batch(batch(0, 2), 0, 0, end_of_input=True)  # nothing was dropped or committed
+    writer.close()
+    assert sorted(FileSink(str(tmp_path)).read()["id"]) == [0, 1]
+
+
+def test_write_refuses_a_bad_batch_id_too(tmp_path):
+    with pytest.raises(TypeError, match=r"FileSink.write batch_id='3' must be an int"):
+        FileSink(str(tmp_path)).write(batch(0, 2), batch_id="3")
+
+
+def test_reading_a_path_that_does_not_exist_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"FileSink path '.*a/mistyped/path' does not exist"):
+        FileSink(str(tmp_path / "a" / "mistyped" / "path")).read()
+    assert FileSink(str(tmp_path)).read().empty  # an existing directory with nothing finished is empty
+
+
+def test_the_commit_record_keeps_the_writers_batch_ids_and_the_finished_parts(tmp_path):
+    FileSink(str(tmp_path)).with_buckets(ColumnBuckets("k")).write(batch(0, 2, 2), batch_id=4)
+    record = json.loads((tmp_path / "_file_sink" / f"{0:020d}.json").read_text())
+    assert record["owners"] == {"default": 4} and record["version"] == 4
+    part = f"part-{record['writer_id']}-0.jsonl"
+    assert sorted(path for path, _, _ in record["finished"]) == [f"k=b0/{part}", f"k=b1/{part}"]
+    assert all(length == os.path.getsize(tmp_path / path) for path, length, _ in record["finished"])
