@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 import warnings
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -419,7 +420,7 @@ def test_bounded_runs_read_every_line_whole_and_exactly_once_whatever_the_writer
             state = splitter.state()
             clock.now = max([clock.now, *(at for at, _, _ in events)]) + 1
             write_until_now()
-        whole = {name: open(os.path.join(directory, name)).read().splitlines() for name in os.listdir(directory)}
+        whole = {name: Path(directory, name).read_text().splitlines() for name in os.listdir(directory)}
         assert sorted((name, value) for _, name, value in read) == sorted(
             (name, line) for name, lines in whole.items() for line in lines)
         for name in done_at_start:  # listed by the first run, its writer done: the first run read it all
