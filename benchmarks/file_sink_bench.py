@@ -78,6 +78,7 @@ def write_input(spark, source: str, rows: int, files: int) -> None:
 
 
 def throughput(args: argparse.Namespace) -> None:
+    load_before = os.getloadavg()[0]
     spark = session("local[2]", **{"spark.driver.memory": "2g"})
     work = tempfile.mkdtemp(prefix="file_sink_bench_")
     source = os.path.join(work, "in")
@@ -123,7 +124,7 @@ def throughput(args: argparse.Namespace) -> None:
                 elapsed, sizes[fmt, name] = run(fmt, name, n)
                 times.setdefault((fmt, name), []).append(elapsed)
     print(f"rows={rows} micro-batches={args.files} rounds={args.rounds} cores={os.cpu_count()} "
-          f"load average before: {os.getloadavg()[0]:.1f}")
+          f"load average (1 min) before: {load_before:.1f}, after: {os.getloadavg()[0]:.1f}")
     print("| format | writer | rows/s | MB/s | seconds (median) | seconds (all rounds) | vs native rows/s |")
     print("| --- | --- | ---: | ---: | ---: | --- | ---: |")
     for fmt in ("json", "parquet"):
