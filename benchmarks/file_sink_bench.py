@@ -227,8 +227,9 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--memory", action="store_true", help="driver memory on local-cluster instead")
-    parser.add_argument("--batch-mb", default="100,500,2000")
-    parser.add_argument("--collect-up-to-mb", type=int, default=500, help="also collect batches up to this size")
+    parser.add_argument("--batch-mb", default="100,400,1600")
+    parser.add_argument("--collect-up-to-mb", type=int, default=100,
+                        help="also collect batches up to this size (a batch near the heap makes the driver run out of memory in Spark's result thread, and the run hang)")
     parser.add_argument("--driver-memory", default="512m")
     parser.add_argument("--fs-calls", action="store_true", help="count filesystem calls instead (no Spark)")
     args = parser.parse_args()
