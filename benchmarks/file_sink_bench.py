@@ -78,6 +78,7 @@ def write_input(spark, source: str, rows: int, files: int) -> None:
 
 
 def throughput(args: argparse.Namespace) -> None:
+    load_before = os.getloadavg()[0]
     spark = session("local[2]", **{"spark.driver.memory": "2g"})
     work = tempfile.mkdtemp(prefix="file_sink_bench_")
     source = os.path.join(work, "in")
@@ -123,7 +124,7 @@ def throughput(args: argparse.Namespace) -> None:
                 elapsed, sizes[fmt, name] = run(fmt, name, n)
                 times.setdefault((fmt, name), []).append(elapsed)
     print(f"rows={rows} micro-batches={args.files} rounds={args.rounds} cores={os.cpu_count()} "
-          f"load average before: {os.getloadavg()[0]:.1f}")
+          f"load average (1 min) before: {load_before:.1f}, after: {os.getloadavg()[0]:.1f}")
     print("| format | writer | rows/s | MB/s | seconds (median) | seconds (all rounds) | vs native rows/s |")
     print("| --- | --- | ---: | ---: | ---: | --- | ---: |")
     for fmt in ("json", "parquet"):
@@ -226,8 +227,9 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--memory", action="store_true", help="driver memory on local-cluster instead")
-    parser.add_argument("--batch-mb", default="100,500,2000")
-    parser.add_argument("--collect-up-to-mb", type=int, default=500, help="also collect batches up to this size")
+    parser.add_argument("--batch-mb", default="100,400,1600")
+    parser.add_argument("--collect-up-to-mb", type=int, default=100,
+                        help="also collect batches up to this size (a batch near the heap makes the driver run out of memory in Spark's result thread, and the run hang)")
     parser.add_argument("--driver-memory", default="512m")
     parser.add_argument("--fs-calls", action="store_true", help="count filesystem calls instead (no Spark)")
     args = parser.parse_args()

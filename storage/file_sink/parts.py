@@ -67,6 +67,8 @@ class SpillingOutput:
         self.closed = False
 
     def write(self, data: Any) -> int:
+        if self.closed:  # given up: what the format's writer still writes when it is collected goes nowhere
+            return len(data)
         data = bytes(data)
         self._chunks.append(data)
         self._buffered += len(data)
@@ -105,6 +107,13 @@ class SpillingOutput:
         if self._handle is not None:
             self._handle.close()
         self.closed = True
+
+    def abandon(self) -> None:
+        """Give the part up unfinished (its batch failed): its file is closed as a dead process's would be."""
+        self.closed = True
+        self._chunks, self._buffered = [], 0
+        if self._handle is not None:
+            self._handle.close()
 
 
 @dataclass
@@ -310,9 +319,16 @@ class PartFiles:
         return len(self._handles)
 
     def close(self) -> None:
-        """Close every open stream; parts stay in progress (committed) for the next writer."""
+        """Close every open stream; parts stay in progress (committed) for the next writer.
+
+        A bulk part still open was not rolled at its batch's end, so its batch
+        failed: its file is closed unfinished, for recovery or the commit to delete.
+        """
         for path in list(self._handles):
             self._close_handle(path)
+        for part in self.parts.values():
+            if part.output is not None:
+                part.output.abandon()
 
 
 def _after_batch(stats: PartStats, part: _Part) -> PartStats:

@@ -102,16 +102,18 @@ def write_task(config: SinkConfig, task: TaskInfo, batches: Iterable[pa.RecordBa
     names = _TaskNames(config, directory, f"{base_writer_id(config, task.owner)}-{token}")
     files = PartFiles(config, directory, names, hook, slot)
     files.start_batch(task.now_ms)
-    hook("before_claim", task.batch_id)
-    files.adopt(_continue(config, directory, state, task, slot, names, files, report))
-    hook("task_started", task.batch_id)
-    for batch in prefetched(batches):
-        table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-        if table.num_rows:
-            files.write(table, task.now_ms, task.batch_id)
-            report.rows += table.num_rows
-    files.end_batch(task.now_ms, task.batch_id, end_of_input)
-    files.close()
+    try:
+        hook("before_claim", task.batch_id)
+        files.adopt(_continue(config, directory, state, task, slot, names, files, report))
+        hook("task_started", task.batch_id)
+        for batch in prefetched(batches):
+            table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+            if table.num_rows:
+                files.write(table, task.now_ms, task.batch_id)
+                report.rows += table.num_rows
+        files.end_batch(task.now_ms, task.batch_id, end_of_input)
+    finally:
+        files.close()  # a failed attempt's too: Python workers are reused, and its files are deleted later
     for path in sorted(files.unsynced_files) + sorted(files.unsynced_dirs):
         directory.sync(path)  # durable before the driver commits what this report promises
     report.open_parts = files.open_records()

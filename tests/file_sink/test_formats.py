@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import re
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -215,7 +216,7 @@ def encrypted_file(tmp_path):
 
 def test_encrypted_files_hold_no_plaintext(tmp_path):
     _, path = encrypted_file(tmp_path)
-    assert b"quote" not in open(path, "rb").read()
+    assert b"quote" not in Path(path).read_bytes()
 
 
 @pytest.mark.parametrize(
@@ -229,17 +230,17 @@ def test_encrypted_files_hold_no_plaintext(tmp_path):
 )
 def test_tampering_and_truncation_are_detected(tmp_path, damage, match):
     sink, path = encrypted_file(tmp_path)
-    data = open(path, "rb").read()
-    open(path, "wb").write(damage(data))
+    data = Path(path).read_bytes()
+    Path(path).write_bytes(damage(data))
     with pytest.raises(CorruptPartError, match=match):
         sink.read()
 
 
 def test_dropping_whole_trailing_segments_is_detected(tmp_path):
     sink, path = encrypted_file(tmp_path)
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     first_len = int.from_bytes(data[1:5], "big") + 5 + 12  # the first segment only
-    open(path, "wb").write(data[:first_len])
+    Path(path).write_bytes(data[:first_len])
     with pytest.raises(CorruptPartError, match="without its final segment"):
         sink.read()
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -170,9 +171,9 @@ def cut_at_a_row_boundary(data: bytes, fmt: str) -> bytes:
 @pytest.mark.parametrize(("fmt", "codec", "key"), FORMATS)
 def test_a_truncated_part_is_detected_and_named_in_every_format(tmp_path, fmt, codec, key):
     sink, damaged = two_parts(tmp_path, fmt, codec, key)
-    data = open(damaged, "rb").read()
+    data = Path(damaged).read_bytes()
     plain = fmt in ("jsonl", "csv", "text") and codec is None and key is None
-    open(damaged, "wb").write(cut_at_a_row_boundary(data, fmt) if plain else data[: len(data) // 2])
+    Path(damaged).write_bytes(cut_at_a_row_boundary(data, fmt) if plain else data[: len(data) // 2])
     with pytest.raises(CorruptPartError, match=rf"finished part {damaged} "):
         sink.read()
 
@@ -180,9 +181,9 @@ def test_a_truncated_part_is_detected_and_named_in_every_format(tmp_path, fmt, c
 @pytest.mark.parametrize(("fmt", "codec", "key"), FORMATS)
 def test_a_changed_byte_is_detected_and_named_in_every_format(tmp_path, fmt, codec, key):
     sink, damaged = two_parts(tmp_path, fmt, codec, key)
-    data = bytearray(open(damaged, "rb").read())
+    data = bytearray(Path(damaged).read_bytes())
     data[len(data) // 2] ^= 1  # one bit flipped: the length is unchanged
-    open(damaged, "wb").write(bytes(data))
+    Path(damaged).write_bytes(bytes(data))
     with pytest.raises(CorruptPartError, match=rf"finished part {damaged} (cannot be read back: \w+|has the "
                                                r"\d+ bytes committed, but not the same ones \(CRC-32)"):
         sink.read()

@@ -207,3 +207,42 @@ def test_the_output_is_the_input_whatever_attempts_fail_or_duplicate(
     out = sink.read()
     assert sorted(out["id"].tolist() if len(out) else []) == sorted(expected)
     assert not [name for name in tree(root) if os.path.basename(name).startswith(".")]
+
+
+def open_files_under(root) -> list[str]:
+    """The files under ``root`` this process holds open (Linux: its descriptors in /proc)."""
+    fds = "/proc/self/fd"
+    paths = []
+    for fd in os.listdir(fds):
+        try:
+            paths.append(os.readlink(f"{fds}/{fd}"))
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+    return [p for p in paths if p.startswith(str(root))]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads open descriptors from /proc")
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_failed_attempt_leaves_no_file_open(tmp_path, monkeypatch, fmt):
+    """A task that raises mid-write closes its part files, unfinished: Python workers are reused, and the traceback
+    Spark keeps would otherwise hold them open."""
+    from storage.file_sink import parts
+
+    monkeypatch.setattr(parts, "SPILL_BYTES", 1)  # a bulk part's bytes go to its file at once
+    monkeypatch.setattr(parts, "ROW_GROUP_BYTES", 1)
+    sink = FileSink(str(tmp_path), format=fmt)
+    if fmt == "jsonl":
+        sink = sink.with_rolling_policy(RollingPolicy(max_batches=3))
+
+    def rows_then_failure():
+        yield batch(0, 3)
+        raise Died("the input failed")
+
+    with pytest.raises(Died) as failure:
+        if fmt == "jsonl":  # dies once its rows are appended
+            write_task(sink, TaskInfo(OWNER, 0, 0, 0, 0), [batch(0, 3)], hook=die_at("mid_write"))
+        else:  # its input fails once a row group went out
+            write_task(sink, TaskInfo(OWNER, 0, 0, 0, 0), rows_then_failure())
+    assert [name for name in tree(tmp_path) if ".inprogress" in name]  # it had written a part
+    assert failure.traceback  # the frames, and what they refer to, are still alive here
+    assert open_files_under(tmp_path) == []
