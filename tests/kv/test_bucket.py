@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import uuid
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -13,9 +15,13 @@ import pytest
 
 from storage import KVStore
 from storage.kv import BucketHeldError, CorruptStoreError, FencedError, KVStoreError
+from storage.kv.format import DataFileBuilder
 
 from .crash_worker import batch_ops, model
 from .test_crash import COMPACT_AFTER, POINTS, SETTINGS
+
+#: A file the store leaves open shows up as an unraisable ResourceWarning: here it fails the test.
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 
 
 def test_the_api_md_example(tmp_path):
@@ -293,6 +299,42 @@ def test_monotonic_keys_never_rewrite_a_full_file(tmp_path):
         b.put(b"00000050", b"overwritten")  # a key in the first file: that file is rewritten
         b.commit()
         assert written[-1][0] not in b.data_files and b.get(b"00000050") == b"overwritten"
+
+
+def test_a_flush_that_fails_mid_write_leaves_no_file_open(tmp_path, monkeypatch):
+    """A write error in the middle of a data file (a full disk) closes it; the next flush starts over."""
+    store = KVStore(str(tmp_path), flush_entries=10**6, max_file_size=300, block_size=64)
+    keys = [b"k%03d" % i for i in range(60)]
+    real_block = DataFileBuilder.block
+    blocks = []
+
+    def full_disk(builder, run):
+        blocks.append(run)
+        if len(blocks) == 3:
+            raise OSError(28, "No space left on device")
+        return real_block(builder, run)
+
+    with store.open(0) as b:
+        b.begin(0)
+        b.put_many(keys, keys)
+        b.commit()
+        monkeypatch.setattr(DataFileBuilder, "block", full_disk)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                b.flush()
+            except OSError as error:
+                assert error.errno == 28
+            else:
+                raise AssertionError("the flush did not fail")
+            gc.collect()
+        assert [w.message for w in caught if issubclass(w.category, ResourceWarning)] == []
+        monkeypatch.undo()
+        b.flush()
+        assert b.get_many(keys) == keys
+    with store.open(0) as b:
+        assert b.get_many(keys) == keys
+        assert sorted(os.listdir(tmp_path / "bucket-0" / "data")) == sorted(b.data_files)  # the torn file is gone
 
 
 def test_block_cache_holds_its_limit_and_serves_repeated_reads(tmp_path):
