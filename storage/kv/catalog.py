@@ -160,7 +160,11 @@ class Catalog:
         return None
 
     def write_meta(self, meta: Meta) -> None:
-        put_atomic(self.fs, self.path("meta", meta.name), meta.to_json(), durable=self.durable)
+        try:
+            put_atomic(self.fs, self.path("meta", meta.name), meta.to_json(), durable=self.durable)
+        except FileNotFoundError:
+            self.confirm("write its metadata")  # a newer writer's cleanup took the temporary file: fenced
+            raise
 
     def remove(self, sub: str, names: list[str]) -> None:
         for name in names:
@@ -188,8 +192,9 @@ class Catalog:
 
     @staticmethod
     def _epoch_of(name: str) -> int:
-        """The epoch a file name starts with (every name the store writes does); a stray name counts as old."""
-        digits = name[:10]
+        """The epoch a file name starts with (every name the store writes does, and the temporary name
+        ``.<name>.<random>.tmp`` a metadata or lease file is written under first); a stray name counts as old."""
+        digits = name[1:11] if name.startswith(".") and name.endswith(".tmp") else name[:10]
         return int(digits) if digits.isdigit() else -1
 
     def _mine_unpublished(self, name: str, meta: Meta) -> bool:

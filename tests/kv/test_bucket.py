@@ -378,6 +378,8 @@ def test_cleanup_never_deletes_files_of_a_newer_epoch(tmp_path):
             ("meta", "0000000009-000000000001-0123abcd.json"),
             ("data", "0000000009-0000000000-0123abcd.kvd"),
             ("log", "0000000009-0000000001-0123abcd.wal"),
+            ("meta", ".0000000009-000000000002-0123abcd.json.89abcdef.tmp"),  # its next metadata, being written
+            ("lease", ".0000000009.json.89abcdef.tmp"),  # its lease, being renewed
         ]}
         for path in newer.values():
             path.write_bytes(b"a newer writer's")
@@ -385,6 +387,41 @@ def test_cleanup_never_deletes_files_of_a_newer_epoch(tmp_path):
         b.put(b"k", b"v")
         b.commit()  # flushes, publishes and cleans up
         assert all(path.exists() for path in newer.values())
+    stale = tmp_path / "bucket-0" / "meta" / ".0000000001-000000000007-0123abcd.json.89abcdef.tmp"
+    stale.write_bytes(b"left by a writer that died writing it")
+    with store.open(0, take_over=True):
+        pass
+    assert not stale.exists() and all(path.exists() for path in newer.values())
+
+
+@pytest.mark.parametrize("adopted", [True, False], ids=["segments-in-metadata", "segments-in-tail"])
+def test_a_writer_superseded_while_it_recovers_is_fenced_and_the_bucket_is_intact(tmp_path, adopted):
+    """The restarted query's task opens a bucket while a task of the failed query, still running, is recovering
+    it: the old task loaded the metadata, then the new one took over, committed, flushed (deleting the log
+    segments that metadata names) and closed. The old task must stop as fenced (the segments it cannot find
+    are no damage, and it adopts nothing), and the bucket keeps every batch."""
+    store = KVStore(str(tmp_path))
+    with store.open(0) as first:
+        for batch_id in range(2):
+            first.begin(batch_id)
+            first.put(b"count", b"%d" % (batch_id + 1))
+            first.commit()
+    if adopted:
+        store.open(0).close()  # a reopening lists the segments, with their lengths, in its metadata
+
+    def restarted_task_runs(point, batch_id):
+        if point == "loaded":
+            with store.open(0, take_over=True) as new:
+                assert new.committed_batch_id == 1
+                new.begin(2)
+                new.put(b"count", b"3")
+                new.commit()
+                new.flush()
+
+    with pytest.raises(FencedError, match="taken over by a newer writer"):
+        store.open(0, take_over=True, hook=restarted_task_runs)
+    with store.open(0) as b:
+        assert b.committed_batch_id == 2 and b.get(b"count") == b"3"
 
 
 def test_empty_batches_on_an_object_store_do_not_pile_up_log_objects():
