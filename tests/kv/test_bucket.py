@@ -167,6 +167,34 @@ def test_a_zombie_writer_is_fenced_off_and_cannot_change_the_bucket(tmp_path, ro
         assert list(b.scan()) == [(b"a", b"new owner's")]
 
 
+@pytest.mark.parametrize("root", ["local", "memory"])
+def test_a_take_over_that_loses_the_race_for_an_epoch_claims_the_next(tmp_path, root, monkeypatch):
+    """Two writers taking a bucket over at the same moment both pick the same next epoch; the second to
+    create it claims the one after (fencing the first) instead of failing as if the bucket were held."""
+    from storage import _lease
+
+    path = str(tmp_path) if root == "local" else f"memory://kv-race-{uuid.uuid4().hex}"
+    store = KVStore(path)
+    store.open(0).close()
+    real_epochs = _lease.Lease.epochs
+    listings = []
+
+    def listed_before_the_other_writer_claimed(lease):
+        epochs = real_epochs(lease)
+        listings.append(epochs)
+        if len(listings) == 1:  # the other writer claims epoch 2 right after this one listed the leases
+            first = store.open(0, take_over=True)
+            first.close()
+            assert first._catalog.epoch == 2
+        return epochs
+
+    monkeypatch.setattr(_lease.Lease, "epochs", listed_before_the_other_writer_claimed)
+    with store.open(0, take_over=True) as second:
+        assert second._catalog.epoch == 3 and second.committed_batch_id == -1
+    if root == "memory":
+        store.fs.rm(store.root, recursive=True)
+
+
 class Crash(Exception):
     pass
 
