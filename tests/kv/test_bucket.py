@@ -199,6 +199,39 @@ def test_a_take_over_that_loses_the_race_for_an_epoch_claims_the_next(tmp_path, 
         store.fs.rm(store.root, recursive=True)
 
 
+@pytest.mark.parametrize("writing", ["metadata", "lease"])
+def test_a_writer_whose_temporary_file_a_newer_writer_cleaned_up_is_fenced(tmp_path, monkeypatch, writing):
+    """Between a writer's lease check and the rename of the file it writes (its flush's metadata, its released
+    lease), a newer writer takes the bucket over and deletes what older epochs left, its temporary file
+    included: the older writer is fenced (a release just gives up), not failed with FileNotFoundError."""
+    from storage import _fs, _lease
+    from storage.kv import catalog
+
+    store = KVStore(str(tmp_path))
+    old = store.open(0)
+    old.begin(0)
+    old.put(b"k", b"old's")
+    old.commit()
+    real_put_atomic = _fs.put_atomic
+
+    def taken_over_while_writing(fs, path, data, **kwargs):
+        if f"/{'meta' if writing == 'metadata' else 'lease'}/" in path:
+            monkeypatch.setattr(catalog, "put_atomic", real_put_atomic)
+            monkeypatch.setattr(_lease, "put_atomic", real_put_atomic)
+            store.open(0, take_over=True).close()
+            raise FileNotFoundError(2, "No such file or directory", path)
+        return real_put_atomic(fs, path, data, **kwargs)
+
+    monkeypatch.setattr(catalog, "put_atomic", taken_over_while_writing)
+    monkeypatch.setattr(_lease, "put_atomic", taken_over_while_writing)
+    if writing == "metadata":
+        with pytest.raises(FencedError, match="cannot write its metadata"):
+            old.flush()
+    old.close()
+    with store.open(0) as b:
+        assert b.committed_batch_id == 0 and b.get(b"k") == b"old's"
+
+
 class Crash(Exception):
     pass
 
