@@ -361,7 +361,7 @@ class Bucket:
         for name, bound in (("start", start), ("end", end)):
             if bound is not None and not isinstance(bound, bytes):
                 raise TypeError(f"scan {name}={bound!r} must be bytes or None")
-        run = scan(list(reversed(self._committed_runs())), self._data, self._firsts, start, end)
+        run = scan(self._committed_runs(), self._data, self._firsts, start, end)  # newest first, as get_many
         return pa.table({"key": run.keys().cast(pa.binary()), "value": run.values.cast(pa.binary())})
 
     def scan(
