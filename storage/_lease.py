@@ -126,16 +126,25 @@ class Lease:
         if not force and time.time() - self._renewed < self.seconds / 3:
             return
         self.confirm("renew its lease")
-        put_atomic(self.fs, self.path(self.epoch), self._body(), durable=self.durable)
+        self._rewrite(self._body(), "renew its lease")
         self._renewed = time.time()
 
     def release(self) -> None:
         """Mark the lease free (best effort: a fenced writer leaves the newer lease alone)."""
         try:
             self.confirm("release its lease")
+            self._rewrite(self._body(True), "release its lease")
         except self.wording.fenced_error:
             return
-        put_atomic(self.fs, self.path(self.epoch), self._body(True), durable=self.durable)
+
+    def _rewrite(self, body: bytes, doing: str) -> None:
+        """Replace this writer's lease file; a newer writer's cleanup may take the temporary file it is written
+        under (it deletes what older epochs left), which fences this writer rather than failing it otherwise."""
+        try:
+            put_atomic(self.fs, self.path(self.epoch), body, durable=self.durable)
+        except FileNotFoundError:
+            self.confirm(doing)
+            raise
 
 
 def _holder(held: dict[str, Any]) -> str:

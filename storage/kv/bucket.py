@@ -84,7 +84,38 @@ class Bucket:
     def _recover(self) -> None:
         """Load the newest metadata, replay the committed log after it, and adopt the result under this epoch."""
         catalog = self._catalog
+        try:
+            meta, runs, batch_id, log = self._read_committed()
+        except (CorruptStoreError, FileNotFoundError):
+            # A newer writer that claimed the bucket meanwhile may have deleted what this one listed (its flush
+            # dropped the log segments, its cleanup the metadata): then this writer is fenced, and nothing is damaged.
+            catalog.confirm("recover the bucket")
+            raise
+        self._runs = runs
+        self._batches_since_flush = len(runs)
+        adopted = Meta(
+            epoch=catalog.epoch,
+            token=catalog.token,
+            version=meta.version + 1,
+            batch_id=batch_id,
+            flushed_batch_id=meta.flushed_batch_id,
+            files=meta.files,
+            log=log,
+            tail_from=0,
+        )
+        catalog.write_meta(adopted)
+        self._meta = adopted
+        self._open_files()
+        self._hook("adopted", -1)
+        catalog.confirm("clean up")
+        for sub, names in catalog.unreferenced(adopted).items():
+            catalog.remove(sub, names)
+
+    def _read_committed(self) -> tuple[Meta, list[Run], int, list[list[Any]]]:
+        """The newest metadata, the runs its log replays to, the last batch id, and the segments replayed."""
+        catalog = self._catalog
         meta = catalog.load_meta() or Meta(epoch=0, token="00000000", version=-1)
+        self._hook("loaded", meta.batch_id)
         runs, batch_id, log = [], meta.flushed_batch_id, []
         for name, length in meta.log:
             path = catalog.path("log", name)
@@ -111,25 +142,7 @@ class Bucket:
                 catalog.path("meta", meta.name),
                 f"the log holds batches up to {batch_id}, the metadata says {meta.batch_id} were committed",
             )
-        self._runs = runs
-        self._batches_since_flush = len(runs)
-        adopted = Meta(
-            epoch=catalog.epoch,
-            token=catalog.token,
-            version=meta.version + 1,
-            batch_id=batch_id,
-            flushed_batch_id=meta.flushed_batch_id,
-            files=meta.files,
-            log=log,
-            tail_from=0,
-        )
-        catalog.write_meta(adopted)
-        self._meta = adopted
-        self._open_files()
-        self._hook("adopted", -1)
-        catalog.confirm("clean up")
-        for sub, names in catalog.unreferenced(adopted).items():
-            catalog.remove(sub, names)
+        return meta, runs, batch_id, log
 
     def _read_log(self, path: str, length: int | None) -> bytes:
         fs = self._catalog.fs
@@ -348,7 +361,7 @@ class Bucket:
         for name, bound in (("start", start), ("end", end)):
             if bound is not None and not isinstance(bound, bytes):
                 raise TypeError(f"scan {name}={bound!r} must be bytes or None")
-        run = scan(list(reversed(self._committed_runs())), self._data, self._firsts, start, end)
+        run = scan(self._committed_runs(), self._data, self._firsts, start, end)  # newest first, as get_many
         return pa.table({"key": run.keys().cast(pa.binary()), "value": run.values.cast(pa.binary())})
 
     def scan(

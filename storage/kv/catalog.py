@@ -26,6 +26,8 @@ from .._lease import Lease, LeaseWording
 from .errors import BucketHeldError, CorruptStoreError, FencedError
 
 FORMAT = 1
+#: How many epochs a take-over claims before giving up, when each is taken by a writer claiming at once.
+_CLAIM_RACES = 8
 _META = re.compile(r"(\d{10})-(\d{12})-([0-9a-f]{8})\.json")
 _SEQUENCED = re.compile(r"(\d{10})-(\d{10})-([0-9a-f]{8})\.(wal|kvd)")
 
@@ -114,10 +116,21 @@ class Catalog:
         return self.lease.read(epoch)
 
     def claim(self, take_over: bool) -> None:
-        """Become the bucket's writer: the next epoch, unless a live writer holds it (and ``take_over`` is off)."""
+        """Become the bucket's writer: the next epoch, unless a live writer holds it (and ``take_over`` is off).
+
+        A take-over that loses the race for an epoch to a writer claiming it at the same moment (a failed
+        query's task still running, opening the bucket as the restarted query's task does) claims the next
+        one: it is told to take the bucket whoever holds it, so it does not fail for being second.
+        """
         for sub in ("meta", "log", "data"):
             self.fs.makedirs(self.path(sub), exist_ok=True)
-        self.lease.claim(take_over)
+        for attempt in range(_CLAIM_RACES):
+            try:
+                self.lease.claim(take_over)
+                return
+            except (BucketHeldError, FencedError):
+                if not take_over or attempt == _CLAIM_RACES - 1:
+                    raise  # with take_over, only a lost race raises: the epoch exists, or another token took it
 
     def confirm(self, doing: str = "go on") -> None:
         """Raise ``FencedError`` unless this writer's lease is still the newest one."""
@@ -160,7 +173,11 @@ class Catalog:
         return None
 
     def write_meta(self, meta: Meta) -> None:
-        put_atomic(self.fs, self.path("meta", meta.name), meta.to_json(), durable=self.durable)
+        try:
+            put_atomic(self.fs, self.path("meta", meta.name), meta.to_json(), durable=self.durable)
+        except FileNotFoundError:
+            self.confirm("write its metadata")  # a newer writer's cleanup took the temporary file: fenced
+            raise
 
     def remove(self, sub: str, names: list[str]) -> None:
         for name in names:
@@ -188,8 +205,9 @@ class Catalog:
 
     @staticmethod
     def _epoch_of(name: str) -> int:
-        """The epoch a file name starts with (every name the store writes does); a stray name counts as old."""
-        digits = name[:10]
+        """The epoch a file name starts with (every name the store writes does, and the temporary name
+        ``.<name>.<random>.tmp`` a metadata or lease file is written under first); a stray name counts as old."""
+        digits = name[1:11] if name.startswith(".") and name.endswith(".tmp") else name[:10]
         return int(digits) if digits.isdigit() else -1
 
     def _mine_unpublished(self, name: str, meta: Meta) -> bool:

@@ -111,20 +111,26 @@ class FileWriter:
         store = self._store
         out: list[dict[str, Any]] = []
         current: tuple[str, Any, DataFileBuilder, int] | None = None  # name, handle, builder, first entry
-        for start, stop in block_bounds(run, store.block_size):
-            block = run.slice(start, stop)
+        try:
+            for start, stop in block_bounds(run, store.block_size):
+                block = run.slice(start, stop)
+                if current is not None:
+                    builder = current[2]
+                    room = store.max_file_size - builder.size - builder.index_bytes_per_block() * (len(builder._refs) + 1)
+                    if len(block) and _stored_size(block) > room:
+                        finishing, current = current, None
+                        out.append(self._finish(finishing, run, start, batch_id, stage))
+                if current is None:
+                    name = next_name("kvd")
+                    current = (name, self._open(name), DataFileBuilder(run.width, store.compression), start)
+                current[1].write(current[2].block(block))
             if current is not None:
-                builder = current[2]
-                room = store.max_file_size - builder.size - builder.index_bytes_per_block() * (len(builder._refs) + 1)
-                if len(block) and _stored_size(block) > room:
-                    out.append(self._finish(current, run, start, batch_id, stage))
-                    current = None
-            if current is None:
-                name = next_name("kvd")
-                current = (name, self._open(name), DataFileBuilder(run.width, store.compression), start)
-            current[1].write(current[2].block(block))
-        if current is not None:
-            out.append(self._finish(current, run, len(run), batch_id, stage))
+                finishing, current = current, None
+                out.append(self._finish(finishing, run, len(run), batch_id, stage))
+        except BaseException:
+            if current is not None:
+                current[1].close()  # a half-written file no metadata names: garbage the next cleanup deletes
+            raise
         return out
 
     def _open(self, name: str) -> Any:
@@ -136,12 +142,14 @@ class FileWriter:
         self, current: tuple[str, Any, DataFileBuilder, int], run: Run, stop: int, batch_id: int, stage: str
     ) -> dict[str, Any]:
         name, handle, builder, start = current
-        handle.write(builder.finish())
-        if self._catalog.local:
-            handle.flush()
-            if self._catalog.durable:
-                os.fsync(handle.fileno())
-        handle.close()
+        try:
+            handle.write(builder.finish())
+            if self._catalog.local:
+                handle.flush()
+                if self._catalog.durable:
+                    os.fsync(handle.fileno())
+        finally:
+            handle.close()
         self._written += 1
         if self._written == 1:
             self._hook(f"{stage}_mid_write", batch_id)

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from fsspec.core import url_to_fs
 
-from ..splitter.config import parse_seconds, parse_size
+from .._units import parse_seconds, parse_size
 from .bucket import Bucket, Hook
 from .datafile import BlockCache
 from .settings import StoreSettings

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 
 import pandas as pd
@@ -18,8 +19,10 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from storage import KVStore
+from storage._lease import holder_is_dead
 from storage.kv.spark import bucket_column, decode_int64, encode_int64, task_batch_id
 from storage.kv.word_count import SCHEMA, count_in_partitions, count_with_state
+from tests.sparks import wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -40,6 +43,36 @@ def killer(marker):
             os._exit(1)  # the Python worker dies: one bucket committed batch 1, the others did not
 
     return after_commit
+
+
+def wait_for_the_failed_query_to_stop(spark, store):
+    """Wait until nothing of the failed query runs any more before restarting it.
+
+    ``awaitTermination()`` raises as soon as the query failed, while Spark cancels its other tasks
+    asynchronously: their JVM side may still run (and a cancelled task's monitor thread may then kill the
+    Python worker it ran on, after Spark handed that worker to a task of the restarted query: "Python worker
+    exited unexpectedly"), and so may their Python workers, which can still open a bucket and fence the
+    restarted query's writer off. A user restarts a failed query later than this; the store's part (a late
+    writer is fenced, nothing is lost) is tested without Spark in test_bucket.py.
+    """
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    wait_for(lambda: sum(e.numRunningTasks() for e in tracker.getExecutorInfos()) == 0,
+             "the failed query's cancelled tasks to end")
+    wait_for(lambda: writers_gone(store), "the failed query's Python workers to let go of the store's buckets")
+
+
+def writers_gone(store):
+    """Whether every bucket's newest lease is released or held by a process that has exited."""
+    for bucket in store.buckets():
+        directory = f"{store.root}/bucket-{bucket}/lease"
+        leases = [p for p in store.fs.ls(directory, detail=False) if re.fullmatch(r"\d{10}\.json", p.rsplit("/", 1)[-1])]
+        try:
+            held = json.loads(store.fs.cat_file(max(leases)))
+        except FileNotFoundError:  # a newer writer's cleanup: look again
+            return False
+        if not held["released"] and not holder_is_dead(held):
+            return False
+    return True
 
 
 def store_counts(store):
@@ -66,6 +99,7 @@ def test_apply_in_pandas_with_state_counts_exactly_once_after_a_killed_query(spa
     with pytest.raises(StreamingQueryException):
         start(killer(str(tmp_path / "killed"))).awaitTermination()
     assert os.path.exists(tmp_path / "killed")
+    wait_for_the_failed_query_to_stop(spark, store)
     start(None).awaitTermination()
     out = spark.read.parquet(str(tmp_path / "out")).toPandas()
     assert out.groupby("word")["count"].max().to_dict() == dict(EXPECTED)
@@ -89,6 +123,8 @@ def test_map_in_pandas_in_foreach_batch_counts_exactly_once_after_a_killed_query
 
     with pytest.raises(StreamingQueryException):
         start(killer(str(tmp_path / "killed"))).awaitTermination()
+    assert os.path.exists(tmp_path / "killed")
+    wait_for_the_failed_query_to_stop(spark, store)
     start(None).awaitTermination()
     rows = pd.read_parquet(out)
     assert rows.groupby("word")["count"].max().to_dict() == dict(EXPECTED)

@@ -1,0 +1,51 @@
+"""Sizes and durations in the storage sidecars' settings: ``"64MB"``, ``30``, ``timedelta(minutes=1)``.
+
+Shared by the splitter's options and the key-value store's settings, so both
+accept the same spellings and word their errors the same way: naming the
+parameter and the value.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Union
+
+Seconds = Union[float, int, timedelta, str]
+Size = Union[int, str]
+
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "kib": 1024, "mb": 1024**2, "mib": 1024**2, "gb": 1024**3, "gib": 1024**3}
+_SIZE_RE = re.compile(r"\s*(\d+)\s*([a-zA-Z]*)\s*")
+
+
+def parse_size(name: str, value: Size) -> int:
+    """Bytes from an int or a string such as ``"64MB"`` (units are powers of 1024)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name}={value!r} must be a number of bytes such as 1048576 or '1MB'")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE_RE.fullmatch(str(value))
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _SIZE_UNITS:
+            raise ValueError(f"{name}={value!r} is not a size; use bytes such as 1048576 or '64MB'")
+        size = int(match.group(1)) * _SIZE_UNITS[unit]
+    if size <= 0:
+        raise ValueError(f"{name}={value!r} must be positive; a block must hold at least one byte")
+    return size
+
+
+def parse_seconds(name: str, value: Seconds | None, *, allow_none: bool = False) -> float | None:
+    """Seconds from a number, a ``timedelta`` or a numeric string; never negative."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    else:
+        try:
+            seconds = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}={value!r} must be a number of seconds or a timedelta") from None
+    if seconds < 0 or seconds != seconds:
+        raise ValueError(f"{name}={value!r} must be zero or more seconds")
+    return seconds
