@@ -1,4 +1,4 @@
-"""From a builder to an engine spec, and between user frames and engine frames.
+"""From a strategy to an engine spec, and between user frames and engine frames.
 
 Runner-agnostic: the pandas runner and the Spark runner's Python workers
 both use it, so both see the same columns, units and validation.
@@ -14,11 +14,10 @@ import pandas as pd
 
 from accumulations import Accumulation
 
-from .api import Windowed
 from .engine import TIMINGS, Aggregation, EngineSpec
 from .errors import WindowingConfigError
+from .strategy import NamedAccumulation, Strategy
 from .timeaxis import TimeAxis
-from .windows import FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn
 
 
 SIDE = "_side"
@@ -36,47 +35,39 @@ class Plan:
     """The input dtype of each key column."""
 
 
-def _window_fn(pipeline: Windowed, axis: TimeAxis) -> WindowFn:
-    w = pipeline.window
-    if w.kind == "global":
-        return GlobalWindows()
-    if w.kind == "fixed":
-        return FixedWindows(axis.duration("fixed(size)", w.size), axis.duration("fixed(offset)", w.offset))
-    if w.kind == "sessions":
-        return Sessions(axis.duration("sessions(gap)", w.size))
-    size, every = axis.duration("sliding(size)", w.size), axis.duration("sliding(every)", w.every)
-    if size % every:
-        raise WindowingConfigError(
-            f"sliding window every={w.every!r} must divide size={w.size!r}; windows would not tile the timeline")
-    return SlidingWindows(size, every, axis.duration("sliding(offset)", w.offset))
-
-
-def check_columns(columns: list[str], pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...]) -> None:
-    """Every column the pipeline names must exist."""
-    wanted = [("time", pipeline.time)] if isinstance(pipeline.time, str) else []
-    wanted += [("key", k) for k in pipeline.key or ()]
-    wanted += [(f"{type(acc).__name__}(column)", acc.column) for _, acc in aggregations if acc.column is not None]
+def check_columns(columns: list[str], strategy: Strategy) -> None:
+    """Every column the strategy names must exist."""
+    wanted = [("time", strategy.time)] if isinstance(strategy.time, str) else []
+    wanted += [("key", k) for k in strategy.keys or ()]
+    wanted += [(f"{type(acc).__name__}(column)", acc.column) for _, acc in strategy.aggregations if acc.column is not None]
     for param, column in wanted:
         if column not in columns:
             raise WindowingConfigError(f"{param}={column!r} is not a column of the input; it has {list(columns)}")
 
 
-def make_plan(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], axis: TimeAxis,
-              dtypes: Mapping[str, Any]) -> Plan:
-    aggs = tuple(Aggregation(name, _for_input(name, acc, dtypes), None if acc.column is None else _numpy_dtype(dtypes[acc.column]))
-                 for name, acc in aggregations)
+def make_plan(strategy: Strategy, axis: TimeAxis, dtypes: Mapping[str, Any],
+              aggregations: tuple[NamedAccumulation, ...] | None = None) -> Plan:
+    """The engine's spec of ``strategy`` on ``axis``, its aggregations set up for the input's ``dtypes``.
+    ``aggregations``: what the engine runs instead of the strategy's (the Spark runner's lifted ones)."""
+    aggregations = strategy.aggregations if aggregations is None else aggregations
     spec = EngineSpec(
-        windows=_window_fn(pipeline, axis),
-        trigger=pipeline.trigger_.resolve(axis.duration),
-        mode=pipeline.mode,
-        aggregations=aggs,
-        allowed_lateness=axis.duration("allowed_lateness(lateness)", pipeline.lateness),
-        fire_only_updated=pipeline.only_updated,
-        n_keys=len(pipeline.key) if pipeline.key else 1,
+        windows=strategy.windowing.window_fn(axis),
+        trigger=strategy.trigger.resolve(axis.duration),
+        mode=strategy.mode,
+        aggregations=engine_aggregations(aggregations, dtypes),
+        allowed_lateness=strategy.allowed_lateness.in_units_of(axis),
+        fire_only_updated=strategy.fire_only_updated,
+        n_keys=strategy.n_keys,
     )
-    delay = None if pipeline.watermark_delay is None else axis.duration("watermark(delay)", pipeline.watermark_delay)
-    key_dtypes = tuple(dtypes[k] for k in pipeline.key or ())
-    return Plan(spec, axis, pipeline.key, tuple(acc.column for _, acc in aggregations), delay, key_dtypes)
+    delay = None if strategy.watermark_delay is None else strategy.watermark_delay.in_units_of(axis)
+    key_dtypes = tuple(dtypes[k] for k in strategy.keys or ())
+    return Plan(spec, axis, strategy.keys, tuple(acc.column for _, acc in aggregations), delay, key_dtypes)
+
+
+def engine_aggregations(aggregations: tuple[NamedAccumulation, ...], dtypes: Mapping[str, Any]) -> tuple[Aggregation, ...]:
+    """The engine's aggregations: each accumulation set up for its input column's dtype."""
+    return tuple(Aggregation(name, _for_input(name, acc, dtypes), None if acc.column is None else _numpy_dtype(dtypes[acc.column]))
+                 for name, acc in aggregations)
 
 
 def _for_input(name: str, acc: Accumulation, dtypes: Mapping[str, Any]) -> Accumulation:

@@ -181,6 +181,10 @@ class TimeAxis:
     def duration(self, param: str, value: Any) -> int:
         """A duration in the axis's unit; strings and timedeltas need a timestamp column."""
         parsed = parse_duration(param, value, allow_zero=True) if not isinstance(value, (int, np.integer)) or isinstance(value, bool) else value
+        return self.units_of(param, value, parsed)
+
+    def units_of(self, param: str, value: Any, parsed: Any) -> int:
+        """A duration parsed already (``parsed``, of ``value`` as given) in the axis's unit."""
         if not isinstance(parsed, dt.timedelta) and parsed == 0:
             return 0  # zero needs no unit
         if isinstance(parsed, dt.timedelta):

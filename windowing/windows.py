@@ -18,6 +18,12 @@ from .timeaxis import MAX_TIME, MIN_TIME
 class WindowFn:
     merging = False
 
+    @property
+    def max_extent(self) -> int | None:
+        """The longest a window lasts from its earliest element's time to its end, in the axis's
+        unit; None: unbounded (the global window)."""
+        return None
+
     def assign(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
 
@@ -38,6 +44,10 @@ class FixedWindows(WindowFn):
     size: int
     offset: int = 0
 
+    @property
+    def max_extent(self) -> int | None:
+        return self.size
+
     def assign(self, times):
         start = times - np.mod(times - self.offset, self.size)
         return np.arange(len(times)), start, start + self.size
@@ -50,6 +60,10 @@ class SlidingWindows(WindowFn):
     size: int
     every: int
     offset: int = 0
+
+    @property
+    def max_extent(self) -> int | None:
+        return self.size
 
     def assign(self, times):
         per_element = self.size // self.every
@@ -66,6 +80,11 @@ class Sessions(WindowFn):
 
     gap: int
     merging = True
+
+    @property
+    def max_extent(self) -> int | None:
+        """A session may grow without bound, but an element's own proto-session ends ``gap`` after it."""
+        return self.gap
 
     def assign(self, times):
         return np.arange(len(times)), times.copy(), np.minimum(times, MAX_TIME - self.gap) + self.gap

@@ -52,8 +52,10 @@ import pyarrow.compute as pc
 from accumulations import Accumulation
 from accumulations.builtins import Count, Max, Min, Sum
 
-from ..engine import Aggregation, EngineSpec, group_outputs, group_reduce
-from ..windows import FixedWindows, SlidingWindows
+from triggers import Trigger
+
+from ..engine import Aggregation, group_outputs, group_reduce
+from ..windows import FixedWindows, SlidingWindows, WindowFn
 
 _LIFTABLE = (Sum, Count, Min, Max)
 
@@ -106,30 +108,29 @@ def split_nulls(frame: pd.DataFrame, names: Iterable[str]) -> None:
         frame[null_flag(name)] = missing
 
 
-def lifting(spec: EngineSpec, aggregations: tuple[tuple[str, Accumulation], ...], unit_scale: int,
+def lifting(windows: WindowFn, trigger: Trigger, aggregations: tuple[Aggregation, ...], n_keys: int, unit_scale: int,
             nullable: tuple[str, ...] = ()) -> Lifting | None:
     """The lifting for this pipeline, or None when pre-aggregation could change a pane.
 
-    ``unit_scale`` converts engine durations to ``_t`` units (1000 ns per µs for timestamps);
-    ``nullable``: see `Lifting.nullable`.
+    ``aggregations``: the engine's, set up for their input columns; ``unit_scale`` converts engine
+    durations to ``_t`` units (1000 ns per µs for timestamps); ``nullable``: see `Lifting.nullable`.
     """
-    windows = spec.windows
     if isinstance(windows, FixedWindows):
         unit, offset = windows.size, windows.offset
     elif isinstance(windows, SlidingWindows):
         unit, offset = windows.every, windows.offset
     else:
         return None
-    if any(type(acc) not in _LIFTABLE for _, acc in aggregations) or spec.trigger.counts_elements():
+    if any(type(agg.accumulation) not in _LIFTABLE for agg in aggregations) or trigger.counts_elements():
         return None
-    if any(agg.input_dtype is not None and np.dtype(agg.input_dtype).kind not in "iuf" for agg in spec.aggregations):
+    if any(agg.input_dtype is not None and np.dtype(agg.input_dtype).kind not in "iuf" for agg in aggregations):
         return None  # Min/Max of timestamps, strings or booleans: the engine folds those itself
     if unit % unit_scale or offset % unit_scale:
         return None
-    return Lifting(unit // unit_scale, offset // unit_scale, spec.aggregations, tuple(spec.key_columns), nullable)
+    return Lifting(unit // unit_scale, offset // unit_scale, aggregations, tuple(f"_k{i}" for i in range(n_keys)), nullable)
 
 
-def engine_aggregations(aggregations: tuple[tuple[str, Accumulation], ...]) -> tuple[tuple[str, Accumulation], ...]:
+def lifted_aggregations(aggregations: tuple[tuple[str, Accumulation], ...]) -> tuple[tuple[str, Accumulation], ...]:
     """The aggregations the stateful step runs on lifted rows: a Count becomes a Sum of counts."""
     return tuple((name, Sum(f"_count{i}") if isinstance(acc, Count) else acc)
                  for i, (name, acc) in enumerate(aggregations))

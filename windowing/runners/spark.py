@@ -40,13 +40,13 @@ from accumulations import Accumulation
 from accumulations.builtins import BottomN, Count, Distinct, Max, Mean, Min, Sum, ToList, ToSet, TopN
 from triggers import NO_TIME
 
-from ..api import Windowed
 from ..engine import TIMINGS, EngineSpec, empty_state, next_timers, step
 from ..errors import WindowingConfigError
-from ..plan import Plan, check_columns, make_plan
+from ..plan import Plan, check_columns, engine_aggregations, make_plan
 from ..state_codec import decode, encode
 from ..timeaxis import EPOCH_UNITS, MAX_MICROS, MAX_TIME, MIN_MICROS, MIN_TIME, TimeAxis
-from .combine import CHECKED_BUCKET, Lifting, engine_aggregations, lift_and_pack, lifting, null_flag, pack, split_nulls, with_nulls
+from ..strategy import Strategy
+from .combine import CHECKED_BUCKET, Lifting, lift_and_pack, lifted_aggregations, lifting, null_flag, pack, split_nulls, with_nulls
 
 BUCKETS_CONF = "windowing.spark.buckets"
 PLACEMENT_CONF = "windowing.spark.bucketPlacement"
@@ -698,8 +698,8 @@ def _input_watermark(source: Any) -> str | None:
     return None
 
 
-def _check_watermark(pipeline: Windowed, plan: Plan, watermarked: str | None, timestamp: bool) -> None:
-    time = pipeline.time
+def _check_watermark(strategy: Strategy, plan: Plan, watermarked: str | None, timestamp: bool) -> None:
+    time = strategy.time
     if watermarked is not None and not timestamp:
         raise WindowingConfigError(
             f"withWatermark on {watermarked!r} with the numeric time column {time!r}: that watermark is a timestamp, "
@@ -711,14 +711,13 @@ def _check_watermark(pipeline: Windowed, plan: Plan, watermarked: str | None, ti
             f"or source.withWatermark({time!r}, delay) before windowed()")
     if watermarked is not None and plan.watermark_delay is not None:
         raise WindowingConfigError(
-            f"watermark(delay={pipeline.watermark_delay!r}) on an input that already has withWatermark on {watermarked!r}: "
+            f"watermark(delay={strategy.watermark_delay.given!r}) on an input that already has withWatermark on {watermarked!r}: "
             "Spark refuses to redefine a watermark; keep one of the two")
 
 
 def _horizon_ms(plan: Plan, per_ms: int) -> int:
     """How far behind an element's time the engine may still accept it (window extent + lateness)."""
-    windows = plan.spec.windows
-    extent = getattr(windows, "size", None) or getattr(windows, "gap", None)
+    extent = plan.spec.windows.max_extent
     if extent is None:  # the global window: never behind
         return NEVER_BEHIND_MS
     return -(-(int(extent) + plan.spec.allowed_lateness) // per_ms) + 1
@@ -745,8 +744,8 @@ class SparkPlan:
     """The input column of each aggregation (``_v<i>`` shipped to the workers)."""
 
 
-def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], schema: Any,
-               buckets: int | Bucketing, combine: bool = True, late_data: bool = False) -> SparkPlan:
+def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combine: bool = True,
+               late_data: bool = False) -> SparkPlan:
     """Everything but the query itself; needs pyspark's types, not a SparkSession.
 
     ``buckets``: how keys are grouped (a count: placed on partitions, `Bucketing`).
@@ -756,52 +755,58 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     """
     from pyspark.sql import types as T
 
-    if pipeline.second is not None:
+    if strategy.two_streams:
         raise WindowingConfigError(
-            f"with_second_stream(<{type(pipeline.second).__name__}>) on Spark: the Spark runner runs one stream and would "
+            "with_second_stream() on Spark: the Spark runner runs one stream and would "
             "ignore the second; with_second_stream() works with bounded pandas DataFrames for now")
-    if not isinstance(pipeline.time, str):
+    if not isinstance(strategy.time, str):
         raise WindowingConfigError(
-            f"windowed(time={pipeline.time!r}): on Spark give the event-time column's name; compute the column first with withColumn")
-    check_columns([f.name for f in schema.fields], pipeline, aggregations)
+            f"windowed(time={strategy.time!r}): on Spark give the event-time column's name; compute the column first with withColumn")
+    check_columns([f.name for f in schema.fields], strategy)
     types = {f.name: f.dataType for f in schema.fields}
-    time_type = types[pipeline.time]
-    if pipeline.time_unit is not None:
+    time_type = types[strategy.time]
+    if strategy.time_unit is not None:
         if not (_integral(time_type) or isinstance(time_type, (T.FloatType, T.DoubleType))):
             raise WindowingConfigError(
-                f"windowed(time_unit={pipeline.time_unit!r}): time column {pipeline.time!r} has Spark type "
+                f"windowed(time_unit={strategy.time_unit!r}): time column {strategy.time!r} has Spark type "
                 f"{time_type.simpleString()}; time_unit says that a column of numbers (integers, float or double) "
                 "holds epoch instants: drop it for a timestamp column")
         timestamp = True  # the workers get microseconds, as for a timestamp column
-        axis = TimeAxis(pipeline.time, "datetime", unit="ns", epoch_unit=pipeline.time_unit)
+        axis = TimeAxis(strategy.time, "datetime", unit="ns", epoch_unit=strategy.time_unit)
     elif isinstance(time_type, T.TimestampType):
         timestamp = True
-        axis = TimeAxis(pipeline.time, "datetime", unit="ns")
+        axis = TimeAxis(strategy.time, "datetime", unit="ns")
     elif _integral(time_type):
         timestamp = False
-        axis = TimeAxis(pipeline.time, "numeric", dtype=str(_numpy_dtype(time_type)))
+        axis = TimeAxis(strategy.time, "numeric", dtype=str(_numpy_dtype(time_type)))
     else:
         hint = "; for epoch instants give their unit, e.g. windowed(..., time_unit='s')" if isinstance(
             time_type, (T.FloatType, T.DoubleType, T.DecimalType)) else ""
         raise WindowingConfigError(
-            f"time column {pipeline.time!r} has Spark type {time_type.simpleString()}; it must be a timestamp or an integer{hint}")
+            f"time column {strategy.time!r} has Spark type {time_type.simpleString()}; it must be a timestamp or an integer{hint}")
     dtypes = {name: _numpy_dtype(t) for name, t in types.items()}
-    plan = make_plan(pipeline, aggregations, axis, dtypes)
-    keys = list(pipeline.key or ())
+    aggregations = strategy.aggregations
+    keys = list(strategy.keys or ())
     may_be_null = {f.name for f in schema.fields if f.nullable and _integral(f.dataType)}
     nullable = tuple([f"_k{i}" for i, k in enumerate(keys) if k in may_be_null]
                      + [f"_v{i}" for i, (_, acc) in enumerate(aggregations) if acc.column in may_be_null])
-    how = lifting(plan.spec, aggregations, NS_PER_US if timestamp else 1, nullable) if combine and not late_data else None
+    how = None
+    if combine and not late_data:
+        how = lifting(strategy.windowing.window_fn(axis), strategy.trigger, engine_aggregations(aggregations, dtypes),
+                      strategy.n_keys, NS_PER_US if timestamp else 1, nullable)
+    if how is None:
+        plan = make_plan(strategy, axis, dtypes)
+    else:  # the stateful step runs the lifted aggregations, over the folded rows' columns
+        lifted = lifted_aggregations(aggregations)
+        counted = {acc.column for (_, acc), (_, old) in zip(lifted, aggregations) if acc is not old}
+        plan = make_plan(strategy, axis, {**dtypes, **{c: np.dtype(np.int64) for c in counted}}, lifted)
+    value_types = [output_type(name, acc, types.get(acc.column) if acc.column else None) for name, acc in aggregations]
     lifted_fields = None
     if how is not None:
-        lifted = engine_aggregations(aggregations)
-        counted = {acc.column for (_, acc), (_, old) in zip(lifted, aggregations) if acc is not old}
-        plan = make_plan(pipeline, lifted, axis, {**dtypes, **{c: np.dtype(np.int64) for c in counted}})
         lifted_fields = [T.StructField(_B, T.IntegerType())]
         lifted_fields += [T.StructField(f"_k{i}", types[k]) for i, k in enumerate(keys)] or [T.StructField("_k0", T.LongType())]
         lifted_fields.append(T.StructField(_T, T.LongType()))
-        for i, (name, acc) in enumerate(aggregations):
-            lifted_fields.append(T.StructField(f"_v{i}", output_type(name, acc, types.get(acc.column) if acc.column else None)))
+        lifted_fields += [T.StructField(f"_v{i}", vtype) for i, vtype in enumerate(value_types)]
         lifted_fields.append(T.StructField("_tmax", T.LongType()))
         lifted_fields += [T.StructField(null_flag(name), T.BooleanType()) for name in nullable]
 
@@ -813,8 +818,7 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
     for name, src in (("window_start", "start"), ("window_end", "end")):
         out_fields.append(T.StructField(name, window_type))
         columns.append(OutputColumn(name, "time", src))
-    for name, acc in aggregations:
-        vtype = output_type(name, acc, types.get(acc.column) if acc.column else None)
+    for (name, acc), vtype in zip(aggregations, value_types):
         out_fields.append(T.StructField(name, vtype))
         columns.append(OutputColumn(name, "value", name, integral=_integral(vtype), array=isinstance(vtype, T.ArrayType)))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
@@ -842,21 +846,20 @@ def plan_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
                      tuple(acc.column for _, acc in aggregations))
 
 
-def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], late_data: bool = True) -> SparkRun:
+def run_spark(strategy: Strategy, source: Any, late_data: bool = True) -> SparkRun:
     """The query; ``late_data`` False (``aggregate()``) builds panes only, lifted where exact."""
     from pyspark.sql import functions as F
 
-    source = pipeline.source
     _check_worker_python(source.sparkSession)
-    keys = list(pipeline.key or ())
+    keys = list(strategy.keys or ())
     combine = str(source.sparkSession.conf.get(COMBINE_CONF, "true")).lower()
     if combine not in ("true", "false"):
         raise WindowingConfigError(f"{COMBINE_CONF}={combine!r} must be 'true' or 'false' (pre-aggregation before the shuffle)")
-    sp = plan_spark(pipeline, aggregations, source.schema, _bucketing(source, bool(keys)), combine == "true", late_data)
-    adapter, time = sp.adapter, pipeline.time
+    sp = plan_spark(strategy, source.schema, _bucketing(source, bool(keys)), combine == "true", late_data)
+    adapter, time = sp.adapter, strategy.time
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
-        _check_watermark(pipeline, adapter.plan, watermarked, adapter.timestamp)
+        _check_watermark(strategy, adapter.plan, watermarked, adapter.timestamp)
 
     def shipped(name: str, alias: str) -> list[Any]:
         """The column under ``alias``; a nullable integer one as its value, 0 where null, and a null flag."""
@@ -867,7 +870,7 @@ def run_spark(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], 
 
     projected = [_bucket(keys, adapter.bucketing).alias(_B)]
     projected += [c for i, k in enumerate(keys) for c in shipped(k, f"_k{i}")] or [F.lit(0).cast("long").alias("_k0")]
-    projected.append(_event_time(time, adapter.timestamp, source.isStreaming, pipeline.time_unit,
+    projected.append(_event_time(time, adapter.timestamp, source.isStreaming, strategy.time_unit,
                                  source.schema[time].dataType).alias(_T))
     projected += [c for i, name in enumerate(sp.input_columns) if name is not None for c in shipped(name, f"_v{i}")]
     if late_data:
