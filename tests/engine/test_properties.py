@@ -504,7 +504,7 @@ crowded_elements = st.lists(st.builds(Element, st.sampled_from(["a", "b"]), st.i
        mode=st.sampled_from(["discarding", "accumulating", "accumulating_and_retracting"]), data=st.data())
 def test_a_trigger_that_counts_no_elements_fires_the_same_panes_when_each_steps_elements_are_folded(
         spec, items, trigger, mode, data):
-    # What makes Spark's combiner lifting exact (windowing/runners/combine.py).
+    # What makes Spark's combiner lifting exact (windowing/runners/spark/combine.py).
     if trigger.counts_elements():
         return
     unit = spec.every if spec.kind == "sliding" else spec.size

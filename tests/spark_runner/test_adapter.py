@@ -24,7 +24,7 @@ from triggers import (AfterAll, AfterCount, AfterEach, AfterProcessingTime, Afte
                       Repeatedly)
 from windowing import TestStream, windowed
 from windowing.errors import WindowingConfigError
-from windowing.runners.combine import CHECKED_BUCKET
+from windowing.runners.spark.combine import CHECKED_BUCKET
 from windowing.runners.spark import plan_spark, stacked, uses_processing_time
 
 from .helpers import (SimulatedQuery, assert_same_late_data, assert_same_panes, events, shipped, spark_schema,
@@ -300,8 +300,8 @@ def test_a_string_time_column_is_refused_with_its_type():
 
 def test_a_packed_row_without_nulls_ships_no_null_flags():
     """Null flags cross the shuffle only in packed rows that hold a null; unpacking restores them."""
-    from windowing.runners.combine import pack
-    from windowing.runners.spark import _unpacked
+    from windowing.runners.spark.combine import pack
+    from windowing.runners.spark.worker import _unpacked
 
     batch = pa.RecordBatch.from_pydict({
         "_b": pa.array([0, 0, 1, 1], pa.int32()), "_k0": [5, 0, 7, 8], "_k0_null": [False, True, False, False],

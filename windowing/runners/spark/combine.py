@@ -34,7 +34,7 @@ dropped or kept as a whole at the lateness horizon, while its rows are
 judged one by one.
 
 Integer columns that may hold a null arrive as two columns, the value (0 where
-null) and its null flag (`null_flag`): pyspark hands an integer column holding
+null) and its null flag (`wire.WireSchema.null_flag`): pyspark hands an integer column holding
 a null to pandas as float64, which rounds beyond 2**53. The fold rebuilds the
 exact values (`with_nulls`) and splits its results again.
 """
@@ -51,11 +51,11 @@ import pyarrow.compute as pc
 
 from accumulations import Accumulation
 from accumulations.builtins import Count, Max, Min, Sum
-
 from triggers import Trigger
 
-from ..engine import Aggregation, group_outputs, group_reduce
-from ..windows import FixedWindows, SlidingWindows, WindowFn
+from ...engine import Aggregation, group_outputs, group_reduce
+from ...windows import FixedWindows, SlidingWindows, WindowFn
+from .wire import WIRE
 
 _LIFTABLE = (Sum, Count, Min, Max)
 
@@ -70,29 +70,16 @@ class Lifting:
     aggregations: tuple[Aggregation, ...]
     key_columns: tuple[str, ...]
     nullable: tuple[str, ...] = ()
-    """The key and value columns that arrive (and leave) as a value and a null flag (`null_flag`)."""
-
-
-_NULL_FLAG = "_null"
-
-
-def null_flag(name: str) -> str:
-    """The column that is true where integer column ``name`` is null (and ``name`` holds 0)."""
-    return f"{name}{_NULL_FLAG}"
-
-
-def is_null_flag(name: str) -> bool:
-    """Whether a shipped column (all named ``_k<i>``, ``_v<i>``, ``_t`` ...) is a `null_flag`."""
-    return name.endswith(_NULL_FLAG)
+    """The key and value columns that arrive (and leave) as a value and a null flag (`wire.WireSchema.null_flag`)."""
 
 
 def with_nulls(frame: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
     """``frame`` with each of ``names`` rebuilt from its value and null flag, the flag dropped: int64
     when nothing is null, else Python ints and None (the engine's form of a nullable integer column)."""
     names = list(names)
-    out = frame.drop(columns=[null_flag(name) for name in names])
+    out = frame.drop(columns=[WIRE.null_flag(name) for name in names])
     for name in names:
-        missing = frame[null_flag(name)].to_numpy(dtype=bool)
+        missing = frame[WIRE.null_flag(name)].to_numpy(dtype=bool)
         if missing.any():
             values = out[name].to_numpy(dtype=np.int64).astype(object)
             values[missing] = None
@@ -105,7 +92,7 @@ def split_nulls(frame: pd.DataFrame, names: Iterable[str]) -> None:
     for name in names:
         missing = pd.isna(frame[name]).to_numpy()
         frame[name] = np.where(missing, 0, frame[name].to_numpy(dtype=object)).astype(np.int64)
-        frame[null_flag(name)] = missing
+        frame[WIRE.null_flag(name)] = missing
 
 
 def lifting(windows: WindowFn, trigger: Trigger, aggregations: tuple[Aggregation, ...], n_keys: int, unit_scale: int,
@@ -127,12 +114,12 @@ def lifting(windows: WindowFn, trigger: Trigger, aggregations: tuple[Aggregation
         return None  # Min/Max of timestamps, strings or booleans: the engine folds those itself
     if unit % unit_scale or offset % unit_scale:
         return None
-    return Lifting(unit // unit_scale, offset // unit_scale, aggregations, tuple(f"_k{i}" for i in range(n_keys)), nullable)
+    return Lifting(unit // unit_scale, offset // unit_scale, aggregations, tuple(WIRE.keys(n_keys)), nullable)
 
 
 def lifted_aggregations(aggregations: tuple[tuple[str, Accumulation], ...]) -> tuple[tuple[str, Accumulation], ...]:
     """The aggregations the stateful step runs on lifted rows: a Count becomes a Sum of counts."""
-    return tuple((name, Sum(f"_count{i}") if isinstance(acc, Count) else acc)
+    return tuple((name, Sum(WIRE.partial_count(i)) if isinstance(acc, Count) else acc)
                  for i, (name, acc) in enumerate(aggregations))
 
 
@@ -147,10 +134,10 @@ def lift(frames: Iterator[pd.DataFrame], how: Lifting) -> Iterator[pd.DataFrame]
     if not parts:
         return
     data = pd.concat(parts, ignore_index=True)
-    t = data["_t"].to_numpy(dtype=np.int64)
-    data["_t"] = (t - how.offset) // how.unit * how.unit + how.offset
-    data["_tmax"] = t
-    nullable_values = [f"_v{i}" for i in range(len(how.aggregations)) if f"_v{i}" in how.nullable]
+    t = data[WIRE.time].to_numpy(dtype=np.int64)
+    data[WIRE.time] = (t - how.offset) // how.unit * how.unit + how.offset
+    data[WIRE.latest] = t
+    nullable_values = [WIRE.value(i) for i in range(len(how.aggregations)) if WIRE.value(i) in how.nullable]
     data = with_nulls(data, nullable_values)  # keys are grouped by value and flag as they arrive
     units = data.groupby(_unit_columns(how), sort=False, dropna=False).ngroup().to_numpy()
     try:
@@ -165,8 +152,8 @@ def _unit_columns(how: Lifting) -> list[str]:
     """The columns whose values identify a folded row: bucket, key (with null flags), unit of time."""
     keys = []
     for key in how.key_columns:
-        keys += [key, null_flag(key)] if key in how.nullable else [key]
-    return ["_b", *keys, "_t"]
+        keys += [key, WIRE.null_flag(key)] if key in how.nullable else [key]
+    return [WIRE.bucket, *keys, WIRE.time]
 
 
 def _folded(data: pd.DataFrame, group: np.ndarray, how: Lifting) -> pd.DataFrame:
@@ -175,10 +162,10 @@ def _folded(data: pd.DataFrame, group: np.ndarray, how: Lifting) -> pd.DataFrame
     first = np.full(n_groups, len(group))
     np.minimum.at(first, group, np.arange(len(group)))
     out = data.iloc[first][_unit_columns(how)].reset_index(drop=True)
-    values = [data[f"_v{i}"].to_numpy() if f"_v{i}" in data else None for i in range(len(how.aggregations))]
+    values = [data[WIRE.value(i)].to_numpy() if WIRE.value(i) in data else None for i in range(len(how.aggregations))]
     for i, folded in enumerate(group_outputs(how.aggregations, values, group, n_groups)):
-        out[f"_v{i}"] = folded
-    out["_tmax"] = group_reduce(data["_tmax"].to_numpy(), group, n_groups, "max")
+        out[WIRE.value(i)] = folded
+    out[WIRE.latest] = group_reduce(data[WIRE.latest].to_numpy(), group, n_groups, "max")
     return out
 
 
@@ -187,11 +174,11 @@ def _folded(data: pd.DataFrame, group: np.ndarray, how: Lifting) -> pd.DataFrame
 PACK_ROWS = 1 << 17
 #: The bucket label every packing includes, as an empty packed row if it has no rows: its stateful
 #: group is then called in every micro-batch with data and checks the checkpoint's bucket count
-#: before any key is grouped under another count (`windowing.runners.spark.BucketStep.load`).
+#: before any key is grouped under another count (`worker.BucketStep.load`).
 CHECKED_BUCKET = 0
 
 
-def pack(batches: Iterator[pa.RecordBatch], bucket: str = "_b", time: str = "_t",
+def pack(batches: Iterator[pa.RecordBatch], bucket: str = WIRE.bucket, time: str = WIRE.time,
          checked: bool = True) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: the rows of each bucket, ``PACK_ROWS`` input rows at a time, as one row of
     arrays (every column but ``bucket`` becomes a list), plus ``_tmax``, the latest event time packed
@@ -224,18 +211,18 @@ def _packed(table: pa.Table, bucket: str, time: str, checked: bool) -> pa.Record
     offsets = pa.array(ends.astype(np.int32))
     columns = {bucket: pa.array(np.append(buckets[starts], np.full(checked, CHECKED_BUCKET, dtype=buckets.dtype)))}
     for name in table.column_names:
-        if name in (bucket, "_tmax"):
+        if name in (bucket, WIRE.latest):
             continue
         values = table[name].combine_chunks()
         # A null flag's list is null where the packed row holds no null, as nearly always: Spark then
         # shuffles and converts no array of all-false flags.
         none_null = None
-        if is_null_flag(name):
+        if WIRE.is_null_flag(name):
             none_null = np.append(~np.logical_or.reduceat(values.to_numpy(zero_copy_only=False), starts),
                                   np.ones(checked, dtype=bool))
         columns[name] = pa.ListArray.from_arrays(offsets, values, mask=None if none_null is None else pa.array(none_null))
-    latest = np.maximum.reduceat(table["_tmax" if "_tmax" in table.column_names else time].to_numpy(), starts)
-    columns["_tmax"] = pa.array(np.append(latest, np.full(checked, latest.max())))
+    latest = np.maximum.reduceat(table[WIRE.latest if WIRE.latest in table.column_names else time].to_numpy(), starts)
+    columns[WIRE.latest] = pa.array(np.append(latest, np.full(checked, latest.max())))
     return pa.RecordBatch.from_pydict(columns)
 
 
