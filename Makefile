@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m windowing.demo
+	$(PY) -m windowing
 
 test: $(STAMP)
 	$(PY) -m pytest -q

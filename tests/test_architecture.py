@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-NOT_CORE = {"windowing.demo"}
+NOT_CORE = {"windowing.__main__"}
 """The demo (``make demo``) drives Spark and the storage sidecars. The Spark runner's modules are
 checked too: they import pyspark only inside the functions that talk to Spark."""
 

@@ -13,7 +13,7 @@ from ..engine import empty_state, step
 from ..errors import WindowingConfigError
 from ..plan import SIDE, Plan, check_columns, make_plan, to_elements, to_panes
 from ..strategy import Strategy
-from ..test_stream import AddElements, AdvanceWatermark, TestStream
+from ..scripted_stream import AddElements, AdvanceWatermark, TestStream
 from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
 
 
