@@ -12,7 +12,7 @@ windows in one groupby instead of a Python call per element.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Generic, Literal, Mapping, TypeVar
+from typing import Any, Generic, Iterable, Literal, Mapping, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -90,7 +90,7 @@ class Accumulation(ABC, Generic[In, Acc, Out]):
         """The output of many accumulators at once."""
         raise NotImplementedError
 
-    def accumulate_all(self, accumulated: Acc, values) -> Acc:
+    def accumulate_all(self, accumulated: Acc, values: Iterable[In]) -> Acc:
         """Fold many values; the slow path's inner loop."""
         for value in values:
             accumulated = self.accumulate(accumulated, value)

@@ -14,8 +14,17 @@ from accumulations import Accumulation
 from triggers import AccumulationMode, Default, Trigger
 
 from .errors import WindowingConfigError
-from .strategy import (RESERVED, Duration, FixedWindowing, GlobalWindowing, SessionWindowing, SlidingWindowing,
-                       Strategy, Windowing)
+from .strategy import (
+    RESERVED,
+    Duration,
+    FixedWindowing,
+    GlobalWindowing,
+    NamedAccumulation,
+    SessionWindowing,
+    SlidingWindowing,
+    Strategy,
+    Windowing,
+)
 from .timeaxis import EPOCH_UNITS
 
 
@@ -108,11 +117,11 @@ class Windowed:
         return self._with(".fire_only_updated_panes()", fire_only_updated=True)
 
     # ---- running -----------------------------------------------------------------------------
-    def aggregate(self, *accumulations: Accumulation, **named: Accumulation) -> Any:
+    def aggregate(self, *accumulations: Accumulation[Any, Any, Any], **named: Accumulation[Any, Any, Any]) -> Any:
         """Run the pipeline; return every pane fired (a DataFrame of the source's kind)."""
         return self._run(self.strategy(*accumulations, **named), late_data=False).panes
 
-    def run(self, *accumulations: Accumulation, **named: Accumulation) -> Any:
+    def run(self, *accumulations: Accumulation[Any, Any, Any], **named: Accumulation[Any, Any, Any]) -> Any:
         """Run the pipeline; return panes and the dropped elements (``late_data``).
 
         For a Spark source the result is a ``SparkRun``: ``output`` (panes and dropped elements in
@@ -130,7 +139,7 @@ class Windowed:
         from .runners.pandas import run_pandas
         return run_pandas(strategy, self.source, self.second)
 
-    def strategy(self, *accumulations: Accumulation, **named: Accumulation) -> Strategy:
+    def strategy(self, *accumulations: Accumulation[Any, Any, Any], **named: Accumulation[Any, Any, Any]) -> Strategy:
         """The validated, frozen `Strategy` of this pipeline with these aggregations."""
         return Strategy(
             time=self.time, keys=self.key, aggregations=_named(accumulations, named), time_unit=self.time_unit,
@@ -144,7 +153,8 @@ class Windowed:
         return f"windowed(<{type(self.source).__name__}>, time={self.time!r}{key}{unit})" + "".join(self.steps)
 
 
-def _named(positional: Sequence[Accumulation], named: dict[str, Accumulation]) -> tuple[tuple[str, Accumulation], ...]:
+def _named(positional: Sequence[Accumulation[Any, Any, Any]],
+           named: dict[str, Accumulation[Any, Any, Any]]) -> tuple[NamedAccumulation, ...]:
     """``aggregate``'s arguments as (output column, accumulation) pairs; the unnamed one is ``value``."""
     if len(positional) > 1:
         raise WindowingConfigError(
@@ -193,6 +203,6 @@ def windowed(source: Any, time: str | Callable[[Any], Any] = "ts", key: str | Se
             raise WindowingConfigError(
                 f"windowed(key={key!r}): key column {name!r} clashes with the output column {name!r}, "
                 "which would overwrite it; rename that column of the input first")
-        if keys.count(name) > 1:
+        if keys is not None and keys.count(name) > 1:
             raise WindowingConfigError(f"windowed(key={key!r}) names column {name!r} twice; name each key column once")
     return Windowed(source=source, time=time, key=keys, time_unit=time_unit)

@@ -40,12 +40,13 @@ past the horizon. docs/engine.md states the rules.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from accumulations import Accumulation
+from accumulations.base import Reduction
 from triggers import NO_TIME, AccumulationMode, Trigger, TriggerContext
 
 from .errors import WindowingConfigError
@@ -64,12 +65,19 @@ class Aggregation:
     """One output column: its name, its accumulation, and the dtype of its input column."""
 
     name: str
-    accumulation: Accumulation
+    accumulation: Accumulation[Any, Any, Any]
     input_dtype: Any = None
 
     @property
     def vectorized(self) -> bool:
         return self.accumulation.vector_fields() is not None
+
+    @property
+    def fields(self) -> Mapping[str, Reduction]:
+        """A vectorized accumulation's fields and how each merges."""
+        fields = self.accumulation.vector_fields()
+        assert fields is not None, f"{self.accumulation!r} is not vectorized"
+        return fields
 
     def field_defaults(self) -> dict[str, Any]:
         return self.accumulation.vector_defaults(np.dtype(self.input_dtype or np.int64))
@@ -191,7 +199,7 @@ def _fresh_accumulators(spec: EngineSpec, n: int) -> dict[str, np.ndarray]:
     return out
 
 
-def _object_array(values: list) -> np.ndarray:
+def _object_array(values: list[Any]) -> np.ndarray:
     out = np.empty(len(values), dtype=object)
     out[:] = values
     return out
@@ -256,7 +264,7 @@ def _partial_accumulators(aggregations: tuple[Aggregation, ...], values: list[np
         column = pd.Series(values[i] if values[i] is not None else np.zeros(len(group)))
         if agg.vectorized:
             for fname, lifted in agg.accumulation.vector_lift(column).items():
-                out[f"a{i}.{fname}"] = _reduce_field(agg, lifted, group, n_groups, agg.accumulation.vector_fields()[fname])
+                out[f"a{i}.{fname}"] = _reduce_field(agg, lifted, group, n_groups, agg.fields[fname])
         else:
             acc = agg.accumulation
             by_group = pd.Series(column.to_numpy(), dtype=object).groupby(group, sort=True)
@@ -270,7 +278,7 @@ def _merge_accumulators(spec: EngineSpec, rows: dict[str, np.ndarray], group: np
     out: dict[str, np.ndarray] = {}
     for i, agg in enumerate(spec.aggregations):
         if agg.vectorized:
-            for fname, how in agg.accumulation.vector_fields().items():
+            for fname, how in agg.fields.items():
                 out[f"a{i}.{fname}"] = _reduce_field(agg, rows[f"a{i}.{fname}"], group, n_groups, how)
         else:
             acc = agg.accumulation
@@ -288,7 +296,7 @@ def _outputs(aggregations: tuple[Aggregation, ...], table: dict[str, np.ndarray]
     outs = []
     for i, agg in enumerate(aggregations):
         if agg.vectorized:
-            fields = {f: table[f"a{i}.{f}"][rows] for f in agg.accumulation.vector_fields()}
+            fields = {f: table[f"a{i}.{f}"][rows] for f in agg.fields}
             outs.append(np.asarray(agg.accumulation.vector_output(fields)))
         else:
             acc = agg.accumulation
@@ -398,7 +406,7 @@ class _Pairs:
     group: np.ndarray | None = None  # the partial window each pair landed in
 
 
-def _assign(spec: EngineSpec, elements: pd.DataFrame, watermark: int, dropped: list) -> _Pairs:
+def _assign(spec: EngineSpec, elements: pd.DataFrame, watermark: int, dropped: list[pd.DataFrame]) -> _Pairs:
     """Element-window pairs, without those past the lateness horizon (reported as dropped)."""
     times = elements["_t"].to_numpy(dtype=np.int64)
     index, start, end = spec.windows.assign(times)
@@ -516,7 +524,8 @@ def _window_rows(spec: EngineSpec, n: int, end: np.ndarray, watermark: int) -> d
 
 
 def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], pairs: _Pairs, labels: pd.Index,
-             watermark: int, dropped: list, retractions: list) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+             watermark: int, dropped: list[pd.DataFrame],
+             retractions: list[pd.DataFrame]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Fold the step's partial windows (``new``, as columns) into the window table; merge sessions.
 
     Returns the new table (as columns), per row how many elements it received
@@ -565,6 +574,7 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], 
     partial_ok = ~closed_group[new_group]
     if not partial_ok.all():
         bad = np.flatnonzero(~partial_ok)
+        assert pairs.group is not None  # set by the grouping above
         bad_pairs = np.isin(pairs.group, bad)
         dropped.append(pd.DataFrame({"element": labels[pairs.element[bad_pairs]], "start": pairs.start[bad_pairs],
                                      "end": pairs.end[bad_pairs], "reason": DROPPED_CLOSED}))
@@ -743,7 +753,7 @@ def _timing(table: dict[str, np.ndarray], watermark: int) -> np.ndarray:
 
 
 def _emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, final: np.ndarray,
-          timing: np.ndarray, force_emit: np.ndarray, retractions: list) -> pd.DataFrame:
+          timing: np.ndarray, force_emit: np.ndarray, retractions: list[pd.DataFrame]) -> pd.DataFrame:
     """Build the panes of the fired windows and update their pane metadata in ``table``.
 
     A firing emits a pane if it holds elements, is ON_TIME (Beam's OnTimeBehavior.FIRE_ALWAYS), or
@@ -792,7 +802,7 @@ def _emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, fina
     return _assemble(spec, retractions, frame_of(pane))
 
 
-def _assemble(spec: EngineSpec, retractions: list, panes: pd.DataFrame | None) -> pd.DataFrame:
+def _assemble(spec: EngineSpec, retractions: list[pd.DataFrame], panes: pd.DataFrame | None) -> pd.DataFrame:
     """Retractions of merged-away windows first, then each retraction right before its pane."""
     parts = [*retractions, *([panes] if panes is not None else [])]
     if not parts:

@@ -19,7 +19,6 @@ from .errors import WindowingConfigError
 from .strategy import NamedAccumulation, Strategy
 from .timeaxis import TimeAxis
 
-
 SIDE = "_side"
 """Column marking which of two merged streams an element came from (0 or 1)."""
 
@@ -70,7 +69,7 @@ def engine_aggregations(aggregations: tuple[NamedAccumulation, ...], dtypes: Map
                  for name, acc in aggregations)
 
 
-def _for_input(name: str, acc: Accumulation, dtypes: Mapping[str, Any]) -> Accumulation:
+def _for_input(name: str, acc: Accumulation[Any, Any, Any], dtypes: Mapping[str, Any]) -> Accumulation[Any, Any, Any]:
     """The accumulation set up for its column's dtype; a dtype it refuses is a configuration error."""
     if acc.column is None:
         return acc
@@ -112,7 +111,7 @@ def _values(column: pd.Series) -> np.ndarray:
     """A key or value column as NumPy; nullable integers as Python ints and None (NumPy would make
     them floats, inexact beyond 2**53: keys 2**53 and 2**53 + 1 would be one key)."""
     if _nullable_integers(column.dtype):
-        return column.to_numpy(dtype=object, na_value=None)
+        return column.to_numpy(dtype=object, na_value=None)  # type: ignore[call-overload]  # pandas takes None
     return column.to_numpy()
 
 
@@ -133,7 +132,7 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
         if dtype is None and not len(panes):
             dtype = _output_dtype_of_one_value(agg)
         out[agg.name] = _tidy(panes[agg.name]) if dtype is None else pd.Series(panes[agg.name].to_numpy(), dtype=object).astype(dtype)
-    out["timing"] = pd.Categorical.from_codes(panes["timing"].to_numpy(dtype=np.int8), categories=list(TIMINGS))
+    out["timing"] = pd.Categorical.from_codes(panes["timing"].to_numpy(dtype=np.int8), categories=list(TIMINGS))  # type: ignore[call-overload]
     out["pane_index"] = panes["pane_index"].to_numpy(dtype=np.int64)
     out["is_retraction"] = panes["is_retraction"].to_numpy(dtype=bool)
     return pd.DataFrame(out)
@@ -145,7 +144,8 @@ def _keys(values: pd.Series, dtype: Any) -> Any:
     its dtype, and a missing key is <NA>."""
     if _nullable_integers(dtype):
         return pd.array(values.to_numpy(dtype=object), dtype=dtype)
-    if dtype != object:  # the input's dtype, also with no pane (the engine's empty frame has no dtypes)
+    # the input's dtype, also with no pane (the engine's empty frame has no dtypes)
+    if not (isinstance(dtype, np.dtype) and dtype.kind == "O"):
         return pd.Series(values.to_numpy()).astype(dtype)
     out = values.to_numpy(dtype=object, copy=True)
     out[pd.isna(out)] = None

@@ -136,7 +136,7 @@ def _offset(offset: Duration) -> str:
     return "" if isinstance(offset.given, (int, float)) and offset.given == 0 else f", offset={offset.given!r}"
 
 
-NamedAccumulation = tuple[str, Accumulation]
+NamedAccumulation = tuple[str, Accumulation[Any, Any, Any]]
 """An output column's name and the accumulation that computes it."""
 
 

@@ -32,7 +32,7 @@ class WindowFn:
 class GlobalWindows(WindowFn):
     """One window, ``[MIN_TIME, MAX_TIME)``, for all elements."""
 
-    def assign(self, times):
+    def assign(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = len(times)
         return np.arange(n), np.full(n, MIN_TIME, np.int64), np.full(n, MAX_TIME, np.int64)
 
@@ -48,7 +48,7 @@ class FixedWindows(WindowFn):
     def max_extent(self) -> int | None:
         return self.size
 
-    def assign(self, times):
+    def assign(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         start = times - np.mod(times - self.offset, self.size)
         return np.arange(len(times)), start, start + self.size
 
@@ -65,7 +65,7 @@ class SlidingWindows(WindowFn):
     def max_extent(self) -> int | None:
         return self.size
 
-    def assign(self, times):
+    def assign(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         per_element = self.size // self.every
         last = times - np.mod(times - self.offset, self.every)
         starts = (last[:, None] - self.every * np.arange(per_element)[None, :]).ravel()
@@ -86,5 +86,5 @@ class Sessions(WindowFn):
         """A session may grow without bound, but an element's own proto-session ends ``gap`` after it."""
         return self.gap
 
-    def assign(self, times):
+    def assign(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return np.arange(len(times)), times.copy(), np.minimum(times, MAX_TIME - self.gap) + self.gap

@@ -22,8 +22,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accumulations import Count, Distinct, Fold, Max, Mean, Min, Sum, ToList, ToSet
-from triggers import (AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark,
-                      Default, Never, OrFinally, Repeatedly)
+from triggers import (
+    AfterAll,
+    AfterAny,
+    AfterCount,
+    AfterEach,
+    AfterProcessingTime,
+    AfterWatermark,
+    AtWatermark,
+    Default,
+    Never,
+    OrFinally,
+    Repeatedly,
+)
 from windowing import TestStream, windowed
 
 from .reference import Element, WindowSpec, final_values, with_lateness
@@ -102,7 +113,7 @@ def safe_steps(draw, items: list[Element]):
     ordered = sorted(items, key=lambda e: e.t)
     batches = draw(split(ordered))
     marks, previous = [], None
-    for i, batch in enumerate(batches):
+    for i in range(len(batches)):
         later = [e.t for b in batches[i + 1:] for e in b]
         ceiling = min(later) if later else 100
         floor = previous if previous is not None else 0
@@ -238,8 +249,11 @@ def test_splitting_the_input_into_other_steps_never_changes_the_final_values(spe
 
 # ---- (c) accumulating and retracting: emitted minus retracted is the final value ----------------
 
+ADVANCES = st.integers(1, 30)
+
+
 @st.composite
-def scripts(draw, items: list[Element], advance=st.integers(1, 30), max_cuts: int | None = None):
+def scripts(draw, items: list[Element], advance=ADVANCES, max_cuts: int | None = None):
     """A TestStream script over ``items``: random batches, watermark moves by ``advance``
     (late data included) and processing-time advances."""
     batches = draw(split(items, max_cuts))

@@ -21,9 +21,9 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState
 
 from accumulations import Accumulation
+from windowing.runners.spark import SparkPlan, SparkTyped, spark_typed, stacked
 from windowing.runners.spark.combine import lift, pack
 from windowing.runners.spark.wire import WIRE
-from windowing.runners.spark import SparkPlan, SparkTyped, spark_typed, stacked
 
 NO_TIMESTAMP = -1
 EPOCH_2024_S = 1_704_067_200

@@ -20,15 +20,13 @@ from accumulations import Count, Max, Mean, Min, Sum, ToList
 from tests.beam.pipelines import elements_frame
 from tests.beam.pipelines import pipelines as random_pipelines
 from tests.engine.test_golden import SCENARIOS, build_pipeline, expected_rows, global_bounds, instant, load, to_frame
-from triggers import (AfterAll, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Default, Never,
-                      Repeatedly)
+from triggers import AfterAll, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Default, Never, Repeatedly
 from windowing import TestStream, windowed
 from windowing.errors import WindowingConfigError
-from windowing.runners.spark.combine import CHECKED_BUCKET
 from windowing.runners.spark import plan_spark, stacked, uses_processing_time
+from windowing.runners.spark.combine import CHECKED_BUCKET
 
-from .helpers import (SimulatedQuery, assert_same_late_data, assert_same_panes, events, shipped, spark_schema,
-                      split_output)
+from .helpers import SimulatedQuery, assert_same_late_data, assert_same_panes, events, shipped, spark_schema, split_output
 
 rows = st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 120), st.integers(-5, 50)),
                 min_size=0, max_size=40)

@@ -12,8 +12,18 @@ import pandas as pd
 import pytest
 
 from accumulations import Sum
-from triggers import (AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Default,
-                      OrFinally, Repeatedly)
+from triggers import (
+    AfterAll,
+    AfterAny,
+    AfterCount,
+    AfterEach,
+    AfterProcessingTime,
+    AfterWatermark,
+    AtWatermark,
+    Default,
+    OrFinally,
+    Repeatedly,
+)
 from windowing import TestStream, windowed
 from windowing.runners.spark import plan_spark
 

@@ -13,8 +13,8 @@ import pytest
 
 from tests import sparks
 from windowing import windowed
-from windowing.runners.spark.combine import pack
 from windowing.runners.spark import spark_typed
+from windowing.runners.spark.combine import pack
 from windowing.runners.spark.worker_python import on_workers
 
 from .helpers import events

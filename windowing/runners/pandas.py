@@ -12,8 +12,8 @@ import pandas as pd
 from ..engine import empty_state, step
 from ..errors import WindowingConfigError
 from ..plan import SIDE, Plan, check_columns, make_plan, to_elements, to_panes
+from ..scripted_stream import Action, AddElements, AdvanceWatermark, TestStream
 from ..strategy import Strategy
-from ..scripted_stream import AddElements, AdvanceWatermark, TestStream
 from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
 
 
@@ -50,7 +50,7 @@ def run_pandas(strategy: Strategy, source: Any, second: Any = None) -> WindowedR
         check_columns(list(second.columns), strategy)
         source = pd.concat([source.assign(**{SIDE: 0}), second.assign(**{SIDE: 1})], ignore_index=True)
     if isinstance(source, pd.DataFrame):
-        script = [AddElements(source)]
+        script: list[Action] = [AddElements(source)]
         is_stream = False
     elif isinstance(source, TestStream):
         script = list(source.actions)
@@ -65,7 +65,7 @@ def run_pandas(strategy: Strategy, source: Any, second: Any = None) -> WindowedR
     check_columns(list(sample.columns), strategy)
     axis = TimeAxis.of(strategy.time if isinstance(strategy.time, str) else "<time function>", _event_times(strategy, sample),
                        epoch_unit=strategy.time_unit)
-    plan = make_plan(strategy, axis, sample.dtypes.to_dict())
+    plan = make_plan(strategy, axis, {str(name): dtype for name, dtype in sample.dtypes.items()})
     return _Run(plan, strategy, is_stream, sample.iloc[:0]).execute(script)
 
 
@@ -96,7 +96,7 @@ class _Run:
         self.panes: list[pd.DataFrame] = []
         self.late: list[pd.DataFrame] = []
 
-    def execute(self, script: list) -> WindowedResult:
+    def execute(self, script: list[Action]) -> WindowedResult:
         axis, is_stream = self.plan.axis, self.is_stream
         for index, action in enumerate(script):
             if isinstance(action, AddElements):
@@ -135,7 +135,7 @@ class _Run:
         panes = to_panes(plan, result.panes)
         panes["step"] = np.full(len(panes), index, dtype=np.int64)
         self.panes.append(panes)
-        if len(result.dropped):
+        if frame is not None and len(result.dropped):
             self.late.append(self._late_rows(frame.loc[result.dropped["element"].to_numpy()], result.dropped, index))
         if times is not None and len(times) and plan.watermark_delay is not None:
             # Like Spark: the watermark derived from this step's data applies from the next step.

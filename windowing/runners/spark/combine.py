@@ -49,11 +49,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from accumulations import Accumulation
 from accumulations.builtins import Count, Max, Min, Sum
 from triggers import Trigger
 
 from ...engine import Aggregation, group_outputs, group_reduce
+from ...strategy import NamedAccumulation
 from ...windows import FixedWindows, SlidingWindows, WindowFn
 from .wire import WIRE
 
@@ -117,7 +117,7 @@ def lifting(windows: WindowFn, trigger: Trigger, aggregations: tuple[Aggregation
     return Lifting(unit // unit_scale, offset // unit_scale, aggregations, tuple(WIRE.keys(n_keys)), nullable)
 
 
-def lifted_aggregations(aggregations: tuple[tuple[str, Accumulation], ...]) -> tuple[tuple[str, Accumulation], ...]:
+def lifted_aggregations(aggregations: tuple[NamedAccumulation, ...]) -> tuple[NamedAccumulation, ...]:
     """The aggregations the stateful step runs on lifted rows: a Count becomes a Sum of counts."""
     return tuple((name, Sum(WIRE.partial_count(i)) if isinstance(acc, Count) else acc)
                  for i, (name, acc) in enumerate(aggregations))
@@ -206,10 +206,10 @@ def _packed(table: pa.Table, bucket: str, time: str, checked: bool) -> pa.Record
     table = table.take(pc.sort_indices(table[bucket]))
     buckets = table[bucket].to_numpy()
     starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
-    checked = int(checked and not (buckets[starts] == CHECKED_BUCKET).any())  # 1: an empty row for it at the end
-    ends = np.append(starts, [len(buckets)] * (1 + checked))
+    empty_row = int(checked and not (buckets[starts] == CHECKED_BUCKET).any())  # 1: an empty row for it at the end
+    ends = np.append(starts, [len(buckets)] * (1 + empty_row))
     offsets = pa.array(ends.astype(np.int32))
-    columns = {bucket: pa.array(np.append(buckets[starts], np.full(checked, CHECKED_BUCKET, dtype=buckets.dtype)))}
+    columns = {bucket: pa.array(np.append(buckets[starts], np.full(empty_row, CHECKED_BUCKET, dtype=buckets.dtype)))}
     for name in table.column_names:
         if name in (bucket, WIRE.latest):
             continue
@@ -219,10 +219,10 @@ def _packed(table: pa.Table, bucket: str, time: str, checked: bool) -> pa.Record
         none_null = None
         if WIRE.is_null_flag(name):
             none_null = np.append(~np.logical_or.reduceat(values.to_numpy(zero_copy_only=False), starts),
-                                  np.ones(checked, dtype=bool))
+                                  np.ones(empty_row, dtype=bool))
         columns[name] = pa.ListArray.from_arrays(offsets, values, mask=None if none_null is None else pa.array(none_null))
     latest = np.maximum.reduceat(table[WIRE.latest if WIRE.latest in table.column_names else time].to_numpy(), starts)
-    columns[WIRE.latest] = pa.array(np.append(latest, np.full(checked, latest.max())))
+    columns[WIRE.latest] = pa.array(np.append(latest, np.full(empty_row, latest.max())))
     return pa.RecordBatch.from_pydict(columns)
 
 

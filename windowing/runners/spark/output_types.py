@@ -5,25 +5,26 @@ user with `spark_typed`. pyspark is imported inside the functions (the driver ca
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
 from accumulations import Accumulation
+from accumulations.base import Reduction
 from accumulations.builtins import BottomN, Count, Distinct, Max, Mean, Min, Sum, ToList, TopN, ToSet
 
 from ...errors import WindowingConfigError
 
 
-class SparkTyped(Accumulation):
+class SparkTyped(Accumulation[Any, Any, Any]):
     """An accumulation with its Spark output type stated: ``spark_typed(Fold(...), "double")``.
 
     Everything else is delegated to the wrapped accumulation, so the engine
     runs it unchanged.
     """
 
-    def __init__(self, inner: Accumulation, spark_type: Any):
+    def __init__(self, inner: Accumulation[Any, Any, Any], spark_type: Any):
         if not isinstance(inner, Accumulation):
             raise WindowingConfigError(f"spark_typed(accumulation={inner!r}) is not an Accumulation; give e.g. Fold(...)")
         if not isinstance(spark_type, str) and type(spark_type).__module__.split(".")[0] != "pyspark":
@@ -31,50 +32,50 @@ class SparkTyped(Accumulation):
                 f"spark_typed(spark_type={spark_type!r}): give a Spark DataType or a DDL string such as 'double' or 'array<string>'")
         self.inner, self.spark_type, self.column = inner, spark_type, inner.column
 
-    def default_accumulated_value(self):
+    def default_accumulated_value(self) -> Any:
         return self.inner.default_accumulated_value()
 
-    def accumulate(self, accumulated, value):
+    def accumulate(self, accumulated: Any, value: Any) -> Any:
         return self.inner.accumulate(accumulated, value)
 
-    def accumulate_all(self, accumulated, values):
+    def accumulate_all(self, accumulated: Any, values: Iterable[Any]) -> Any:
         return self.inner.accumulate_all(accumulated, values)
 
-    def merge(self, accumulated1, accumulated2):
+    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
         return self.inner.merge(accumulated1, accumulated2)
 
-    def get_output(self, accumulated):
+    def get_output(self, accumulated: Any) -> Any:
         return self.inner.get_output(accumulated)
 
-    def get_retraction(self, output):
+    def get_retraction(self, output: Any) -> Any:
         return self.inner.get_retraction(output)
 
-    def vector_fields(self):
+    def vector_fields(self) -> Mapping[str, Reduction] | None:
         return self.inner.vector_fields()
 
-    def vector_defaults(self, dtype):
+    def vector_defaults(self, dtype: np.dtype) -> dict[str, Any]:
         return self.inner.vector_defaults(dtype)
 
-    def vector_lift(self, values):
+    def vector_lift(self, values: pd.Series) -> dict[str, np.ndarray]:
         return self.inner.vector_lift(values)
 
-    def vector_output(self, fields):
+    def vector_output(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
         return self.inner.vector_output(fields)
 
-    def for_input(self, dtype):
+    def for_input(self, dtype: Any) -> 'Accumulation[Any, Any, Any]':
         return SparkTyped(self.inner.for_input(dtype), self.spark_type)
 
     def __repr__(self) -> str:
         return f"spark_typed({self.inner!r}, {self.spark_type!r})"
 
 
-def spark_typed(accumulation: Accumulation, spark_type: Any) -> SparkTyped:
+def spark_typed(accumulation: Accumulation[Any, Any, Any], spark_type: Any) -> SparkTyped:
     """State the Spark type of an accumulation's output (``Fold``, ``Reduce``, your own) where running it
     on one sample value does not give it: an output type that depends on the values, a dict, None."""
     return SparkTyped(accumulation, spark_type)
 
 
-def output_type(name: str, acc: Accumulation, input_type: Any) -> Any:
+def output_type(name: str, acc: Accumulation[Any, Any, Any], input_type: Any) -> Any:
     """The Spark type of an accumulation's output column (the mapping in docs/spark.md)."""
     from pyspark.sql import types as T
 
@@ -112,7 +113,7 @@ def output_type(name: str, acc: Accumulation, input_type: Any) -> Any:
         + f"; state it with windowing.runners.spark.spark_typed({acc!r}, 'double') (any Spark DDL type)")
 
 
-def _sampled_output_type(acc: Accumulation, input_type: Any) -> Any:
+def _sampled_output_type(acc: Accumulation[Any, Any, Any], input_type: Any) -> Any:
     """The Spark type of ``acc``'s output for one value of its input type (1, 1.5, "a", ...), or None.
 
     For accumulations no table types (``Fold``, ``Reduce``, your own): Spark needs the output schema

@@ -94,7 +94,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
         plan = make_plan(strategy, axis, dtypes)
     else:  # the stateful step runs the lifted aggregations, over the folded rows' columns
         lifted = lifted_aggregations(aggregations)
-        counted = {acc.column for (_, acc), (_, old) in zip(lifted, aggregations) if acc is not old}
+        counted = {str(acc.column) for (_, acc), (_, old) in zip(lifted, aggregations) if acc is not old}  # Sum(partial_count(i))
         plan = make_plan(strategy, axis, {**dtypes, **{c: np.dtype(np.int64) for c in counted}}, lifted)
     value_types = [output_type(name, acc, types.get(acc.column) if acc.column else None) for name, acc in aggregations]
     lifted_fields = None
@@ -114,7 +114,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     for name, src in (("window_start", "start"), ("window_end", "end")):
         out_fields.append(T.StructField(name, window_type))
         columns.append(OutputColumn(name, "time", src))
-    for (name, acc), vtype in zip(aggregations, value_types):
+    for (name, _), vtype in zip(aggregations, value_types):
         out_fields.append(T.StructField(name, vtype))
         columns.append(OutputColumn(name, "value", name, integral=integral(vtype), array=isinstance(vtype, T.ArrayType)))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),

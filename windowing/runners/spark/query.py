@@ -36,7 +36,7 @@ def run_spark(strategy: Strategy, source: Any, late_data: bool = True) -> SparkR
     if combine not in ("true", "false"):
         raise WindowingConfigError(f"{COMBINE_CONF}={combine!r} must be 'true' or 'false' (pre-aggregation before the shuffle)")
     sp = plan_spark(strategy, source.schema, bucketing_of(source, bool(keys)), combine == "true", late_data)
-    adapter, time = sp.adapter, strategy.time
+    adapter, time = sp.adapter, str(strategy.time)  # a column's name: plan_spark refuses a function
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
         _check_watermark(strategy, adapter.plan, watermarked, adapter.timestamp)
@@ -93,6 +93,7 @@ def run_spark(strategy: Strategy, source: Any, late_data: bool = True) -> SparkR
     else:  # one unit of a numeric time column is a millisecond of the watermark's clock
         shifted = F.expr(f"timestamp_millis(`{latest}` + {sp.horizon_ms})")
     if watermarked is None:
+        assert adapter.plan.watermark_delay is not None  # _check_watermark: one of the two is set
         delay_ms = -(-adapter.plan.watermark_delay // per_ms(adapter.timestamp))
         frame = frame.withColumn(WIRE.watermark, shifted).withWatermark(WIRE.watermark, f"{delay_ms + sp.horizon_ms} milliseconds")
     else:
@@ -131,7 +132,8 @@ def _check_watermark(strategy: Strategy, plan: Plan, watermarked: str | None, ti
             f"or source.withWatermark({time!r}, delay) before windowed()")
     if watermarked is not None and plan.watermark_delay is not None:
         raise WindowingConfigError(
-            f"watermark(delay={strategy.watermark_delay.given!r}) on an input that already has withWatermark on {watermarked!r}: "
+            f"watermark(delay={strategy.watermark_delay and strategy.watermark_delay.given!r}) on an input that already has "
+            f"withWatermark on {watermarked!r}: "
             "Spark refuses to redefine a watermark; keep one of the two")
 
 

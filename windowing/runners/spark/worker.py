@@ -152,7 +152,7 @@ class BucketStep:
                 f"the checkpoint's state was written by another pipeline ({changed}): its window table would be "
                 "read wrongly; restore the pipeline, or start from a new checkpoint")
         count, placement = meta.get("buckets"), meta.get("placement", NUMBERS)  # none stored: labelled by number
-        if not self.bucketing.same_labels(count, placement):
+        if count is None or not self.bucketing.same_labels(count, placement):
             restore = f"{BUCKETS_CONF}={count}" + (f" and {PLACEMENT_CONF}={placement}" if count != 1 and placement != PARTITIONS else "")
             raise WindowingConfigError(
                 f"this query groups keys into {self.bucketing.described()}, but its checkpoint was written with {count} "
@@ -241,7 +241,8 @@ def stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def _described(part: Any) -> str:
     """``repr``, or the class name where the repr is object's own (it holds a memory address)."""
-    return type(part).__qualname__ if type(part).__repr__ is object.__repr__ else repr(part)
+    own_repr = type(part).__repr__ is not object.__repr__  # type: ignore[comparison-overlap]
+    return repr(part) if own_repr else type(part).__qualname__
 
 
 def _unpacked(frame: pd.DataFrame, names: list[str], flags: list[str]) -> pd.DataFrame:
@@ -268,7 +269,7 @@ def _timing_names(codes: np.ndarray) -> Any:
     Python strings cost ~10% of a worker's Python time)."""
     if codes.dtype.kind not in "iu":
         return codes.astype(str).astype(object)
-    return pd.Categorical.from_codes(codes.astype(np.int8), categories=list(TIMINGS))
+    return pd.Categorical.from_codes(codes.astype(np.int8), categories=list(TIMINGS))  # type: ignore[call-overload]
 
 
 def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
@@ -281,7 +282,7 @@ def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
         return out
     if col.integral:  # Python ints and None, exact: float64 would round beyond 2**53
         try:
-            return pd.array(values.to_numpy(dtype=object), dtype="Int64").to_numpy(dtype=object, na_value=None)
+            return pd.array(values.to_numpy(dtype=object), dtype="Int64").to_numpy(dtype=object, na_value=None)  # type: ignore[arg-type]
         except (TypeError, ValueError) as err:
             raise TypeError(
                 f"output column {col.name!r} is bigint, but a pane's value is not a whole number "
@@ -296,7 +297,7 @@ def _is_whole(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) or (pd.api.types.is_scalar(value) and pd.isna(value))
 
 
-def _as_list(value: Any) -> list:
+def _as_list(value: Any) -> list[Any]:
     if isinstance(value, (set, frozenset)):
         try:
             return sorted(value)

@@ -31,7 +31,8 @@ def on_workers(function: Callable[..., Any]) -> Callable[..., Any]:
     """
     from pyspark import cloudpickle
 
-    payload, hint, loaded = cloudpickle.dumps(function), worker_import_hint(), []
+    payload, hint = cloudpickle.dumps(function), worker_import_hint()  # type: ignore[no-untyped-call]
+    loaded: list[Callable[..., Any]] = []
 
     def load() -> Callable[..., Any]:
         import gc
