@@ -14,8 +14,9 @@ import pandas as pd
 
 from accumulations import Accumulation
 
-from .engine import TIMINGS, Aggregation, EngineSpec
+from . import columns
 from .errors import WindowingConfigError
+from .spec import TIMINGS, Aggregation, EngineSpec
 from .strategy import NamedAccumulation, Strategy
 from .timeaxis import TimeAxis
 
@@ -91,10 +92,10 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
     out: dict[str, Any] = {}
     if plan.key_names:
         for i, name in enumerate(plan.key_names):
-            out[f"_k{i}"] = _values(frame[name])
+            out[columns.key(i)] = _values(frame[name])
     else:
-        out["_k0"] = np.zeros(len(frame), dtype=np.int64)
-    out["_t"] = times
+        out[columns.key(0)] = np.zeros(len(frame), dtype=np.int64)
+    out[columns.TIME] = times
     for i, column in enumerate(plan.value_columns):
         if column is None:
             continue
@@ -103,7 +104,7 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
             paired = np.empty(len(frame), dtype=object)
             paired[:] = list(zip(frame[SIDE].to_numpy().tolist(), values.tolist()))
             values = paired
-        out[f"_v{i}"] = values
+        out[columns.value(i)] = values
     return pd.DataFrame(out, index=frame.index)
 
 
@@ -124,7 +125,7 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
     out: dict[str, Any] = {}
     if plan.key_names:
         for i, name in enumerate(plan.key_names):
-            out[name] = _keys(panes[f"_k{i}"], plan.key_dtypes[i])
+            out[name] = _keys(panes[columns.key(i)], plan.key_dtypes[i])
     out["window_start"] = plan.axis.from_internal(panes["start"].to_numpy())  # a Series: keeps a timezone
     out["window_end"] = plan.axis.from_internal(panes["end"].to_numpy())
     for agg in plan.spec.aggregations:

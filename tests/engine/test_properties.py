@@ -535,11 +535,11 @@ def test_a_trigger_that_counts_no_elements_fires_the_same_panes_when_each_steps_
 @SETTINGS
 @given(bound=st.sampled_from([10, 2**62]), data=st.data())
 def test_running_max_per_key_is_the_grouped_cummax(bound, data):
-    from windowing.engine import _running_max_per_key
+    from windowing.sessions import running_max_per_key
 
     rows = sorted(data.draw(st.lists(st.tuples(st.integers(0, 3), st.integers(-bound, bound)), max_size=30)),
                   key=lambda row: row[0])  # by key only: values stay unordered within a key
     keys = np.array([k for k, _ in rows], dtype=np.int64)
     values = np.array([v for _, v in rows], dtype=np.int64)
     expected = pd.Series(values, dtype=np.int64).groupby(keys).cummax().to_numpy()
-    assert list(_running_max_per_key(keys, values)) == list(expected)
+    assert list(running_max_per_key(keys, values)) == list(expected)

@@ -13,9 +13,10 @@ import pytest
 from accumulations import Sum
 from triggers import NO_TIME, AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, Never, OrFinally, Repeatedly
 from windowing import windowed
-from windowing.engine import empty_state, next_timers, step
+from windowing.engine import next_timers, step
 from windowing.plan import make_plan, to_elements
 from windowing.timeaxis import MIN_TIME, TimeAxis
+from windowing.window_table import empty_state
 
 ONE = pd.DataFrame({"k": ["a"], "ts": [1], "x": [1]})
 

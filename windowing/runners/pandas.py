@@ -9,12 +9,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..engine import empty_state, step
+from .. import columns as spec_columns
+from ..engine import step
 from ..errors import WindowingConfigError
 from ..plan import SIDE, Plan, check_columns, make_plan, to_elements, to_panes
 from ..scripted_stream import Action, AddElements, AdvanceWatermark, TestStream
 from ..strategy import Strategy
 from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
+from ..window_table import empty_state
 
 
 @dataclass
@@ -155,7 +157,7 @@ class _Run:
 def _empty_like(plan: Plan, state: pd.DataFrame) -> pd.DataFrame:
     columns: dict[str, Any] = {}
     for i, name in enumerate(plan.key_names or ()):
-        columns[name] = state[f"_k{i}"].iloc[:0]
+        columns[name] = state[spec_columns.key(i)].iloc[:0]
     for column in plan.value_columns:
         if column is not None:
             columns[column] = pd.Series([], dtype=object)

@@ -52,7 +52,8 @@ import pyarrow.compute as pc
 from accumulations.builtins import Count, Max, Min, Sum
 from triggers import Trigger
 
-from ...engine import Aggregation, group_outputs, group_reduce
+from ...reductions import group_outputs, group_reduce
+from ...spec import Aggregation
 from ...strategy import NamedAccumulation
 from ...windows import FixedWindows, SlidingWindows, WindowFn
 from .wire import WIRE

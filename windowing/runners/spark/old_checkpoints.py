@@ -8,7 +8,7 @@ import pandas as pd
 from accumulations.builtins import Min
 
 from ... import columns
-from ...engine import EngineSpec
+from ...spec import EngineSpec
 from .combine import split_nulls, with_nulls
 from .wire import WIRE
 

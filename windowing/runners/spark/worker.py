@@ -17,11 +17,13 @@ import pandas as pd
 
 from triggers import NO_TIME
 
-from ...engine import TIMINGS, EngineSpec, empty_state, next_timers, step
+from ...engine import next_timers, step
 from ...errors import WindowingConfigError
 from ...plan import Plan
+from ...spec import TIMINGS, EngineSpec
 from ...state_codec import decode, encode
 from ...timeaxis import MAX_TIME, MIN_TIME
+from ...window_table import empty_state
 from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
 from .combine import CHECKED_BUCKET, with_nulls
 from .old_checkpoints import without_float_integers
