@@ -160,6 +160,9 @@ class Sum(_Additive, _Numeric):
     that range raises OverflowError rather than wrapping around.
     """
 
+    output_kind = "sum"
+    liftable = True
+
     accepts = ("bool", "int", "uint", "float", "timedelta", "object")
     needs = "Sum adds numbers or timedeltas (convert the column first, e.g. with pandas.to_numeric)"
 
@@ -188,8 +191,14 @@ class Sum(_Additive, _Numeric):
 class Count(_Additive):
     """Number of elements; with a column, number of non-missing values in it."""
 
+    output_kind = "count"
+    liftable = True
+
     def __init__(self, column: str | None = None):
         self.column = None if column is None else _require_column("Count", column)
+
+    def of_partials(self, column: str) -> Accumulation[Any, Any, Any]:
+        return Sum(column)
 
     def accumulate(self, accumulated: Any, value: Any) -> Any:
         return accumulated if (self.column is not None and _missing(value)) else accumulated + 1
@@ -215,6 +224,9 @@ class _Extreme(_Numeric):
     Vectorized over numbers, timestamps and timedeltas; other columns (strings, booleans,
     Python objects) are compared as Python values on the per-window path.
     """
+
+    output_kind = "extreme"
+    liftable = True
 
     reduction: Reduction
     accepts = ("bool", "int", "uint", "float", "datetime", "timedelta", "str", "object", "other")
@@ -302,6 +314,8 @@ class Mean(_Numeric):
     """Arithmetic mean of a column of numbers or timedeltas, computed in float64; NaN (NaT) for an
     empty window."""
 
+    output_kind = "mean"
+
     accepts = ("bool", "int", "uint", "float", "timedelta", "object")
     needs = "Mean averages numbers or timedeltas (convert the column first, e.g. with pandas.to_numeric)"
 
@@ -350,6 +364,8 @@ class Mean(_Numeric):
 class ToList(Accumulation[Any, list[Any], list[Any]]):
     """Every present value, in arrival order within a step (merges concatenate)."""
 
+    output_kind = "collection"
+
     def __init__(self, column: str):
         self.column = _require_column("ToList", column)
 
@@ -371,6 +387,8 @@ class ToList(Accumulation[Any, list[Any], list[Any]]):
 
 class ToSet(Accumulation[Any, frozenset[Any], frozenset[Any]]):
     """The set of values (a frozenset, so panes compare and hash)."""
+
+    output_kind = "collection"
 
     def __init__(self, column: str):
         self.column = _require_column("ToSet", column)
@@ -394,6 +412,8 @@ class ToSet(Accumulation[Any, frozenset[Any], frozenset[Any]]):
 class Distinct(Accumulation[Any, dict[Any, None], list[Any]]):
     """The distinct values, in order of first arrival."""
 
+    output_kind = "collection"
+
     def __init__(self, column: str):
         self.column = _require_column("Distinct", column)
 
@@ -415,6 +435,8 @@ class Distinct(Accumulation[Any, dict[Any, None], list[Any]]):
 
 class TopN(Accumulation[Any, tuple[Any, ...], list[Any]]):
     """The ``n`` largest values, largest first."""
+
+    output_kind = "collection"
 
     _largest = True
 

@@ -70,6 +70,12 @@ def test_the_cycle_check_sees_lazy_and_relative_imports():
     assert "windowing.columns" in _imports("windowing.runners.spark.wire")  # from ... import columns
 
 
+def test_runners_ask_accumulations_instead_of_importing_the_built_ins():
+    """What lifting and output typing need, accumulations declare (``liftable``, ``output_kind``)."""
+    runners = [m for m in ALL_MODULES if m.startswith("windowing.runners")]
+    assert {m: "accumulations.builtins" for m in runners if "accumulations.builtins" in _imports(m)} == {}
+
+
 def test_layers_import_one_way():
     """``triggers``, ``accumulations`` and ``storage`` never import ``windowing``."""
     below = [m for m in ALL_MODULES if m.split(".")[0] in ("triggers", "accumulations", "storage")]

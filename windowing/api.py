@@ -135,7 +135,7 @@ class Windowed:
         runner carries no dropped rows and lifts (pre-aggregates) where that is exact."""
         if _is_spark(self.source):
             from .runners.spark import run_spark  # lazily: `import windowing` loads no pyspark
-            return run_spark(strategy, self.source, late_data=late_data)
+            return run_spark(strategy, self.source, self.second, late_data=late_data)
         from .runners.pandas import run_pandas
         return run_pandas(strategy, self.source, self.second)
 

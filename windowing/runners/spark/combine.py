@@ -15,8 +15,8 @@ of one key that fall in the same *unit* of time into one row:
   not wrapped around (see `lift`).
 
 It is exact, not an approximation, when:
-1. every aggregation is ``Sum``, ``Count``, ``Min`` or ``Max`` (they merge), over
-   a numeric column (or none, for ``Count``);
+1. every aggregation is liftable (`Accumulation.liftable`: ``Sum``, ``Count``, ``Min``,
+   ``Max``, they merge), over a numeric column (or none, for ``Count``);
 2. the windows are fixed or sliding: all rows of a unit share their windows,
    so lateness drops all of them or none, in one row or many;
 3. no part of the trigger tree counts elements (``Trigger.counts_elements``:
@@ -49,7 +49,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from accumulations.builtins import Count, Max, Min, Sum
 from triggers import Trigger
 
 from ...reductions import group_outputs, group_reduce
@@ -57,8 +56,6 @@ from ...spec import Aggregation
 from ...strategy import NamedAccumulation
 from ...windows import FixedWindows, SlidingWindows, WindowFn
 from .wire import WIRE
-
-_LIFTABLE = (Sum, Count, Min, Max)
 
 
 @dataclass(frozen=True)
@@ -109,7 +106,7 @@ def lifting(windows: WindowFn, trigger: Trigger, aggregations: tuple[Aggregation
         unit, offset = windows.every, windows.offset
     else:
         return None
-    if any(type(agg.accumulation) not in _LIFTABLE for agg in aggregations) or trigger.counts_elements():
+    if not all(agg.accumulation.liftable for agg in aggregations) or trigger.counts_elements():
         return None
     if any(agg.input_dtype is not None and np.dtype(agg.input_dtype).kind not in "iuf" for agg in aggregations):
         return None  # Min/Max of timestamps, strings or booleans: the engine folds those itself
@@ -119,9 +116,9 @@ def lifting(windows: WindowFn, trigger: Trigger, aggregations: tuple[Aggregation
 
 
 def lifted_aggregations(aggregations: tuple[NamedAccumulation, ...]) -> tuple[NamedAccumulation, ...]:
-    """The aggregations the stateful step runs on lifted rows: a Count becomes a Sum of counts."""
-    return tuple((name, Sum(WIRE.partial_count(i)) if isinstance(acc, Count) else acc)
-                 for i, (name, acc) in enumerate(aggregations))
+    """The aggregations the stateful step runs on lifted rows (`Accumulation.of_partials`): a Count
+    becomes a Sum of counts."""
+    return tuple((name, acc.of_partials(WIRE.partial_count(i))) for i, (name, acc) in enumerate(aggregations))
 
 
 def lift(frames: Iterator[pd.DataFrame], how: Lifting) -> Iterator[pd.DataFrame]:

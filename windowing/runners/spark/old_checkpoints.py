@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from accumulations.builtins import Min
-
 from ... import columns
 from ...spec import EngineSpec
 from .combine import split_nulls, with_nulls
@@ -29,8 +27,9 @@ def without_float_integers(spec: EngineSpec, table: pd.DataFrame, nullable: tupl
         split_nulls(table, floats)
         table = with_nulls(table, floats)
     for i, agg in enumerate(spec.aggregations):
-        if WIRE.value(i) in nullable and isinstance(agg.accumulation, Min) and agg.vectorized:
-            field = columns.accumulator(i, agg.accumulation.reduction)
+        # A field reduced by "min" beside a count "n" of values seen: Min's vectorized accumulator.
+        if WIRE.value(i) in nullable and agg.vectorized and agg.fields.get("min") == "min" and "n" in agg.fields:
+            field = columns.accumulator(i, "min")
             seen = table[columns.accumulator(i, "n")].to_numpy() > 0
-            table[field] = np.where(seen, table[field].to_numpy(), agg.field_defaults()[agg.accumulation.reduction])
+            table[field] = np.where(seen, table[field].to_numpy(), agg.field_defaults()["min"])
     return table

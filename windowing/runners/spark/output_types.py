@@ -12,7 +12,6 @@ import pandas as pd
 
 from accumulations import Accumulation
 from accumulations.base import Reduction
-from accumulations.builtins import BottomN, Count, Distinct, Max, Mean, Min, Sum, ToList, TopN, ToSet
 
 from ...errors import WindowingConfigError
 
@@ -81,28 +80,24 @@ def output_type(name: str, acc: Accumulation[Any, Any, Any], input_type: Any) ->
 
     if isinstance(acc, SparkTyped):
         return _ddl(acc.spark_type) if isinstance(acc.spark_type, str) else acc.spark_type
-    if isinstance(acc, (Sum, Mean)) and not isinstance(input_type, (T.NumericType, T.BooleanType, T.DayTimeIntervalType)):
+    kind = acc.output_kind  # declared by the accumulation (`Accumulation.output_kind`)
+    if kind in ("sum", "mean") and not isinstance(input_type, (T.NumericType, T.BooleanType, T.DayTimeIntervalType)):
         # Not a missing output type: spark_typed would not help.
         raise WindowingConfigError(
             f"aggregate({name}={acc!r}): column {acc.column!r} has Spark type {input_type.simpleString()}; "
             f"{type(acc).__name__} needs numbers: cast the column first, e.g. col({acc.column!r}).cast('double')")
-    if isinstance(acc, Count):
+    if kind == "count":
         return T.LongType()
-    if isinstance(acc, Mean):
+    if kind == "mean":
         return T.DoubleType()
-    if isinstance(acc, Sum):
+    if kind in ("sum", "extreme"):
         if integral(input_type):
             return T.LongType()
         if isinstance(input_type, (T.FloatType, T.DoubleType)):
             return T.DoubleType()
-    if isinstance(acc, (Min, Max)):
-        if integral(input_type):
-            return T.LongType()
-        if isinstance(input_type, (T.FloatType, T.DoubleType)):
-            return T.DoubleType()
-        if isinstance(input_type, (T.StringType, T.DateType, T.TimestampType, T.BooleanType)):
-            return input_type
-    if isinstance(acc, (ToList, ToSet, Distinct, TopN, BottomN)) and input_type is not None:
+    if kind == "extreme" and isinstance(input_type, (T.StringType, T.DateType, T.TimestampType, T.BooleanType)):
+        return input_type
+    if kind == "collection" and input_type is not None:
         return T.ArrayType(input_type)
     sampled = _sampled_output_type(acc, input_type)
     if sampled is not None:

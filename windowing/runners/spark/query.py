@@ -26,9 +26,14 @@ COMBINE_CONF = "windowing.spark.combine"
 WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
 
 
-def run_spark(strategy: Strategy, source: Any, late_data: bool = True) -> SparkRun:
+def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bool = True) -> SparkRun:
     """The query; ``late_data`` False (``aggregate()``) builds panes only, lifted where exact."""
     from pyspark.sql import functions as F
+
+    if second is not None:
+        raise WindowingConfigError(
+            f"with_second_stream(<{type(second).__name__}>) on Spark: the Spark runner runs one stream and would "
+            "ignore the second; with_second_stream() works with bounded pandas DataFrames for now")
 
     check_worker_python(source.sparkSession)
     keys = list(strategy.keys or ())
