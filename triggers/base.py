@@ -76,7 +76,7 @@ class TriggerContext:
         return TriggerContext(self.columns, self.end, self.watermark, self.processing_time,
                               nested_prefix(self.prefix, role), self.force_emit)
 
-    def late(self) -> np.ndarray:
+    def past_end(self) -> np.ndarray:
         """Windows whose end the watermark has reached (Beam: ``watermark >= window.end``)."""
         return self.end <= self.watermark
 

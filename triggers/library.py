@@ -70,10 +70,10 @@ class Default(Trigger):
     after that, at every step in which late elements arrive. Never finishes."""
 
     def on_elements(self, ctx: TriggerContext, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        return rows & ~ctx.late()
+        return rows & ~ctx.past_end()
 
     def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
-        return rows & ctx.late()
+        return rows & ctx.past_end()
 
     def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         return np.zeros(len(ctx), dtype=bool)
@@ -350,7 +350,7 @@ class AfterWatermark(_Composite):
 
     def on_elements(self, ctx: TriggerContext, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
         is_late = ctx["late"]
-        timers = rows & ~ctx.late()
+        timers = rows & ~ctx.past_end()
         if self.early is not None:
             timers |= self.early.on_elements(ctx.sub("early"), rows & ~is_late, counts)
         if self.late is not None:
@@ -359,18 +359,18 @@ class AfterWatermark(_Composite):
 
     def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         is_late = ctx["late"]
-        out = rows & ~is_late & ctx.late()
+        out = rows & ~is_late & ctx.past_end()
         if self.early is not None:
-            out |= self.early.should_fire(ctx.sub("early"), rows & ~is_late & ~ctx.late())
+            out |= self.early.should_fire(ctx.sub("early"), rows & ~is_late & ~ctx.past_end())
         if self.late is not None:
             out |= self.late.should_fire(ctx.sub("late"), rows & is_late)
         return out
 
     def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         is_late = ctx["late"]
-        on_time = rows & ~is_late & ctx.late()
+        on_time = rows & ~is_late & ctx.past_end()
         if self.early is not None:
-            self.early.on_fire(ctx.sub("early"), rows & ~is_late & ~ctx.late())
+            self.early.on_fire(ctx.sub("early"), rows & ~is_late & ~ctx.past_end())
         if self.late is not None:
             self.late.on_fire(ctx.sub("late"), rows & is_late)
         ctx.put("late", on_time, True)
@@ -378,7 +378,7 @@ class AfterWatermark(_Composite):
 
     def merge(self, src: TriggerContext, groups: np.ndarray, dst: TriggerContext) -> None:
         super().merge(src, groups, dst)
-        still_late = dst["late"] & dst.late()
+        still_late = dst["late"] & dst.past_end()
         dst["late"] = still_late
         if self.late is not None:
             self.late.reset(dst.sub("late"), ~still_late)
@@ -449,7 +449,7 @@ class AtWatermark(Trigger):
         if self._early_period is not None:
             first = early_rows & (ctx["early_next"] == NO_TIME)
             ctx.put("early_next", first, _plus(ctx.processing_time, self._early_period))
-        return rows & ~ctx.late()
+        return rows & ~ctx.past_end()
 
     def _due(self, ctx: TriggerContext, option: Any, count_col: str, next_col: str) -> np.ndarray:
         if option is None:
@@ -459,13 +459,13 @@ class AtWatermark(Trigger):
         return ctx[next_col] <= ctx.processing_time
 
     def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
-        is_late, past_end = ctx["late"], ctx.late()
+        is_late, past_end = ctx["late"], ctx.past_end()
         early = ~is_late & ~past_end & self._due(ctx, self.early, "early_count", "early_next")
         late = is_late & self._due(ctx, self.late, "late_count", "late_next")
         return rows & ((~is_late & past_end) | early | late)
 
     def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
-        is_late, past_end = ctx["late"], ctx.late()
+        is_late, past_end = ctx["late"], ctx.past_end()
         on_time = rows & ~is_late & past_end
         early = rows & ~is_late & ~past_end
         late = rows & is_late
@@ -484,7 +484,7 @@ class AtWatermark(Trigger):
 
     def merge(self, src: TriggerContext, groups: np.ndarray, dst: TriggerContext) -> None:
         super().merge(src, groups, dst)
-        dst["late"] = dst["late"] & dst.late()
+        dst["late"] = dst["late"] & dst.past_end()
 
     def processing_timers(self, ctx: TriggerContext) -> list[np.ndarray]:
         return [np.where(ctx["late"], ctx["late_next"], ctx["early_next"])]
