@@ -27,6 +27,13 @@ OutputKind = Literal["count", "mean", "sum", "extreme", "collection"]
 """What an accumulation's output is, for a runner that types it before any data (`Accumulation.output_kind`)."""
 
 
+def require_column(name: str, column: Any) -> str:
+    """``column`` if it is a column's name; else the error naming accumulation ``name``."""
+    if not isinstance(column, str) or not column:
+        raise ValueError(f"{name}(column={column!r}): column must be a non-empty column name")
+    return column
+
+
 class Accumulation(ABC, Generic[In, Acc, Out]):
     """Folds the values of one window into an accumulator and reads it out.
 

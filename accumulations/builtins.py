@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from .base import Accumulation, MergeAccumulation, Reduction
+from .base import Accumulation, Reduction, require_column
 
 
 def _missing(value: Any) -> bool:
@@ -30,12 +30,6 @@ def _missing(value: Any) -> bool:
 
 def _present(values: Iterable[Any]) -> Iterator[Any]:
     return (value for value in values if not _missing(value))
-
-
-def _require_column(name: str, column: Any) -> str:
-    if not isinstance(column, str) or not column:
-        raise ValueError(f"{name}(column={column!r}): column must be a non-empty column name")
-    return column
 
 
 _KIND_TESTS = (
@@ -120,7 +114,7 @@ class _Numeric(Accumulation[Any, Any, Any]):
     """The column's dtype."""
 
     def __init__(self, column: str):
-        self.column = _require_column(type(self).__name__, column)
+        self.column = require_column(type(self).__name__, column)
 
     def for_input(self, dtype: Any) -> 'Accumulation[Any, Any, Any]':
         kind = _kind(dtype)
@@ -195,7 +189,7 @@ class Count(_Additive):
     liftable = True
 
     def __init__(self, column: str | None = None):
-        self.column = None if column is None else _require_column("Count", column)
+        self.column = None if column is None else require_column("Count", column)
 
     def of_partials(self, column: str) -> Accumulation[Any, Any, Any]:
         return Sum(column)
@@ -367,7 +361,7 @@ class ToList(Accumulation[Any, list[Any], list[Any]]):
     output_kind = "collection"
 
     def __init__(self, column: str):
-        self.column = _require_column("ToList", column)
+        self.column = require_column("ToList", column)
 
     def default_accumulated_value(self) -> Any:
         return []
@@ -391,7 +385,7 @@ class ToSet(Accumulation[Any, frozenset[Any], frozenset[Any]]):
     output_kind = "collection"
 
     def __init__(self, column: str):
-        self.column = _require_column("ToSet", column)
+        self.column = require_column("ToSet", column)
 
     def default_accumulated_value(self) -> Any:
         return frozenset()
@@ -415,7 +409,7 @@ class Distinct(Accumulation[Any, dict[Any, None], list[Any]]):
     output_kind = "collection"
 
     def __init__(self, column: str):
-        self.column = _require_column("Distinct", column)
+        self.column = require_column("Distinct", column)
 
     def default_accumulated_value(self) -> Any:
         return {}
@@ -441,7 +435,7 @@ class TopN(Accumulation[Any, tuple[Any, ...], list[Any]]):
     _largest = True
 
     def __init__(self, column: str, n: int):
-        self.column = _require_column(type(self).__name__, column)
+        self.column = require_column(type(self).__name__, column)
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"{type(self).__name__}(n={n!r}): n must be a positive integer")
         self.n = n
@@ -484,7 +478,7 @@ class Fold(Accumulation[Any, Any, Any]):
 
     def __init__(self, column: str, initial: Any, add: Callable[[Any, Any], Any],
                  merge: Callable[[Any, Any], Any], output: Callable[[Any], Any] | None = None):
-        self.column = _require_column("Fold", column)
+        self.column = require_column("Fold", column)
         for name, fn in (("add", add), ("merge", merge)):
             if not callable(fn):
                 raise ValueError(f"Fold({name}={fn!r}): {name} must be callable")
@@ -508,7 +502,7 @@ class Reduce(Accumulation[Any, Any, Any]):
     """A user reduction ``fn(a, b)`` over the values; None for an empty window."""
 
     def __init__(self, column: str, fn: Callable[[Any, Any], Any]):
-        self.column = _require_column("Reduce", column)
+        self.column = require_column("Reduce", column)
         if not callable(fn):
             raise ValueError(f"Reduce(fn={fn!r}): fn must be callable")
         self._fn = fn
@@ -526,32 +520,3 @@ class Reduce(Accumulation[Any, Any, Any]):
 
     def get_output(self, accumulated: Any) -> Any:
         return accumulated
-
-
-class Cogroup(MergeAccumulation[Any, Any]):
-    """Both streams' values of a window side by side: ``(left_values, right_values)``."""
-
-    def __init__(self, column: str):
-        self.column = _require_column(type(self).__name__, column)
-
-    def default_accumulated_value(self) -> Any:
-        return ((), ())
-
-    def accumulate_left(self, accumulated: Any, value: Any) -> Any:
-        return (accumulated[0] + (value,), accumulated[1])
-
-    def accumulate_right(self, accumulated: Any, value: Any) -> Any:
-        return (accumulated[0], accumulated[1] + (value,))
-
-    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
-        return (accumulated1[0] + accumulated2[0], accumulated1[1] + accumulated2[1])
-
-    def get_output(self, accumulated: Any) -> Any:
-        return (list(accumulated[0]), list(accumulated[1]))
-
-
-class InnerJoin(Cogroup):
-    """Every pair ``(left, right)`` of values of a window, left-major order."""
-
-    def get_output(self, accumulated: Any) -> Any:
-        return [(left, right) for left in accumulated[0] for right in accumulated[1]]

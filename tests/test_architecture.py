@@ -76,6 +76,16 @@ def test_runners_ask_accumulations_instead_of_importing_the_built_ins():
     assert {m: "accumulations.builtins" for m in runners if "accumulations.builtins" in _imports(m)} == {}
 
 
+MAX_MODULE_LINES = 550
+"""About 500 lines: a module that grows past it holds more than one concern."""
+
+
+def test_no_product_module_is_over_about_500_lines():
+    sizes = {m: len((ROOT / (m.replace(".", "/") + ".py")).read_text().splitlines())
+             for m in ALL_MODULES if (ROOT / (m.replace(".", "/") + ".py")).exists()}
+    assert {m: n for m, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
 def test_layers_import_one_way():
     """``triggers``, ``accumulations`` and ``storage`` never import ``windowing``."""
     below = [m for m in ALL_MODULES if m.split(".")[0] in ("triggers", "accumulations", "storage")]
