@@ -198,7 +198,6 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], 
     in this step, and where a session merge made the row (Beam's merge callback
     ran: it holds the watermark anew).
     """
-    keys = spec.key_columns
     if len(new["n_new"]) == 0:
         table = {name: state[name].to_numpy() for name in state.columns}
         return table, np.zeros(len(state), dtype=np.int64), np.zeros(len(state), dtype=bool)
@@ -207,6 +206,60 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], 
         table.update(_window_rows(spec, len(new["n_new"]), table["end"], watermark), n_pending=new["n_new"])
         return {name: table[name] for name in state.columns}, new["n_new"], np.zeros(len(new["n_new"]), dtype=bool)
 
+    groups = _candidate_groups(spec, state, new)
+    open_partials = _drop_elements_of_closed_windows(groups, pairs, labels, dropped)
+    touched = _touched_groups(groups, open_partials)
+    res = _group_rows(spec, state, groups, touched)
+    _pane_metadata(spec, groups, touched, res, watermark)
+    _merged_trigger_state(spec, state, groups, touched, res, watermark)
+    if spec.mode is AccumulationMode.ACCUMULATING_AND_RETRACTING:
+        gone = touched.merged_away & groups.old["emitted"]
+        if gone.any():
+            retractions.append(retraction_rows(spec, {c: groups.old[c][gone] for c in state.columns}, merged_away=True))
+
+    untouched_old = ~touched.old_touched
+    table = {name: np.concatenate([groups.aside[name], groups.old[name][untouched_old], res[name]]) for name in state.columns}
+    n_kept = len(groups.aside["start"]) + int(untouched_old.sum())
+    counts = np.concatenate([np.zeros(n_kept, np.int64), touched.counts * ~res["closed"]])
+    return table, counts, np.concatenate([np.zeros(n_kept, dtype=bool), _merges(spec, groups, touched)])
+
+
+@dataclass
+class _Groups:
+    """The open windows taking part (``old``; closed sessions stay ``aside``) and the step's partial
+    windows (``new``), grouped: windows of a key that overlap (sessions) or are equal share a group."""
+
+    old: dict[str, np.ndarray]
+    aside: dict[str, np.ndarray]
+    new: dict[str, np.ndarray]
+    candidates: dict[str, np.ndarray]
+    """Keys, start and end of the old windows, then of the new ones."""
+    group: np.ndarray
+    n_groups: int
+    start: np.ndarray
+    end: np.ndarray
+    """Each group's window: the earliest start and latest end of its members."""
+    head: np.ndarray
+    """Each group's first member (its keys)."""
+    old_per_group: np.ndarray
+    closed: np.ndarray
+    """Groups that are a closed window: their new elements are dropped."""
+
+    @property
+    def n_old(self) -> int:
+        return len(self.old["start"])
+
+    @property
+    def old_group(self) -> np.ndarray:
+        return self.group[:self.n_old]
+
+    @property
+    def new_group(self) -> np.ndarray:
+        return self.group[self.n_old:]
+
+
+def _candidate_groups(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray]) -> _Groups:
+    keys = spec.key_columns
     # Columns as NumPy arrays once: a pandas column lookup costs more than most steps' arithmetic.
     table_now = {name: state[name].to_numpy() for name in state.columns}
     # Closed sessions take no part in merging: Beam Java removes a window whose trigger finished
@@ -218,14 +271,10 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], 
     cand = {c: np.concatenate([old[c], new[c]]) for c in keys + ["start", "end"]}
     group = candidate_groups(spec, cand)
     n_groups = int(group.max()) + 1 if len(group) else 0
-    is_new = np.arange(len(group)) >= n_old
 
     old_group = group[:n_old]
-    new_group = group[n_old:]
-    old_closed = old["closed"]
     old_per_group = np.bincount(old_group, minlength=n_groups)
-    closed_group = (old_per_group > 0) & (np.bincount(old_group, weights=old_closed, minlength=n_groups) == old_per_group)
-
+    closed_group = (old_per_group > 0) & (np.bincount(old_group, weights=old["closed"], minlength=n_groups) == old_per_group)
     g_start = np.full(n_groups, MAX_TIME, np.int64)
     np.minimum.at(g_start, group, cand["start"])
     g_end = np.full(n_groups, np.iinfo(np.int64).min, np.int64)
@@ -235,105 +284,140 @@ def _combine(spec: EngineSpec, state: pd.DataFrame, new: dict[str, np.ndarray], 
     if len(aside["start"]):  # a session of new elements only that is a closed session is that window
         closed_group |= (old_per_group == 0) & same_windows(
             spec, {k: cand[k][head_of_group] for k in keys}, g_start, g_end, aside)
+    return _Groups(old, aside, new, cand, group, n_groups, g_start, g_end, head_of_group, old_per_group, closed_group)
 
-    # Elements that land in a closed window are dropped: Beam drops data for closed windows.
-    partial_ok = ~closed_group[new_group]
+
+def _drop_elements_of_closed_windows(groups: _Groups, pairs: _Pairs, labels: pd.Index,
+                                     dropped: list[pd.DataFrame]) -> np.ndarray:
+    """Elements that land in a closed window are dropped: Beam drops data for closed windows.
+    Returns which partial windows are open."""
+    partial_ok = ~groups.closed[groups.new_group]
     if not partial_ok.all():
         bad = np.flatnonzero(~partial_ok)
         assert pairs.group is not None  # set by the grouping above
         bad_pairs = np.isin(pairs.group, bad)
         dropped.append(pd.DataFrame({"element": labels[pairs.element[bad_pairs]], "start": pairs.start[bad_pairs],
                                      "end": pairs.end[bad_pairs], "reason": DROPPED_CLOSED}))
-    new_rows_per_group = np.bincount(group, weights=is_new, minlength=n_groups).astype(np.int64)
-    touched = (new_rows_per_group > 0) & ~(closed_group & (old_per_group == 0))
+    return partial_ok
 
+
+@dataclass
+class _Touched:
+    """The groups that received open elements, each one result row, and where their rows come from."""
+
+    old_touched: np.ndarray
+    """Old rows whose group is touched: replaced by the group's result row."""
+    in_place_old: np.ndarray
+    """Old rows that are their touched group's window as it was: updated in place, pane metadata kept."""
+    merged_away: np.ndarray
+    ids: np.ndarray
+    """The touched groups, in result-row order."""
+    result_of_group: np.ndarray
+    src_old: np.ndarray
+    src_new: np.ndarray
+    """The old and new rows that fold into a result row."""
+    counts: np.ndarray
+    """Per result row, the elements it received in this step."""
+    in_place: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+
+def _touched_groups(groups: _Groups, partial_ok: np.ndarray) -> _Touched:
+    is_new = np.arange(len(groups.group)) >= groups.n_old
+    old_group, new_group, old = groups.old_group, groups.new_group, groups.old
+    new_rows_per_group = np.bincount(groups.group, weights=is_new, minlength=groups.n_groups).astype(np.int64)
+    touched = (new_rows_per_group > 0) & ~(groups.closed & (groups.old_per_group == 0))
     old_touched = touched[old_group]
-    in_place_old = old_touched & (old_per_group[old_group] == 1) & \
-        (old["start"] == g_start[old_group]) & (old["end"] == g_end[old_group])
-    merged_away = old_touched & ~in_place_old
-
+    in_place_old = old_touched & (groups.old_per_group[old_group] == 1) & \
+        (old["start"] == groups.start[old_group]) & (old["end"] == groups.end[old_group])
     # Result rows: untouched old rows as they are, then one row per touched group.
     touched_ids = np.flatnonzero(touched)
-    result_of_group = np.full(n_groups, -1, dtype=np.int64)
+    result_of_group = np.full(groups.n_groups, -1, dtype=np.int64)
     result_of_group[touched_ids] = np.arange(len(touched_ids))
     n_res = len(touched_ids)
+    src_old, src_new = np.flatnonzero(old_touched), np.flatnonzero(partial_ok)
+    counts = np.zeros(n_res, dtype=np.int64)
+    np.add.at(counts, result_of_group[new_group[src_new]], groups.new["n_new"][src_new])
+    in_place = np.zeros(n_res, dtype=bool)
+    in_place[result_of_group[old_group[in_place_old]]] = True
+    return _Touched(old_touched, in_place_old, old_touched & ~in_place_old, touched_ids, result_of_group, src_old, src_new,
+                    counts, in_place)
 
+
+def _group_rows(spec: EngineSpec, state: pd.DataFrame, groups: _Groups, touched: _Touched) -> dict[str, np.ndarray]:
+    """The touched groups' rows: keys, window, accumulators merged from the touched old rows and
+    the open partials, pending elements, closed."""
+    old, new, n_res = groups.old, groups.new, touched.n
+    src_old, src_new = touched.src_old, touched.src_new
     res: dict[str, np.ndarray] = {}
-    heads = head_of_group[touched_ids]
-    for k in keys:
-        res[k] = cand[k][heads]
-    res["start"], res["end"] = g_start[touched_ids], g_end[touched_ids]
-
-    # Accumulators: merge the touched old rows' accumulators with the (open) partials.
+    heads = groups.head[touched.ids]
+    for k in spec.key_columns:
+        res[k] = groups.candidates[k][heads]
+    res["start"], res["end"] = groups.start[touched.ids], groups.end[touched.ids]
     acc_names = [c for c in state.columns if c.startswith("a")]
-    src_old = np.flatnonzero(old_touched)
-    src_new = np.flatnonzero(partial_ok)
-    acc_rows = {name: np.concatenate([old[name][src_old], new[name][src_new]])
-                for name in acc_names}
-    acc_group = result_of_group[np.concatenate([old_group[src_old], new_group[src_new]])]
+    acc_rows = {name: np.concatenate([old[name][src_old], new[name][src_new]]) for name in acc_names}
+    acc_group = touched.result_of_group[np.concatenate([groups.old_group[src_old], groups.new_group[src_new]])]
     # Every touched group has a source row: its open partials, or else its closed old window.
     res.update(merge_accumulators(spec, acc_rows, acc_group, n_res))
-
-    counts_res = np.zeros(n_res, dtype=np.int64)
-    np.add.at(counts_res, result_of_group[new_group[src_new]], new["n_new"][src_new])
     pending_old = np.zeros(n_res, dtype=np.int64)
-    np.add.at(pending_old, result_of_group[old_group[src_old]], old["n_pending"][src_old])
-    res["n_pending"] = pending_old + counts_res
+    np.add.at(pending_old, touched.result_of_group[groups.old_group[src_old]], old["n_pending"][src_old])
+    res["n_pending"] = pending_old + touched.counts
+    res["closed"] = groups.closed[touched.ids]
+    return res
 
-    res_closed = closed_group[touched_ids]
-    in_place_res = np.zeros(n_res, dtype=bool)
-    in_place_res[result_of_group[old_group[in_place_old]]] = True
-    res["closed"] = res_closed
 
-    # Pane metadata: kept for windows updated in place, fresh for new and merged windows.
+def _pane_metadata(spec: EngineSpec, groups: _Groups, touched: _Touched, res: dict[str, np.ndarray], watermark: int) -> None:
+    """Pane metadata: kept for windows updated in place, fresh for new and merged windows."""
+    old, n_res = groups.old, touched.n
+    from_old = touched.result_of_group[groups.old_group[touched.src_old]]
     all_old_done = np.ones(n_res, dtype=bool)
-    np.logical_and.at(all_old_done, result_of_group[old_group[src_old]], old["on_time_done"][src_old])
-    res["on_time_done"] = np.where(in_place_res, False, (res["end"] <= watermark) & all_old_done)
+    np.logical_and.at(all_old_done, from_old, old["on_time_done"][touched.src_old])
+    res["on_time_done"] = np.where(touched.in_place, False, (res["end"] <= watermark) & all_old_done)
     # Holds and end-of-window timers of the windows merging in (those of a new window: none yet).
     for name in ("held", "end_timer"):
         res[name] = np.zeros(n_res, dtype=bool)
-        np.logical_or.at(res[name], result_of_group[old_group[src_old]], old[name][src_old])
+        np.logical_or.at(res[name], from_old, old[name][touched.src_old])
     res["pane_index"] = np.zeros(n_res, dtype=np.int64)
     res["emitted"] = np.zeros(n_res, dtype=bool)
     res["last_timing"] = np.zeros(n_res, dtype=np.int8)
-    for i in range(len(spec.aggregations)):
-        res[columns.last_output(i)] = np.full(n_res, None, dtype=object)
-    if in_place_old.any():
-        dst = result_of_group[old_group[in_place_old]]
-        last_outputs = [columns.last_output(i) for i in range(len(spec.aggregations))]
+    last_outputs = [columns.last_output(i) for i in range(len(spec.aggregations))]
+    for name in last_outputs:
+        res[name] = np.full(n_res, None, dtype=object)
+    if touched.in_place_old.any():
+        dst = touched.result_of_group[groups.old_group[touched.in_place_old]]
         for name in ["on_time_done", "pane_index", "emitted", "last_timing", *last_outputs]:
-            res[name][dst] = old[name][in_place_old]
+            res[name][dst] = old[name][touched.in_place_old]
 
-    # Trigger state: merged from the old windows (Beam on_merge), fresh for new windows.
+
+def _merged_trigger_state(spec: EngineSpec, state: pd.DataFrame, groups: _Groups, touched: _Touched,
+                          res: dict[str, np.ndarray], watermark: int) -> None:
+    """Trigger state: merged from the old windows (Beam on_merge), fresh for new windows."""
+    old, src_old = groups.old, touched.src_old
+    from_old = touched.result_of_group[groups.old_group[src_old]]
     trig_names = [c for c in state.columns if c.startswith("t.")]
-    fresh = spec.trigger.fresh_state(n_res)
+    fresh = spec.trigger.fresh_state(touched.n)
     src_ctx = TriggerContext({c: old[c][src_old] for c in trig_names}, old["end"][src_old], watermark, 0)
     dst_ctx = TriggerContext(dict(fresh), res["end"], watermark, 0)
     if len(src_old):
-        spec.trigger.merge(src_ctx, result_of_group[old_group[src_old]], dst_ctx)
-    no_old = np.bincount(result_of_group[old_group[src_old]], minlength=n_res) == 0
+        spec.trigger.merge(src_ctx, from_old, dst_ctx)
+    no_old = np.bincount(from_old, minlength=touched.n) == 0
     for c in trig_names:
         res[c] = np.where(no_old, fresh[c], dst_ctx.columns[c]).astype(fresh[c].dtype)
 
-    if spec.mode is AccumulationMode.ACCUMULATING_AND_RETRACTING:
-        gone = merged_away & old["emitted"]
-        if gone.any():
-            retractions.append(retraction_rows(spec, {c: old[c][gone] for c in state.columns},
-                                                merged_away=True))
 
-    # A session receiving elements is a merge (proto-sessions with the open sessions they overlap),
-    # but for an open session whose new elements all have its very proto-session.
-    merged_res = np.zeros(n_res, dtype=bool)
-    if spec.windows.merging:
-        equal = new["one_proto"] & (new["start"] == g_start[new_group]) & (new["end"] == g_end[new_group])
-        alone = (np.bincount(new_group, minlength=n_groups) == 1) & (np.bincount(new_group, weights=equal, minlength=n_groups) == 1)
-        merged_res = ~(in_place_res & alone[touched_ids])
-
-    untouched_old = ~old_touched
-    table = {name: np.concatenate([aside[name], old[name][untouched_old], res[name]]) for name in state.columns}
-    n_kept = len(aside["start"]) + int(untouched_old.sum())
-    counts = np.concatenate([np.zeros(n_kept, np.int64), counts_res * ~res_closed])
-    return table, counts, np.concatenate([np.zeros(n_kept, dtype=bool), merged_res])
+def _merges(spec: EngineSpec, groups: _Groups, touched: _Touched) -> np.ndarray:
+    """Per result row, whether a session merge made it. A session receiving elements is a merge
+    (proto-sessions with the open sessions they overlap), but for an open session whose new
+    elements all have its very proto-session."""
+    if not spec.windows.merging:
+        return np.zeros(touched.n, dtype=bool)
+    new, new_group, n_groups = groups.new, groups.new_group, groups.n_groups
+    equal = new["one_proto"] & (new["start"] == groups.start[new_group]) & (new["end"] == groups.end[new_group])
+    alone = (np.bincount(new_group, minlength=n_groups) == 1) & (np.bincount(new_group, weights=equal, minlength=n_groups) == 1)
+    return ~(touched.in_place & alone[touched.ids])
 
 
 def next_timers(spec: EngineSpec, state: pd.DataFrame, processing_time: int) -> tuple[int, int]:
