@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-random bench test-spark35 test-beam
+.PHONY: demo lint test test-random bench test-spark35 test-beam
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,9 +13,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m windowing.demo
+	$(PY) -m windowing
 
-test: $(STAMP)
+# ruff over the product and the tests, mypy (strict) over windowing, triggers and accumulations:
+# configured in pyproject.toml. Seconds, so `make test` runs it first.
+lint: $(STAMP)
+	$(PY) -m ruff check windowing triggers accumulations storage tests
+	$(PY) -m mypy
+
+test: lint
 	$(PY) -m pytest -q
 
 # The whole suite in a random order (pytest-randomly), to find tests that depend on the tests run

@@ -12,7 +12,7 @@ windows in one groupby instead of a Python call per element.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Generic, Literal, Mapping, TypeVar
+from typing import Any, ClassVar, Generic, Iterable, Literal, Mapping, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,16 @@ Out = TypeVar("Out")
 
 Reduction = Literal["sum", "min", "max"]
 
+OutputKind = Literal["count", "mean", "sum", "extreme", "collection"]
+"""What an accumulation's output is, for a runner that types it before any data (`Accumulation.output_kind`)."""
+
+
+def require_column(name: str, column: Any) -> str:
+    """``column`` if it is a column's name; else the error naming accumulation ``name``."""
+    if not isinstance(column, str) or not column:
+        raise ValueError(f"{name}(column={column!r}): column must be a non-empty column name")
+    return column
+
 
 class Accumulation(ABC, Generic[In, Acc, Out]):
     """Folds the values of one window into an accumulator and reads it out.
@@ -32,6 +42,22 @@ class Accumulation(ABC, Generic[In, Acc, Out]):
     """
 
     column: str | None = None
+
+    output_kind: ClassVar[OutputKind | None] = None
+    """What the output is, declared for runners that must type it before any data (Spark's output
+    schema): ``"count"`` an integer; ``"mean"`` a float average of numbers; ``"sum"`` a sum of the
+    input's numbers (their type, widened); ``"extreme"`` one of the input values; ``"collection"``
+    a list of input values. None: undeclared (the Spark runner runs it once on a sample value)."""
+
+    liftable: ClassVar[bool] = False
+    """Whether partial outputs over any split of a window's elements combine, by `of_partials`, into
+    the output over all of them: the Spark runner then folds rows before the shuffle. A subclass
+    that changes how values fold must set it back to False."""
+
+    def of_partials(self, column: str) -> "Accumulation[Any, Any, Any]":
+        """For a `liftable` accumulation: the accumulation that combines its partial outputs, read
+        from ``column`` where it needs another column than its own (a count is a sum of counts)."""
+        return self
 
     @abstractmethod
     def default_accumulated_value(self) -> Acc:
@@ -90,7 +116,7 @@ class Accumulation(ABC, Generic[In, Acc, Out]):
         """The output of many accumulators at once."""
         raise NotImplementedError
 
-    def accumulate_all(self, accumulated: Acc, values) -> Acc:
+    def accumulate_all(self, accumulated: Acc, values: Iterable[In]) -> Acc:
         """Fold many values; the slow path's inner loop."""
         for value in values:
             accumulated = self.accumulate(accumulated, value)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from .base import Accumulation, MergeAccumulation, Reduction
+from .base import Accumulation, Reduction, require_column
 
 
 def _missing(value: Any) -> bool:
@@ -32,14 +32,8 @@ def _present(values: Iterable[Any]) -> Iterator[Any]:
     return (value for value in values if not _missing(value))
 
 
-def _require_column(name: str, column: Any) -> str:
-    if not isinstance(column, str) or not column:
-        raise ValueError(f"{name}(column={column!r}): column must be a non-empty column name")
-    return column
-
-
 _KIND_TESTS = (
-    ("object", lambda dtype: isinstance(dtype, np.dtype) and dtype == object),  # before "str": it passes that test
+    ("object", lambda dtype: isinstance(dtype, np.dtype) and dtype.kind == "O"),  # before "str": it passes that test
     ("bool", pd.api.types.is_bool_dtype),
     ("datetime", pd.api.types.is_datetime64_any_dtype),
     ("timedelta", pd.api.types.is_timedelta64_dtype),
@@ -66,7 +60,7 @@ def _nanoseconds(values: pd.Series, kind: str) -> tuple[np.ndarray, np.ndarray]:
     if kind == "datetime":
         times = pd.to_datetime(values, utc=True).dt.tz_localize(None).astype("datetime64[ns]")
     else:
-        times = pd.to_timedelta(values).astype("timedelta64[ns]")
+        times = pd.to_timedelta(values).astype("timedelta64[ns]")  # type: ignore[assignment]  # one Series either way
     return times.to_numpy().view(np.int64), times.notna().to_numpy()
 
 
@@ -89,16 +83,16 @@ def _from_nanoseconds(ns: np.ndarray, present: np.ndarray, dtype: Any) -> np.nda
 class _Additive(Accumulation[Any, Any, Any]):
     """Accumulators that are their own output and add up: 0 when empty, retracted by negation."""
 
-    def default_accumulated_value(self):
+    def default_accumulated_value(self) -> Any:
         return 0
 
-    def merge(self, accumulated1, accumulated2):
+    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
         return accumulated1 + accumulated2
 
-    def get_output(self, accumulated):
+    def get_output(self, accumulated: Any) -> Any:
         return accumulated
 
-    def get_retraction(self, output):
+    def get_retraction(self, output: Any) -> Any:
         return -output
 
 
@@ -120,9 +114,9 @@ class _Numeric(Accumulation[Any, Any, Any]):
     """The column's dtype."""
 
     def __init__(self, column: str):
-        self.column = _require_column(type(self).__name__, column)
+        self.column = require_column(type(self).__name__, column)
 
-    def for_input(self, dtype):
+    def for_input(self, dtype: Any) -> 'Accumulation[Any, Any, Any]':
         kind = _kind(dtype)
         if kind not in self.accepts:
             raise ValueError(f"column {self.column!r} has dtype {dtype}; {self.needs}")
@@ -133,11 +127,11 @@ class _Numeric(Accumulation[Any, Any, Any]):
     def _kind_of(self, dtype: Any) -> str:
         return self._kind or _kind(dtype)
 
-    def output_dtype(self):
+    def output_dtype(self) -> Any:
         return self._dtype if self._kind in _TIMES else None
 
 
-def _add(acc: Accumulation, total: Any, value: Any) -> Any:
+def _add(acc: _Numeric, total: Any, value: Any) -> Any:
     """``total + value`` on the per-window path; a value that does not add names the accumulation."""
     try:
         return total + value
@@ -160,26 +154,29 @@ class Sum(_Additive, _Numeric):
     that range raises OverflowError rather than wrapping around.
     """
 
+    output_kind = "sum"
+    liftable = True
+
     accepts = ("bool", "int", "uint", "float", "timedelta", "object")
     needs = "Sum adds numbers or timedeltas (convert the column first, e.g. with pandas.to_numeric)"
 
-    def accumulate(self, accumulated, value):
+    def accumulate(self, accumulated: Any, value: Any) -> Any:
         return accumulated if _missing(value) else _add(self, accumulated, value)
 
     def vector_fields(self) -> Mapping[str, Reduction] | None:
         return None if self._kind == "object" else {"sum": "sum"}
 
-    def vector_defaults(self, dtype):
+    def vector_defaults(self, dtype: np.dtype) -> dict[str, Any]:
         return {"sum": np.zeros(1, dtype=_sum_dtype(self._kind_of(dtype)))[0]}
 
-    def vector_lift(self, values):
+    def vector_lift(self, values: pd.Series) -> dict[str, np.ndarray]:
         kind = self._kind_of(values.dtype)
         if kind == "timedelta":
             ns, present = _nanoseconds(values, kind)
             return {"sum": np.where(present, ns, 0)}
         return {"sum": values.to_numpy(dtype=_sum_dtype(kind), na_value=0)}
 
-    def vector_output(self, fields):
+    def vector_output(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
         if self._kind == "timedelta":
             return _from_nanoseconds(fields["sum"], np.ones(len(fields["sum"]), dtype=bool), self._dtype)
         return fields["sum"]
@@ -188,24 +185,30 @@ class Sum(_Additive, _Numeric):
 class Count(_Additive):
     """Number of elements; with a column, number of non-missing values in it."""
 
-    def __init__(self, column: str | None = None):
-        self.column = None if column is None else _require_column("Count", column)
+    output_kind = "count"
+    liftable = True
 
-    def accumulate(self, accumulated, value):
+    def __init__(self, column: str | None = None):
+        self.column = None if column is None else require_column("Count", column)
+
+    def of_partials(self, column: str) -> Accumulation[Any, Any, Any]:
+        return Sum(column)
+
+    def accumulate(self, accumulated: Any, value: Any) -> Any:
         return accumulated if (self.column is not None and _missing(value)) else accumulated + 1
 
-    def vector_fields(self):
+    def vector_fields(self) -> Mapping[str, Reduction] | None:
         return {"count": "sum"}
 
-    def vector_defaults(self, dtype):
+    def vector_defaults(self, dtype: np.dtype) -> dict[str, Any]:
         return {"count": np.int64(0)}
 
-    def vector_lift(self, values):
+    def vector_lift(self, values: pd.Series) -> dict[str, np.ndarray]:
         if self.column is None:
             return {"count": np.ones(len(values), dtype=np.int64)}
         return {"count": values.notna().to_numpy(dtype=np.int64)}
 
-    def vector_output(self, fields):
+    def vector_output(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
         return fields["count"]
 
 
@@ -216,40 +219,43 @@ class _Extreme(_Numeric):
     Python objects) are compared as Python values on the per-window path.
     """
 
+    output_kind = "extreme"
+    liftable = True
+
     reduction: Reduction
     accepts = ("bool", "int", "uint", "float", "datetime", "timedelta", "str", "object", "other")
     needs = ""
 
-    def _better(self, a, b) -> bool:
+    def _better(self, a: Any, b: Any) -> bool:
         raise NotImplementedError
 
-    def default_accumulated_value(self):
+    def default_accumulated_value(self) -> Any:
         return None
 
-    def accumulate(self, accumulated, value):
+    def accumulate(self, accumulated: Any, value: Any) -> Any:
         if _missing(value):
             return accumulated
         return value if accumulated is None or self._better(value, accumulated) else accumulated
 
-    def merge(self, accumulated1, accumulated2):
+    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
         if accumulated1 is None:
             return accumulated2
         return self.accumulate(accumulated1, accumulated2)
 
-    def get_output(self, accumulated):
+    def get_output(self, accumulated: Any) -> Any:
         return accumulated
 
-    def vector_fields(self):
+    def vector_fields(self) -> Mapping[str, Reduction] | None:
         return None if self._kind in _PYTHON_KINDS else {self.reduction: self.reduction, "n": "sum"}
 
-    def vector_defaults(self, dtype):
+    def vector_defaults(self, dtype: Any) -> dict[str, Any]:  # also a pandas extension dtype (vector_lift)
         kind = self._kind_of(dtype)
         if kind in ("int", "uint", *_TIMES):
             info = np.iinfo(np.uint64 if kind == "uint" else np.int64)
             return {self.reduction: info.dtype.type(info.max if self.reduction == "min" else info.min), "n": np.int64(0)}
         return {self.reduction: np.float64(np.inf if self.reduction == "min" else -np.inf), "n": np.int64(0)}
 
-    def vector_lift(self, values):
+    def vector_lift(self, values: pd.Series) -> dict[str, np.ndarray]:
         kind = self._kind_of(values.dtype)
         sentinel = self.vector_defaults(values.dtype)[self.reduction]
         if kind in _TIMES:
@@ -258,14 +264,14 @@ class _Extreme(_Numeric):
         present = values.notna().to_numpy()
         return {self.reduction: values.to_numpy(dtype=sentinel.dtype, na_value=sentinel), "n": present.astype(np.int64)}
 
-    def output_dtype(self):
+    def output_dtype(self) -> Any:
         """Integers: pandas' nullable Int64 (UInt64 for unsigned columns), so an empty pane is <NA>
         and the column's dtype does not depend on what else the step holds."""
         if self._kind in ("int", "uint"):
             return pd.UInt64Dtype() if self._kind == "uint" else pd.Int64Dtype()
         return super().output_dtype()
 
-    def vector_output(self, fields):
+    def vector_output(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
         extreme, n = fields[self.reduction], fields["n"]
         if self._kind in _TIMES:
             return _from_nanoseconds(extreme, n > 0, self._dtype)
@@ -284,7 +290,7 @@ class Min(_Extreme):
 
     reduction = "min"
 
-    def _better(self, a, b):
+    def _better(self, a: Any, b: Any) -> bool:
         return a < b
 
 
@@ -294,7 +300,7 @@ class Max(_Extreme):
 
     reduction = "max"
 
-    def _better(self, a, b):
+    def _better(self, a: Any, b: Any) -> bool:
         return a > b
 
 
@@ -302,31 +308,33 @@ class Mean(_Numeric):
     """Arithmetic mean of a column of numbers or timedeltas, computed in float64; NaN (NaT) for an
     empty window."""
 
+    output_kind = "mean"
+
     accepts = ("bool", "int", "uint", "float", "timedelta", "object")
     needs = "Mean averages numbers or timedeltas (convert the column first, e.g. with pandas.to_numeric)"
 
-    def default_accumulated_value(self):
+    def default_accumulated_value(self) -> Any:
         return (0, 0)
 
-    def accumulate(self, accumulated, value):
+    def accumulate(self, accumulated: Any, value: Any) -> Any:
         if _missing(value):
             return accumulated
         return (_add(self, accumulated[0], value), accumulated[1] + 1)
 
-    def merge(self, accumulated1, accumulated2):
+    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
         return (accumulated1[0] + accumulated2[0], accumulated1[1] + accumulated2[1])
 
-    def get_output(self, accumulated):
+    def get_output(self, accumulated: Any) -> Any:
         total, n = accumulated
         return total / n if n else float("nan")
 
-    def vector_fields(self):
+    def vector_fields(self) -> Mapping[str, Reduction] | None:
         return None if self._kind == "object" else {"sum": "sum", "n": "sum"}
 
-    def vector_defaults(self, dtype):
+    def vector_defaults(self, dtype: np.dtype) -> dict[str, Any]:
         return {"sum": np.float64(0.0), "n": np.int64(0)}
 
-    def vector_lift(self, values):
+    def vector_lift(self, values: pd.Series) -> dict[str, np.ndarray]:
         if self._kind_of(values.dtype) == "timedelta":
             ns, present = _nanoseconds(values, "timedelta")
             return {"sum": np.where(present, ns, 0).astype(np.float64), "n": present.astype(np.int64)}
@@ -335,10 +343,10 @@ class Mean(_Numeric):
             "n": values.notna().to_numpy(dtype=np.int64),
         }
 
-    def output_dtype(self):
+    def output_dtype(self) -> Any:
         return np.dtype("timedelta64[ns]") if self._kind == "timedelta" else None
 
-    def vector_output(self, fields):
+    def vector_output(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
         n = fields["n"]
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(n > 0, fields["sum"] / np.maximum(n, 1), np.nan)
@@ -347,103 +355,111 @@ class Mean(_Numeric):
         return mean
 
 
-class ToList(Accumulation[Any, list, list]):
+class ToList(Accumulation[Any, list[Any], list[Any]]):
     """Every present value, in arrival order within a step (merges concatenate)."""
 
-    def __init__(self, column: str):
-        self.column = _require_column("ToList", column)
+    output_kind = "collection"
 
-    def default_accumulated_value(self):
+    def __init__(self, column: str):
+        self.column = require_column("ToList", column)
+
+    def default_accumulated_value(self) -> Any:
         return []
 
-    def accumulate(self, accumulated, value):
+    def accumulate(self, accumulated: Any, value: Any) -> Any:
         return accumulated if _missing(value) else [*accumulated, value]
 
-    def accumulate_all(self, accumulated, values):
+    def accumulate_all(self, accumulated: Any, values: Any) -> Any:
         return [*accumulated, *_present(values)]
 
-    def merge(self, accumulated1, accumulated2):
+    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
         return [*accumulated1, *accumulated2]
 
-    def get_output(self, accumulated):
+    def get_output(self, accumulated: Any) -> Any:
         return list(accumulated)
 
 
-class ToSet(Accumulation[Any, frozenset, frozenset]):
+class ToSet(Accumulation[Any, frozenset[Any], frozenset[Any]]):
     """The set of values (a frozenset, so panes compare and hash)."""
 
-    def __init__(self, column: str):
-        self.column = _require_column("ToSet", column)
+    output_kind = "collection"
 
-    def default_accumulated_value(self):
+    def __init__(self, column: str):
+        self.column = require_column("ToSet", column)
+
+    def default_accumulated_value(self) -> Any:
         return frozenset()
 
-    def accumulate(self, accumulated, value):
+    def accumulate(self, accumulated: Any, value: Any) -> Any:
         return accumulated if _missing(value) else accumulated | {value}
 
-    def accumulate_all(self, accumulated, values):
+    def accumulate_all(self, accumulated: Any, values: Any) -> Any:
         return accumulated.union(_present(values))
 
-    def merge(self, accumulated1, accumulated2):
+    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
         return accumulated1 | accumulated2
 
-    def get_output(self, accumulated):
+    def get_output(self, accumulated: Any) -> Any:
         return accumulated
 
 
-class Distinct(Accumulation[Any, dict, list]):
+class Distinct(Accumulation[Any, dict[Any, None], list[Any]]):
     """The distinct values, in order of first arrival."""
 
-    def __init__(self, column: str):
-        self.column = _require_column("Distinct", column)
+    output_kind = "collection"
 
-    def default_accumulated_value(self):
+    def __init__(self, column: str):
+        self.column = require_column("Distinct", column)
+
+    def default_accumulated_value(self) -> Any:
         return {}
 
-    def accumulate(self, accumulated, value):
+    def accumulate(self, accumulated: Any, value: Any) -> Any:
         return accumulated if _missing(value) or value in accumulated else {**accumulated, value: None}
 
-    def accumulate_all(self, accumulated, values):
+    def accumulate_all(self, accumulated: Any, values: Any) -> Any:
         return {**accumulated, **dict.fromkeys(_present(values))}
 
-    def merge(self, accumulated1, accumulated2):
+    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
         return {**accumulated1, **accumulated2}
 
-    def get_output(self, accumulated):
+    def get_output(self, accumulated: Any) -> Any:
         return list(accumulated)
 
 
-class TopN(Accumulation[Any, tuple, list]):
+class TopN(Accumulation[Any, tuple[Any, ...], list[Any]]):
     """The ``n`` largest values, largest first."""
+
+    output_kind = "collection"
 
     _largest = True
 
     def __init__(self, column: str, n: int):
-        self.column = _require_column(type(self).__name__, column)
+        self.column = require_column(type(self).__name__, column)
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"{type(self).__name__}(n={n!r}): n must be a positive integer")
         self.n = n
 
-    def _keep(self, values) -> tuple:
+    def _keep(self, values: Iterable[Any]) -> tuple[Any, ...]:
         pick = heapq.nlargest if self._largest else heapq.nsmallest
         return tuple(pick(self.n, values))
 
-    def default_accumulated_value(self):
+    def default_accumulated_value(self) -> Any:
         return ()
 
-    def accumulate(self, accumulated, value):
+    def accumulate(self, accumulated: Any, value: Any) -> Any:
         return accumulated if _missing(value) else self._keep([*accumulated, value])
 
-    def accumulate_all(self, accumulated, values):
+    def accumulate_all(self, accumulated: Any, values: Any) -> Any:
         return self._keep([*accumulated, *_present(values)])
 
-    def merge(self, accumulated1, accumulated2):
+    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
         return self._keep([*accumulated1, *accumulated2])
 
-    def get_output(self, accumulated):
+    def get_output(self, accumulated: Any) -> Any:
         return list(accumulated)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}({self.column!r}, n={self.n})"
 
 
@@ -462,23 +478,23 @@ class Fold(Accumulation[Any, Any, Any]):
 
     def __init__(self, column: str, initial: Any, add: Callable[[Any, Any], Any],
                  merge: Callable[[Any, Any], Any], output: Callable[[Any], Any] | None = None):
-        self.column = _require_column("Fold", column)
+        self.column = require_column("Fold", column)
         for name, fn in (("add", add), ("merge", merge)):
             if not callable(fn):
                 raise ValueError(f"Fold({name}={fn!r}): {name} must be callable")
         self.initial, self._add, self._merge = initial, add, merge
         self._output = output or (lambda acc: acc)
 
-    def default_accumulated_value(self):
+    def default_accumulated_value(self) -> Any:
         return self.initial
 
-    def accumulate(self, accumulated, value):
+    def accumulate(self, accumulated: Any, value: Any) -> Any:
         return self._add(accumulated, value)
 
-    def merge(self, accumulated1, accumulated2):
+    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
         return self._merge(accumulated1, accumulated2)
 
-    def get_output(self, accumulated):
+    def get_output(self, accumulated: Any) -> Any:
         return self._output(accumulated)
 
 
@@ -486,50 +502,21 @@ class Reduce(Accumulation[Any, Any, Any]):
     """A user reduction ``fn(a, b)`` over the values; None for an empty window."""
 
     def __init__(self, column: str, fn: Callable[[Any, Any], Any]):
-        self.column = _require_column("Reduce", column)
+        self.column = require_column("Reduce", column)
         if not callable(fn):
             raise ValueError(f"Reduce(fn={fn!r}): fn must be callable")
         self._fn = fn
 
-    def default_accumulated_value(self):
+    def default_accumulated_value(self) -> Any:
         return None
 
-    def accumulate(self, accumulated, value):
+    def accumulate(self, accumulated: Any, value: Any) -> Any:
         return value if accumulated is None else self._fn(accumulated, value)
 
-    def merge(self, accumulated1, accumulated2):
+    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
         if accumulated1 is None:
             return accumulated2
         return accumulated1 if accumulated2 is None else self._fn(accumulated1, accumulated2)
 
-    def get_output(self, accumulated):
+    def get_output(self, accumulated: Any) -> Any:
         return accumulated
-
-
-class Cogroup(MergeAccumulation[tuple, tuple]):
-    """Both streams' values of a window side by side: ``(left_values, right_values)``."""
-
-    def __init__(self, column: str):
-        self.column = _require_column(type(self).__name__, column)
-
-    def default_accumulated_value(self):
-        return ((), ())
-
-    def accumulate_left(self, accumulated, value):
-        return (accumulated[0] + (value,), accumulated[1])
-
-    def accumulate_right(self, accumulated, value):
-        return (accumulated[0], accumulated[1] + (value,))
-
-    def merge(self, accumulated1, accumulated2):
-        return (accumulated1[0] + accumulated2[0], accumulated1[1] + accumulated2[1])
-
-    def get_output(self, accumulated):
-        return (list(accumulated[0]), list(accumulated[1]))
-
-
-class InnerJoin(Cogroup):
-    """Every pair ``(left, right)`` of values of a window, left-major order."""
-
-    def get_output(self, accumulated):
-        return [(left, right) for left in accumulated[0] for right in accumulated[1]]

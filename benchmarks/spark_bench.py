@@ -128,7 +128,7 @@ def state_bytes_per_window(data: Path, shape: str) -> float:
                            T.StructField("amount", T.LongType(), False)])
     w = windowed(frame, time="ts", key="key")
     w = w.fixed("1 minute") if shape == "fixed" else w.sessions("5 minutes")
-    adapter = plan_spark(w, (("value", Sum("amount")),), schema, 1, combine=False).adapter
+    adapter = plan_spark(w.strategy(value=Sum("amount")), schema, 1, combine=False).adapter
     micros = frame["ts"].astype("datetime64[us]").to_numpy().view(np.int64)
     elements = adapter.elements([pd.DataFrame({"_k0": frame["key"], "_t": micros, "_v0": frame["amount"]})])
     table = step(adapter.plan.spec, adapter.fresh_state(), elements, MIN_TIME, 0).state

@@ -45,7 +45,7 @@ def ms_per_call(keys: int, elements: int, steps: int, seed: int = 1) -> tuple[fl
                            T.StructField("amount", T.LongType())])
     sample = pd.DataFrame({"key": [0], "ts": pd.to_datetime([0]), "amount": [0]})
     pipeline = windowed(sample, time="ts", key="key").sessions("5 minutes").watermark("10 seconds")
-    adapter = plan_spark(pipeline, (("value", Sum("amount")),), schema, 32, combine=False).adapter
+    adapter = plan_spark(pipeline.strategy(value=Sum("amount")), schema, 32, combine=False).adapter
     spec, rng, t0 = adapter.plan.spec, np.random.default_rng(seed), 1_700_000_000_000_000
     blob, spent, windows = encode(adapter.fresh_state(), adapter.buckets), [0.0, 0.0], 0
 

@@ -8,12 +8,11 @@ import pandas as pd
 import pytest
 
 from accumulations import Count, Mean, Sum, ToList
-from triggers import AtWatermark
-from windowing import WindowingConfigError, windowed
-
 from tests.spark_runner.helpers import assert_same_panes
 from tests.spark_runner.streaming import write_batch
 from tests.sparks import wait_for
+from triggers import AtWatermark
+from windowing import WindowingConfigError, windowed
 
 pytestmark = pytest.mark.spark
 
@@ -108,12 +107,15 @@ def test_time_dot_time_seconds_stream_with_a_time_unit(spark, tmp_path):
 def test_a_float_time_column_on_spark_needs_a_time_unit_and_a_finite_time(spark):
     floats = spark.createDataFrame([(1.5, 1)], "ts double, x long")
     with pytest.raises(WindowingConfigError, match=r"time column 'ts' has Spark type double; it must be a timestamp or "
-                                                   r"an integer; for epoch instants give their unit, e\.g\. windowed\(\.\.\., time_unit='s'\)"):
+                                                   r"an integer; for epoch instants give their unit, "
+                                                   r"e\.g\. windowed\(\.\.\., time_unit='s'\)"):
         windowed(floats, time="ts").fixed(10).aggregate(Sum("x"))
     for bad, shown in ((float("nan"), "NaN"), (float("inf"), "Infinity"), (1e300, "1.0E300")):
-        with pytest.raises(Exception, match=rf"time column 'ts' holds {shown}, not finite or beyond the time axis in windowed\(time_unit='s'\)"):
-            # One input partition: on pyspark 3.5 a killed sibling task may leave its Python worker broken for later jobs.
-            windowed(spark.createDataFrame([(1.5, 1), (bad, 2)], "ts double, x long").coalesce(1), time="ts", time_unit="s") \
+        with pytest.raises(Exception, match=rf"time column 'ts' holds {shown}, "
+                                            r"not finite or beyond the time axis in windowed\(time_unit='s'\)"):
+            # One input partition: on pyspark 3.5 a killed sibling task may leave its Python worker broken.
+            frame = spark.createDataFrame([(1.5, 1), (bad, 2)], "ts double, x long").coalesce(1)
+            windowed(frame, time="ts", time_unit="s") \
                 .fixed("1 second").aggregate(Sum("x")).collect()
     stamps = spark.createDataFrame(ROWS, SCHEMA)
     with pytest.raises(WindowingConfigError, match=r"windowed\(time_unit='ms'\): time column 'ts' has Spark type timestamp"):

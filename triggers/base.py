@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -76,7 +76,7 @@ class TriggerContext:
         return TriggerContext(self.columns, self.end, self.watermark, self.processing_time,
                               nested_prefix(self.prefix, role), self.force_emit)
 
-    def late(self) -> np.ndarray:
+    def past_end(self) -> np.ndarray:
         """Windows whose end the watermark has reached (Beam: ``watermark >= window.end``)."""
         return self.end <= self.watermark
 
@@ -114,6 +114,10 @@ def reduce_groups(values: np.ndarray, groups: np.ndarray, n_groups: int, how: Me
     out = np.full(n_groups, np.iinfo(np.int64).min if values.dtype.kind == "i" else -np.inf, dtype=values.dtype)
     np.maximum.at(out, groups, values)
     return out
+
+
+ToInternal = Callable[[str, Any], int]
+"""Converts a trigger's duration (its parameter's name, the value) to the engine's time unit."""
 
 
 class Trigger(ABC):
@@ -247,7 +251,7 @@ class Trigger(ABC):
         """
         return True
 
-    def resolve(self, to_internal) -> "Trigger":
+    def resolve(self, to_internal: ToInternal) -> Trigger:
         """A copy whose durations are integers in the engine's time unit."""
         return self
 

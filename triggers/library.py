@@ -16,14 +16,12 @@ Durations are resolved into the time column's unit by the pipeline
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from .base import NO_TIME, Column, Trigger
+from .base import NO_TIME, Column, ToInternal, Trigger, TriggerContext
 from .durations import parse_duration
-
-ToInternal = Callable[[str, Any], int]
 
 
 def _count(name: str, value: Any) -> int:
@@ -51,19 +49,19 @@ def _plus(time: int, delay: int) -> int:
 class Never(Trigger):
     """Never fires; the window's contents come out only in its final pane at garbage collection."""
 
-    def should_fire(self, ctx, rows):
+    def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         return np.zeros(len(ctx), dtype=bool)
 
-    def on_fire(self, ctx, rows):
+    def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         return np.zeros(len(ctx), dtype=bool)
 
-    def counts_elements(self):
+    def counts_elements(self) -> bool:
         return False
 
-    def uses_processing_time(self):
+    def uses_processing_time(self) -> bool:
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Never()"
 
 
@@ -71,22 +69,22 @@ class Default(Trigger):
     """Beam's default trigger: fires when the watermark passes the end of the window and,
     after that, at every step in which late elements arrive. Never finishes."""
 
-    def on_elements(self, ctx, rows, counts):
-        return rows & ~ctx.late()
+    def on_elements(self, ctx: TriggerContext, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        return rows & ~ctx.past_end()
 
-    def should_fire(self, ctx, rows):
-        return rows & ctx.late()
+    def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
+        return rows & ctx.past_end()
 
-    def on_fire(self, ctx, rows):
+    def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         return np.zeros(len(ctx), dtype=bool)
 
-    def counts_elements(self):
+    def counts_elements(self) -> bool:
         return False  # fires in a step with late elements, however many
 
-    def uses_processing_time(self):
+    def uses_processing_time(self) -> bool:
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Default()"
 
 
@@ -96,23 +94,23 @@ class AfterCount(Trigger):
     def __init__(self, n: int):
         self.n = _count("AfterCount(n)", n)
 
-    def own_columns(self):
+    def own_columns(self) -> dict[str, Column]:
         return {"count": Column(np.int64, 0, "sum")}
 
-    def on_elements(self, ctx, rows, counts):
+    def on_elements(self, ctx: TriggerContext, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
         ctx.put("count", rows, ctx["count"] + counts)
         return np.zeros(len(ctx), dtype=bool)
 
-    def should_fire(self, ctx, rows):
+    def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         return rows & (ctx["count"] >= self.n)
 
-    def on_fire(self, ctx, rows):
+    def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         return rows.copy()
 
-    def uses_processing_time(self):
+    def uses_processing_time(self) -> bool:
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"AfterCount({self.n})"
 
 
@@ -131,7 +129,7 @@ class AfterProcessingTime(Trigger):
         self.delay = parse_duration("AfterProcessingTime(delay)", delay)
         self._internal: int | None = None
 
-    def own_columns(self):
+    def own_columns(self) -> dict[str, Column]:
         return {"fire_at": Column(np.int64, NO_TIME, "min")}
 
     def resolve(self, to_internal: ToInternal) -> "AfterProcessingTime":
@@ -139,41 +137,42 @@ class AfterProcessingTime(Trigger):
         out._internal = to_internal("AfterProcessingTime(delay)", self.delay)
         return out
 
-    def on_elements(self, ctx, rows, counts):
+    def on_elements(self, ctx: TriggerContext, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
         start = rows & (ctx["fire_at"] == NO_TIME)
+        assert self._internal is not None, "AfterProcessingTime runs resolved (Trigger.resolve)"
         ctx.put("fire_at", start, _plus(ctx.processing_time, self._internal))
         return np.zeros(len(ctx), dtype=bool)
 
-    def should_fire(self, ctx, rows):
+    def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         return rows & (ctx["fire_at"] <= ctx.processing_time)
 
-    def on_fire(self, ctx, rows):
+    def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         ctx.put("fire_at", rows, _FIRED)
         return rows.copy()
 
-    def processing_timers(self, ctx):
+    def processing_timers(self, ctx: TriggerContext) -> list[np.ndarray]:
         return [np.where(ctx["fire_at"] == _FIRED, NO_TIME, ctx["fire_at"])]
 
-    def counts_elements(self):
+    def counts_elements(self) -> bool:
         return False  # starts its delay at the pane's first element, however many arrive
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"AfterProcessingTime({_fmt_duration(self.delay)})"
 
 
 class _Composite(Trigger):
     """A trigger made of sub-triggers; resolves their durations."""
 
-    def resolve(self, to_internal):
+    def resolve(self, to_internal: ToInternal) -> Trigger:
         out = object.__new__(type(self))
         out.__dict__.update(self.__dict__)
         out.children = tuple(child.resolve(to_internal) for child in self.children)
         return out
 
-    def counts_elements(self):
+    def counts_elements(self) -> bool:
         return any(child.counts_elements() for child in self.children)
 
-    def uses_processing_time(self):
+    def uses_processing_time(self) -> bool:
         return any(child.uses_processing_time() for child in self.children)
 
 
@@ -187,19 +186,19 @@ class Repeatedly(_Composite):
     def __init__(self, trigger: Trigger):
         self.children = (_as_trigger("Repeatedly(trigger)", trigger),)
 
-    def roles(self):
+    def roles(self) -> tuple[str, ...]:
         return ("",)
 
-    def should_fire(self, ctx, rows):
+    def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         return self.children[0].should_fire(ctx, rows)
 
-    def on_fire(self, ctx, rows):
+    def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         child = self.children[0]
         finished = child.on_fire(ctx, rows)
         child.reset(ctx, finished)
         return np.zeros(len(ctx), dtype=bool)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Repeatedly({self.children[0]!r})"
 
 
@@ -214,12 +213,12 @@ class _Parallel(_Composite):
             raise ValueError(f"{name}() needs at least one trigger")
         self.children = tuple(_as_trigger(f"{name}(triggers[{i}])", t) for i, t in enumerate(triggers))
 
-    def should_fire(self, ctx, rows):
+    def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         fires = [c.should_fire(ctx.sub(str(i)), rows) for i, c in enumerate(self.children)]
         combine = np.logical_or.reduce if self._any else np.logical_and.reduce
         return rows & combine(fires)
 
-    def on_fire(self, ctx, rows):
+    def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         # Beam: fire the sub-triggers that are ready; combine the finished flags of those that fired.
         finished_any = np.zeros(len(ctx), dtype=bool)
         finished_all = rows.copy()
@@ -231,7 +230,7 @@ class _Parallel(_Composite):
             finished_all &= ~ready | done
         return finished_any if self._any else rows & finished_all
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(map(repr, self.children))})"
 
 
@@ -259,25 +258,25 @@ class AfterEach(_Composite):
             raise ValueError("AfterEach() needs at least one trigger")
         self.children = tuple(_as_trigger(f"AfterEach(triggers[{i}])", t) for i, t in enumerate(triggers))
 
-    def own_columns(self):
+    def own_columns(self) -> dict[str, Column]:
         return {"index": Column(np.int64, 0, "max")}
 
-    def _current(self, ctx, rows, i):
+    def _current(self, ctx: TriggerContext, rows: np.ndarray, i: int) -> np.ndarray:
         return rows & (ctx["index"] == i)
 
-    def on_elements(self, ctx, rows, counts):
+    def on_elements(self, ctx: TriggerContext, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
         timers = np.zeros(len(ctx), dtype=bool)
         for i, child in enumerate(self.children):
             timers |= child.on_elements(ctx.sub(str(i)), self._current(ctx, rows, i), counts)
         return timers
 
-    def should_fire(self, ctx, rows):
+    def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         out = np.zeros(len(ctx), dtype=bool)
         for i, child in enumerate(self.children):
             out |= child.should_fire(ctx.sub(str(i)), self._current(ctx, rows, i))
         return out
 
-    def on_fire(self, ctx, rows):
+    def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         index = ctx["index"].copy()
         for i, child in enumerate(self.children):
             current = self._current(ctx, rows, i)
@@ -285,12 +284,12 @@ class AfterEach(_Composite):
         ctx["index"] = index
         return rows & (index >= len(self.children))
 
-    def processing_timers(self, ctx):
+    def processing_timers(self, ctx: TriggerContext) -> list[np.ndarray]:
         """The current sub-trigger's timers only: the earlier ones finished, the later ones have not started."""
         return [np.where(ctx["index"] == i, timer, NO_TIME)
                 for i, child in enumerate(self.children) for timer in child.processing_timers(ctx.sub(str(i)))]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"AfterEach({', '.join(map(repr, self.children))})"
 
 
@@ -300,21 +299,21 @@ class OrFinally(_Composite):
     def __init__(self, trigger: Trigger, until: Trigger):
         self.children = (_as_trigger("OrFinally(trigger)", trigger), _as_trigger("OrFinally(until)", until))
 
-    def roles(self):
+    def roles(self) -> tuple[str, ...]:
         return ("trigger", "until")
 
-    def should_fire(self, ctx, rows):
+    def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         body, until = self.children
         return body.should_fire(ctx.sub("trigger"), rows) | until.should_fire(ctx.sub("until"), rows)
 
-    def on_fire(self, ctx, rows):
+    def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         body, until = self.children
         exiting = until.should_fire(ctx.sub("until"), rows)
         until.on_fire(ctx.sub("until"), exiting)
         body_finished = body.on_fire(ctx.sub("trigger"), rows & ~exiting)
         return exiting | body_finished
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"OrFinally({self.children[0]!r}, until={self.children[1]!r})"
 
 
@@ -333,58 +332,58 @@ class AfterWatermark(_Composite):
         self.late = None if late is None else Repeatedly(_as_trigger("AfterWatermark(late)", late))
         self.children = tuple(t for t in (self.early, self.late) if t is not None)
 
-    def roles(self):
+    def roles(self) -> tuple[str, ...]:
         return tuple(role for role, t in (("early", self.early), ("late", self.late)) if t is not None)
 
-    def numbered_roles(self):
+    def numbered_roles(self) -> tuple[str, ...]:
         # Before role names, a child's state was prefixed by ``children.index(child)``, and triggers
         # compare equal by repr: equal early and late triggers shared the early one's columns.
         return tuple(str(self.children.index(child)) for child in self.children)
 
-    def resolve(self, to_internal):
+    def resolve(self, to_internal: ToInternal) -> Trigger:
         early = None if self.early is None else self.early.children[0].resolve(to_internal)
         late = None if self.late is None else self.late.children[0].resolve(to_internal)
         return AfterWatermark(early=early, late=late)
 
-    def own_columns(self):
+    def own_columns(self) -> dict[str, Column]:
         return {"late": Column(bool, False, "all")}
 
-    def on_elements(self, ctx, rows, counts):
+    def on_elements(self, ctx: TriggerContext, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
         is_late = ctx["late"]
-        timers = rows & ~ctx.late()
+        timers = rows & ~ctx.past_end()
         if self.early is not None:
             timers |= self.early.on_elements(ctx.sub("early"), rows & ~is_late, counts)
         if self.late is not None:
             timers |= self.late.on_elements(ctx.sub("late"), rows & is_late, counts)
         return timers
 
-    def should_fire(self, ctx, rows):
+    def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         is_late = ctx["late"]
-        out = rows & ~is_late & ctx.late()
+        out = rows & ~is_late & ctx.past_end()
         if self.early is not None:
-            out |= self.early.should_fire(ctx.sub("early"), rows & ~is_late & ~ctx.late())
+            out |= self.early.should_fire(ctx.sub("early"), rows & ~is_late & ~ctx.past_end())
         if self.late is not None:
             out |= self.late.should_fire(ctx.sub("late"), rows & is_late)
         return out
 
-    def on_fire(self, ctx, rows):
+    def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         is_late = ctx["late"]
-        on_time = rows & ~is_late & ctx.late()
+        on_time = rows & ~is_late & ctx.past_end()
         if self.early is not None:
-            self.early.on_fire(ctx.sub("early"), rows & ~is_late & ~ctx.late())
+            self.early.on_fire(ctx.sub("early"), rows & ~is_late & ~ctx.past_end())
         if self.late is not None:
             self.late.on_fire(ctx.sub("late"), rows & is_late)
         ctx.put("late", on_time, True)
         return on_time if self.late is None else np.zeros(len(ctx), dtype=bool)
 
-    def merge(self, src, groups, dst):
+    def merge(self, src: TriggerContext, groups: np.ndarray, dst: TriggerContext) -> None:
         super().merge(src, groups, dst)
-        still_late = dst["late"] & dst.late()
+        still_late = dst["late"] & dst.past_end()
         dst["late"] = still_late
         if self.late is not None:
             self.late.reset(dst.sub("late"), ~still_late)
 
-    def processing_timers(self, ctx):
+    def processing_timers(self, ctx: TriggerContext) -> list[np.ndarray]:
         """The timers of the phase the window is in: early before the ON_TIME pane, late after."""
         is_late = ctx["late"]
         timers = []
@@ -393,7 +392,7 @@ class AfterWatermark(_Composite):
                 timers += [np.where(phase, timer, NO_TIME) for timer in child.processing_timers(ctx.sub(role))]
         return timers
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         parts = [f"{name}={t.children[0]!r}" for name, t in (("early", self.early), ("late", self.late)) if t]
         return f"AfterWatermark({', '.join(parts)})"
 
@@ -418,7 +417,7 @@ class AtWatermark(Trigger):
         self._late_period: int | None = None
 
     @staticmethod
-    def _option(name: str, value: Any):
+    def _option(name: str, value: Any) -> int | dt.timedelta | float | None:
         if value is None or (isinstance(value, (int, np.integer)) and not isinstance(value, bool)):
             return None if value is None else _count(f"{name}(count)", value)
         return parse_duration(f"{name}(duration)", value)
@@ -429,7 +428,7 @@ class AtWatermark(Trigger):
     def with_late_firings_every(self, every: int | Any) -> "AtWatermark":
         return AtWatermark(early=self.early, late=every)
 
-    def resolve(self, to_internal):
+    def resolve(self, to_internal: ToInternal) -> Trigger:
         out = AtWatermark(self.early, self.late)
         if self.early is not None and not isinstance(self.early, int):
             out._early_period = to_internal("with_early_firings_every(duration)", self.early)
@@ -437,12 +436,12 @@ class AtWatermark(Trigger):
             out._late_period = to_internal("with_late_firings_every(duration)", self.late)
         return out
 
-    def own_columns(self):
+    def own_columns(self) -> dict[str, Column]:
         return {"late": Column(bool, False, "all"),
                 "early_count": Column(np.int64, 0, "sum"), "late_count": Column(np.int64, 0, "sum"),
                 "early_next": Column(np.int64, NO_TIME, "min"), "late_next": Column(np.int64, NO_TIME, "min")}
 
-    def on_elements(self, ctx, rows, counts):
+    def on_elements(self, ctx: TriggerContext, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
         is_late = ctx["late"]
         early_rows, late_rows = rows & ~is_late, rows & is_late
         ctx.put("early_count", early_rows, ctx["early_count"] + counts)
@@ -450,23 +449,23 @@ class AtWatermark(Trigger):
         if self._early_period is not None:
             first = early_rows & (ctx["early_next"] == NO_TIME)
             ctx.put("early_next", first, _plus(ctx.processing_time, self._early_period))
-        return rows & ~ctx.late()
+        return rows & ~ctx.past_end()
 
-    def _due(self, ctx, option, count_col, next_col):
+    def _due(self, ctx: TriggerContext, option: Any, count_col: str, next_col: str) -> np.ndarray:
         if option is None:
             return np.zeros(len(ctx), dtype=bool)
         if isinstance(option, int):
             return ctx[count_col] >= option
         return ctx[next_col] <= ctx.processing_time
 
-    def should_fire(self, ctx, rows):
-        is_late, past_end = ctx["late"], ctx.late()
+    def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
+        is_late, past_end = ctx["late"], ctx.past_end()
         early = ~is_late & ~past_end & self._due(ctx, self.early, "early_count", "early_next")
         late = is_late & self._due(ctx, self.late, "late_count", "late_next")
         return rows & ((~is_late & past_end) | early | late)
 
-    def on_fire(self, ctx, rows):
-        is_late, past_end = ctx["late"], ctx.late()
+    def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
+        is_late, past_end = ctx["late"], ctx.past_end()
         on_time = rows & ~is_late & past_end
         early = rows & ~is_late & ~past_end
         late = rows & is_late
@@ -483,20 +482,20 @@ class AtWatermark(Trigger):
         ctx.put("late", on_time, True)
         return on_time if self.late is None else np.zeros(len(ctx), dtype=bool)
 
-    def merge(self, src, groups, dst):
+    def merge(self, src: TriggerContext, groups: np.ndarray, dst: TriggerContext) -> None:
         super().merge(src, groups, dst)
-        dst["late"] = dst["late"] & dst.late()
+        dst["late"] = dst["late"] & dst.past_end()
 
-    def processing_timers(self, ctx):
+    def processing_timers(self, ctx: TriggerContext) -> list[np.ndarray]:
         return [np.where(ctx["late"], ctx["late_next"], ctx["early_next"])]
 
-    def counts_elements(self):
+    def counts_elements(self) -> bool:
         return isinstance(self.early, int) or isinstance(self.late, int)
 
-    def uses_processing_time(self):
+    def uses_processing_time(self) -> bool:
         return any(option is not None and not isinstance(option, int) for option in (self.early, self.late))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         out = "AtWatermark()"
         if self.early is not None:
             out += f".with_early_firings_every({_fmt_duration(self.early)})"

@@ -3,6 +3,6 @@
 from .api import Windowed, windowed
 from .errors import WindowingConfigError
 from .runners.pandas import WindowedResult
-from .test_stream import TestStream
+from .scripted_stream import TestStream
 
 __all__ = ["windowed", "Windowed", "TestStream", "WindowedResult", "WindowingConfigError"]

@@ -10,76 +10,77 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from accumulations import Accumulation, MergeAccumulation
-from triggers import AccumulationMode, Default, Trigger, parse_duration
+from accumulations import Accumulation
+from triggers import AccumulationMode, Default, Trigger
 
 from .errors import WindowingConfigError
+from .strategy import (
+    RESERVED,
+    Duration,
+    FixedWindowing,
+    GlobalWindowing,
+    NamedAccumulation,
+    SessionWindowing,
+    SlidingWindowing,
+    Strategy,
+    Windowing,
+)
 from .timeaxis import EPOCH_UNITS
-
-RESERVED = ("window_start", "window_end", "timing", "pane_index", "is_retraction", "step")
-
-
-@dataclass(frozen=True)
-class WindowChoice:
-    kind: str  # "global" | "fixed" | "sliding" | "sessions"
-    size: Any = None
-    every: Any = None
-    offset: Any = 0
 
 
 @dataclass(frozen=True)
 class Windowed:
-    """A windowed pipeline under construction (see ``windowed``)."""
+    """A windowed pipeline under construction (see ``windowed``): the calls made so far, each
+    validated as it is made; ``aggregate`` / ``run`` build the `Strategy` and hand it to a runner."""
 
     source: Any
     time: str | Callable[[Any], Any]
     key: tuple[str, ...] | None
     time_unit: str | None = None
-    window: WindowChoice = WindowChoice("global")
-    lateness: Any = 0
+    windowing: Windowing = GlobalWindowing()
+    lateness: Duration = Duration("allowed_lateness(lateness)", 0, 0)
     trigger_: Trigger = field(default_factory=Default)
     mode: AccumulationMode = AccumulationMode.DISCARDING
-    only_updated: bool = False
-    watermark_delay: Any = None
+    fire_only_updated: bool = False
+    watermark_delay: Duration | None = None
     second: Any = None
     steps: tuple[str, ...] = ()
 
-    def _with(self, call: str, **changes) -> "Windowed":
+    def _with(self, call: str, **changes: Any) -> "Windowed":
         return dataclasses.replace(self, steps=self.steps + (call,), **changes)
 
     # ---- windows ---------------------------------------------------------------------------
     def global_window(self) -> "Windowed":
         """One window for all time: it fires at the end of input (or as the trigger says)."""
-        return self._with(".global_window()", window=WindowChoice("global"))
+        return self._window(GlobalWindowing())
 
     def fixed(self, size: Any, offset: Any = 0) -> "Windowed":
         """Tumbling windows ``[offset + k*size, offset + (k+1)*size)``."""
-        parse_duration("fixed(size)", size)
-        parse_duration("fixed(offset)", offset, allow_zero=True)
-        return self._with(f".fixed({size!r}{_offset(offset)})", window=WindowChoice("fixed", size, offset=offset))
+        return self._window(FixedWindowing(Duration.parse("fixed(size)", size),
+                                           Duration.parse("fixed(offset)", offset, allow_zero=True)))
 
     def sliding(self, size: Any, every: Any, offset: Any = 0) -> "Windowed":
         """Windows of ``size`` starting every ``every``; ``every`` must divide ``size``."""
-        parse_duration("sliding(size)", size)
-        parse_duration("sliding(every)", every)
-        parse_duration("sliding(offset)", offset, allow_zero=True)
-        return self._with(f".sliding({size!r}, every={every!r}{_offset(offset)})", window=WindowChoice("sliding", size, every, offset))
+        return self._window(SlidingWindowing(Duration.parse("sliding(size)", size), Duration.parse("sliding(every)", every),
+                                             Duration.parse("sliding(offset)", offset, allow_zero=True)))
 
     def sessions(self, gap: Any) -> "Windowed":
         """Session windows per key: elements less than ``gap`` apart share a session."""
-        parse_duration("sessions(gap)", gap)
-        return self._with(f".sessions({gap!r})", window=WindowChoice("sessions", gap))
+        return self._window(SessionWindowing(Duration.parse("sessions(gap)", gap)))
+
+    def _window(self, windowing: Windowing) -> "Windowed":
+        return self._with(windowing.call, windowing=windowing)
 
     # ---- time ------------------------------------------------------------------------------
     def allowed_lateness(self, lateness: Any) -> "Windowed":
         """How long after the watermark passes a window's end it still accepts elements."""
-        parse_duration("allowed_lateness(lateness)", lateness, allow_zero=True)
-        return self._with(f".allowed_lateness({lateness!r})", lateness=lateness)
+        parsed = Duration.parse("allowed_lateness(lateness)", lateness, allow_zero=True)
+        return self._with(f".allowed_lateness({lateness!r})", lateness=parsed)
 
     def watermark(self, delay: Any) -> "Windowed":
         """Derive the watermark as the largest event time seen minus ``delay``."""
-        parse_duration("watermark(delay)", delay, allow_zero=True)
-        return self._with(f".watermark({delay!r})", watermark_delay=delay)
+        parsed = Duration.parse("watermark(delay)", delay, allow_zero=True)
+        return self._with(f".watermark({delay!r})", watermark_delay=parsed)
 
     def with_second_stream(self, right: Any) -> "Windowed":
         """Merge a second stream into the same windows (the seed's WindowedMergeOperator).
@@ -113,65 +114,38 @@ class Windowed:
 
     def fire_only_updated_panes(self) -> "Windowed":
         """Skip a firing whose value equals the window's previous pane."""
-        return self._with(".fire_only_updated_panes()", only_updated=True)
+        return self._with(".fire_only_updated_panes()", fire_only_updated=True)
 
     # ---- running -----------------------------------------------------------------------------
-    def aggregate(self, *accumulations: Accumulation, **named: Accumulation):
+    def aggregate(self, *accumulations: Accumulation[Any, Any, Any], **named: Accumulation[Any, Any, Any]) -> Any:
         """Run the pipeline; return every pane fired (a DataFrame of the source's kind)."""
-        if _is_spark(self.source):  # panes only: no late-data rows to carry, lifting where exact
-            from .runners.spark import run_spark
-            return run_spark(self, self._aggregations(accumulations, named), late_data=False).panes
-        return self.run(*accumulations, **named).panes
+        return self._run(self.strategy(*accumulations, **named), late_data=False).panes
 
-    def run(self, *accumulations: Accumulation, **named: Accumulation):
+    def run(self, *accumulations: Accumulation[Any, Any, Any], **named: Accumulation[Any, Any, Any]) -> Any:
         """Run the pipeline; return panes and the dropped elements (``late_data``).
 
         For a Spark source the result is a ``SparkRun``: ``output`` (panes and dropped elements in
         one DataFrame, told apart by ``kind``), its views ``panes`` and ``late_data``, and
         ``split(batch)`` for ``foreachBatch`` (docs/spark.md).
         """
-        aggregations = self._aggregations(accumulations, named)
-        if _is_spark(self.source):
-            from .runners.spark import run_spark
-            return run_spark(self, aggregations)
-        from .runners.pandas import run_pandas
-        return run_pandas(self, aggregations)
+        return self._run(self.strategy(*accumulations, **named), late_data=True)
 
-    def _aggregations(self, positional: Sequence[Accumulation], named: dict[str, Accumulation]) -> tuple[tuple[str, Accumulation], ...]:
-        if len(positional) > 1:
-            raise WindowingConfigError(
-                f"aggregate() got {len(positional)} unnamed accumulations; name them, e.g. aggregate(total=Sum('x'), n=Count())")
-        if positional and "value" in named:
-            raise WindowingConfigError(
-                f"aggregate({positional[0]!r}, value={named['value']!r}): the unnamed accumulation's output column is "
-                "'value' too, so one would be lost; name both, e.g. aggregate(total=Sum('x'), value=Count())")
-        pairs = ([("value", positional[0])] if positional else []) + list(named.items())
-        if not pairs:
-            raise WindowingConfigError("aggregate() needs an accumulation, e.g. aggregate(Sum('amount'))")
-        for name, acc in pairs:
-            if not isinstance(acc, Accumulation):
-                raise WindowingConfigError(f"aggregate({name}={acc!r}) is not an Accumulation; give e.g. Sum('amount')")
-            if name in RESERVED:
-                raise WindowingConfigError(f"aggregate({name}=...) clashes with the output column {name!r}; choose another name")
-            if name in (self.key or ()):
-                raise WindowingConfigError(
-                    f"windowed(key={name!r}) clashes with the output column {name!r} of aggregate("
-                    f"{'' if positional and name == 'value' else name + '='}...); the key would be overwritten: "
-                    "rename the key column, or give the accumulation another name, e.g. aggregate(total=Sum('x'))")
-        merging = [name for name, acc in pairs if isinstance(acc, MergeAccumulation)]
-        if self.second is not None and len(merging) != len(pairs):
-            plain = next(name for name, acc in pairs if not isinstance(acc, MergeAccumulation))
-            raise WindowingConfigError(
-                f"aggregate({plain}=...) is a one-stream accumulation, but with_second_stream() needs two-stream "
-                "accumulations such as InnerJoin or Cogroup")
-        if self.second is None and merging:
-            raise WindowingConfigError(
-                f"aggregate({merging[0]}=...) merges two streams; add the second with .with_second_stream(right)")
-        if self.only_updated and self.mode is AccumulationMode.DISCARDING:
-            raise WindowingConfigError(
-                "fire_only_updated_panes() with discarding(): every discarding pane starts empty, so 'unchanged' "
-                "has no meaning; use accumulating() or accumulating_and_retracting()")
-        return tuple(pairs)
+    def _run(self, strategy: Strategy, late_data: bool) -> Any:
+        """The runner for the source's kind. ``late_data`` False: only panes are wanted, so the Spark
+        runner carries no dropped rows and lifts (pre-aggregates) where that is exact."""
+        if _is_spark(self.source):
+            from .runners.spark import run_spark  # lazily: `import windowing` loads no pyspark
+            return run_spark(strategy, self.source, self.second, late_data=late_data)
+        from .runners.pandas import run_pandas
+        return run_pandas(strategy, self.source, self.second)
+
+    def strategy(self, *accumulations: Accumulation[Any, Any, Any], **named: Accumulation[Any, Any, Any]) -> Strategy:
+        """The validated, frozen `Strategy` of this pipeline with these aggregations."""
+        return Strategy(
+            time=self.time, keys=self.key, aggregations=_named(accumulations, named), time_unit=self.time_unit,
+            windowing=self.windowing, trigger=self.trigger_, mode=self.mode, allowed_lateness=self.lateness,
+            watermark_delay=self.watermark_delay, fire_only_updated=self.fire_only_updated,
+            two_streams=self.second is not None)
 
     def __repr__(self) -> str:
         key = f", key={list(self.key) if self.key and len(self.key) > 1 else (self.key[0] if self.key else None)!r}"
@@ -179,9 +153,20 @@ class Windowed:
         return f"windowed(<{type(self.source).__name__}>, time={self.time!r}{key}{unit})" + "".join(self.steps)
 
 
-def _offset(offset: Any) -> str:
-    """The ``offset`` argument as the call gave it, for ``repr``; nothing for the default."""
-    return "" if isinstance(offset, (int, float)) and offset == 0 else f", offset={offset!r}"
+def _named(positional: Sequence[Accumulation[Any, Any, Any]],
+           named: dict[str, Accumulation[Any, Any, Any]]) -> tuple[NamedAccumulation, ...]:
+    """``aggregate``'s arguments as (output column, accumulation) pairs; the unnamed one is ``value``."""
+    if len(positional) > 1:
+        raise WindowingConfigError(
+            f"aggregate() got {len(positional)} unnamed accumulations; name them, e.g. aggregate(total=Sum('x'), n=Count())")
+    if positional and "value" in named:
+        raise WindowingConfigError(
+            f"aggregate({positional[0]!r}, value={named['value']!r}): the unnamed accumulation's output column is "
+            "'value' too, so one would be lost; name both, e.g. aggregate(total=Sum('x'), value=Count())")
+    pairs = ([("value", positional[0])] if positional else []) + list(named.items())
+    if not pairs:
+        raise WindowingConfigError("aggregate() needs an accumulation, e.g. aggregate(Sum('amount'))")
+    return tuple(pairs)
 
 
 def _is_spark(source: Any) -> bool:
@@ -218,6 +203,6 @@ def windowed(source: Any, time: str | Callable[[Any], Any] = "ts", key: str | Se
             raise WindowingConfigError(
                 f"windowed(key={key!r}): key column {name!r} clashes with the output column {name!r}, "
                 "which would overwrite it; rename that column of the input first")
-        if keys.count(name) > 1:
+        if keys is not None and keys.count(name) > 1:
             raise WindowingConfigError(f"windowed(key={key!r}) names column {name!r} twice; name each key column once")
     return Windowed(source=source, time=time, key=keys, time_unit=time_unit)

@@ -1,4 +1,4 @@
-"""From a builder to an engine spec, and between user frames and engine frames.
+"""From a strategy to an engine spec, and between user frames and engine frames.
 
 Runner-agnostic: the pandas runner and the Spark runner's Python workers
 both use it, so both see the same columns, units and validation.
@@ -14,12 +14,11 @@ import pandas as pd
 
 from accumulations import Accumulation
 
-from .api import Windowed
-from .engine import TIMINGS, Aggregation, EngineSpec
+from . import columns
 from .errors import WindowingConfigError
+from .spec import TIMINGS, Aggregation, EngineSpec
+from .strategy import NamedAccumulation, Strategy
 from .timeaxis import TimeAxis
-from .windows import FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn
-
 
 SIDE = "_side"
 """Column marking which of two merged streams an element came from (0 or 1)."""
@@ -36,50 +35,42 @@ class Plan:
     """The input dtype of each key column."""
 
 
-def _window_fn(pipeline: Windowed, axis: TimeAxis) -> WindowFn:
-    w = pipeline.window
-    if w.kind == "global":
-        return GlobalWindows()
-    if w.kind == "fixed":
-        return FixedWindows(axis.duration("fixed(size)", w.size), axis.duration("fixed(offset)", w.offset))
-    if w.kind == "sessions":
-        return Sessions(axis.duration("sessions(gap)", w.size))
-    size, every = axis.duration("sliding(size)", w.size), axis.duration("sliding(every)", w.every)
-    if size % every:
-        raise WindowingConfigError(
-            f"sliding window every={w.every!r} must divide size={w.size!r}; windows would not tile the timeline")
-    return SlidingWindows(size, every, axis.duration("sliding(offset)", w.offset))
-
-
-def check_columns(columns: list[str], pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...]) -> None:
-    """Every column the pipeline names must exist."""
-    wanted = [("time", pipeline.time)] if isinstance(pipeline.time, str) else []
-    wanted += [("key", k) for k in pipeline.key or ()]
-    wanted += [(f"{type(acc).__name__}(column)", acc.column) for _, acc in aggregations if acc.column is not None]
+def check_columns(columns: list[str], strategy: Strategy) -> None:
+    """Every column the strategy names must exist."""
+    wanted = [("time", strategy.time)] if isinstance(strategy.time, str) else []
+    wanted += [("key", k) for k in strategy.keys or ()]
+    wanted += [(f"{type(acc).__name__}(column)", acc.column) for _, acc in strategy.aggregations if acc.column is not None]
     for param, column in wanted:
         if column not in columns:
             raise WindowingConfigError(f"{param}={column!r} is not a column of the input; it has {list(columns)}")
 
 
-def make_plan(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], axis: TimeAxis,
-              dtypes: Mapping[str, Any]) -> Plan:
-    aggs = tuple(Aggregation(name, _for_input(name, acc, dtypes), None if acc.column is None else _numpy_dtype(dtypes[acc.column]))
-                 for name, acc in aggregations)
+def make_plan(strategy: Strategy, axis: TimeAxis, dtypes: Mapping[str, Any],
+              aggregations: tuple[NamedAccumulation, ...] | None = None) -> Plan:
+    """The engine's spec of ``strategy`` on ``axis``, its aggregations set up for the input's ``dtypes``.
+    ``aggregations``: what the engine runs instead of the strategy's (the Spark runner's lifted ones)."""
+    aggregations = strategy.aggregations if aggregations is None else aggregations
     spec = EngineSpec(
-        windows=_window_fn(pipeline, axis),
-        trigger=pipeline.trigger_.resolve(axis.duration),
-        mode=pipeline.mode,
-        aggregations=aggs,
-        allowed_lateness=axis.duration("allowed_lateness(lateness)", pipeline.lateness),
-        fire_only_updated=pipeline.only_updated,
-        n_keys=len(pipeline.key) if pipeline.key else 1,
+        windows=strategy.windowing.window_fn(axis),
+        trigger=strategy.trigger.resolve(axis.duration),
+        mode=strategy.mode,
+        aggregations=engine_aggregations(aggregations, dtypes),
+        allowed_lateness=strategy.allowed_lateness.in_units_of(axis),
+        fire_only_updated=strategy.fire_only_updated,
+        n_keys=strategy.n_keys,
     )
-    delay = None if pipeline.watermark_delay is None else axis.duration("watermark(delay)", pipeline.watermark_delay)
-    key_dtypes = tuple(dtypes[k] for k in pipeline.key or ())
-    return Plan(spec, axis, pipeline.key, tuple(acc.column for _, acc in aggregations), delay, key_dtypes)
+    delay = None if strategy.watermark_delay is None else strategy.watermark_delay.in_units_of(axis)
+    key_dtypes = tuple(dtypes[k] for k in strategy.keys or ())
+    return Plan(spec, axis, strategy.keys, tuple(acc.column for _, acc in aggregations), delay, key_dtypes)
 
 
-def _for_input(name: str, acc: Accumulation, dtypes: Mapping[str, Any]) -> Accumulation:
+def engine_aggregations(aggregations: tuple[NamedAccumulation, ...], dtypes: Mapping[str, Any]) -> tuple[Aggregation, ...]:
+    """The engine's aggregations: each accumulation set up for its input column's dtype."""
+    return tuple(Aggregation(name, _for_input(name, acc, dtypes), None if acc.column is None else _numpy_dtype(dtypes[acc.column]))
+                 for name, acc in aggregations)
+
+
+def _for_input(name: str, acc: Accumulation[Any, Any, Any], dtypes: Mapping[str, Any]) -> Accumulation[Any, Any, Any]:
     """The accumulation set up for its column's dtype; a dtype it refuses is a configuration error."""
     if acc.column is None:
         return acc
@@ -101,10 +92,10 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
     out: dict[str, Any] = {}
     if plan.key_names:
         for i, name in enumerate(plan.key_names):
-            out[f"_k{i}"] = _values(frame[name])
+            out[columns.key(i)] = _values(frame[name])
     else:
-        out["_k0"] = np.zeros(len(frame), dtype=np.int64)
-    out["_t"] = times
+        out[columns.key(0)] = np.zeros(len(frame), dtype=np.int64)
+    out[columns.TIME] = times
     for i, column in enumerate(plan.value_columns):
         if column is None:
             continue
@@ -113,7 +104,7 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
             paired = np.empty(len(frame), dtype=object)
             paired[:] = list(zip(frame[SIDE].to_numpy().tolist(), values.tolist()))
             values = paired
-        out[f"_v{i}"] = values
+        out[columns.value(i)] = values
     return pd.DataFrame(out, index=frame.index)
 
 
@@ -121,7 +112,7 @@ def _values(column: pd.Series) -> np.ndarray:
     """A key or value column as NumPy; nullable integers as Python ints and None (NumPy would make
     them floats, inexact beyond 2**53: keys 2**53 and 2**53 + 1 would be one key)."""
     if _nullable_integers(column.dtype):
-        return column.to_numpy(dtype=object, na_value=None)
+        return column.to_numpy(dtype=object, na_value=None)  # type: ignore[call-overload]  # pandas takes None
     return column.to_numpy()
 
 
@@ -134,7 +125,7 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
     out: dict[str, Any] = {}
     if plan.key_names:
         for i, name in enumerate(plan.key_names):
-            out[name] = _keys(panes[f"_k{i}"], plan.key_dtypes[i])
+            out[name] = _keys(panes[columns.key(i)], plan.key_dtypes[i])
     out["window_start"] = plan.axis.from_internal(panes["start"].to_numpy())  # a Series: keeps a timezone
     out["window_end"] = plan.axis.from_internal(panes["end"].to_numpy())
     for agg in plan.spec.aggregations:
@@ -142,7 +133,7 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
         if dtype is None and not len(panes):
             dtype = _output_dtype_of_one_value(agg)
         out[agg.name] = _tidy(panes[agg.name]) if dtype is None else pd.Series(panes[agg.name].to_numpy(), dtype=object).astype(dtype)
-    out["timing"] = pd.Categorical.from_codes(panes["timing"].to_numpy(dtype=np.int8), categories=list(TIMINGS))
+    out["timing"] = pd.Categorical.from_codes(panes["timing"].to_numpy(dtype=np.int8), categories=list(TIMINGS))  # type: ignore[call-overload]
     out["pane_index"] = panes["pane_index"].to_numpy(dtype=np.int64)
     out["is_retraction"] = panes["is_retraction"].to_numpy(dtype=bool)
     return pd.DataFrame(out)
@@ -154,7 +145,8 @@ def _keys(values: pd.Series, dtype: Any) -> Any:
     its dtype, and a missing key is <NA>."""
     if _nullable_integers(dtype):
         return pd.array(values.to_numpy(dtype=object), dtype=dtype)
-    if dtype != object:  # the input's dtype, also with no pane (the engine's empty frame has no dtypes)
+    # the input's dtype, also with no pane (the engine's empty frame has no dtypes)
+    if not (isinstance(dtype, np.dtype) and dtype.kind == "O"):
         return pd.Series(values.to_numpy()).astype(dtype)
     out = values.to_numpy(dtype=object, copy=True)
     out[pd.isna(out)] = None

@@ -2,7 +2,7 @@
 
 A Spark stateful group (a *bucket* of keys, see `windowing.runners.spark`)
 keeps one binary value: the window table of all its keys (one row per key and
-open window, the columns of `windowing.engine`). Purged windows are not in
+open window, the columns of `windowing.window_table`). Purged windows are not in
 the table, so a key with no open window has no row and leaves the state.
 
 Layout of versions 2 and 3 (all integers little-endian)::
@@ -35,7 +35,7 @@ Version 1 is version 2 without ``"values"``: every object column is pickled.
 Version 3 has the bytes of version 2 and the window table of issue 15: trigger
 state named by role (``t.early.count``, not ``t.0.0.count``) and the ``held``
 and ``end_timer`` columns. Versions 1 and 2 hold tables of the earlier layout,
-which `windowing.engine.current_layout` brings up to date when the engine
+which `windowing.window_table.current_layout` brings up to date when the engine
 steps them; the version number keeps a library that knows only the earlier
 layout from misreading a table of this one.
 

@@ -79,7 +79,7 @@ class TimeAxis:
         if isinstance(dtype, pd.DatetimeTZDtype):
             return cls(column, "datetime", tz=str(dtype.tz), unit=dtype.unit)
         if pd.api.types.is_datetime64_dtype(dtype):
-            return cls(column, "datetime", unit=np.datetime_data(dtype)[0])
+            return cls(column, "datetime", unit=np.datetime_data(dtype)[0])  # type: ignore[arg-type]  # a datetime64 dtype here
         if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
             return cls(column, "numeric", dtype=str(dtype))
         raise WindowingConfigError(
@@ -103,9 +103,11 @@ class TimeAxis:
                 f"elements' times are {self._kind_name()}; give every step's times as one type")
         missing = int(series.isna().sum())
         if missing:
-            raise WindowingConfigError(f"time column {self.column!r}{where} has {missing} missing value(s); every element needs an event time")
+            raise WindowingConfigError(
+                f"time column {self.column!r}{where} has {missing} missing value(s); every element needs an event time")
         if self.epoch_unit is not None:  # nullable Int64 / Float64 columns as NumPy numbers (no NA is left)
-            kind = "f" if pd.api.types.is_float_dtype(series.dtype) else "u" if pd.api.types.is_unsigned_integer_dtype(series.dtype) else "i"
+            kind = "f" if pd.api.types.is_float_dtype(series.dtype) else \
+                "u" if pd.api.types.is_unsigned_integer_dtype(series.dtype) else "i"
             raw = series.to_numpy(dtype={"f": np.float64, "u": np.uint64, "i": np.int64}[kind])
             micros, inside = self._epoch_micros(raw)
             if not inside.all():
@@ -136,7 +138,7 @@ class TimeAxis:
         and where they are on the axis (a value elsewhere gives 0). The Spark runner computes the
         same on the JVM (`runners.spark._event_time`). Beam truncates, but a float carries binary
         error: 1.001 s is 1000999.9999999999 microseconds."""
-        unit, raw = self.epoch_unit, np.asarray(raw)
+        unit, raw = self.epoch_unit or "us", np.asarray(raw)
         if raw.dtype.kind == "f" or raw.dtype == object:
             raw = raw.astype(np.float64)
             scaled = raw / 1000.0 if unit == "ns" else raw * float(EPOCH_UNITS[unit])
@@ -155,7 +157,7 @@ class TimeAxis:
         return np.where(inside, micros, 0), inside
 
     def _epoch_range(self) -> str:
-        return f"as epoch {_UNIT_NAMES[self.epoch_unit]}: {pd.Timestamp.min} to {pd.Timestamp.max}"
+        return f"as epoch {_UNIT_NAMES[self.epoch_unit or 'us']}: {pd.Timestamp.min} to {pd.Timestamp.max}"
 
     def from_internal(self, values: np.ndarray) -> pd.Series:
         """Instants back in the column's own type; the ends of time become the type's extremes."""
@@ -168,7 +170,7 @@ class TimeAxis:
                 out = out.astype(f"datetime64[{self.unit}]")
             return out.dt.tz_localize("UTC").dt.tz_convert(self.tz) if self.tz else out
         dtype = pd.api.types.pandas_dtype(self.dtype)
-        numpy_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
+        numpy_dtype: np.dtype[Any] = np.dtype(getattr(dtype, "numpy_dtype", dtype))  # type: ignore[arg-type]
         if numpy_dtype.kind == "f":
             out = values.astype(numpy_dtype)
             out[values == MIN_TIME] = -np.inf
@@ -180,7 +182,12 @@ class TimeAxis:
 
     def duration(self, param: str, value: Any) -> int:
         """A duration in the axis's unit; strings and timedeltas need a timestamp column."""
-        parsed = parse_duration(param, value, allow_zero=True) if not isinstance(value, (int, np.integer)) or isinstance(value, bool) else value
+        whole = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        parsed = value if whole else parse_duration(param, value, allow_zero=True)
+        return self.units_of(param, value, parsed)
+
+    def units_of(self, param: str, value: Any, parsed: Any) -> int:
+        """A duration parsed already (``parsed``, of ``value`` as given) in the axis's unit."""
         if not isinstance(parsed, dt.timedelta) and parsed == 0:
             return 0  # zero needs no unit
         if isinstance(parsed, dt.timedelta):
@@ -189,7 +196,7 @@ class TimeAxis:
                     f"{param}={value!r} is a duration, but time column {self.column!r} is numeric; "
                     "give a plain number in the column's unit")
             return int(pd.Timedelta(parsed).value)
-        if isinstance(parsed, numbers.Real):
+        if _is_number(parsed):
             if self.kind == "datetime":
                 holds = f"is read as timestamps (time_unit={self.epoch_unit!r})" if self.epoch_unit else "holds timestamps"
                 raise WindowingConfigError(
@@ -204,7 +211,7 @@ class TimeAxis:
         """An instant (a watermark) in the axis's unit: a whole number on a numeric axis, a timestamp
         otherwise. ``where`` says which input the value is from, for the errors."""
         if self.kind == "numeric":
-            if not isinstance(value, numbers.Real) or isinstance(value, bool):
+            if not _is_number(value) or isinstance(value, bool):
                 raise WindowingConfigError(f"{param}={value!r}{where} must be a number: time column {self.column!r} is numeric")
             if not math.isfinite(value) or value != math.floor(value):
                 raise WindowingConfigError(
@@ -215,14 +222,14 @@ class TimeAxis:
                     f"{param}={value!r}{where} is beyond the time axis (64-bit integers); to end the input, use "
                     "advance_watermark_to_infinity()")
             return int(value)
-        if isinstance(value, numbers.Real) and self.epoch_unit is not None and not isinstance(value, bool):
+        if _is_number(value) and self.epoch_unit is not None and not isinstance(value, bool):
             micros, inside = self._epoch_micros(np.asarray([value]))
             if not inside[0]:
                 raise WindowingConfigError(
                     f"{param}={value!r}{where} is beyond the time axis {self._epoch_range()} (time_unit="
                     f"{self.epoch_unit!r}); to end the input, use advance_watermark_to_infinity()")
             return int(micros[0]) * 1000
-        if isinstance(value, numbers.Real):
+        if _is_number(value):
             raise WindowingConfigError(
                 f"{param}={value!r}{where} is a plain number, but time column {self.column!r} holds timestamps; give a timestamp")
         try:
@@ -240,3 +247,9 @@ class TimeAxis:
                 f"{param}={value!r}{where} is beyond the time axis (nanosecond timestamps, {pd.Timestamp.min} to "
                 f"{pd.Timestamp.max}); to end the input, use advance_watermark_to_infinity()")
         return int(stamp.as_unit("ns").value)
+
+
+def _is_number(value: Any) -> bool:
+    """A real number (NumPy's included), ``bool`` too; without narrowing its type to ``numbers.Real``,
+    which the type checker cannot do arithmetic with."""
+    return isinstance(value, numbers.Real)

@@ -18,6 +18,12 @@ from .timeaxis import MAX_TIME, MIN_TIME
 class WindowFn:
     merging = False
 
+    @property
+    def max_extent(self) -> int | None:
+        """The longest a window lasts from its earliest element's time to its end, in the axis's
+        unit; None: unbounded (the global window)."""
+        return None
+
     def assign(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
 
@@ -26,7 +32,7 @@ class WindowFn:
 class GlobalWindows(WindowFn):
     """One window, ``[MIN_TIME, MAX_TIME)``, for all elements."""
 
-    def assign(self, times):
+    def assign(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = len(times)
         return np.arange(n), np.full(n, MIN_TIME, np.int64), np.full(n, MAX_TIME, np.int64)
 
@@ -38,7 +44,11 @@ class FixedWindows(WindowFn):
     size: int
     offset: int = 0
 
-    def assign(self, times):
+    @property
+    def max_extent(self) -> int | None:
+        return self.size
+
+    def assign(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         start = times - np.mod(times - self.offset, self.size)
         return np.arange(len(times)), start, start + self.size
 
@@ -51,7 +61,11 @@ class SlidingWindows(WindowFn):
     every: int
     offset: int = 0
 
-    def assign(self, times):
+    @property
+    def max_extent(self) -> int | None:
+        return self.size
+
+    def assign(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         per_element = self.size // self.every
         last = times - np.mod(times - self.offset, self.every)
         starts = (last[:, None] - self.every * np.arange(per_element)[None, :]).ravel()
@@ -67,5 +81,10 @@ class Sessions(WindowFn):
     gap: int
     merging = True
 
-    def assign(self, times):
+    @property
+    def max_extent(self) -> int | None:
+        """A session may grow without bound, but an element's own proto-session ends ``gap`` after it."""
+        return self.gap
+
+    def assign(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return np.arange(len(times)), times.copy(), np.minimum(times, MAX_TIME - self.gap) + self.gap

@@ -3,7 +3,8 @@
 The commit records know every finished part's length and CRC-32
 (``state.finished_lengths``), so a part that is shorter, longer or other than
 committed is reported by name, whatever its format (a JSON lines or CSV part cut
-at a row boundary, or with a digit changed, reads back without an error otherwise). A committed part that is missing is an error too; one whose
+at a row boundary, or with a digit changed, reads back without an error otherwise).
+A committed part that is missing is an error too; one whose
 rename is still due (its writer stopped between its commit and its renames) is
 read from its pending file.
 """

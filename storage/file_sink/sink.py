@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pandas as pd
 
-from .reading import finished_files, read
 from .compaction import DEFAULT_TARGET_SIZE, Compacted, compact
 from .config import SinkConfig
 from .parts import PhaseHook
+from .reading import finished_files, read
 from .writer import DEFAULT_OWNER, SinkWriter, check_batch_arguments, to_table
 
 if TYPE_CHECKING:

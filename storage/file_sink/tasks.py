@@ -22,8 +22,8 @@ import os
 import threading
 import uuid
 from collections.abc import Iterable, Iterator
-from queue import Queue
 from dataclasses import asdict, dataclass, field
+from queue import Queue
 from typing import Any
 
 import pyarrow as pa

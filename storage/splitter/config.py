@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .._units import Seconds, Size, parse_seconds, parse_size
+from .._units import parse_seconds, parse_size
 
 #: 128 MiB, as Spark's own ``spark.sql.files.maxPartitionBytes`` and HDFS's block size: in
 #: benchmarks/splitter_bench.py 128 MiB blocks read faster than 32 MiB (fewer tasks, each with a

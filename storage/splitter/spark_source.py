@@ -48,8 +48,8 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, Stri
 
 from storage.splitter.config import SplitterConfig, quote_name
 from storage.splitter.metadata import BlockMetadata, FileMetadata
-from storage.splitter.readers import OnSkip, SkippedBlock, chunk_batches, line_batches, read_csv_table
 from storage.splitter.planner import BlockPlanner
+from storage.splitter.readers import OnSkip, SkippedBlock, chunk_batches, line_batches, read_csv_table
 from storage.splitter.state import SplitState
 
 FORMAT = "file_splitter"

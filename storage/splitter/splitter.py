@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from storage.splitter.config import DEFAULT_BLOCK_SIZE, Seconds, Size, SplitterConfig
+from storage._units import Seconds, Size
+from storage.splitter.config import DEFAULT_BLOCK_SIZE, SplitterConfig
 from storage.splitter.metadata import BlockMetadata, FileMetadata, blocks_frame, blocks_from_frame, files_frame
 from storage.splitter.planner import BlockPlanner
 from storage.splitter.readers import SkippedBlock, read_csv, read_lines

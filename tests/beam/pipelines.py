@@ -109,7 +109,7 @@ def trigger_strategy(depth: int = 2, processing_time: bool = False) -> st.Search
     """Triggers of Beam's algebra, typed as Beam Java types them (once-triggers where it asks for them)."""
     once = _once(min(depth, 1), processing_time)
     maybe_once = st.one_of(st.none(), once)
-    watermark = st.builds(lambda e, l: ("AfterWatermark", e, l), maybe_once, maybe_once)
+    watermark = st.builds(lambda early, late: ("AfterWatermark", early, late), maybe_once, maybe_once)
     leaf = st.one_of(once, watermark, st.just(("Default",)), st.just(("Never",)))
     if depth == 0:
         return leaf

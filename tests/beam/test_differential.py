@@ -16,7 +16,6 @@ differences left, with their reasons.
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 from hypothesis import HealthCheck, assume, given, seed, settings

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accumulations import Accumulation, BottomN, Count, Fold, Max, Mean, Min, Reduce, Sum, ToList, ToSet, TopN
+from accumulations import Accumulation, BottomN, Count, Fold, Max, Mean, Min, Reduce, Sum, ToList, TopN, ToSet
 from triggers import AfterProcessingTime, AfterWatermark, AtWatermark, Repeatedly
 from windowing import TestStream, windowed
 

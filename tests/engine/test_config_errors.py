@@ -7,9 +7,9 @@ import re
 import pandas as pd
 import pytest
 
-from accumulations import Count, Sum, TopN
 import triggers
-from triggers import AfterCount, AfterProcessingTime, AfterEach, AtWatermark, Repeatedly
+from accumulations import Count, Sum, TopN
+from triggers import AfterCount, AfterEach, AfterProcessingTime, AtWatermark, Repeatedly
 from windowing import TestStream, WindowingConfigError, windowed
 
 DF = pd.DataFrame({"k": ["a"], "ts": [1], "x": [1]})

@@ -22,8 +22,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accumulations import Count, Distinct, Fold, Max, Mean, Min, Sum, ToList, ToSet
-from triggers import (AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark,
-                      Default, Never, OrFinally, Repeatedly)
+from triggers import (
+    AfterAll,
+    AfterAny,
+    AfterCount,
+    AfterEach,
+    AfterProcessingTime,
+    AfterWatermark,
+    AtWatermark,
+    Default,
+    Never,
+    OrFinally,
+    Repeatedly,
+)
 from windowing import TestStream, windowed
 
 from .reference import Element, WindowSpec, final_values, with_lateness
@@ -102,7 +113,7 @@ def safe_steps(draw, items: list[Element]):
     ordered = sorted(items, key=lambda e: e.t)
     batches = draw(split(ordered))
     marks, previous = [], None
-    for i, batch in enumerate(batches):
+    for i in range(len(batches)):
         later = [e.t for b in batches[i + 1:] for e in b]
         ceiling = min(later) if later else 100
         floor = previous if previous is not None else 0
@@ -238,8 +249,11 @@ def test_splitting_the_input_into_other_steps_never_changes_the_final_values(spe
 
 # ---- (c) accumulating and retracting: emitted minus retracted is the final value ----------------
 
+ADVANCES = st.integers(1, 30)
+
+
 @st.composite
-def scripts(draw, items: list[Element], advance=st.integers(1, 30), max_cuts: int | None = None):
+def scripts(draw, items: list[Element], advance=ADVANCES, max_cuts: int | None = None):
     """A TestStream script over ``items``: random batches, watermark moves by ``advance``
     (late data included) and processing-time advances."""
     batches = draw(split(items, max_cuts))
@@ -504,7 +518,7 @@ crowded_elements = st.lists(st.builds(Element, st.sampled_from(["a", "b"]), st.i
        mode=st.sampled_from(["discarding", "accumulating", "accumulating_and_retracting"]), data=st.data())
 def test_a_trigger_that_counts_no_elements_fires_the_same_panes_when_each_steps_elements_are_folded(
         spec, items, trigger, mode, data):
-    # What makes Spark's combiner lifting exact (windowing/runners/combine.py).
+    # What makes Spark's combiner lifting exact (windowing/runners/spark/combine.py).
     if trigger.counts_elements():
         return
     unit = spec.every if spec.kind == "sliding" else spec.size
@@ -521,11 +535,11 @@ def test_a_trigger_that_counts_no_elements_fires_the_same_panes_when_each_steps_
 @SETTINGS
 @given(bound=st.sampled_from([10, 2**62]), data=st.data())
 def test_running_max_per_key_is_the_grouped_cummax(bound, data):
-    from windowing.engine import _running_max_per_key
+    from windowing.sessions import running_max_per_key
 
     rows = sorted(data.draw(st.lists(st.tuples(st.integers(0, 3), st.integers(-bound, bound)), max_size=30)),
                   key=lambda row: row[0])  # by key only: values stay unordered within a key
     keys = np.array([k for k, _ in rows], dtype=np.int64)
     values = np.array([v for _, v in rows], dtype=np.int64)
     expected = pd.Series(values, dtype=np.int64).groupby(keys).cummax().to_numpy()
-    assert list(_running_max_per_key(keys, values)) == list(expected)
+    assert list(running_max_per_key(keys, values)) == list(expected)

@@ -13,9 +13,10 @@ import pytest
 from accumulations import Sum
 from triggers import NO_TIME, AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, Never, OrFinally, Repeatedly
 from windowing import windowed
-from windowing.engine import empty_state, next_timers, step
+from windowing.engine import next_timers, step
 from windowing.plan import make_plan, to_elements
 from windowing.timeaxis import MIN_TIME, TimeAxis
+from windowing.window_table import empty_state
 
 ONE = pd.DataFrame({"k": ["a"], "ts": [1], "x": [1]})
 
@@ -25,7 +26,7 @@ def processing_timers(trigger, processing_times: list[int]) -> list[int]:
     elements at each of ``processing_times`` (the watermark stays before the window's end)."""
     pipeline = windowed(ONE, time="ts", key="k").fixed(1000).trigger(trigger)
     axis = TimeAxis.of("ts", ONE["ts"])
-    plan = make_plan(pipeline, pipeline._aggregations((Sum("x"),), {}), axis, ONE.dtypes.to_dict())
+    plan = make_plan(pipeline.strategy(Sum("x")), axis, ONE.dtypes.to_dict())
     elements = to_elements(plan, ONE, axis.to_internal(ONE["ts"]))
     state = step(plan.spec, empty_state(plan.spec, [ONE["k"].dtype]), elements, MIN_TIME, 0).state
     timers = [next_timers(plan.spec, state, 0)[1]]

@@ -120,7 +120,8 @@ def test_parquet_parts_written_as_nanoseconds_read_back_with_the_new_ones(tmp_pa
 )
 def test_timestamps_with_digits_below_the_microsecond_are_refused(tmp_path, fmt, column, match):
     sink = FileSink(str(tmp_path), format=fmt)
-    with pytest.raises(ValueError, match=rf"{fmt} format cannot write " + match + r" in microseconds, the unit Spark reads, without losing digits "
+    with pytest.raises(ValueError, match=rf"{fmt} format cannot write " + match
+                       + r" in microseconds, the unit Spark reads, without losing digits "
                        r"\(.*would lose data: 1704103200123456789, in nanoseconds since 1970\); "
                        r"floor the column to microseconds first \(pandas: \.dt\.floor\('us'\)\), "
                        r"or cast it to int64 to keep the nanoseconds"):

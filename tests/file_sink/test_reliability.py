@@ -18,7 +18,6 @@ from storage.file_sink import (
     CorruptPartError,
     FileSink,
     RollingPolicy,
-    SinkFencedError,
     SinkHeldError,
 )
 

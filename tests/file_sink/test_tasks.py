@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import threading
 
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -21,8 +21,9 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState
 
 from accumulations import Accumulation
-from windowing.runners.combine import lift, null_flag, pack
 from windowing.runners.spark import SparkPlan, SparkTyped, spark_typed, stacked
+from windowing.runners.spark.combine import lift, pack
+from windowing.runners.spark.wire import WIRE
 
 NO_TIMESTAMP = -1
 EPOCH_2024_S = 1_704_067_200
@@ -71,7 +72,7 @@ def worker_frame(frame: pd.DataFrame, plan: SparkPlan) -> pd.DataFrame:
     sources = {**{f"_k{i}": k for i, k in enumerate(keys)}, **{f"_v{i}": c for i, c in enumerate(plan.input_columns)}}
     for name in adapter.nullable:
         column = frame[sources[name]]
-        out[name], out[null_flag(name)] = column.fillna(0).to_numpy(dtype=np.int64), column.isna().to_numpy()
+        out[name], out[WIRE.null_flag(name)] = column.fillna(0).to_numpy(dtype=np.int64), column.isna().to_numpy()
     if adapter.late_output:  # the input row as JSON, as run_spark's to_json ships it (ts in micros here)
         rows = frame.assign(**{time: micros}).to_dict("records")
         out["_e"] = np.array([json.dumps(r, default=int) for r in rows], dtype=object)

@@ -20,15 +20,13 @@ from accumulations import Count, Max, Mean, Min, Sum, ToList
 from tests.beam.pipelines import elements_frame
 from tests.beam.pipelines import pipelines as random_pipelines
 from tests.engine.test_golden import SCENARIOS, build_pipeline, expected_rows, global_bounds, instant, load, to_frame
-from triggers import (AfterAll, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Default, Never,
-                      Repeatedly)
+from triggers import AfterAll, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Default, Never, Repeatedly
 from windowing import TestStream, windowed
 from windowing.errors import WindowingConfigError
-from windowing.runners.combine import CHECKED_BUCKET
 from windowing.runners.spark import plan_spark, stacked, uses_processing_time
+from windowing.runners.spark.combine import CHECKED_BUCKET
 
-from .helpers import (SimulatedQuery, assert_same_late_data, assert_same_panes, events, shipped, spark_schema,
-                      split_output)
+from .helpers import SimulatedQuery, assert_same_late_data, assert_same_panes, events, shipped, spark_schema, split_output
 
 rows = st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 120), st.integers(-5, 50)),
                 min_size=0, max_size=40)
@@ -42,7 +40,7 @@ AGGS = dict(total=Sum("amount"), n=Count(), top=Max("amount"), mean=Mean("amount
 
 
 def _batch_via_adapter(pipeline, frame: pd.DataFrame, buckets: int, aggs=AGGS) -> pd.DataFrame:
-    plan = plan_spark(pipeline, tuple(aggs.items()), spark_schema(frame), buckets)
+    plan = plan_spark(pipeline.strategy(**aggs), spark_schema(frame), buckets)
     data = shipped(frame, plan).drop(columns="_wm_ms")
     parts = [plan.adapter.run_batch(part) for _, part in data.groupby("_b")] or [plan.adapter.run_batch(data)]
     return stacked([part for part in parts if len(part)] or parts[:1])
@@ -73,15 +71,15 @@ def test_lifting_folds_rows_only_where_it_is_exact():
 
     frame = events([("a", 1, 5), ("a", 2, 7), ("a", 3, 1), ("b", 3, 1), ("a", 14, 2)])
     w = windowed(frame, time="ts", key="user").fixed("10 seconds")
-    plan = plan_spark(w, tuple(LIFTABLE.items()), spark_schema(frame), 1)
+    plan = plan_spark(w.strategy(**LIFTABLE), spark_schema(frame), 1)
     assert plan.lifting is not None
     lifted = plan.adapter.elements([shipped(frame, plan, partition_rows=10).drop(columns="_wm_ms")])
     assert len(lifted) == 3  # (a, [0,10)), (b, [0,10)), (a, [10,20))
-    assert plan_spark(w, tuple(LIFTABLE.items()), spark_schema(frame), 1, combine=False).lifting is None
-    assert plan_spark(w, tuple(AGGS.items()), spark_schema(frame), 1).lifting is None  # Mean, ToList
-    assert plan_spark(w, (("first", Min("ts")),), spark_schema(frame), 1).lifting is None  # of timestamps
-    assert plan_spark(w.trigger(Repeatedly(AfterCount(2))), tuple(LIFTABLE.items()), spark_schema(frame), 1).lifting is None
-    assert plan_spark(windowed(frame, time="ts", key="user").sessions("5 seconds"), tuple(LIFTABLE.items()),
+    assert plan_spark(w.strategy(**LIFTABLE), spark_schema(frame), 1, combine=False).lifting is None
+    assert plan_spark(w.strategy(**AGGS), spark_schema(frame), 1).lifting is None  # Mean, ToList
+    assert plan_spark(w.strategy(first=Min("ts")), spark_schema(frame), 1).lifting is None  # of timestamps
+    assert plan_spark(w.trigger(Repeatedly(AfterCount(2))).strategy(**LIFTABLE), spark_schema(frame), 1).lifting is None
+    assert plan_spark(windowed(frame, time="ts", key="user").sessions("5 seconds").strategy(**LIFTABLE),
                       spark_schema(frame), 1).lifting is None
 
 
@@ -104,7 +102,7 @@ def test_lifting_is_off_when_any_part_of_the_trigger_counts_elements(trigger, li
     element per folded row instead of the step's elements."""
     frame = events([("a", 1, 5)])
     w = windowed(frame, time="ts", key="user").fixed("10 seconds").trigger(trigger)
-    assert (plan_spark(w, tuple(LIFTABLE.items()), spark_schema(frame), 1).lifting is not None) is lifted
+    assert (plan_spark(w.strategy(**LIFTABLE), spark_schema(frame), 1).lifting is not None) is lifted
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -112,8 +110,8 @@ def test_lifting_is_off_when_any_part_of_the_trigger_counts_elements(trigger, li
 def test_packing_hands_every_row_to_its_bucket_once(rows, buckets, partition_rows):
     frame = events(rows)
     w = windowed(frame, time="ts", key="user").sessions("15 seconds")
-    plain = plan_spark(w, tuple(AGGS.items()), spark_schema(frame), buckets, combine=False)
-    plan = plan_spark(w, tuple(AGGS.items()), spark_schema(frame), buckets)
+    plain = plan_spark(w.strategy(**AGGS), spark_schema(frame), buckets, combine=False)
+    plan = plan_spark(w.strategy(**AGGS), spark_schema(frame), buckets)
     assert plan.adapter.packed and not plain.adapter.packed
     packed, unpacked = shipped(frame, plan, partition_rows), shipped(frame, plain)
     partitions = -(-len(frame) // partition_rows)
@@ -153,7 +151,7 @@ def _differential(batches, kind, trigger, buckets, chunks, pt_steps, late=False)
     build = lambda source: TRIGGERS[trigger](WINDOWS[kind](windowed(source, time="ts", key="user"))).watermark(f"{delay} seconds")
     # Lifted (pre-aggregated) where exact: fixed and sliding windows with these aggregations and triggers.
     aggs = LIFTABLE if trigger in ("on_time", "default_late") else dict(total=Sum("amount"), n=Count(), all=ToList("amount"))
-    plan = plan_spark(build(frame), tuple(aggs.items()), spark_schema(frame), buckets, late_data=late)
+    plan = plan_spark(build(frame).strategy(**aggs), spark_schema(frame), buckets, late_data=late)
     query = SimulatedQuery(plan, delay * 1000, chunk_sizes=chunks)
     stream, pt_ms = TestStream(), 0
     for batch, pt_s in zip(batches, pt_steps):
@@ -211,7 +209,7 @@ def test_late_output_reports_both_reasons_and_rows_far_behind_the_watermark():
 
     frame = events([("a", 1, 5)])
     w = windowed(frame, time="ts", key="user").fixed("10 seconds").watermark("5 seconds").allowed_lateness("20 seconds")
-    plan = plan_spark(w.trigger(AfterCount(1)), (("total", Sum("amount")),), spark_schema(frame), 2, late_data=True)
+    plan = plan_spark(w.trigger(AfterCount(1)).strategy(total=Sum("amount")), spark_schema(frame), 2, late_data=True)
     assert plan.lifting is None and plan.out_schema.names[-3:] == ["kind", "reason", "element"]
     query = SimulatedQuery(plan, 5000)
     query.batch(events([("a", 1, 5), ("b", 20, 1)]), 0)  # AfterCount(1) fires and finishes a's window
@@ -227,7 +225,7 @@ def test_late_output_reports_both_reasons_and_rows_far_behind_the_watermark():
 def test_late_output_refuses_an_aggregation_named_like_its_columns():
     frame = events([("a", 1, 5)])
     with pytest.raises(WindowingConfigError, match=r"output column 'reason' clashes with run\(\)'s late-data columns"):
-        plan_spark(windowed(frame, time="ts", key="user").fixed("10 seconds"), (("reason", Sum("amount")),),
+        plan_spark(windowed(frame, time="ts", key="user").fixed("10 seconds").strategy(reason=Sum("amount")),
                    spark_schema(frame), 1, late_data=True)
 
 
@@ -259,10 +257,10 @@ def test_keys_without_open_windows_leave_the_state_and_an_empty_bucket_is_remove
 def test_periodic_early_firings_use_processing_time_timeouts():
     frame = events([("a", 1, 1)])
     w = windowed(frame, time="ts", key="user").fixed("10 seconds")
-    assert plan_spark(w, (("v", Sum("amount")),), spark_schema(frame), 2).timeout == "EventTimeTimeout"
+    assert plan_spark(w.strategy(v=Sum("amount")), spark_schema(frame), 2).timeout == "EventTimeTimeout"
     early = w.trigger(AtWatermark().with_early_firings_every("10 seconds"))
-    assert plan_spark(early, (("v", Sum("amount")),), spark_schema(frame), 2).timeout == "ProcessingTimeTimeout"
-    assert uses_processing_time(plan_spark(early, (("v", Sum("amount")),), spark_schema(frame), 2).adapter.plan.spec)
+    assert plan_spark(early.strategy(v=Sum("amount")), spark_schema(frame), 2).timeout == "ProcessingTimeTimeout"
+    assert uses_processing_time(plan_spark(early.strategy(v=Sum("amount")), spark_schema(frame), 2).adapter.plan.spec)
 
 
 # ---- configuration errors ----------------------------------------------------------------------
@@ -276,8 +274,8 @@ def test_an_output_type_that_cannot_be_derived_names_the_aggregation_and_the_way
     by_value = Fold("amount", {}, lambda a, v: {**a, v: 1}, lambda a, b: {**a, **b})  # a dict: no clear Spark type
     w = windowed(frame, time="ts", key="user").fixed("10 seconds")
     with pytest.raises(WindowingConfigError, match=r"aggregate\(s=Fold.*cannot derive the Spark type.*spark_typed"):
-        plan_spark(w, (("s", by_value),), spark_schema(frame), 2)
-    typed = plan_spark(w, (("s", spark_typed(fold, "bigint")),), spark_schema(frame), 2)
+        plan_spark(w.strategy(s=by_value), spark_schema(frame), 2)
+    typed = plan_spark(w.strategy(s=spark_typed(fold, "bigint")), spark_schema(frame), 2)
     assert typed.out_schema["s"].dataType.simpleString() == "bigint"
     out = typed.adapter.run_batch(shipped(frame, typed).drop(columns="_wm_ms"))
     assert list(out["s"]) == [1]
@@ -295,13 +293,13 @@ def test_a_string_time_column_is_refused_with_its_type():
 
     schema = T.StructType([T.StructField("ts", T.StringType()), T.StructField("amount", T.LongType())])
     with pytest.raises(WindowingConfigError, match=r"time column 'ts' has Spark type string"):
-        plan_spark(windowed(None, time="ts").fixed(10), (("v", Sum("amount")),), schema, 1)
+        plan_spark(windowed(None, time="ts").fixed(10).strategy(v=Sum("amount")), schema, 1)
 
 
 def test_a_packed_row_without_nulls_ships_no_null_flags():
     """Null flags cross the shuffle only in packed rows that hold a null; unpacking restores them."""
-    from windowing.runners.combine import pack
-    from windowing.runners.spark import _unpacked
+    from windowing.runners.spark.combine import pack
+    from windowing.runners.spark.worker import _unpacked
 
     batch = pa.RecordBatch.from_pydict({
         "_b": pa.array([0, 0, 1, 1], pa.int32()), "_k0": [5, 0, 7, 8], "_k0_null": [False, True, False, False],
@@ -341,7 +339,7 @@ def test_random_pipelines_stream_through_micro_batches_as_on_the_pandas_runner(p
     buckets with data or a due timeout, and the panes of every step, and the dropped elements, are
     the pandas runner's."""
     everything = elements_frame([e for kind, arg in pipeline.actions if kind == "add" for e in arg])
-    plan = plan_spark(pipeline.windowed(None), (("value", Sum("v")),), spark_schema(everything), buckets, late_data=late)
+    plan = plan_spark(pipeline.windowed(None).strategy(value=Sum("v")), spark_schema(everything), buckets, late_data=late)
     query = SimulatedQuery(plan, NO_DELAY, chunk_sizes=chunks, instant=True)
     output = query.play([(kind, elements_frame(arg) if kind == "add" else arg) for kind, arg in pipeline.actions])
     expected = pipeline.run()
@@ -394,7 +392,7 @@ def test_golden_scenario_streams_through_micro_batches_with_its_transcript(path)
             actions.append(("processing_time", int(by / pd.Timedelta("1ms")) if isinstance(by, pd.Timedelta) else int(by)))
     everything = pd.concat([arg for kind, arg in actions if kind == "add"], ignore_index=True)
     aggregate = eval(sc["aggregate"], vars(accumulations))
-    plan = plan_spark(build_pipeline(sc), (("value", aggregate),), spark_schema(everything), 2)
+    plan = plan_spark(build_pipeline(sc).strategy(value=aggregate), spark_schema(everything), 2)
     output = SimulatedQuery(plan, NO_DELAY, chunk_sizes=[2], instant=True).play(actions)
     keys = [sc["key"]] if isinstance(sc.get("key"), str) else list(sc.get("key") or [])
     expected = [global_bounds(r) for r in expected_rows(sc)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import uuid
 
-import numpy as np
 import pytest
 
 from accumulations import Count, Sum

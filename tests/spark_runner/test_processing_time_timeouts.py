@@ -12,8 +12,18 @@ import pandas as pd
 import pytest
 
 from accumulations import Sum
-from triggers import (AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Default,
-                      OrFinally, Repeatedly)
+from triggers import (
+    AfterAll,
+    AfterAny,
+    AfterCount,
+    AfterEach,
+    AfterProcessingTime,
+    AfterWatermark,
+    AtWatermark,
+    Default,
+    OrFinally,
+    Repeatedly,
+)
 from windowing import TestStream, windowed
 from windowing.runners.spark import plan_spark
 
@@ -39,7 +49,7 @@ def test_a_late_firing_by_processing_time_happens_with_no_new_data(trigger):
     build = lambda source: (windowed(source, time="ts", key="user").fixed("1 minute").allowed_lateness("10 minutes")
                             .watermark("1 second").trigger(trigger).accumulating())
     first, later, late = events([("a", 1, 5)]), events([("b", 200, 1)]), events([("a", 30, 7)])
-    query = SimulatedQuery(plan_spark(build(first), (("total", Sum("amount")),), spark_schema(first), 1), 1000)
+    query = SimulatedQuery(plan_spark(build(first).strategy(total=Sum("amount")), spark_schema(first), 1), 1000)
     query.batch(first, 1_000)
     query.batch(later, 2_000)
     query.batch(None, 2_500)  # the watermark passed a's window: ON_TIME
@@ -66,7 +76,7 @@ def test_a_late_firing_by_processing_time_happens_with_no_new_data(trigger):
 def test_the_timeout_mode_follows_every_part_of_the_trigger(trigger, processing_time):
     frame = events([("a", 1, 1)])
     w = windowed(frame, time="ts", key="user").fixed("10 seconds").allowed_lateness("1 minute").trigger(trigger)
-    plan = plan_spark(w, (("v", Sum("amount")),), spark_schema(frame), 2)
+    plan = plan_spark(w.strategy(v=Sum("amount")), spark_schema(frame), 2)
     assert plan.timeout == ("ProcessingTimeTimeout" if processing_time else "EventTimeTimeout")
 
 
@@ -76,7 +86,7 @@ def test_a_timer_held_back_by_a_count_does_not_call_the_bucket_in_every_batch():
     frame = events([("a", 1, 5)])
     w = (windowed(frame, time="ts", key="user").global_window()
          .trigger(Repeatedly(AfterAll(AfterProcessingTime("5 seconds"), AfterCount(2)))))
-    query = SimulatedQuery(plan_spark(w, (("total", Sum("amount")),), spark_schema(frame), 1), 1000)
+    query = SimulatedQuery(plan_spark(w.strategy(total=Sum("amount")), spark_schema(frame), 1), 1000)
     query.batch(frame, 1_000)
     for processing_ms in (7_000, 8_000, 9_000, 10_000):
         query.batch(None, processing_ms)

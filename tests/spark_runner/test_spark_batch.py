@@ -8,8 +8,7 @@ import pandas as pd
 import pendulum
 import pytest
 
-from accumulations import (Accumulation, BottomN, Count, Distinct, Fold, InnerJoin, Max, Mean, Min, Reduce, Sum, ToList,
-                          ToSet, TopN)
+from accumulations import Accumulation, BottomN, Count, Distinct, Fold, InnerJoin, Max, Mean, Min, Reduce, Sum, ToList, TopN, ToSet
 from windowing import windowed
 from windowing.errors import WindowingConfigError
 

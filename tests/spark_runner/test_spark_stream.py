@@ -23,10 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accumulations import Count, Max, Min, Sum
+from tests.sparks import wait_for
 from triggers import AfterCount, AtWatermark, Repeatedly
 from windowing import windowed
-
-from tests.sparks import wait_for
 
 from .helpers import assert_same_late_data, assert_same_panes, events, frozen_when_output
 from .streaming import batch_inputs, mirror, read_sink, start, start_run, write_batch

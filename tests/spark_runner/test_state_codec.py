@@ -28,7 +28,7 @@ T0 = 1_704_067_200 * 10**9  # 2024-01-01 in ns
 def _plan(frame, buckets=4):
     w = (windowed(frame, time="ts", key="user").fixed("10 seconds")
          .trigger(AtWatermark().with_early_firings_every("10 seconds")).accumulating_and_retracting())
-    return plan_spark(w, (("total", Sum("amount")), ("all", ToList("amount"))), spark_schema(frame), buckets)
+    return plan_spark(w.strategy(total=Sum("amount"), all=ToList("amount")), spark_schema(frame), buckets)
 
 
 def _assert_tables_equal(a: pd.DataFrame, b: pd.DataFrame) -> None:
@@ -116,7 +116,7 @@ def test_the_stored_version_2_sample_decodes_and_resumes():
 def _nested_plan(frame):
     w = (windowed(frame, time="ts", key="user").fixed("10 seconds").allowed_lateness("30 seconds")
          .trigger(AfterWatermark(early=AfterCount(2), late=OrFinally(AfterCount(3), until=AfterCount(5)))).accumulating())
-    return plan_spark(w, (("total", Sum("amount")),), spark_schema(frame), Bucketing(4, NUMBERS))  # the samples predate placed buckets
+    return plan_spark(w.strategy(total=Sum("amount")), spark_schema(frame), Bucketing(4, NUMBERS))  # the samples predate placed buckets
 
 
 @pytest.mark.parametrize("sample, trigger_columns", [
@@ -174,7 +174,7 @@ def _table_beside_nulls():
     schema = T.StructType([T.StructField("k", T.LongType()), T.StructField("ts", T.TimestampType()),
                            T.StructField("v", T.LongType())])
     w = windowed(None, time="ts", key="k").fixed("10 seconds")
-    adapter = plan_spark(w, (("lo", Min("v")), ("total", Sum("v"))), schema, 1, combine=False).adapter
+    adapter = plan_spark(w.strategy(lo=Min("v"), total=Sum("v")), schema, 1, combine=False).adapter
     elements = pd.DataFrame({"_k0": pd.Series([None, 2**53 + 2, 1], dtype=object), "_t": [T0, T0, T0],
                              "_v0": pd.Series([5, None, 3], dtype=object), "_v1": pd.Series([5, None, 3], dtype=object)})
     return adapter, step(adapter.plan.spec, adapter.fresh_state(), elements, T0, 0).state
@@ -234,7 +234,7 @@ def test_a_checkpoint_of_another_pipeline_is_refused_naming_what_changed(change,
     blob = adapter.save(table)
     base = (windowed(frame, time="ts", key="user").fixed("10 seconds")
             .trigger(AtWatermark().with_early_firings_every("10 seconds")).accumulating_and_retracting())
-    other = plan_spark(change(base), (("total", Sum("amount")), ("all", ToList("amount"))), spark_schema(frame), 4)
+    other = plan_spark(change(base).strategy(total=Sum("amount"), all=ToList("amount")), spark_schema(frame), 4)
     if message is None:
         _assert_tables_equal(other.adapter.load(blob), table)
         return
@@ -262,7 +262,7 @@ def test_a_checkpoint_with_other_aggregations_is_refused_naming_them():
     blob = adapter.save(adapter.fresh_state())
     w = windowed(frame, time="ts", key="user").fixed("10 seconds") \
         .trigger(AtWatermark().with_early_firings_every("10 seconds")).accumulating_and_retracting()
-    other = plan_spark(w, (("total", Max("amount")),), spark_schema(frame), 4)
+    other = plan_spark(w.strategy(total=Max("amount")), spark_schema(frame), 4)
     with pytest.raises(WindowingConfigError, match=r"aggregations total=Sum\('amount'\) of int64, all=ToList\('amount'\) "
                                                    r"of int64 then, total=Max\('amount'\) of int64 now"):
         other.adapter.load(blob)

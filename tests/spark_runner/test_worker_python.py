@@ -13,8 +13,9 @@ import pytest
 
 from tests import sparks
 from windowing import windowed
-from windowing.runners.combine import pack
-from windowing.runners.spark import _on_workers, spark_typed
+from windowing.runners.spark import spark_typed
+from windowing.runners.spark.combine import pack
+from windowing.runners.spark.worker_python import on_workers
 
 from .helpers import events
 
@@ -51,7 +52,7 @@ def test_a_worker_without_this_package_names_the_missing_module_and_the_fix(bare
     from pyspark import cloudpickle
 
     shipped = tmp_path / "function.pickle"
-    shipped.write_bytes(cloudpickle.dumps(_on_workers(pack)))
+    shipped.write_bytes(cloudpickle.dumps(on_workers(pack)))
     libraries = Path(pyspark.__file__).parent / "python" / "lib"
     path = os.pathsep.join(str(p) for p in sorted(libraries.glob("*.zip")))
     call = f"import pickle; pickle.loads(open({str(shipped)!r}, 'rb').read())(iter([]))"

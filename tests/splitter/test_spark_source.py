@@ -181,7 +181,8 @@ def test_csv_records_through_the_source_with_typed_columns(spark, tmp_path):
     assert a.index("2026-11-22T10:00:02") == 44
     assert got == [
         (at(1), "alice", 5, "a.csv", 0, 15),
-        (at(2), "bob, jr", None, "a.csv", 2, a.index("2026-11-22T10:00:02")),  # 44: block 2  # the quoted comma is data; 'x' is not a long: null
+        (at(2), "bob, jr", None, "a.csv", 2, a.index("2026-11-22T10:00:02")),  # 44: block 2
+        # (the quoted comma is data; 'x' is not a long: null)
         (at(3), "carol", 12, "b.csv", 0, 15),
     ]
     assert len([p for p in query.recentProgress if p["numInputRows"]]) > 1  # several micro-batches
@@ -243,7 +244,7 @@ def test_bad_option_is_reported_by_name(spark, tmp_path):
 
     spark.dataSource.register(SplitterDataSource)
     with pytest.raises(Exception, match=r"block_size='0' must be positive"):
-        spark.readStream.format("file_splitter").option("block_size", "0").load(str(tmp_path)).schema
+        _ = spark.readStream.format("file_splitter").option("block_size", "0").load(str(tmp_path)).schema
 
 
 @pytest.mark.parametrize("version", ["3.5.1", "4.1.0"])

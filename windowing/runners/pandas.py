@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from accumulations import Accumulation
-
-from ..api import Windowed
-from ..engine import empty_state, step
+from .. import columns as spec_columns
+from ..engine import step
 from ..errors import WindowingConfigError
 from ..plan import SIDE, Plan, check_columns, make_plan, to_elements, to_panes
-from ..test_stream import AddElements, AdvanceWatermark, TestStream
+from ..scripted_stream import Action, AddElements, AdvanceWatermark, TestStream
+from ..strategy import Strategy
 from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
+from ..window_table import empty_state
 
 
 @dataclass
@@ -37,22 +37,22 @@ class WindowedResult:
         return len(self.late_data)
 
 
-def _event_times(pipeline: Windowed, frame: pd.DataFrame) -> pd.Series:
-    if isinstance(pipeline.time, str):
-        return frame[pipeline.time]
-    times = pipeline.time(frame)
+def _event_times(strategy: Strategy, frame: pd.DataFrame) -> pd.Series:
+    if isinstance(strategy.time, str):
+        return frame[strategy.time]
+    times = strategy.time(frame)
     return times if isinstance(times, pd.Series) else pd.Series(np.asarray(times), index=frame.index)
 
 
-def run_pandas(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...]) -> WindowedResult:
-    source = pipeline.source
-    if pipeline.second is not None:
+def run_pandas(strategy: Strategy, source: Any, second: Any = None) -> WindowedResult:
+    """Run ``strategy`` over ``source`` (and, with two streams, ``second``) step by step."""
+    if second is not None:
         if not isinstance(source, pd.DataFrame):
             raise WindowingConfigError("with_second_stream() works with bounded pandas DataFrames for now")
-        check_columns(list(pipeline.second.columns), pipeline, aggregations)
-        source = pd.concat([source.assign(**{SIDE: 0}), pipeline.second.assign(**{SIDE: 1})], ignore_index=True)
+        check_columns(list(second.columns), strategy)
+        source = pd.concat([source.assign(**{SIDE: 0}), second.assign(**{SIDE: 1})], ignore_index=True)
     if isinstance(source, pd.DataFrame):
-        script = [AddElements(source)]
+        script: list[Action] = [AddElements(source)]
         is_stream = False
     elif isinstance(source, TestStream):
         script = list(source.actions)
@@ -63,22 +63,22 @@ def run_pandas(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation],
 
     sample = source if isinstance(source, pd.DataFrame) else source.first_elements()
     if sample is None:
-        sample = _without_elements(pipeline, aggregations, source)
-    check_columns(list(sample.columns), pipeline, aggregations)
-    axis = TimeAxis.of(pipeline.time if isinstance(pipeline.time, str) else "<time function>", _event_times(pipeline, sample),
-                       epoch_unit=pipeline.time_unit)
-    plan = make_plan(pipeline, aggregations, axis, sample.dtypes.to_dict())
-    return _Run(plan, pipeline, is_stream, sample.iloc[:0]).execute(script)
+        sample = _without_elements(strategy, source)
+    check_columns(list(sample.columns), strategy)
+    axis = TimeAxis.of(strategy.time if isinstance(strategy.time, str) else "<time function>", _event_times(strategy, sample),
+                       epoch_unit=strategy.time_unit)
+    plan = make_plan(strategy, axis, {str(name): dtype for name, dtype in sample.dtypes.items()})
+    return _Run(plan, strategy, is_stream, sample.iloc[:0]).execute(script)
 
 
-def _without_elements(pipeline: Windowed, aggregations: tuple[tuple[str, Accumulation], ...], stream: TestStream) -> pd.DataFrame:
-    """A frame with no rows and the columns the pipeline names, to plan a TestStream that has no
+def _without_elements(strategy: Strategy, stream: TestStream) -> pd.DataFrame:
+    """A frame with no rows and the columns the strategy names, to plan a TestStream that has no
     elements (it fires no pane): times are timestamps if its watermarks are, numbers otherwise."""
     marks = [a.to for a in stream.actions if isinstance(a, AdvanceWatermark) and a.to is not None]
     numeric = not marks or isinstance(marks[0], numbers.Real)
-    columns = {name: pd.Series([], dtype=object) for name in pipeline.key or ()}
-    columns.update({acc.column: pd.Series([], dtype=object) for _, acc in aggregations if acc.column is not None})
-    time = pipeline.time if isinstance(pipeline.time, str) else "ts"
+    columns = {name: pd.Series([], dtype=object) for name in strategy.keys or ()}
+    columns.update({column: pd.Series([], dtype=object) for column in strategy.value_columns if column is not None})
+    time = strategy.time if isinstance(strategy.time, str) else "ts"
     columns[time] = pd.Series([], dtype=np.int64 if numeric else "datetime64[ns]")
     return pd.DataFrame(columns)
 
@@ -88,8 +88,8 @@ _NOTHING_DROPPED = pd.DataFrame({"start": np.array([], np.int64), "end": np.arra
 
 
 class _Run:
-    def __init__(self, plan: Plan, pipeline: Windowed, is_stream: bool, no_input: pd.DataFrame):
-        self.plan, self.pipeline, self.is_stream = plan, pipeline, is_stream
+    def __init__(self, plan: Plan, strategy: Strategy, is_stream: bool, no_input: pd.DataFrame):
+        self.plan, self.strategy, self.is_stream = plan, strategy, is_stream
         self.no_input = no_input
         """The input's columns without rows: ``late_data``'s columns when nothing was dropped."""
         self.state = empty_state(plan.spec, list(plan.key_dtypes) or [np.dtype(np.int64)])
@@ -98,7 +98,7 @@ class _Run:
         self.panes: list[pd.DataFrame] = []
         self.late: list[pd.DataFrame] = []
 
-    def execute(self, script: list) -> WindowedResult:
+    def execute(self, script: list[Action]) -> WindowedResult:
         axis, is_stream = self.plan.axis, self.is_stream
         for index, action in enumerate(script):
             if isinstance(action, AddElements):
@@ -129,15 +129,15 @@ class _Run:
             elements = to_elements(plan, _empty_like(plan, self.state), np.array([], dtype=np.int64))
             times = None
         else:
-            check_columns(list(frame.columns), self.pipeline, tuple((a.name, a.accumulation) for a in plan.spec.aggregations))
-            times = plan.axis.to_internal(_event_times(self.pipeline, frame), f" at action {index}" if self.is_stream else "")
+            check_columns(list(frame.columns), self.strategy)
+            times = plan.axis.to_internal(_event_times(self.strategy, frame), f" at action {index}" if self.is_stream else "")
             elements = to_elements(plan, frame, times)
         result = step(plan.spec, self.state, elements, self.watermark, self.processing_time)
         self.state = result.state
         panes = to_panes(plan, result.panes)
         panes["step"] = np.full(len(panes), index, dtype=np.int64)
         self.panes.append(panes)
-        if len(result.dropped):
+        if frame is not None and len(result.dropped):
             self.late.append(self._late_rows(frame.loc[result.dropped["element"].to_numpy()], result.dropped, index))
         if times is not None and len(times) and plan.watermark_delay is not None:
             # Like Spark: the watermark derived from this step's data applies from the next step.
@@ -157,7 +157,7 @@ class _Run:
 def _empty_like(plan: Plan, state: pd.DataFrame) -> pd.DataFrame:
     columns: dict[str, Any] = {}
     for i, name in enumerate(plan.key_names or ()):
-        columns[name] = state[f"_k{i}"].iloc[:0]
+        columns[name] = state[spec_columns.key(i)].iloc[:0]
     for column in plan.value_columns:
         if column is not None:
             columns[column] = pd.Series([], dtype=object)

@@ -15,8 +15,8 @@ of one key that fall in the same *unit* of time into one row:
   not wrapped around (see `lift`).
 
 It is exact, not an approximation, when:
-1. every aggregation is ``Sum``, ``Count``, ``Min`` or ``Max`` (they merge), over
-   a numeric column (or none, for ``Count``);
+1. every aggregation is liftable (`Accumulation.liftable`: ``Sum``, ``Count``, ``Min``,
+   ``Max``, they merge), over a numeric column (or none, for ``Count``);
 2. the windows are fixed or sliding: all rows of a unit share their windows,
    so lateness drops all of them or none, in one row or many;
 3. no part of the trigger tree counts elements (``Trigger.counts_elements``:
@@ -34,7 +34,7 @@ dropped or kept as a whole at the lateness horizon, while its rows are
 judged one by one.
 
 Integer columns that may hold a null arrive as two columns, the value (0 where
-null) and its null flag (`null_flag`): pyspark hands an integer column holding
+null) and its null flag (`wire.WireSchema.null_flag`): pyspark hands an integer column holding
 a null to pandas as float64, which rounds beyond 2**53. The fold rebuilds the
 exact values (`with_nulls`) and splits its results again.
 """
@@ -49,13 +49,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from accumulations import Accumulation
-from accumulations.builtins import Count, Max, Min, Sum
+from triggers import Trigger
 
-from ..engine import Aggregation, EngineSpec, group_outputs, group_reduce
-from ..windows import FixedWindows, SlidingWindows
-
-_LIFTABLE = (Sum, Count, Min, Max)
+from ...reductions import group_outputs, group_reduce
+from ...spec import Aggregation
+from ...strategy import NamedAccumulation
+from ...windows import FixedWindows, SlidingWindows, WindowFn
+from .wire import WIRE
 
 
 @dataclass(frozen=True)
@@ -68,29 +68,16 @@ class Lifting:
     aggregations: tuple[Aggregation, ...]
     key_columns: tuple[str, ...]
     nullable: tuple[str, ...] = ()
-    """The key and value columns that arrive (and leave) as a value and a null flag (`null_flag`)."""
-
-
-_NULL_FLAG = "_null"
-
-
-def null_flag(name: str) -> str:
-    """The column that is true where integer column ``name`` is null (and ``name`` holds 0)."""
-    return f"{name}{_NULL_FLAG}"
-
-
-def is_null_flag(name: str) -> bool:
-    """Whether a shipped column (all named ``_k<i>``, ``_v<i>``, ``_t`` ...) is a `null_flag`."""
-    return name.endswith(_NULL_FLAG)
+    """The key and value columns that arrive (and leave) as a value and a null flag (`wire.WireSchema.null_flag`)."""
 
 
 def with_nulls(frame: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
     """``frame`` with each of ``names`` rebuilt from its value and null flag, the flag dropped: int64
     when nothing is null, else Python ints and None (the engine's form of a nullable integer column)."""
     names = list(names)
-    out = frame.drop(columns=[null_flag(name) for name in names])
+    out = frame.drop(columns=[WIRE.null_flag(name) for name in names])
     for name in names:
-        missing = frame[null_flag(name)].to_numpy(dtype=bool)
+        missing = frame[WIRE.null_flag(name)].to_numpy(dtype=bool)
         if missing.any():
             values = out[name].to_numpy(dtype=np.int64).astype(object)
             values[missing] = None
@@ -103,36 +90,35 @@ def split_nulls(frame: pd.DataFrame, names: Iterable[str]) -> None:
     for name in names:
         missing = pd.isna(frame[name]).to_numpy()
         frame[name] = np.where(missing, 0, frame[name].to_numpy(dtype=object)).astype(np.int64)
-        frame[null_flag(name)] = missing
+        frame[WIRE.null_flag(name)] = missing
 
 
-def lifting(spec: EngineSpec, aggregations: tuple[tuple[str, Accumulation], ...], unit_scale: int,
+def lifting(windows: WindowFn, trigger: Trigger, aggregations: tuple[Aggregation, ...], n_keys: int, unit_scale: int,
             nullable: tuple[str, ...] = ()) -> Lifting | None:
     """The lifting for this pipeline, or None when pre-aggregation could change a pane.
 
-    ``unit_scale`` converts engine durations to ``_t`` units (1000 ns per µs for timestamps);
-    ``nullable``: see `Lifting.nullable`.
+    ``aggregations``: the engine's, set up for their input columns; ``unit_scale`` converts engine
+    durations to ``_t`` units (1000 ns per µs for timestamps); ``nullable``: see `Lifting.nullable`.
     """
-    windows = spec.windows
     if isinstance(windows, FixedWindows):
         unit, offset = windows.size, windows.offset
     elif isinstance(windows, SlidingWindows):
         unit, offset = windows.every, windows.offset
     else:
         return None
-    if any(type(acc) not in _LIFTABLE for _, acc in aggregations) or spec.trigger.counts_elements():
+    if not all(agg.accumulation.liftable for agg in aggregations) or trigger.counts_elements():
         return None
-    if any(agg.input_dtype is not None and np.dtype(agg.input_dtype).kind not in "iuf" for agg in spec.aggregations):
+    if any(agg.input_dtype is not None and np.dtype(agg.input_dtype).kind not in "iuf" for agg in aggregations):
         return None  # Min/Max of timestamps, strings or booleans: the engine folds those itself
     if unit % unit_scale or offset % unit_scale:
         return None
-    return Lifting(unit // unit_scale, offset // unit_scale, spec.aggregations, tuple(spec.key_columns), nullable)
+    return Lifting(unit // unit_scale, offset // unit_scale, aggregations, tuple(WIRE.keys(n_keys)), nullable)
 
 
-def engine_aggregations(aggregations: tuple[tuple[str, Accumulation], ...]) -> tuple[tuple[str, Accumulation], ...]:
-    """The aggregations the stateful step runs on lifted rows: a Count becomes a Sum of counts."""
-    return tuple((name, Sum(f"_count{i}") if isinstance(acc, Count) else acc)
-                 for i, (name, acc) in enumerate(aggregations))
+def lifted_aggregations(aggregations: tuple[NamedAccumulation, ...]) -> tuple[NamedAccumulation, ...]:
+    """The aggregations the stateful step runs on lifted rows (`Accumulation.of_partials`): a Count
+    becomes a Sum of counts."""
+    return tuple((name, acc.of_partials(WIRE.partial_count(i))) for i, (name, acc) in enumerate(aggregations))
 
 
 def lift(frames: Iterator[pd.DataFrame], how: Lifting) -> Iterator[pd.DataFrame]:
@@ -146,10 +132,10 @@ def lift(frames: Iterator[pd.DataFrame], how: Lifting) -> Iterator[pd.DataFrame]
     if not parts:
         return
     data = pd.concat(parts, ignore_index=True)
-    t = data["_t"].to_numpy(dtype=np.int64)
-    data["_t"] = (t - how.offset) // how.unit * how.unit + how.offset
-    data["_tmax"] = t
-    nullable_values = [f"_v{i}" for i in range(len(how.aggregations)) if f"_v{i}" in how.nullable]
+    t = data[WIRE.time].to_numpy(dtype=np.int64)
+    data[WIRE.time] = (t - how.offset) // how.unit * how.unit + how.offset
+    data[WIRE.latest] = t
+    nullable_values = [WIRE.value(i) for i in range(len(how.aggregations)) if WIRE.value(i) in how.nullable]
     data = with_nulls(data, nullable_values)  # keys are grouped by value and flag as they arrive
     units = data.groupby(_unit_columns(how), sort=False, dropna=False).ngroup().to_numpy()
     try:
@@ -164,8 +150,8 @@ def _unit_columns(how: Lifting) -> list[str]:
     """The columns whose values identify a folded row: bucket, key (with null flags), unit of time."""
     keys = []
     for key in how.key_columns:
-        keys += [key, null_flag(key)] if key in how.nullable else [key]
-    return ["_b", *keys, "_t"]
+        keys += [key, WIRE.null_flag(key)] if key in how.nullable else [key]
+    return [WIRE.bucket, *keys, WIRE.time]
 
 
 def _folded(data: pd.DataFrame, group: np.ndarray, how: Lifting) -> pd.DataFrame:
@@ -174,10 +160,10 @@ def _folded(data: pd.DataFrame, group: np.ndarray, how: Lifting) -> pd.DataFrame
     first = np.full(n_groups, len(group))
     np.minimum.at(first, group, np.arange(len(group)))
     out = data.iloc[first][_unit_columns(how)].reset_index(drop=True)
-    values = [data[f"_v{i}"].to_numpy() if f"_v{i}" in data else None for i in range(len(how.aggregations))]
+    values = [data[WIRE.value(i)].to_numpy() if WIRE.value(i) in data else None for i in range(len(how.aggregations))]
     for i, folded in enumerate(group_outputs(how.aggregations, values, group, n_groups)):
-        out[f"_v{i}"] = folded
-    out["_tmax"] = group_reduce(data["_tmax"].to_numpy(), group, n_groups, "max")
+        out[WIRE.value(i)] = folded
+    out[WIRE.latest] = group_reduce(data[WIRE.latest].to_numpy(), group, n_groups, "max")
     return out
 
 
@@ -186,11 +172,11 @@ def _folded(data: pd.DataFrame, group: np.ndarray, how: Lifting) -> pd.DataFrame
 PACK_ROWS = 1 << 17
 #: The bucket label every packing includes, as an empty packed row if it has no rows: its stateful
 #: group is then called in every micro-batch with data and checks the checkpoint's bucket count
-#: before any key is grouped under another count (`windowing.runners.spark.BucketStep.load`).
+#: before any key is grouped under another count (`worker.BucketStep.load`).
 CHECKED_BUCKET = 0
 
 
-def pack(batches: Iterator[pa.RecordBatch], bucket: str = "_b", time: str = "_t",
+def pack(batches: Iterator[pa.RecordBatch], bucket: str = WIRE.bucket, time: str = WIRE.time,
          checked: bool = True) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: the rows of each bucket, ``PACK_ROWS`` input rows at a time, as one row of
     arrays (every column but ``bucket`` becomes a list), plus ``_tmax``, the latest event time packed
@@ -218,23 +204,23 @@ def _packed(table: pa.Table, bucket: str, time: str, checked: bool) -> pa.Record
     table = table.take(pc.sort_indices(table[bucket]))
     buckets = table[bucket].to_numpy()
     starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
-    checked = int(checked and not (buckets[starts] == CHECKED_BUCKET).any())  # 1: an empty row for it at the end
-    ends = np.append(starts, [len(buckets)] * (1 + checked))
+    empty_row = int(checked and not (buckets[starts] == CHECKED_BUCKET).any())  # 1: an empty row for it at the end
+    ends = np.append(starts, [len(buckets)] * (1 + empty_row))
     offsets = pa.array(ends.astype(np.int32))
-    columns = {bucket: pa.array(np.append(buckets[starts], np.full(checked, CHECKED_BUCKET, dtype=buckets.dtype)))}
+    columns = {bucket: pa.array(np.append(buckets[starts], np.full(empty_row, CHECKED_BUCKET, dtype=buckets.dtype)))}
     for name in table.column_names:
-        if name in (bucket, "_tmax"):
+        if name in (bucket, WIRE.latest):
             continue
         values = table[name].combine_chunks()
         # A null flag's list is null where the packed row holds no null, as nearly always: Spark then
         # shuffles and converts no array of all-false flags.
         none_null = None
-        if is_null_flag(name):
+        if WIRE.is_null_flag(name):
             none_null = np.append(~np.logical_or.reduceat(values.to_numpy(zero_copy_only=False), starts),
-                                  np.ones(checked, dtype=bool))
+                                  np.ones(empty_row, dtype=bool))
         columns[name] = pa.ListArray.from_arrays(offsets, values, mask=None if none_null is None else pa.array(none_null))
-    latest = np.maximum.reduceat(table["_tmax" if "_tmax" in table.column_names else time].to_numpy(), starts)
-    columns["_tmax"] = pa.array(np.append(latest, np.full(checked, latest.max())))
+    latest = np.maximum.reduceat(table[WIRE.latest if WIRE.latest in table.column_names else time].to_numpy(), starts)
+    columns[WIRE.latest] = pa.array(np.append(latest, np.full(empty_row, latest.max())))
     return pa.RecordBatch.from_pydict(columns)
 
 

@@ -46,7 +46,7 @@ class TestStream:
     def _then(self, action: Action) -> "TestStream":
         return TestStream(self.actions + (action,))
 
-    def add_elements(self, elements: pd.DataFrame | list[dict]) -> "TestStream":
+    def add_elements(self, elements: pd.DataFrame | list[dict[str, Any]]) -> "TestStream":
         if isinstance(elements, list):
             elements = pd.DataFrame(elements)
         if not isinstance(elements, pd.DataFrame):

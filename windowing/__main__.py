@@ -1,4 +1,4 @@
-"""The main job, on an embedded local Spark: ``make demo``.
+"""The main job, on an embedded local Spark: ``make demo`` (``python -m windowing``).
 
 Click events arrive as CSV files in a directory. The file splitter streams
 them in blocks (``storage.FileSplitter``), the engine groups each user's

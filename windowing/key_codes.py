@@ -1,0 +1,49 @@
+"""Key coding: key columns (any dtype, None included) as dense integer codes, so that grouping by
+(key, window) is integer arithmetic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def take(values: np.ndarray, index: np.ndarray, n_source: int) -> np.ndarray:
+    """``values[index]``, skipping the copy when ``index`` is every position in order."""
+    if len(index) == n_source and np.array_equal(index, np.arange(n_source)):
+        return values
+    return values[index]
+
+
+def value_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes and the value of each code.
+
+    Integers spanning a small range get ``value - min`` (no hashing, and
+    codes sorted like the values); anything else is factorized.
+    """
+    if values.dtype.kind in "iu" and len(values):
+        low, high = int(values.min()), int(values.max())
+        if high - low <= 4 * len(values) + 1024:
+            return (values - low).astype(np.int64), np.arange(low, high + 1, dtype=values.dtype)
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    return codes.astype(np.int64), np.asarray(uniques)
+
+
+def compact(combined: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """Dense group ids 0..n-1 for codes in ``[0, bound)``, and the code of each group."""
+    if bound <= 8 * len(combined) + 1024:
+        present = np.bincount(combined, minlength=bound) > 0
+        rank = np.cumsum(present) - 1
+        return rank[combined], np.flatnonzero(present)
+    group, codes = pd.factorize(combined)
+    return group, codes
+
+
+def factorize_keys(key_values: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """One int code per row for one or more key columns, and each column's value per code."""
+    codes, uniques = value_codes(key_values[0])
+    columns = [uniques]
+    for values in key_values[1:]:
+        more, more_uniques = value_codes(values)
+        codes, combo = compact(codes * len(more_uniques) + more, len(columns[0]) * len(more_uniques))
+        columns = [c[combo // len(more_uniques)] for c in columns] + [more_uniques[combo % len(more_uniques)]]
+    return codes, columns

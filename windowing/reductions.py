@@ -1,0 +1,142 @@
+"""Accumulation over groups: vectorized reductions of accumulator fields per group, Python
+accumulators merged per group, and outputs compared for ``fire_only_updated_panes``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import columns
+from .spec import Aggregation, EngineSpec
+
+
+def object_array(values: list[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def group_reduce(values: np.ndarray, group: np.ndarray, n_groups: int, how: str) -> np.ndarray:
+    """Reduce ``values`` per group id (0..n_groups-1) with ``sum``, ``min`` or ``max``.
+
+    Sums use ``bincount`` (compiled, no sort) whenever float64 holds the
+    result exactly; ``ufunc.at`` otherwise, and an integer sum beyond its
+    dtype's range raises OverflowError instead of wrapping around.
+    """
+    values = np.asarray(values)
+    if how == "sum":
+        if values.dtype.kind == "f":
+            return np.bincount(group, weights=values, minlength=n_groups)
+        approx = np.bincount(group, weights=values, minlength=n_groups)
+        if len(values) == 0 or float(np.abs(values).max()) * len(values) < 2.0**53:
+            return approx.astype(values.dtype)
+        out = np.zeros(n_groups, dtype=values.dtype)
+        np.add.at(out, group, values)
+        # A wrapped sum is off by a multiple of 2**64; float64's rounding error is far below 2**62.
+        if np.any(np.abs(approx - out.astype(np.float64)) > 2.0**62):
+            raise OverflowError(f"a sum is beyond the range of {values.dtype}")
+        return out
+    ufunc = np.minimum if how == "min" else np.maximum
+    if values.dtype.kind == "f":
+        identity = np.inf if how == "min" else -np.inf
+    else:
+        info = np.iinfo(values.dtype)
+        identity = info.max if how == "min" else info.min
+    out = np.full(n_groups, identity, dtype=values.dtype)
+    ufunc.at(out, group, values)
+    return out
+
+
+def reduce_field(agg: Aggregation, values: np.ndarray, group: np.ndarray, n_groups: int, how: str) -> np.ndarray:
+    """`group_reduce` of one accumulator field of ``agg``; an overflow names the aggregation."""
+    try:
+        return group_reduce(values, group, n_groups, how)
+    except OverflowError as error:
+        raise OverflowError(
+            f"aggregate({agg.name}={agg.accumulation!r}): in a window of column {agg.accumulation.column!r}, {error}; "
+            "convert the column to float64 (approximate) or to Python ints (dtype object, exact) first") from None
+
+
+def group_outputs(aggregations: tuple[Aggregation, ...], values: list[np.ndarray | None], group: np.ndarray,
+                  n_groups: int) -> list[np.ndarray]:
+    """Each aggregation's output over the values of each group (group ids 0..n_groups-1): what a
+    window holding just those values would emit. The Spark runner folds rows with it before the
+    shuffle, so a folded row holds what the engine would have computed, overflow checks included."""
+    return outputs_of(aggregations, partial_accumulators(aggregations, values, group, n_groups), slice(None))
+
+
+def partial_accumulators(aggregations: tuple[Aggregation, ...], values: list[np.ndarray | None], group: np.ndarray,
+                          n_groups: int) -> dict[str, np.ndarray]:
+    """Accumulate the element-window pairs of each group from scratch."""
+    out: dict[str, np.ndarray] = {}
+    for i, agg in enumerate(aggregations):
+        column = pd.Series(values[i] if values[i] is not None else np.zeros(len(group)))
+        if agg.vectorized:
+            for fname, lifted in agg.accumulation.vector_lift(column).items():
+                out[columns.accumulator(i, fname)] = reduce_field(agg, lifted, group, n_groups, agg.fields[fname])
+        else:
+            acc = agg.accumulation
+            by_group = pd.Series(column.to_numpy(), dtype=object).groupby(group, sort=True)
+            out[columns.accumulator(i)] = object_array(
+                [acc.accumulate_all(acc.default_accumulated_value(), list(vals)) for _, vals in by_group])
+    return out
+
+
+def merge_accumulators(spec: EngineSpec, rows: dict[str, np.ndarray], group: np.ndarray, n_groups: int) -> dict[str, np.ndarray]:
+    """Merge the accumulators of rows that share a group (order of rows is kept)."""
+    out: dict[str, np.ndarray] = {}
+    for i, agg in enumerate(spec.aggregations):
+        if agg.vectorized:
+            for fname, how in agg.fields.items():
+                out[columns.accumulator(i, fname)] = reduce_field(agg, rows[columns.accumulator(i, fname)], group, n_groups, how)
+        else:
+            acc = agg.accumulation
+            merged: list[Any] = [None] * n_groups
+            seen = np.zeros(n_groups, dtype=bool)
+            for g, value in zip(group, rows[columns.accumulator(i)]):
+                merged[g] = acc.merge(merged[g], value) if seen[g] else value
+                seen[g] = True
+            out[columns.accumulator(i)] = object_array(merged)
+    return out
+
+
+def outputs_of(aggregations: tuple[Aggregation, ...], table: dict[str, np.ndarray], rows: np.ndarray | slice) -> list[np.ndarray]:
+    """The current output of every aggregation on ``rows``."""
+    outs = []
+    for i, agg in enumerate(aggregations):
+        if agg.vectorized:
+            fields = {f: table[columns.accumulator(i, f)][rows] for f in agg.fields}
+            outs.append(np.asarray(agg.accumulation.vector_output(fields)))
+        else:
+            acc = agg.accumulation
+            outs.append(object_array([acc.get_output(a) for a in table[columns.accumulator(i)][rows]]))
+    return outs
+
+
+def same_value(a: Any, b: Any) -> bool:
+    try:
+        equal = a == b
+        if isinstance(equal, np.ndarray):
+            return bool(equal.all())
+        if equal:
+            return True
+    except (TypeError, ValueError):
+        return False
+    return bool((isinstance(a, float) and isinstance(b, float) and a != a and b != b) or (a is pd.NaT and b is pd.NaT))
+
+
+def unchanged(new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """Where each new output equals the window's previous one (NaN equals NaN)."""
+    if new.dtype != object and len(old) and all(isinstance(v, (int, float, np.number)) for v in old[:1]):
+        try:
+            old_num = np.asarray(list(old), dtype=new.dtype)
+        except (TypeError, ValueError, OverflowError):  # an earlier empty pane (None, NaN) against integers
+            old_num = None
+        if old_num is not None:
+            equal = new == old_num
+            if new.dtype.kind == "f":
+                equal |= np.isnan(new) & np.isnan(old_num)
+            return equal
+    return np.array([same_value(x, y) for x, y in zip(new, old)], dtype=bool)

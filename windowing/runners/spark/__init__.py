@@ -1,0 +1,36 @@
+"""The Spark runner: the engine step inside ``applyInPandas`` / ``applyInPandasWithState``.
+
+Rows are grouped by a *bucket* of keys (`buckets`), not by the raw key: one Python call then runs
+the vectorized engine step over all keys of a bucket (`worker.BucketStep`), and the bucket's state
+holds the window table of all its keys (`windowing.state_codec`). Not keyed: one bucket. Before
+the shuffle, rows are lifted (pre-aggregated) where that is exact, and otherwise packed into one
+row of arrays per bucket (`combine`). The columns shipped to the workers are named by one wire
+schema (`wire`).
+
+- Batch DataFrame: ``groupBy(bucket).applyInPandas``; every bucket runs one step with all its
+  rows, then end of input (watermark to infinity) fires every window, as the pandas runner does
+  with a bounded DataFrame.
+- Streaming DataFrame: ``groupBy(bucket).applyInPandasWithState`` in append mode. Each call is one
+  step at the micro-batch's watermark and processing time (Spark's batch timestamp, the same on
+  replay). A bucket's timeout is the earliest of its windows' timers
+  (`windowing.engine.next_timers`), so windows fire in the micro-batch in which the watermark
+  passes their end even when no new row arrives.
+
+Modules: `planning` (the driver's plan, once per query), `query` (the DataFrame operations),
+`worker` (pyspark-free, runs in the workers), `combine` (before the shuffle, in the workers),
+`output_types`, `results` (`SparkRun`), `buckets`, `wire`, `old_checkpoints`, `worker_python`.
+pyspark is imported lazily, inside the functions that talk to Spark: importing this package loads
+no pyspark.
+"""
+
+from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, Bucketing, bucket_labels
+from .output_types import SparkTyped, output_type, spark_typed
+from .planning import SparkPlan, plan_spark
+from .query import COMBINE_CONF, run_spark
+from .results import SparkRun, late_data_of, panes_of
+from .worker import BucketStep, pipeline_of, stacked, uses_processing_time
+from .worker_python import worker_import_hint
+
+__all__ = ["BUCKETS_CONF", "COMBINE_CONF", "NUMBERS", "PARTITIONS", "PLACEMENT_CONF", "BucketStep", "Bucketing", "SparkPlan",
+           "SparkRun", "SparkTyped", "bucket_labels", "late_data_of", "output_type", "pipeline_of", "panes_of", "plan_spark",
+           "run_spark", "spark_typed", "stacked", "uses_processing_time", "worker_import_hint"]

@@ -1,0 +1,174 @@
+"""The Spark types of the output columns: derived from an accumulation and its input column's
+type (the mapping in docs/spark.md), sampled by running the accumulation once, or stated by the
+user with `spark_typed`. pyspark is imported inside the functions (the driver calls them)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from accumulations import Accumulation
+from accumulations.base import Reduction
+
+from ...errors import WindowingConfigError
+
+
+class SparkTyped(Accumulation[Any, Any, Any]):
+    """An accumulation with its Spark output type stated: ``spark_typed(Fold(...), "double")``.
+
+    Everything else is delegated to the wrapped accumulation, so the engine
+    runs it unchanged.
+    """
+
+    def __init__(self, inner: Accumulation[Any, Any, Any], spark_type: Any):
+        if not isinstance(inner, Accumulation):
+            raise WindowingConfigError(f"spark_typed(accumulation={inner!r}) is not an Accumulation; give e.g. Fold(...)")
+        if not isinstance(spark_type, str) and type(spark_type).__module__.split(".")[0] != "pyspark":
+            raise WindowingConfigError(
+                f"spark_typed(spark_type={spark_type!r}): give a Spark DataType or a DDL string such as 'double' or 'array<string>'")
+        self.inner, self.spark_type, self.column = inner, spark_type, inner.column
+
+    def default_accumulated_value(self) -> Any:
+        return self.inner.default_accumulated_value()
+
+    def accumulate(self, accumulated: Any, value: Any) -> Any:
+        return self.inner.accumulate(accumulated, value)
+
+    def accumulate_all(self, accumulated: Any, values: Iterable[Any]) -> Any:
+        return self.inner.accumulate_all(accumulated, values)
+
+    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
+        return self.inner.merge(accumulated1, accumulated2)
+
+    def get_output(self, accumulated: Any) -> Any:
+        return self.inner.get_output(accumulated)
+
+    def get_retraction(self, output: Any) -> Any:
+        return self.inner.get_retraction(output)
+
+    def vector_fields(self) -> Mapping[str, Reduction] | None:
+        return self.inner.vector_fields()
+
+    def vector_defaults(self, dtype: np.dtype) -> dict[str, Any]:
+        return self.inner.vector_defaults(dtype)
+
+    def vector_lift(self, values: pd.Series) -> dict[str, np.ndarray]:
+        return self.inner.vector_lift(values)
+
+    def vector_output(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        return self.inner.vector_output(fields)
+
+    def for_input(self, dtype: Any) -> 'Accumulation[Any, Any, Any]':
+        return SparkTyped(self.inner.for_input(dtype), self.spark_type)
+
+    def __repr__(self) -> str:
+        return f"spark_typed({self.inner!r}, {self.spark_type!r})"
+
+
+def spark_typed(accumulation: Accumulation[Any, Any, Any], spark_type: Any) -> SparkTyped:
+    """State the Spark type of an accumulation's output (``Fold``, ``Reduce``, your own) where running it
+    on one sample value does not give it: an output type that depends on the values, a dict, None."""
+    return SparkTyped(accumulation, spark_type)
+
+
+def output_type(name: str, acc: Accumulation[Any, Any, Any], input_type: Any) -> Any:
+    """The Spark type of an accumulation's output column (the mapping in docs/spark.md)."""
+    from pyspark.sql import types as T
+
+    if isinstance(acc, SparkTyped):
+        return _ddl(acc.spark_type) if isinstance(acc.spark_type, str) else acc.spark_type
+    kind = acc.output_kind  # declared by the accumulation (`Accumulation.output_kind`)
+    if kind in ("sum", "mean") and not isinstance(input_type, (T.NumericType, T.BooleanType, T.DayTimeIntervalType)):
+        # Not a missing output type: spark_typed would not help.
+        raise WindowingConfigError(
+            f"aggregate({name}={acc!r}): column {acc.column!r} has Spark type {input_type.simpleString()}; "
+            f"{type(acc).__name__} needs numbers: cast the column first, e.g. col({acc.column!r}).cast('double')")
+    if kind == "count":
+        return T.LongType()
+    if kind == "mean":
+        return T.DoubleType()
+    if kind in ("sum", "extreme"):
+        if integral(input_type):
+            return T.LongType()
+        if isinstance(input_type, (T.FloatType, T.DoubleType)):
+            return T.DoubleType()
+    if kind == "extreme" and isinstance(input_type, (T.StringType, T.DateType, T.TimestampType, T.BooleanType)):
+        return input_type
+    if kind == "collection" and input_type is not None:
+        return T.ArrayType(input_type)
+    sampled = _sampled_output_type(acc, input_type)
+    if sampled is not None:
+        return sampled
+    raise WindowingConfigError(
+        f"aggregate({name}={acc!r}): cannot derive the Spark type of its output"
+        + (f" from input type {input_type.simpleString()}" if input_type is not None else "")
+        + f"; state it with windowing.runners.spark.spark_typed({acc!r}, 'double') (any Spark DDL type)")
+
+
+def _sampled_output_type(acc: Accumulation[Any, Any, Any], input_type: Any) -> Any:
+    """The Spark type of ``acc``'s output for one value of its input type (1, 1.5, "a", ...), or None.
+
+    For accumulations no table types (``Fold``, ``Reduce``, your own): Spark needs the output schema
+    before any row is seen, and their output type is in their code, so the driver runs it once.
+    """
+    from pyspark.sql import types as T
+
+    samples = [(T.BooleanType, True), (T.FloatType, 1.5), (T.DoubleType, 1.5), (T.StringType, "a"),
+               (T.BinaryType, b"a"), (T.TimestampType, pd.Timestamp("2024-01-01")), (T.DateType, dt.date(2024, 1, 1))]
+    sample = 1 if integral(input_type) else next((v for cls, v in samples if isinstance(input_type, cls)), None)
+    try:
+        return _python_value_type(acc.get_output(acc.accumulate(acc.default_accumulated_value(), sample)))
+    except Exception:  # the code refuses the sample: the type stays to be stated
+        return None
+
+
+def _python_value_type(value: Any) -> Any:
+    """The Spark type a Python value crosses to Arrow as, or None where it is not clear."""
+    from pyspark.sql import types as T
+
+    scalars = [((bool, np.bool_), T.BooleanType), ((int, np.integer), T.LongType), ((float, np.floating), T.DoubleType),
+               ((str,), T.StringType), ((bytes,), T.BinaryType), ((dt.datetime, np.datetime64), T.TimestampType),
+               ((dt.date,), T.DateType)]
+    for classes, spark_type in scalars:
+        if isinstance(value, classes):
+            return spark_type()
+    if isinstance(value, (list, tuple, set, frozenset, np.ndarray)) and len(value):
+        element = _python_value_type(next(iter(value)))
+        return None if element is None else T.ArrayType(element)
+    return None
+
+
+def integral(spark_type: Any) -> bool:
+    from pyspark.sql import types as T
+
+    return isinstance(spark_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
+
+
+def _ddl(text: str) -> Any:
+    """A DDL type string as a Spark type; common types without a JVM, the rest through Spark's parser."""
+    from pyspark.sql import types as T
+
+    simple = {"bigint": T.LongType, "long": T.LongType, "int": T.IntegerType, "integer": T.IntegerType,
+              "smallint": T.ShortType, "tinyint": T.ByteType, "double": T.DoubleType, "float": T.FloatType,
+              "string": T.StringType, "boolean": T.BooleanType, "timestamp": T.TimestampType,
+              "date": T.DateType, "binary": T.BinaryType}
+    name = text.strip().lower()
+    if name in simple:
+        return simple[name]()
+    if name.startswith("array<") and name.endswith(">"):
+        return T.ArrayType(_ddl(name[6:-1]))
+    return T._parse_datatype_string(text)
+
+
+def numpy_dtype(spark_type: Any) -> Any:
+    from pyspark.sql import types as T
+
+    table = [(T.LongType, np.int64), (T.IntegerType, np.int32), (T.ShortType, np.int16), (T.ByteType, np.int8),
+             (T.DoubleType, np.float64), (T.FloatType, np.float32), (T.BooleanType, np.bool_)]
+    for cls, dtype in table:
+        if isinstance(spark_type, cls):
+            return np.dtype(dtype)
+    return np.dtype(object)

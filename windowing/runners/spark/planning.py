@@ -1,0 +1,150 @@
+"""The driver's planning: from a strategy and the input's Spark schema to the `BucketStep` shipped
+to the workers, the output and state schemas, the timeout mode and the pre-shuffle combining.
+Planned once per query; needs pyspark's types, not a SparkSession."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...errors import WindowingConfigError
+from ...plan import Plan, check_columns, engine_aggregations, make_plan
+from ...strategy import Strategy
+from ...timeaxis import TimeAxis
+from .buckets import Bucketing
+from .combine import Lifting, lifted_aggregations, lifting
+from .output_types import integral, numpy_dtype, output_type
+from .wire import WIRE
+from .worker import ELEMENT, KIND, NS_PER_US, REASON, BucketStep, OutputColumn, per_ms, uses_processing_time
+
+# Shift of the watermark's helper column when Spark must drop no row (late-data output, the global
+# window): 100 years, so Spark drops only rows more than 100 years behind the watermark. Not more:
+# the column reaches the Python workers, and pandas' nanosecond timestamps end in 2262.
+NEVER_BEHIND_MS = 100 * 365 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class SparkPlan:
+    """The driver's decisions: the adapter shipped to the workers and the schemas around it."""
+
+    adapter: BucketStep
+    out_schema: Any
+    state_schema: Any
+    timeout: str
+    horizon_ms: int
+    lifting: Lifting | None = None
+    lifted_schema: Any = None
+    input_columns: tuple[str | None, ...] = ()
+    """The input column of each aggregation (``_v<i>`` shipped to the workers)."""
+
+
+def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combine: bool = True,
+               late_data: bool = False) -> SparkPlan:
+    """Everything but the query itself; needs pyspark's types, not a SparkSession.
+
+    ``buckets``: how keys are grouped (a count: placed on partitions, `Bucketing`).
+    ``combine``: pre-aggregate before the shuffle where that is exact (`windowing.runners.combine`).
+    ``late_data``: the function also emits the dropped elements (`BucketStep.output`); that needs
+    every input row in the function, so no lifting, and no row dropped by Spark's watermark.
+    """
+    from pyspark.sql import types as T
+
+    if strategy.two_streams:
+        raise WindowingConfigError(
+            "with_second_stream() on Spark: the Spark runner runs one stream and would "
+            "ignore the second; with_second_stream() works with bounded pandas DataFrames for now")
+    if not isinstance(strategy.time, str):
+        raise WindowingConfigError(
+            f"windowed(time={strategy.time!r}): on Spark give the event-time column's name; compute the column first with withColumn")
+    check_columns([f.name for f in schema.fields], strategy)
+    types = {f.name: f.dataType for f in schema.fields}
+    time_type = types[strategy.time]
+    if strategy.time_unit is not None:
+        if not (integral(time_type) or isinstance(time_type, (T.FloatType, T.DoubleType))):
+            raise WindowingConfigError(
+                f"windowed(time_unit={strategy.time_unit!r}): time column {strategy.time!r} has Spark type "
+                f"{time_type.simpleString()}; time_unit says that a column of numbers (integers, float or double) "
+                "holds epoch instants: drop it for a timestamp column")
+        timestamp = True  # the workers get microseconds, as for a timestamp column
+        axis = TimeAxis(strategy.time, "datetime", unit="ns", epoch_unit=strategy.time_unit)
+    elif isinstance(time_type, T.TimestampType):
+        timestamp = True
+        axis = TimeAxis(strategy.time, "datetime", unit="ns")
+    elif integral(time_type):
+        timestamp = False
+        axis = TimeAxis(strategy.time, "numeric", dtype=str(numpy_dtype(time_type)))
+    else:
+        hint = "; for epoch instants give their unit, e.g. windowed(..., time_unit='s')" if isinstance(
+            time_type, (T.FloatType, T.DoubleType, T.DecimalType)) else ""
+        raise WindowingConfigError(
+            f"time column {strategy.time!r} has Spark type {time_type.simpleString()}; it must be a timestamp or an integer{hint}")
+    dtypes = {name: numpy_dtype(t) for name, t in types.items()}
+    aggregations = strategy.aggregations
+    keys = list(strategy.keys or ())
+    may_be_null = {f.name for f in schema.fields if f.nullable and integral(f.dataType)}
+    nullable = tuple([WIRE.key(i) for i, k in enumerate(keys) if k in may_be_null]
+                     + [WIRE.value(i) for i, (_, acc) in enumerate(aggregations) if acc.column in may_be_null])
+    how = None
+    if combine and not late_data:
+        how = lifting(strategy.windowing.window_fn(axis), strategy.trigger, engine_aggregations(aggregations, dtypes),
+                      strategy.n_keys, NS_PER_US if timestamp else 1, nullable)
+    if how is None:
+        plan = make_plan(strategy, axis, dtypes)
+    else:  # the stateful step runs the lifted aggregations, over the folded rows' columns
+        lifted = lifted_aggregations(aggregations)
+        counted = {str(acc.column) for (_, acc), (_, old) in zip(lifted, aggregations) if acc is not old}  # Sum(partial_count(i))
+        plan = make_plan(strategy, axis, {**dtypes, **{c: np.dtype(np.int64) for c in counted}}, lifted)
+    value_types = [output_type(name, acc, types.get(acc.column) if acc.column else None) for name, acc in aggregations]
+    lifted_fields = None
+    if how is not None:
+        lifted_fields = [T.StructField(WIRE.bucket, T.IntegerType())]
+        lifted_fields += [T.StructField(WIRE.key(i), types[k]) for i, k in enumerate(keys)] or [T.StructField(WIRE.key(0), T.LongType())]
+        lifted_fields.append(T.StructField(WIRE.time, T.LongType()))
+        lifted_fields += [T.StructField(WIRE.value(i), vtype) for i, vtype in enumerate(value_types)]
+        lifted_fields.append(T.StructField(WIRE.latest, T.LongType()))
+        lifted_fields += [T.StructField(WIRE.null_flag(name), T.BooleanType()) for name in nullable]
+
+    out_fields, columns = [], []
+    for i, name in enumerate(keys):
+        out_fields.append(T.StructField(name, types[name]))
+        columns.append(OutputColumn(name, "key", WIRE.key(i), integral=integral(types[name])))
+    window_type = T.LongType() if timestamp else time_type
+    for name, src in (("window_start", "start"), ("window_end", "end")):
+        out_fields.append(T.StructField(name, window_type))
+        columns.append(OutputColumn(name, "time", src))
+    for (name, _), vtype in zip(aggregations, value_types):
+        out_fields.append(T.StructField(name, vtype))
+        columns.append(OutputColumn(name, "value", name, integral=integral(vtype), array=isinstance(vtype, T.ArrayType)))
+    out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
+                   T.StructField("is_retraction", T.BooleanType())]
+    if late_data:
+        clash = [f.name for f in out_fields if f.name in (KIND, REASON, ELEMENT)]
+        if clash:
+            raise WindowingConfigError(
+                f"output column {clash[0]!r} clashes with run()'s late-data columns {KIND!r}, {REASON!r}, {ELEMENT!r}; "
+                "rename it, or use aggregate(), which returns panes only")
+        out_fields += [T.StructField(KIND, T.StringType()), T.StructField(REASON, T.StringType()),
+                       T.StructField(ELEMENT, T.StringType())]
+    columns += [OutputColumn("timing", "timing", "timing"), OutputColumn("pane_index", "index", "pane_index"),
+                OutputColumn("is_retraction", "flag", "is_retraction")]
+
+    key_dtypes = tuple(numpy_dtype(types[k]) for k in keys) or (np.dtype(np.int64),)
+    pt_mode = uses_processing_time(plan.spec)
+    bucketing = buckets if isinstance(buckets, Bucketing) else Bucketing(buckets)
+    adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, bucketing, pt_mode, late_data, packed=combine,
+                         nullable=nullable)
+    return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
+                     "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
+                     NEVER_BEHIND_MS if late_data else horizon_ms(plan, per_ms(timestamp)),
+                     how, T.StructType(lifted_fields) if lifted_fields else None,
+                     tuple(acc.column for _, acc in aggregations))
+
+
+def horizon_ms(plan: Plan, per_ms: int) -> int:
+    """How far behind an element's time the engine may still accept it (window extent + lateness)."""
+    extent = plan.spec.windows.max_extent
+    if extent is None:  # the global window: never behind
+        return NEVER_BEHIND_MS
+    return -(-(int(extent) + plan.spec.allowed_lateness) // per_ms) + 1

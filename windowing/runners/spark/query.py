@@ -1,0 +1,243 @@
+"""The query: the input projected into the wire columns (`wire`), combined before the shuffle
+(`combine`), grouped by key bucket into ``applyInPandas`` (batch) or ``applyInPandasWithState``
+(streams) running `worker.BucketStep`, and the output turned into `results.SparkRun`."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pandas as pd
+
+from ...errors import WindowingConfigError
+from ...plan import Plan
+from ...strategy import Strategy
+from ...timeaxis import EPOCH_UNITS, MAX_MICROS, MAX_TIME, MIN_MICROS, MIN_TIME
+from .buckets import NUMBERS, Bucketing, bucketing_of
+from .combine import lift_and_pack, pack
+from .output_types import integral
+from .planning import NEVER_BEHIND_MS, plan_spark
+from .results import JSON_OPTIONS, SparkRun, spark_run
+from .wire import WIRE
+from .worker import NS_PER_US, per_ms
+from .worker_python import check_worker_python, on_workers
+
+COMBINE_CONF = "windowing.spark.combine"
+# The column metadata by which Spark marks the column withWatermark is on (EventTimeWatermark.delayKey).
+WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
+
+
+def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bool = True) -> SparkRun:
+    """The query; ``late_data`` False (``aggregate()``) builds panes only, lifted where exact."""
+    from pyspark.sql import functions as F
+
+    if second is not None:
+        raise WindowingConfigError(
+            f"with_second_stream(<{type(second).__name__}>) on Spark: the Spark runner runs one stream and would "
+            "ignore the second; with_second_stream() works with bounded pandas DataFrames for now")
+
+    check_worker_python(source.sparkSession)
+    keys = list(strategy.keys or ())
+    combine = str(source.sparkSession.conf.get(COMBINE_CONF, "true")).lower()
+    if combine not in ("true", "false"):
+        raise WindowingConfigError(f"{COMBINE_CONF}={combine!r} must be 'true' or 'false' (pre-aggregation before the shuffle)")
+    sp = plan_spark(strategy, source.schema, bucketing_of(source, bool(keys)), combine == "true", late_data)
+    adapter, time = sp.adapter, str(strategy.time)  # a column's name: plan_spark refuses a function
+    watermarked = _input_watermark(source) if source.isStreaming else None
+    if source.isStreaming:
+        _check_watermark(strategy, adapter.plan, watermarked, adapter.timestamp)
+
+    def shipped(name: str, alias: str) -> list[Any]:
+        """The column under ``alias``; a nullable integer one as its value, 0 where null, and a null flag."""
+        if alias not in adapter.nullable:
+            return [_col(name).alias(alias)]
+        zero = F.lit(0).cast(source.schema[name].dataType)
+        return [F.coalesce(_col(name), zero).alias(alias), _col(name).isNull().alias(WIRE.null_flag(alias))]
+
+    projected = [_bucket(keys, adapter.bucketing).alias(WIRE.bucket)]
+    projected += [c for i, k in enumerate(keys) for c in shipped(k, WIRE.key(i))] or [F.lit(0).cast("long").alias(WIRE.key(0))]
+    projected.append(_event_time(time, adapter.timestamp, source.isStreaming, strategy.time_unit,
+                                 source.schema[time].dataType).alias(WIRE.time))
+    projected += [c for i, name in enumerate(sp.input_columns) if name is not None for c in shipped(name, WIRE.value(i))]
+    if late_data:
+        projected.append(F.to_json(F.struct(*[_col(f.name) for f in source.schema.fields]), JSON_OPTIONS).alias(WIRE.element))
+
+    frame = source.select(*projected)
+    latest = WIRE.time
+    if sp.lifting is not None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        how, lifted = sp.lifting, to_arrow_schema(sp.lifted_schema)
+
+        streaming = source.isStreaming
+
+        def combine_rows(batches: Iterator[Any]) -> Iterator[Any]:
+            return lift_and_pack(batches, how, lifted, checked=streaming)
+
+        frame, latest = frame.mapInArrow(on_workers(combine_rows), _packed_schema(sp.lifted_schema)), WIRE.latest
+    elif adapter.packed:
+        streaming = source.isStreaming
+
+        def pack_rows(batches: Iterator[Any]) -> Iterator[Any]:
+            return pack(batches, checked=streaming)
+
+        frame, latest = frame.mapInArrow(on_workers(pack_rows), _packed_schema(frame.schema)), WIRE.latest
+
+    if not source.isStreaming:
+        def run_batch(frame: pd.DataFrame) -> pd.DataFrame:  # Spark counts a bound method's `self` as an argument
+            return adapter.run_batch(frame)
+
+        out = frame.groupBy(WIRE.bucket).applyInPandas(on_workers(run_batch), sp.out_schema)
+        return spark_run(_finish(out, adapter.timestamp), late_data, source.schema)
+
+    # The stateful operator drops rows whose watermarked column is at or behind the watermark.
+    # Beam semantics accept them until their window's end plus lateness passes, so the watermark
+    # is put on a column shifted forward by that horizon, with the delay grown by the same amount:
+    # the watermark is unchanged, and Spark drops only rows the engine would drop anyway.
+    if adapter.timestamp:
+        shifted = F.expr(f"timestamp_micros(`{latest}` + {sp.horizon_ms * 1000})")
+    else:  # one unit of a numeric time column is a millisecond of the watermark's clock
+        shifted = F.expr(f"timestamp_millis(`{latest}` + {sp.horizon_ms})")
+    if watermarked is None:
+        assert adapter.plan.watermark_delay is not None  # _check_watermark: one of the two is set
+        delay_ms = -(-adapter.plan.watermark_delay // per_ms(adapter.timestamp))
+        frame = frame.withColumn(WIRE.watermark, shifted).withWatermark(WIRE.watermark, f"{delay_ms + sp.horizon_ms} milliseconds")
+    else:
+        # Spark refuses a second withWatermark: the input's keeps setting the watermark, and the shifted
+        # column gets only the marker withWatermark would put on it, by which the stateful operator
+        # finds the column it drops rows by. In a select, not withColumn: over Spark Connect withColumn
+        # aliases the column again, without its metadata.
+        delay_ms = source.schema[watermarked].metadata[WATERMARK_DELAY_KEY]
+        frame = frame.select("*", shifted.alias(WIRE.watermark, metadata={WATERMARK_DELAY_KEY: delay_ms + sp.horizon_ms}))
+
+    def run_stream(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        return adapter.run_stream(key, frames, state)
+
+    out = frame.groupBy(WIRE.bucket).applyInPandasWithState(on_workers(run_stream), sp.out_schema, sp.state_schema, "append", sp.timeout)
+    return spark_run(_finish(out, adapter.timestamp), late_data, source.schema)
+
+
+def _input_watermark(source: Any) -> str | None:
+    """The column the input's own ``withWatermark`` is on, if any."""
+    for f in source.schema.fields:
+        if WATERMARK_DELAY_KEY in (f.metadata or {}):
+            return f.name
+    return None
+
+
+def _check_watermark(strategy: Strategy, plan: Plan, watermarked: str | None, timestamp: bool) -> None:
+    time = strategy.time
+    if watermarked is not None and not timestamp:
+        raise WindowingConfigError(
+            f"withWatermark on {watermarked!r} with the numeric time column {time!r}: that watermark is a timestamp, "
+            f"which the column's units cannot be compared with; drop withWatermark and call .watermark(delay) on the "
+            f"builder, with the delay in the column's units")
+    if watermarked is None and plan.watermark_delay is None:
+        raise WindowingConfigError(
+            f"streaming windowed(time={time!r}) has no watermark: call .watermark(delay) on the builder, "
+            f"or source.withWatermark({time!r}, delay) before windowed()")
+    if watermarked is not None and plan.watermark_delay is not None:
+        raise WindowingConfigError(
+            f"watermark(delay={strategy.watermark_delay and strategy.watermark_delay.given!r}) on an input that already has "
+            f"withWatermark on {watermarked!r}: "
+            "Spark refuses to redefine a watermark; keep one of the two")
+
+
+def _bucket(keys: list[str], bucketing: Bucketing) -> Any:
+    """The group label of a row's bucket (`Bucketing`), an int column."""
+    from pyspark.sql import functions as F
+
+    if not keys or bucketing.count == 1:
+        return F.lit(int(bucketing.labels()[0]))
+    number = F.pmod(F.xxhash64(*[_col(k) for k in keys]), F.lit(bucketing.count)).cast("int")
+    if bucketing.placement == NUMBERS:
+        return number
+    return F.element_at(F.array(*[F.lit(int(label)) for label in bucketing.labels()]), number + 1)
+
+
+def _col(name: str) -> Any:
+    """The column named ``name``, quoted: a dot in a name is no field access, a backtick no quote."""
+    from pyspark.sql import functions as F
+
+    return F.col(_quoted(name))
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _event_time(time: str, timestamp: bool, streaming: bool, epoch_unit: str | None = None, time_type: Any = None) -> Any:
+    """The event time as int64 (microseconds for a timestamp), checked on the JVM.
+
+    A null time or a timestamp outside pandas' nanosecond range fails the query naming the column
+    (the pandas runner refuses a missing time too): the workers would put a null in the 1970 window
+    and overflow an outlying time into a wrong window. So does a streamed numeric time whose units,
+    taken as milliseconds, overflow the timestamp of Spark's watermark. With ``epoch_unit``
+    (``windowed(time_unit=...)``) the numbers become microseconds as `TimeAxis` makes them on pandas.
+    """
+    from pyspark.sql import functions as F
+
+    column = _col(time)
+    checked = F.when(column.isNull(), F.raise_error(F.lit(
+        f"time column {time!r} has a missing value (null); every element needs an event time: "
+        "filter such rows out before windowed()")))
+    if epoch_unit is not None:
+        checked, value = _epoch_micros(checked, column, time, epoch_unit, not integral(time_type))
+    else:
+        value = F.expr(f"unix_micros({_quoted(time)})") if timestamp else column.cast("long")
+    if timestamp:
+        low, high = -(-MIN_TIME // NS_PER_US), MAX_TIME // NS_PER_US
+        checked = checked.when((value < low) | (value > high), F.raise_error(F.concat(
+            F.lit(f"time column {time!r} holds "), column.cast("string"),
+            F.lit(f", outside the engine's time range, pandas' nanosecond timestamps "
+                  f"({pd.Timestamp(low, unit='us')} to {pd.Timestamp(high, unit='us')} UTC): "
+                  "filter such rows out before windowed()"))))
+    elif streaming:
+        low, high = -(2**63) // 1000, (2**63 - 1) // 1000 - NEVER_BEHIND_MS  # microseconds in int64, after the shift
+        checked = checked.when((value < low) | (value > high), F.raise_error(F.concat(
+            F.lit(f"time column {time!r} holds "), column.cast("string"),
+            F.lit(f", outside {low} to {high}: a streamed numeric time is taken as milliseconds for Spark's "
+                  "watermark, which must be a timestamp; use a coarser unit, or filter such rows out before windowed()"))))
+    return checked.otherwise(value)
+
+
+def _epoch_micros(checked: Any, column: Any, time: str, unit: str, floating: bool) -> tuple[Any, Any]:
+    """``TimeAxis._epoch_micros`` on the JVM: epoch instants in ``unit`` as bigint microseconds,
+    rounded to the nearest (half up), with the same double arithmetic for floats; ``checked``
+    (a ``when`` chain) gets the checks that must come before the arithmetic."""
+    from pyspark.sql import functions as F
+
+    def outside(what: str) -> Any:
+        return F.raise_error(F.concat(F.lit(f"time column {time!r} holds "), column.cast("string"), F.lit(
+            f", {what} in windowed(time_unit={unit!r}): filter such rows out before windowed()")))
+
+    factor = EPOCH_UNITS[unit]
+    if floating:
+        number = column.cast("double")
+        scaled = number / F.lit(1000.0) if unit == "ns" else number * F.lit(float(factor))
+        checked = checked.when(F.isnan(number) | (F.abs(scaled) >= F.lit(2.0**62)), outside("not finite or beyond the time axis"))
+        return checked, F.floor(scaled + F.lit(0.5)).cast("long")
+    number = column.cast("long")
+    if unit == "ns":  # floor((t + 500) / 1000), exact and without overflow: pmod is the floor division's remainder
+        checked = checked.when((number < MIN_MICROS * 1000) | (number > MAX_MICROS * 1000), outside("outside the time axis"))
+        ns = f"CAST({_quoted(time)} AS BIGINT)"
+        return checked, F.expr(f"({ns} - pmod({ns}, 1000)) div 1000 + CAST(pmod({ns}, 1000) >= 500 AS BIGINT)")
+    low, high = -(-MIN_MICROS // factor), MAX_MICROS // factor
+    checked = checked.when((number < low) | (number > high), outside("outside the time axis"))
+    return checked, number * F.lit(factor)
+
+
+def _packed_schema(schema: Any) -> Any:
+    """The Spark schema of `combine.pack`'s rows: ``_b``, every other column as an array, ``_tmax``."""
+    from pyspark.sql import types as T
+
+    arrays = [f if f.name == WIRE.bucket else T.StructField(f.name, T.ArrayType(f.dataType)) for f in schema if f.name != WIRE.latest]
+    return T.StructType(arrays + [T.StructField(WIRE.latest, T.LongType())])
+
+
+def _finish(panes: Any, timestamp: bool) -> Any:
+    from pyspark.sql import functions as F
+
+    if not timestamp:
+        return panes
+    return panes.select(*[F.expr(f"timestamp_micros(`{c}`)").alias(c) if c in ("window_start", "window_end") else _col(c)
+                          for c in panes.columns])

@@ -1,0 +1,321 @@
+"""The Spark runner's worker side: one engine step per key bucket, in Spark's Python workers.
+
+`BucketStep` is plain pandas (no pyspark import): it is pickled on the driver, and in the
+workers turns the shipped rows (`wire`) into the engine's elements, runs `windowing.engine.step`
+over the bucket's window table (kept in Spark's state, encoded by `windowing.state_codec`), and
+turns panes (and, for ``run()``, dropped elements) into the output rows. Tests drive it with a
+``GroupState`` built by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from triggers import NO_TIME
+
+from ...engine import next_timers, step
+from ...errors import WindowingConfigError
+from ...plan import Plan
+from ...spec import TIMINGS, EngineSpec
+from ...state_codec import decode, encode
+from ...timeaxis import MAX_TIME, MIN_TIME
+from ...window_table import empty_state
+from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
+from .combine import CHECKED_BUCKET, with_nulls
+from .old_checkpoints import without_float_integers
+from .wire import WIRE
+
+NS_PER_MS = 1_000_000
+NS_PER_US = 1_000
+# ``run()``'s output: panes and dropped elements in one frame, told apart by ``kind``.
+KIND, REASON, ELEMENT = "kind", "reason", "element"
+PANE, LATE = "PANE", "LATE"
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    name: str
+    kind: str  # "key" | "time" | "value" | "timing" | "index" | "flag"
+    source: str
+    integral: bool = False
+    array: bool = False
+
+
+@dataclass(frozen=True)
+class BucketStep:
+    """One engine step over the keys of one bucket; picklable, shipped to the workers.
+
+    ``timestamp`` says the time axis is Spark timestamps: ``_t`` arrives in
+    microseconds, the engine works in nanoseconds, window bounds leave in
+    microseconds (the Spark side turns them back into timestamps).
+    """
+
+    plan: Plan
+    columns: tuple[OutputColumn, ...]
+    key_dtypes: tuple[Any, ...]
+    timestamp: bool
+    bucketing: Bucketing
+    processing_time_mode: bool
+    late_output: bool = False
+    """Also emit the dropped elements as ``kind = LATE`` rows (`output`); panes get ``kind = PANE``."""
+    packed: bool = False
+    """Rows arrive packed by `combine.pack`: one row per bucket and packing, each column an array."""
+    nullable: tuple[str, ...] = ()
+    """Integer key and value columns that may hold nulls: they arrive as a value and a null flag
+    (`wire.WireSchema.null_flag`), since pyspark would hand them over as float64, inexact beyond 2**53."""
+
+    @property
+    def buckets(self) -> int:
+        return self.bucketing.count
+
+    # -- frames in and out --
+    def elements(self, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+        spec = self.plan.spec
+        names = spec.key_columns + [WIRE.time] + [WIRE.value(i) for i, c in enumerate(self.plan.value_columns) if c is not None]
+        names += [WIRE.element] if self.late_output else []
+        flags = [WIRE.null_flag(name) for name in self.nullable]
+        frames = [_unpacked(f, names, flags) if self.packed else f for f in frames if len(f)]
+        frames = [f for f in frames if len(f)]  # the packed row of empty lists of combine.CHECKED_BUCKET
+        if not frames:
+            empty = {k: pd.Series([], dtype=self.key_dtypes[i]) for i, k in enumerate(spec.key_columns)}
+            empty[WIRE.time] = np.array([], np.int64)
+            empty.update({n: pd.Series([], dtype=object) for n in names[len(spec.key_columns) + 1:]})
+            return pd.DataFrame(empty)
+        data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+        times = data[WIRE.time].to_numpy(dtype=np.int64)
+        out = with_nulls(data.loc[:, names + flags], self.nullable)
+        out[WIRE.time] = times * NS_PER_US if self.timestamp else times
+        return out
+
+    def panes(self, panes: pd.DataFrame) -> pd.DataFrame:
+        out: dict[str, Any] = {}
+        for col in self.columns:
+            values = panes[col.source]
+            if col.kind == "time":
+                raw = values.to_numpy(dtype=np.int64)
+                out[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw).to_numpy()
+            elif col.kind == "value" or col.integral:
+                out[col.name] = _spark_ready(values, col)
+            elif col.kind == "timing":
+                out[col.name] = _timing_names(values.to_numpy())
+            elif col.kind == "index":
+                out[col.name] = values.to_numpy(dtype=np.int64)
+            elif col.kind == "flag":
+                out[col.name] = values.to_numpy(dtype=bool)
+            else:
+                out[col.name] = values.to_numpy()
+        return pd.DataFrame(out, index=pd.RangeIndex(len(panes)))
+
+    def output(self, panes: pd.DataFrame, dropped: pd.DataFrame, elements: pd.DataFrame) -> pd.DataFrame:
+        """The function's output rows: the panes, and with ``late_output`` the dropped elements too.
+
+        A late row has the element's key, the dropped window, ``kind = LATE``, the ``reason`` and
+        the input row as JSON (``element``); its value, timing, index and flag columns are null.
+        """
+        out = self.panes(panes)
+        if not self.late_output:
+            return out
+        out[KIND], out[REASON], out[ELEMENT] = PANE, None, None
+        if not len(dropped):
+            return out
+        labels = dropped["element"].to_numpy()
+        late: dict[str, Any] = {}
+        for col in self.columns:
+            if col.kind == "key":
+                late[col.name] = elements.loc[labels, col.source].to_numpy()
+            elif col.kind == "time":
+                raw = dropped[col.source].to_numpy(dtype=np.int64)
+                late[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw).to_numpy()
+            else:
+                late[col.name] = np.full(len(labels), None, dtype=object)
+        late[KIND] = LATE
+        late[REASON] = dropped["reason"].to_numpy(dtype=object)
+        late[ELEMENT] = elements.loc[labels, WIRE.element].to_numpy(dtype=object)
+        rows = pd.DataFrame(late, index=pd.RangeIndex(len(labels)))
+        return stacked([out, rows]) if len(out) else rows
+
+    def fresh_state(self) -> pd.DataFrame:
+        return empty_state(self.plan.spec, list(self.key_dtypes))
+
+    def save(self, table: pd.DataFrame) -> bytes:
+        return encode(table, self.buckets, pipeline_of(self.plan.spec), self.bucketing.placement)
+
+    def load(self, blob: bytes) -> pd.DataFrame:
+        table, meta = decode(blob)
+        written_by, pipeline = meta.get("pipeline"), pipeline_of(self.plan.spec)
+        if written_by is not None and written_by != pipeline:
+            changed = "; ".join(f"{part} {written_by.get(part)} then, {pipeline[part]} now"
+                                for part in pipeline if written_by.get(part) != pipeline[part])
+            raise WindowingConfigError(
+                f"the checkpoint's state was written by another pipeline ({changed}): its window table would be "
+                "read wrongly; restore the pipeline, or start from a new checkpoint")
+        count, placement = meta.get("buckets"), meta.get("placement", NUMBERS)  # none stored: labelled by number
+        if count is None or not self.bucketing.same_labels(count, placement):
+            restore = f"{BUCKETS_CONF}={count}" + (f" and {PLACEMENT_CONF}={placement}" if count != 1 and placement != PARTITIONS else "")
+            raise WindowingConfigError(
+                f"this query groups keys into {self.bucketing.described()}, but its checkpoint was written with {count} "
+                f"bucket{'s' if count != 1 else ''}{f' placed by {placement}' if placement != self.bucketing.placement else ''}: "
+                f"keys would land in other buckets. To restart from this checkpoint set {restore} (Spark keeps the "
+                f"checkpoint's {SHUFFLE_PARTITIONS_CONF} too), or start from a new checkpoint")
+        return without_float_integers(self.plan.spec, table, self.nullable)
+
+    # -- batch: applyInPandas --
+    def run_batch(self, frame: pd.DataFrame) -> pd.DataFrame:
+        spec = self.plan.spec
+        elements = self.elements([frame])
+        first = step(spec, self.fresh_state(), elements, MIN_TIME, 0)
+        last = step(spec, first.state, self.elements([]), MAX_TIME, 0)
+        both = [p for p in (first.panes, last.panes) if len(p)]
+        panes = pd.concat(both, ignore_index=True) if both else first.panes
+        return self.output(panes, first.dropped, elements)  # end of input drops nothing: no elements
+
+    # -- streaming: applyInPandasWithState --
+    def run_stream(self, key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        spec = self.plan.spec
+        watermark_ms = state.getCurrentWatermarkMs()
+        processing_ms = state.getCurrentProcessingTimeMs()
+        # Spark reports 0 before the first watermark; 0 then means "no watermark yet".
+        watermark = MIN_TIME if watermark_ms <= 0 else self._from_ms(watermark_ms)
+        table = self.load(state.get[0]) if state.exists else self.fresh_state()
+        elements = self.elements(frames)
+        result = step(spec, table, elements, watermark, self._from_ms(processing_ms))
+        if len(result.state) or key[0] == CHECKED_BUCKET:  # see combine.CHECKED_BUCKET
+            state.update((self.save(result.state),))
+            self._set_timeout(state, spec, result.state, watermark_ms, processing_ms)
+        else:
+            state.remove()
+        yield self.output(result.panes, result.dropped, elements)
+
+    def _from_ms(self, ms: int) -> int:
+        return int(ms) * per_ms(self.timestamp)
+
+    def _to_ms_ceil(self, t: int) -> int:
+        return -(-t // per_ms(self.timestamp))
+
+    def _set_timeout(self, state: Any, spec: EngineSpec, table: pd.DataFrame, watermark_ms: int, processing_ms: int) -> None:
+        at_watermark, at_processing = next_timers(spec, table, self._from_ms(processing_ms))
+        if self.processing_time_mode:
+            # One timeout per group: a processing-time timeout of 1 ms calls the bucket again in the
+            # next micro-batch, where it checks the watermark; later for processing-time timers only.
+            waits = []
+            if at_watermark < MAX_TIME:
+                waits.append(1)
+            if at_processing < NO_TIME:
+                # Spark times a group out once the batch timestamp > timeout, so one ms before the firing time.
+                waits.append(max(1, self._to_ms_ceil(at_processing) - processing_ms - 1))
+            if waits:
+                state.setTimeoutDuration(int(min(waits)))
+        elif at_watermark < MAX_TIME:
+            # Spark times a group out once watermark > timestamp; the window is due once
+            # watermark >= ceil(at_watermark) in ms, so the timestamp is one ms earlier.
+            state.setTimeoutTimestamp(int(max(self._to_ms_ceil(at_watermark) - 1, watermark_ms, 1)))
+
+
+def pipeline_of(spec: EngineSpec) -> dict[str, str]:
+    """What builds a bucket's window table, stored beside it in the state: a restart with other
+    windows, trigger, mode, keys or aggregations would read it wrongly (a fixed window as a
+    session, one aggregation's accumulator as another's), so it is refused by name instead."""
+    return {
+        "windows": _described(spec.windows),
+        "trigger": _described(spec.trigger),
+        "mode": spec.mode.value,
+        "keys": str(spec.n_keys),
+        "aggregations": ", ".join(f"{a.name}={_described(a.accumulation)} of {a.input_dtype}" for a in spec.aggregations),
+    }
+
+
+def stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The rows of ``frames`` (the same columns) one after the other. A column whose dtype differs
+    between them (a pane's bigint value, a late row's null) becomes Python objects, exact and with
+    its nulls: ``pd.concat`` would make such a column float64, inexact beyond 2**53 (and pandas 2
+    warns that it will change how it picks that dtype)."""
+    columns = {}
+    for name in frames[0].columns:
+        parts = [frame[name] for frame in frames]
+        same = all(part.dtype == parts[0].dtype for part in parts) and isinstance(parts[0].dtype, np.dtype)
+        columns[name] = np.concatenate([part.to_numpy() if same else part.to_numpy(dtype=object) for part in parts])
+    return pd.DataFrame(columns, index=pd.RangeIndex(sum(len(frame) for frame in frames)))
+
+
+def _described(part: Any) -> str:
+    """``repr``, or the class name where the repr is object's own (it holds a memory address)."""
+    own_repr = type(part).__repr__ is not object.__repr__  # type: ignore[comparison-overlap]
+    return repr(part) if own_repr else type(part).__qualname__
+
+
+def _unpacked(frame: pd.DataFrame, names: list[str], flags: list[str]) -> pd.DataFrame:
+    """The elements of packed rows (`combine.pack`): each column's arrays concatenated; a null flag's
+    missing array (no null in that packed row) as all false."""
+    out = {name: np.concatenate(frame[name].to_numpy()) for name in names}
+    lengths = [len(elements) for elements in frame[names[0]]]
+    for flag in flags:
+        out[flag] = np.concatenate([np.zeros(n, dtype=bool) if missing is None else missing
+                                    for missing, n in zip(frame[flag].to_numpy(), lengths)])
+    return pd.DataFrame(out)
+
+
+def _micros(ns: np.ndarray) -> np.ndarray:
+    """Nanoseconds to microseconds, rounded toward zero: the global window's bounds (the int64
+    extremes) then stay within pandas' nanosecond range when read back (``toPandas``); other
+    bounds are whole microseconds."""
+    return np.where(ns < 0, -(-ns // NS_PER_US), ns // NS_PER_US)
+
+
+def _timing_names(codes: np.ndarray) -> Any:
+    """Timing codes as a categorical: pyspark turns it into strings with one ``astype``, which on
+    pandas 3 is Arrow-backed and crosses to Arrow without a per-row conversion (an object column of
+    Python strings cost ~10% of a worker's Python time)."""
+    if codes.dtype.kind not in "iu":
+        return codes.astype(str).astype(object)
+    return pd.Categorical.from_codes(codes.astype(np.int8), categories=list(TIMINGS))  # type: ignore[call-overload]
+
+
+def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
+    values = values.reset_index(drop=True)
+    if col.integral and values.dtype.kind in "iu":
+        return values.to_numpy()
+    if col.array:
+        out = np.empty(len(values), dtype=object)
+        out[:] = [None if v is None else _as_list(v) for v in values]
+        return out
+    if col.integral:  # Python ints and None, exact: float64 would round beyond 2**53
+        try:
+            return pd.array(values.to_numpy(dtype=object), dtype="Int64").to_numpy(dtype=object, na_value=None)  # type: ignore[arg-type]
+        except (TypeError, ValueError) as err:
+            raise TypeError(
+                f"output column {col.name!r} is bigint, but a pane's value is not a whole number "
+                f"({next((v for v in values if not _is_whole(v)), None)!r}); for an accumulation of your own, "
+                "Fold or Reduce whose output type depends on the values, state it with "
+                "windowing.runners.spark.spark_typed(acc, 'double') (any Spark DDL type)") from err
+    return values.to_numpy()
+
+
+def _is_whole(value: Any) -> bool:
+    """An integer, or missing: what a bigint column takes."""
+    return isinstance(value, (int, np.integer)) or (pd.api.types.is_scalar(value) and pd.isna(value))
+
+
+def _as_list(value: Any) -> list[Any]:
+    if isinstance(value, (set, frozenset)):
+        try:
+            return sorted(value)
+        except TypeError:
+            return list(value)
+    return list(value)
+
+
+def uses_processing_time(spec: EngineSpec) -> bool:
+    """Whether the buckets need Spark's processing-time timeout: some part of the trigger
+    (late firings included) may fire when only processing time passed, which the event-time
+    timeout never calls a bucket for."""
+    return spec.trigger.uses_processing_time()
+
+
+def per_ms(timestamp: bool) -> int:
+    """Engine time units per millisecond of Spark's watermark clock: on a numeric time axis, one
+    unit of the time column is taken as one millisecond (Spark's watermark needs a timestamp)."""
+    return NS_PER_MS if timestamp else 1

@@ -1,0 +1,64 @@
+"""Session merging: which windows of a key overlap, grouped into merged sessions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .key_codes import factorize_keys
+from .spec import EngineSpec
+
+
+def same_windows(spec: EngineSpec, keys: dict[str, np.ndarray], start: np.ndarray, end: np.ndarray,
+                  others: dict[str, np.ndarray]) -> np.ndarray:
+    """Where the window (``keys``, ``start``, ``end``) is one of the windows in ``others``."""
+    n = len(start)
+    codes, _ = factorize_keys([np.concatenate([keys[k], others[k]]) for k in spec.key_columns])
+    mine = pd.MultiIndex.from_arrays([codes[:n], start, end])
+    theirs = pd.MultiIndex.from_arrays([codes[n:], others["start"], others["end"]])
+    return mine.isin(theirs)
+
+
+def candidate_groups(spec: EngineSpec, cand: dict[str, np.ndarray]) -> np.ndarray:
+    """Group id per candidate window: same window, or (sessions) overlapping windows of a key."""
+    keys = spec.key_columns
+    if not spec.windows.merging:
+        frame = pd.DataFrame({c: cand[c] for c in keys + ["start"]})
+        return frame.groupby(keys + ["start"], sort=False, dropna=False).ngroup().to_numpy()
+    key_code, _ = factorize_keys([cand[k] for k in keys])
+    return session_groups(key_code, cand["start"], cand["end"])
+
+
+def sort_by_key_then_time(key_code: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Order of rows by (key code, time): one int64 argsort when the product fits, else lexsort."""
+    if len(times) == 0:
+        return np.arange(0)
+    low, span = int(times.min()), int(times.max()) - int(times.min()) + 1
+    if (int(key_code.max()) + 1) * span < 2**62:
+        return np.argsort(key_code * span + (times - low))
+    return np.lexsort((times, key_code))
+
+
+def running_max_per_key(key_code: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` restarting at each key (rows sorted by key code): one NumPy
+    accumulate over values lifted by key when that fits in int64, else pandas' grouped cummax."""
+    if len(values) == 0:
+        return values
+    low, span = int(values.min()), int(values.max()) - int(values.min()) + 1
+    if (int(key_code.max()) + 1) * span < 2**62:
+        lift = key_code * span
+        return np.maximum.accumulate(lift + (values - low)) - lift + low
+    return pd.Series(values).groupby(key_code, sort=False).cummax().to_numpy()
+
+
+def session_groups(key_code: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Group id per window: overlapping windows of one key share a group (touching ones do not)."""
+    order = sort_by_key_then_time(key_code, start)
+    k, s, e = key_code[order], start[order], end[order]
+    running_end = running_max_per_key(k, e)
+    prev_end = np.concatenate([[np.iinfo(np.int64).min], running_end[:-1]])
+    prev_key = np.concatenate([[-1], k[:-1]])
+    starts_group = (k != prev_key) | (s >= prev_end)
+    group = np.empty(len(k), dtype=np.int64)
+    group[order] = np.cumsum(starts_group) - 1
+    return group

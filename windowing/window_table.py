@@ -1,0 +1,123 @@
+"""The window table: its columns and their dtypes, in one place; names from `windowing.columns`.
+
+The window table has one row per (key, window) with columns:
+
+==================  ==========================================================
+``_k0`` ...         the key (one column per key column; a constant if not keyed)
+``start``, ``end``  the window, int64, end exclusive
+``on_time_done``    the watermark passed ``end`` before this step
+``closed``          the root trigger finished: elements are dropped until purge
+``n_pending``       elements since the last firing (0: the pane is empty)
+``held``            elements that arrived before the watermark passed ``end`` wait for a pane
+                    (Beam's element holds: the output watermark stays behind ``end``)
+``end_timer``       a trigger asked to be evaluated when the watermark passes ``end``
+``pane_index``      panes emitted so far (the next pane's index)
+``emitted``         a pane was emitted, so ``o<i>`` and ``last_timing`` are set
+``last_timing``     timing code of the last pane (for its retraction row)
+``a<i>.<field>``    vectorized accumulator fields of aggregation ``i``
+``a<i>``            Python accumulator of aggregation ``i`` (slow path)
+``o<i>``            the last emitted output of aggregation ``i``
+``t.<...>``         trigger state columns (see `triggers.base`)
+==================  ==========================================================
+
+`current_layout` reads a table written by an earlier release (a Spark checkpoint).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import columns
+from .errors import WindowingConfigError
+from .reductions import object_array
+from .spec import EngineSpec
+
+WINDOW_COLUMNS = {"start": np.int64, "end": np.int64, "on_time_done": bool, "closed": bool, "n_pending": np.int64,
+                  "held": bool, "end_timer": bool, "pane_index": np.int64, "emitted": bool, "last_timing": np.int8}
+"""The columns every window table has between its key columns and its accumulators, with dtypes."""
+
+
+def accumulator_columns(spec: EngineSpec) -> dict[str, np.dtype]:
+    dtypes: dict[str, np.dtype] = {}
+    for i, agg in enumerate(spec.aggregations):
+        if agg.vectorized:
+            for fname, default in agg.field_defaults().items():
+                dtypes[columns.accumulator(i, fname)] = np.asarray(default).dtype
+        else:
+            dtypes[columns.accumulator(i)] = np.dtype(object)
+        dtypes[columns.last_output(i)] = np.dtype(object)
+    return dtypes
+
+
+def empty_state(spec: EngineSpec, key_dtypes: list[Any] | None = None) -> pd.DataFrame:
+    """A window table with no windows, with the columns and dtypes of ``spec``."""
+    table: dict[str, Any] = {}
+    for i, name in enumerate(spec.key_columns):
+        table[name] = pd.Series([], dtype=(key_dtypes[i] if key_dtypes else object))
+    table.update({name: np.array([], dtype) for name, dtype in WINDOW_COLUMNS.items()})
+    table.update({name: np.array([], dtype) for name, dtype in accumulator_columns(spec).items()})
+    table.update(spec.trigger.fresh_state(0))
+    return pd.DataFrame(table)
+
+
+def table_columns(spec: EngineSpec) -> list[str]:
+    """The names of a window table's columns, in order (`empty_state`'s)."""
+    return [*spec.key_columns, *WINDOW_COLUMNS, *accumulator_columns(spec), *spec.trigger.columns()]
+
+
+def current_layout(spec: EngineSpec, state: pd.DataFrame) -> pd.DataFrame:
+    """``state`` with the columns of this release's window table.
+
+    A table written by an earlier release (a Spark checkpoint) may name its trigger state by the
+    position of each nested trigger (``t.0.0.count``, `Trigger.numbered_columns`) and lack the
+    ``held`` and ``end_timer`` columns. Its windows then count as holding back the watermark while
+    they hold elements and the watermark has not passed their end, and as waiting for the
+    watermark to pass their end: as that release did, which evaluated every window in every step.
+    """
+    names = table_columns(spec)
+    if list(state.columns) == names:
+        return state
+    have = set(state.columns)
+    trigger_names = {name for name in names if name.startswith("t.")}
+    if trigger_names <= have:
+        source = {name: name for name in names}
+    else:
+        numbered = spec.trigger.numbered_columns()
+        if not set(numbered.values()) <= have:
+            raise WindowingConfigError(
+                f"the stored window table has trigger state {sorted(c for c in have if c.startswith('t.'))}, not that of "
+                f"{spec.trigger!r} ({sorted(trigger_names)}): restore the pipeline, or start from a new checkpoint")
+        source = {name: numbered.get(name, name) for name in names}
+    defaults = {"held": lambda: (state["n_pending"] > 0) & ~state["on_time_done"],
+                "end_timer": lambda: ~state["on_time_done"] & ~state["closed"]}
+    missing = [name for name in names if source[name] not in have and name not in defaults]
+    if missing:
+        raise WindowingConfigError(f"the stored window table lacks the columns {missing}: it was not written by "
+                                   "this pipeline; restore the pipeline, or start from a new checkpoint")
+    return pd.DataFrame({name: state[source[name]] if source[name] in have else defaults[name]()
+                         for name in names}, index=state.index)
+
+
+def frame_of(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """A DataFrame of these NumPy columns as they are.
+
+    pandas infers ``str`` or ``datetime64`` from an object column of strings or Timestamps:
+    a None key would become NaN, and a column of last outputs could no longer hold objects.
+    """
+    return pd.DataFrame({name: pd.Series(values, dtype=object, copy=False) if values.dtype == object else values
+                         for name, values in columns.items()})
+
+
+def fresh_accumulators(spec: EngineSpec, n: int) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for i, agg in enumerate(spec.aggregations):
+        if agg.vectorized:
+            for fname, default in agg.field_defaults().items():
+                out[columns.accumulator(i, fname)] = np.full(n, default, dtype=np.asarray(default).dtype)
+        else:
+            acc = agg.accumulation
+            out[columns.accumulator(i)] = object_array([acc.default_accumulated_value() for _ in range(n)])
+    return out
