@@ -103,12 +103,12 @@ class Fired:
     forced: np.ndarray
 
     @staticmethod
-    def nothing(n: int) -> "Fired":
+    def nothing(n: int) -> Fired:
         """No window finished, none forced."""
         return Fired(np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
 
     @staticmethod
-    def finishing(finished: np.ndarray, *children: "Fired") -> "Fired":
+    def finishing(finished: np.ndarray, *children: Fired) -> Fired:
         """``finished`` as the composite decided it, forcing wherever one of its ``children`` forced."""
         forced = np.zeros(len(finished), dtype=bool)
         for child in children:
@@ -161,13 +161,15 @@ ToInternal = Callable[[str, Any], int]
 """Converts a trigger's duration (its parameter's name, the value) to the engine's time unit."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Trigger(ABC):
     """Decides when a window fires.
 
     Every trigger is a frozen dataclass (decorate a subclass with ``@dataclass(frozen=True)``):
     its fields are its value, so equal triggers share a state layout and a checkpoint's
-    description, and one trigger object can serve many pipelines.
+    description, and one trigger object can serve many pipelines. A subclass that is no
+    dataclass of its own keeps ``object``'s equality (each instance equal only to itself), as
+    this class compares no fields of its.
     """
 
     @property

@@ -124,6 +124,22 @@ def test_triggers_that_behave_differently_are_not_equal(one, other):
     assert one != other
 
 
+def test_a_trigger_subclass_that_is_no_dataclass_is_equal_only_to_itself():
+    # Trigger compares no fields of its own: field-wise equality would make every instance equal.
+    class EveryOther(Trigger):
+        def __init__(self, n: int):
+            object.__setattr__(self, "n", n)
+
+        def should_fire(self, ctx, rows):
+            return rows
+
+        def on_fire(self, ctx, rows):
+            return Fired.nothing(len(ctx))
+
+    one = EveryOther(1)
+    assert one == one and one != EveryOther(1) and one != EveryOther(2)
+
+
 def test_equal_durations_given_differently_make_equal_triggers():
     assert AfterProcessingTime("90 seconds") == AfterProcessingTime(dt.timedelta(minutes=1, seconds=30))
     assert len({AtWatermark().with_late_firings_every("1 minute"), AtWatermark(late=dt.timedelta(seconds=60))}) == 1
