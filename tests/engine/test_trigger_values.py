@@ -34,6 +34,8 @@ from triggers import (
 )
 from windowing import TestStream, windowed
 
+from .test_properties import trigger_trees
+
 SECOND_NS = 10**9
 
 TRIGGER_CLASSES = [AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Default,
@@ -57,18 +59,7 @@ leaf_triggers = st.one_of(
 )
 
 
-def _trees(children: st.SearchStrategy[Trigger]) -> st.SearchStrategy[Trigger]:
-    return st.one_of(
-        children.map(Repeatedly),
-        st.lists(children, min_size=1, max_size=3).map(lambda ts: AfterAny(*ts)),
-        st.lists(children, min_size=1, max_size=3).map(lambda ts: AfterAll(*ts)),
-        st.lists(children, min_size=1, max_size=3).map(lambda ts: AfterEach(*ts)),
-        st.tuples(children, children).map(lambda pair: OrFinally(*pair)),
-        st.tuples(st.none() | children, st.none() | children).map(lambda pair: AfterWatermark(early=pair[0], late=pair[1])),
-    )
-
-
-any_triggers = st.recursive(leaf_triggers, _trees, max_leaves=5)
+any_triggers = st.recursive(leaf_triggers, trigger_trees, max_leaves=5)
 
 
 def in_ns(param: str, value: object) -> int:
