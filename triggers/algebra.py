@@ -228,8 +228,10 @@ class AfterWatermark(_Composite):
         """The role and the running trigger (``early`` or ``late``, repeated) of each phase given."""
         return tuple((role, Repeatedly(t)) for role, t in (("early", self.early), ("late", self.late)) if t is not None)
 
-    def _phase(self, role: str) -> Repeatedly | None:
-        return dict(self._phases()).get(role)
+    def _phase_rows(self, early_rows: np.ndarray, late_rows: np.ndarray) -> list[tuple[str, Repeatedly, np.ndarray]]:
+        """Each phase given, with the rows it runs on."""
+        rows = {"early": early_rows, "late": late_rows}
+        return [(role, phase, rows[role]) for role, phase in self._phases()]
 
     @property
     def children(self) -> tuple[Trigger, ...]:
@@ -254,20 +256,14 @@ class AfterWatermark(_Composite):
     def on_elements(self, ctx: TriggerContext, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
         is_late = ctx["late"]
         timers = rows & ~ctx.past_end()
-        for role, phase, phase_rows in self._phase_rows(ctx, rows & ~is_late, rows & is_late):
+        for role, phase, phase_rows in self._phase_rows(rows & ~is_late, rows & is_late):
             timers |= phase.on_elements(ctx.sub(role), phase_rows, counts)
         return timers
-
-    def _phase_rows(self, ctx: TriggerContext, early_rows: np.ndarray,
-                    late_rows: np.ndarray) -> list[tuple[str, Repeatedly, np.ndarray]]:
-        """Each phase given, with the rows it runs on."""
-        rows = {"early": early_rows, "late": late_rows}
-        return [(role, phase, rows[role]) for role, phase in self._phases()]
 
     def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
         is_late, past_end = ctx["late"], ctx.past_end()
         out = rows & ~is_late & past_end
-        for role, phase, phase_rows in self._phase_rows(ctx, rows & ~is_late & ~past_end, rows & is_late):
+        for role, phase, phase_rows in self._phase_rows(rows & ~is_late & ~past_end, rows & is_late):
             out |= phase.should_fire(ctx.sub(role), phase_rows)
         return out
 
@@ -275,7 +271,7 @@ class AfterWatermark(_Composite):
         is_late, past_end = ctx["late"], ctx.past_end()
         on_time = rows & ~is_late & past_end
         fired = [phase.on_fire(ctx.sub(role), phase_rows)
-                 for role, phase, phase_rows in self._phase_rows(ctx, rows & ~is_late & ~past_end, rows & is_late)]
+                 for role, phase, phase_rows in self._phase_rows(rows & ~is_late & ~past_end, rows & is_late)]
         ctx.put("late", on_time, True)
         return Fired.finishing(on_time if self.late is None else np.zeros(len(ctx), dtype=bool), *fired)
 
@@ -283,14 +279,13 @@ class AfterWatermark(_Composite):
         super().merge(src, groups, dst)
         still_late = dst["late"] & dst.past_end()
         dst["late"] = still_late
-        late = self._phase("late")
-        if late is not None:
-            late.reset(dst.sub("late"), ~still_late)
+        if self.late is not None:  # Repeatedly shares its child's state: resetting the child resets both
+            self.late.reset(dst.sub("late"), ~still_late)
 
     def processing_timers(self, ctx: TriggerContext) -> list[np.ndarray]:
         """The timers of the phase the window is in: early before the ON_TIME pane, late after."""
         is_late = ctx["late"]
-        return [np.where(in_phase, timer, NO_TIME) for role, phase, in_phase in self._phase_rows(ctx, ~is_late, is_late)
+        return [np.where(in_phase, timer, NO_TIME) for role, phase, in_phase in self._phase_rows(~is_late, is_late)
                 for timer in phase.processing_timers(ctx.sub(role))]
 
     def __repr__(self) -> str:
