@@ -17,6 +17,8 @@ from typing import Any, ClassVar, Generic, Iterable, Literal, Mapping, TypeVar
 import numpy as np
 import pandas as pd
 
+from triggers.errors import WindowingConfigError
+
 In = TypeVar("In")
 Acc = TypeVar("Acc")
 Out = TypeVar("Out")
@@ -30,7 +32,7 @@ OutputKind = Literal["count", "mean", "sum", "extreme", "collection"]
 def require_column(name: str, column: Any) -> str:
     """``column`` if it is a column's name; else the error naming accumulation ``name``."""
     if not isinstance(column, str) or not column:
-        raise ValueError(f"{name}(column={column!r}): column must be a non-empty column name")
+        raise WindowingConfigError(f"{name}(column={column!r}): column must be a non-empty column name")
     return column
 
 

@@ -18,6 +18,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
+from triggers.errors import WindowingConfigError
+
 from .base import Accumulation, Reduction, require_column
 
 
@@ -437,7 +439,7 @@ class TopN(Accumulation[Any, tuple[Any, ...], list[Any]]):
     def __init__(self, column: str, n: int):
         self.column = require_column(type(self).__name__, column)
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"{type(self).__name__}(n={n!r}): n must be a positive integer")
+            raise WindowingConfigError(f"{type(self).__name__}(n={n!r}): n must be a positive integer")
         self.n = n
 
     def _keep(self, values: Iterable[Any]) -> tuple[Any, ...]:
@@ -481,7 +483,7 @@ class Fold(Accumulation[Any, Any, Any]):
         self.column = require_column("Fold", column)
         for name, fn in (("add", add), ("merge", merge)):
             if not callable(fn):
-                raise ValueError(f"Fold({name}={fn!r}): {name} must be callable")
+                raise WindowingConfigError(f"Fold({name}={fn!r}): {name} must be callable")
         self.initial, self._add, self._merge = initial, add, merge
         self._output = output or (lambda acc: acc)
 
@@ -504,7 +506,7 @@ class Reduce(Accumulation[Any, Any, Any]):
     def __init__(self, column: str, fn: Callable[[Any, Any], Any]):
         self.column = require_column("Reduce", column)
         if not callable(fn):
-            raise ValueError(f"Reduce(fn={fn!r}): fn must be callable")
+            raise WindowingConfigError(f"Reduce(fn={fn!r}): fn must be callable")
         self._fn = fn
 
     def default_accumulated_value(self) -> Any:

@@ -15,8 +15,14 @@ Python call per window. Methods touch only the rows in the mask.
 The methods mirror Beam's ``TriggerFn``: ``on_elements`` (Beam's
 ``on_element``, with the number of elements a window received in the step;
 returns where it set an end-of-window timer), ``merge`` (``on_merge``),
-``should_fire``, ``on_fire`` (returns where the trigger finished), ``reset``
-and ``processing_timers`` (the pending processing-time timers).
+``should_fire``, ``on_fire`` (returns a `Fired`: where the trigger finished and
+where its firing must emit a pane even if nothing arrived), ``reset`` and
+``processing_timers`` (the pending processing-time timers).
+
+A trigger is a frozen dataclass: a value, equal and hashed by its fields, safe
+to share between pipelines and to pickle into Spark workers. ``resolve``
+returns a new trigger whose durations are in the engine's time unit; it never
+changes the one the user built.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 import numpy as np
+
+from .errors import WindowingConfigError
 
 NO_TIME = np.iinfo(np.int64).max
 """Timer value meaning "no timer set"; also the end of time."""
@@ -47,18 +55,15 @@ class TriggerContext:
 
     ``columns`` is shared by every nested context; ``end`` holds the window
     ends, ``watermark`` and ``processing_time`` the step's times.
-    ``force_emit`` marks windows whose firing must emit a pane even when no
-    element arrived since the last one (the seed operator's periodic firings).
     """
 
     def __init__(self, columns: dict[str, np.ndarray], end: np.ndarray, watermark: int,
-                 processing_time: int, prefix: str = "t.", force_emit: np.ndarray | None = None):
+                 processing_time: int, prefix: str = "t."):
         self.columns = columns
         self.end = end
         self.watermark = watermark
         self.processing_time = processing_time
         self.prefix = prefix
-        self.force_emit = np.zeros(len(end), dtype=bool) if force_emit is None else force_emit
 
     def __len__(self) -> int:
         return len(self.end)
@@ -74,7 +79,7 @@ class TriggerContext:
         if not role:
             return self
         return TriggerContext(self.columns, self.end, self.watermark, self.processing_time,
-                              nested_prefix(self.prefix, role), self.force_emit)
+                              nested_prefix(self.prefix, role))
 
     def past_end(self) -> np.ndarray:
         """Windows whose end the watermark has reached (Beam: ``watermark >= window.end``)."""
@@ -85,6 +90,30 @@ class TriggerContext:
         column = self[name].copy()
         column[rows] = value[rows] if isinstance(value, np.ndarray) else value
         self[name] = column
+
+
+@dataclass(frozen=True, eq=False)
+class Fired:
+    """What a firing did, per window: where the trigger ``finished``, and where the pane must be
+    emitted even if no element arrived since the last one (``forced``: the seed operator's
+    periodic firings). A firing reports this instead of writing it anywhere, so a composite
+    decides what its children's firings mean for it and the engine reads it from the root."""
+
+    finished: np.ndarray
+    forced: np.ndarray
+
+    @staticmethod
+    def nothing(n: int) -> Fired:
+        """No window finished, none forced."""
+        return Fired(np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
+
+    @staticmethod
+    def finishing(finished: np.ndarray, *children: Fired) -> Fired:
+        """``finished`` as the composite decided it, forcing wherever one of its ``children`` forced."""
+        forced = np.zeros(len(finished), dtype=bool)
+        for child in children:
+            forced |= child.forced
+        return Fired(finished, forced)
 
 
 def nested_prefix(prefix: str, role: str) -> str:
@@ -116,14 +145,37 @@ def reduce_groups(values: np.ndarray, groups: np.ndarray, n_groups: int, how: Me
     return out
 
 
+def set_field(trigger: Trigger, name: str, value: Any) -> None:
+    """Store a validated field of a frozen trigger while it is built (in ``__post_init__``)."""
+    object.__setattr__(trigger, name, value)
+
+
+def checked_trigger(param: str, value: Any) -> Trigger:
+    """``value`` if it is a trigger; else the error naming the parameter ``param``."""
+    if not isinstance(value, Trigger):
+        raise WindowingConfigError(f"{param}={value!r} is not a trigger; give e.g. AfterCount(1)")
+    return value
+
+
 ToInternal = Callable[[str, Any], int]
 """Converts a trigger's duration (its parameter's name, the value) to the engine's time unit."""
 
 
+@dataclass(frozen=True, eq=False)
 class Trigger(ABC):
-    """Decides when a window fires. Subclasses are immutable values."""
+    """Decides when a window fires.
 
-    children: tuple["Trigger", ...] = ()
+    Every trigger is a frozen dataclass (decorate a subclass with ``@dataclass(frozen=True)``):
+    its fields are its value, so equal triggers share a state layout and a checkpoint's
+    description, and one trigger object can serve many pipelines. A subclass that is no
+    dataclass of its own keeps ``object``'s equality (each instance equal only to itself), as
+    this class compares no fields of its.
+    """
+
+    @property
+    def children(self) -> tuple["Trigger", ...]:
+        """The sub-triggers, in the order of `roles`."""
+        return ()
 
     # ---- state layout ------------------------------------------------------------------
 
@@ -181,8 +233,9 @@ class Trigger(ABC):
         """Where the trigger would fire now; False outside ``rows``."""
 
     @abstractmethod
-    def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
-        """Record a firing on ``rows``; return where the trigger is now finished."""
+    def on_fire(self, ctx: TriggerContext, rows: np.ndarray) -> Fired:
+        """Record a firing on ``rows``; return where the trigger is now finished and where the
+        firing forces a pane (both within ``rows``)."""
 
     def reset(self, ctx: TriggerContext, rows: np.ndarray) -> None:
         """Forget the pane in progress (Beam ``reset``/``clear``) on ``rows``."""
@@ -252,11 +305,6 @@ class Trigger(ABC):
         return True
 
     def resolve(self, to_internal: ToInternal) -> Trigger:
-        """A copy whose durations are integers in the engine's time unit."""
+        """This trigger with its durations in the engine's time unit: a new value, this one
+        unchanged (a trigger without durations is its own resolution)."""
         return self
-
-    def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and repr(self) == repr(other)
-
-    def __hash__(self) -> int:
-        return hash(repr(self))

@@ -5,7 +5,8 @@ class WindowingConfigError(ValueError):
     """A pipeline was configured with a value it cannot run with.
 
     Defined here, in the lowest layer that raises it (durations are parsed for the triggers
-    and for the builder alike), because ``triggers`` never imports ``windowing``; users catch
+    and for the builder alike; ``accumulations`` refuses its bad arguments with it too),
+    because neither ``triggers`` nor ``accumulations`` imports ``windowing``; users catch
     it as ``windowing.WindowingConfigError``, the same class. A ``ValueError``, so code that
     caught ``ValueError`` still does.
     """

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from triggers import NO_TIME, AccumulationMode, TriggerContext
+from triggers import NO_TIME, AccumulationMode, Fired, TriggerContext
 
 from . import columns
 from .key_codes import compact, factorize_keys, take, value_codes
@@ -71,14 +71,15 @@ def step(spec: EngineSpec, state: pd.DataFrame, elements: pd.DataFrame, watermar
     due = open_rows & ~purge & (arrived | (table["end_timer"] & (end <= watermark))
                                 | spec.trigger.timer_due(ctx))
     fire = spec.trigger.should_fire(ctx, due) if due.any() else np.zeros(n, dtype=bool)
-    finished = spec.trigger.on_fire(ctx, fire) if fire.any() else np.zeros(n, dtype=bool)
+    firing = spec.trigger.on_fire(ctx, fire) if fire.any() else Fired.nothing(n)
+    finished = firing.finished
     table.update(ctx.columns)
 
     timing = window_timings(table, watermark)
     # Garbage collection: a last pane if the window holds unfired elements or is owed its ON_TIME
     # pane (Beam Java's ClosingBehavior.FIRE_IF_NON_EMPTY and OnTimeBehavior.FIRE_ALWAYS).
     final = purge & open_rows & ((table["n_pending"] > 0) | (timing == ON_TIME))
-    panes = emit(spec, table, fire, final, timing, ctx.force_emit, retractions)
+    panes = emit(spec, table, fire, final, timing, firing.forced, retractions)
 
     fired = fire | final
     table["n_pending"] = np.where(fired, 0, table["n_pending"])

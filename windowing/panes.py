@@ -42,14 +42,15 @@ def window_timings(table: dict[str, np.ndarray], watermark: int) -> np.ndarray:
 
 
 def emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, final: np.ndarray,
-          timing: np.ndarray, force_emit: np.ndarray, retractions: list[pd.DataFrame]) -> pd.DataFrame:
+          timing: np.ndarray, forced: np.ndarray, retractions: list[pd.DataFrame]) -> pd.DataFrame:
     """Build the panes of the fired windows and update their pane metadata in ``table``.
 
     A firing emits a pane if it holds elements, is ON_TIME (Beam's OnTimeBehavior.FIRE_ALWAYS), or
-    is a periodic firing of the seed operator; a final pane (``final``) always emits.
+    the trigger forced it (``forced``, `triggers.Fired`: the seed operator's periodic firings); a
+    final pane (``final``) always emits.
     """
     end = table["end"]
-    emit = final | (fire & ((table["n_pending"] > 0) | (timing == ON_TIME) | force_emit))
+    emit = final | (fire & ((table["n_pending"] > 0) | (timing == ON_TIME) | forced))
     rows = np.flatnonzero(emit)
     if len(rows) == 0:
         return assemble(spec, retractions, None)

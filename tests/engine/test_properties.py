@@ -450,7 +450,8 @@ leaf_triggers = st.one_of(
 )
 
 
-def _trees(children):
+def trigger_trees(children):
+    """Every composite of Beam's algebra over ``children`` (also used by `test_trigger_values`)."""
     return st.one_of(
         children.map(Repeatedly),
         st.lists(children, min_size=1, max_size=3).map(lambda ts: AfterAny(*ts)),
@@ -461,7 +462,7 @@ def _trees(children):
     )
 
 
-any_triggers = st.recursive(leaf_triggers, _trees, max_leaves=4)
+any_triggers = st.recursive(leaf_triggers, trigger_trees, max_leaves=4)
 
 
 @SETTINGS
@@ -493,7 +494,7 @@ def test_every_trigger_gives_a_well_formed_pane_stream(spec, items, trigger, mod
 uncounted_leaves = st.one_of(st.integers(1, 8).map(AfterProcessingTime), st.just(Never()), st.just(Default()))
 seed_options = st.one_of(st.none(), st.integers(2, 3), st.integers(1, 8).map(float))
 maybe_uncounted_triggers = st.one_of(
-    st.recursive(uncounted_leaves, _trees, max_leaves=4),
+    st.recursive(uncounted_leaves, trigger_trees, max_leaves=4),
     any_triggers,
     st.builds(AtWatermark, seed_options, seed_options),
 )
