@@ -42,7 +42,7 @@ exact values (`with_nulls`) and splits its results again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -72,16 +72,22 @@ class Lifting:
 
 
 def with_nulls(frame: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
-    """``frame`` with each of ``names`` rebuilt from its value and null flag, the flag dropped: int64
-    when nothing is null, else Python ints and None (the engine's form of a nullable integer column)."""
-    names = list(names)
-    out = frame.drop(columns=[WIRE.null_flag(name) for name in names])
-    for name in names:
-        missing = frame[WIRE.null_flag(name)].to_numpy(dtype=bool)
+    """``frame`` with each of ``names`` rebuilt from its value and null flag (`nulls_restored`)."""
+    return pd.DataFrame(nulls_restored({name: frame[name] for name in frame.columns}, names), index=frame.index)
+
+
+def nulls_restored(columns: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """``columns`` (arrays or Series by name) with each of ``names`` rebuilt from its value and null
+    flag, the flag dropped: unchanged when nothing is null, else Python ints and None (the engine's
+    form of a nullable integer column)."""
+    flags = {WIRE.null_flag(name): name for name in names}
+    out = {column: values for column, values in columns.items() if column not in flags}
+    for flag, name in flags.items():
+        missing = np.asarray(columns[flag], dtype=bool)
         if missing.any():
-            values = out[name].to_numpy(dtype=np.int64).astype(object)
+            values = np.asarray(out[name], dtype=np.int64).astype(object)
             values[missing] = None
-            out[name] = pd.Series(values, dtype=object, index=out.index)
+            out[name] = values
     return out
 
 
