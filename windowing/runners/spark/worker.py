@@ -79,6 +79,7 @@ class BucketStep:
         names += [WIRE.element] if self.late_output else []
         flags = [WIRE.null_flag(name) for name in self.nullable]
         frames = [f for f in frames if len(f)]
+        columns: dict[str, Any]
         if self.packed:  # straight into the element frame's columns: a frame per packed row costs more than the rows
             columns = _unpacked(frames, names, flags) if frames else {}
         else:
