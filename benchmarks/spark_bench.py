@@ -143,6 +143,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--buckets", type=int, default=None, help="windowing.spark.buckets (default: unset)")
     parser.add_argument("--shuffle-partitions", type=int, default=4)
+    parser.add_argument("--windows", nargs="+", choices=["fixed", "sessions"], default=["fixed", "sessions"],
+                        help="the window shapes to run (default: both)")
     parser.add_argument("--latency-events", type=int, default=1000)
     parser.add_argument("--latency-batches", type=int, default=11)
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
@@ -161,8 +163,9 @@ def main() -> None:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
 
-    cases = [(keys, shape, native, engine) for keys in args.keys
-             for shape, native, engine in (("fixed", native_fixed, engine_fixed), ("sessions", native_sessions, engine_sessions))]
+    shapes = [(shape, native, engine) for shape, native, engine in
+              (("fixed", native_fixed, engine_fixed), ("sessions", native_sessions, engine_sessions)) if shape in args.windows]
+    cases = [(keys, shape, native, engine) for keys in args.keys for shape, native, engine in shapes]
     runs: dict[tuple, list] = {}
     for round_ in range(args.rounds):
         for keys, shape, native, engine in cases:
@@ -172,7 +175,7 @@ def main() -> None:
                 runs.setdefault((keys, shape, side), []).append(run_query(spark, data, build, args.work / "chk"))
             print(f"round {round_ + 1}: {keys} keys, {shape}: native {runs[keys, shape, 'native'][-1][0]:.1f} s, "
                   f"engine {runs[keys, shape, 'engine'][-1][0]:.1f} s", flush=True)
-        for shape, native, engine in (("fixed", native_fixed, engine_fixed), ("sessions", native_sessions, engine_sessions)):
+        for shape, native, engine in shapes:
             data = make_data(args.work, args.latency_events * args.latency_batches, args.latency_events,
                              args.latency_batches, shape == "sessions")
             for side, build in (("native", native), ("engine", engine)):
@@ -194,7 +197,7 @@ def main() -> None:
     latency = [{"windows": shape, "native ms": round(median(runs["latency", shape, "native"])),
                 "engine ms": round(median(runs["latency", shape, "engine"])),
                 "engine/native": round(median(runs["latency", shape, "engine"]) / median(runs["latency", shape, "native"]), 2)}
-               for shape in ("fixed", "sessions")]
+               for shape in args.windows]
     buckets = args.buckets if args.buckets is not None else f"{args.shuffle_partitions} (default: one per shuffle partition)"
     print()
     print(f"{args.events} events, {args.batches} micro-batches, local[2], {args.shuffle_partitions} shuffle partitions, "

@@ -306,7 +306,7 @@ def test_a_packed_row_without_nulls_ships_no_null_flags():
         "_t": [1, 2, 3, 4]})
     packed = next(pack(iter([batch])))
     assert packed.column("_k0_null").to_pylist() == [[False, True], None]  # bucket 1 has no null
-    elements = _unpacked(packed.to_pandas(), ["_k0", "_t"], ["_k0_null"])
+    elements = _unpacked([packed.to_pandas()], ["_k0", "_t"], ["_k0_null"])
     assert elements["_k0_null"].tolist() == [False, True, False, False]
     assert elements["_k0"].tolist() == [5, 0, 7, 8]
 

@@ -42,7 +42,7 @@ exact values (`with_nulls`) and splits its results again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -72,16 +72,22 @@ class Lifting:
 
 
 def with_nulls(frame: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
-    """``frame`` with each of ``names`` rebuilt from its value and null flag, the flag dropped: int64
-    when nothing is null, else Python ints and None (the engine's form of a nullable integer column)."""
-    names = list(names)
-    out = frame.drop(columns=[WIRE.null_flag(name) for name in names])
-    for name in names:
-        missing = frame[WIRE.null_flag(name)].to_numpy(dtype=bool)
+    """``frame`` with each of ``names`` rebuilt from its value and null flag (`nulls_restored`)."""
+    return pd.DataFrame(nulls_restored({name: frame[name] for name in frame.columns}, names), index=frame.index)
+
+
+def nulls_restored(columns: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """``columns`` (arrays or Series by name) with each of ``names`` rebuilt from its value and null
+    flag, the flag dropped: unchanged when nothing is null, else Python ints and None (the engine's
+    form of a nullable integer column)."""
+    flags = {WIRE.null_flag(name): name for name in names}
+    out = {column: values for column, values in columns.items() if column not in flags}
+    for flag, name in flags.items():
+        missing = np.asarray(columns[flag], dtype=bool)
         if missing.any():
-            values = out[name].to_numpy(dtype=np.int64).astype(object)
+            values = np.asarray(out[name], dtype=np.int64).astype(object)
             values[missing] = None
-            out[name] = pd.Series(values, dtype=object, index=out.index)
+            out[name] = values
     return out
 
 
@@ -226,7 +232,64 @@ def _packed(table: pa.Table, bucket: str, time: str, checked: bool) -> pa.Record
 
 def lift_and_pack(batches: Iterator[pa.RecordBatch], how: Lifting, lifted: pa.Schema,
                   checked: bool = True) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: `lift` the rows, then `pack` the lifted rows (of Arrow schema ``lifted``)."""
-    folded = lift((batch.to_pandas() for batch in batches), how)
-    yield from pack((pa.RecordBatch.from_pandas(frame, schema=lifted, preserve_index=False) for frame in folded),
-                    checked=checked)
+    """``mapInArrow`` body: `lift` the rows (in Arrow where `arrow_folded` can), then `pack` the
+    lifted rows (of Arrow schema ``lifted``)."""
+    parts = [batch for batch in batches if batch.num_rows]
+    if not parts:
+        return
+    table = pa.Table.from_batches(parts)
+    folded = arrow_folded(table, how, lifted)
+    if folded is None:
+        yield from pack((pa.RecordBatch.from_pandas(frame, schema=lifted, preserve_index=False)
+                         for frame in lift(iter([table.to_pandas()]), how)), checked=checked)
+    else:
+        yield from pack(iter(folded.combine_chunks().to_batches()), checked=checked)
+
+
+def arrow_folded(table: pa.Table, how: Lifting, lifted: pa.Schema) -> pa.Table | None:
+    """`lift` by pyarrow's hash aggregation, without pandas, or None where it might differ from `lift`.
+
+    The same rows (in another order): it applies only where every aggregated column is an integer
+    column with no null in this partition (a float sum's rounding would depend on the order of
+    adding), and where no partial sum can leave 64 bits (pyarrow's sum wraps around silently): the
+    largest magnitude times the partition's rows stays below 2**63. A bound, so a partition near
+    the limit goes to `lift`, which checks each sum.
+    """
+    results: dict[str, tuple[str, str]] = {}  # lifted column: (input column, pyarrow aggregation)
+    largest = 0
+    for i, agg in enumerate(how.aggregations):
+        acc, name = agg.accumulation, WIRE.value(i)
+        fold = {"sum": "sum", "count": "count", "extreme": getattr(acc, "reduction", None)}.get(acc.output_kind or "")
+        if fold is None:
+            return None
+        if name not in table.column_names:  # Count(): every row counts, as its time does
+            results[name] = (WIRE.time, "count")
+            continue
+        if not pa.types.is_integer(table[name].type):
+            return None
+        if name in how.nullable and pc.any(table[WIRE.null_flag(name)]).as_py():
+            return None
+        if fold == "sum":
+            low_high = pc.min_max(table[name]).as_py()
+            largest = max(largest, abs(low_high["min"]), abs(low_high["max"]))
+        results[name] = (name, fold)
+    if largest * table.num_rows >= 2**63:
+        return None
+    t = table[WIRE.time].to_numpy()
+    units = table.set_column(table.schema.get_field_index(WIRE.time), WIRE.time,
+                             pa.array((t - how.offset) // how.unit * how.unit + how.offset))
+    units = units.append_column(WIRE.latest, table[WIRE.time])
+    folds = sorted(set(results.values())) + [(WIRE.latest, "max")]
+    grouped = units.group_by(_unit_columns(how), use_threads=False).aggregate(folds)
+    columns = []
+    for field in lifted:
+        if field.name in results:
+            column = grouped[f"{results[field.name][0]}_{results[field.name][1]}"]
+        elif field.name == WIRE.latest:
+            column = grouped[f"{WIRE.latest}_max"]
+        elif field.name in grouped.column_names:
+            column = grouped[field.name]
+        else:  # the null flag of a value column with no null here
+            column = pa.array(np.zeros(grouped.num_rows, dtype=bool))
+        columns.append(column.cast(field.type))
+    return pa.Table.from_arrays(columns, schema=lifted)

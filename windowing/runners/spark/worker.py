@@ -25,7 +25,7 @@ from ...state_codec import decode, encode
 from ...timeaxis import MAX_TIME, MIN_TIME
 from ...window_table import empty_state
 from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
-from .combine import CHECKED_BUCKET, with_nulls
+from .combine import CHECKED_BUCKET, nulls_restored
 from .old_checkpoints import without_float_integers
 from .wire import WIRE
 
@@ -78,18 +78,21 @@ class BucketStep:
         names = spec.key_columns + [WIRE.time] + [WIRE.value(i) for i, c in enumerate(self.plan.value_columns) if c is not None]
         names += [WIRE.element] if self.late_output else []
         flags = [WIRE.null_flag(name) for name in self.nullable]
-        frames = [_unpacked(f, names, flags) if self.packed else f for f in frames if len(f)]
-        frames = [f for f in frames if len(f)]  # the packed row of empty lists of combine.CHECKED_BUCKET
-        if not frames:
+        frames = [f for f in frames if len(f)]
+        columns: dict[str, Any]
+        if self.packed:  # straight into the element frame's columns: a frame per packed row costs more than the rows
+            columns = _unpacked(frames, names, flags) if frames else {}
+        else:
+            data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True) if frames else None
+            columns = {} if data is None else {name: data[name] for name in names + flags}
+        if not columns or not len(columns[WIRE.time]):  # no rows, or the packed row of empty lists of combine.CHECKED_BUCKET
             empty = {k: pd.Series([], dtype=self.key_dtypes[i]) for i, k in enumerate(spec.key_columns)}
             empty[WIRE.time] = np.array([], np.int64)
             empty.update({n: pd.Series([], dtype=object) for n in names[len(spec.key_columns) + 1:]})
             return pd.DataFrame(empty)
-        data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
-        times = data[WIRE.time].to_numpy(dtype=np.int64)
-        out = with_nulls(data.loc[:, names + flags], self.nullable)
-        out[WIRE.time] = times * NS_PER_US if self.timestamp else times
-        return out
+        times = np.asarray(columns[WIRE.time], dtype=np.int64)
+        columns[WIRE.time] = times * NS_PER_US if self.timestamp else times
+        return pd.DataFrame(nulls_restored(columns, self.nullable), index=pd.RangeIndex(len(times)))
 
     def panes(self, panes: pd.DataFrame) -> pd.DataFrame:
         out: dict[str, Any] = {}
@@ -247,15 +250,15 @@ def _described(part: Any) -> str:
     return repr(part) if own_repr else type(part).__qualname__
 
 
-def _unpacked(frame: pd.DataFrame, names: list[str], flags: list[str]) -> pd.DataFrame:
-    """The elements of packed rows (`combine.pack`): each column's arrays concatenated; a null flag's
-    missing array (no null in that packed row) as all false."""
-    out = {name: np.concatenate(frame[name].to_numpy()) for name in names}
-    lengths = [len(elements) for elements in frame[names[0]]]
+def _unpacked(frames: list[pd.DataFrame], names: list[str], flags: list[str]) -> dict[str, np.ndarray]:
+    """The element columns of packed rows (`combine.pack`): each column's arrays concatenated; a null
+    flag's missing array (no null in that packed row) as all false."""
+    out = {name: np.concatenate([cell for frame in frames for cell in frame[name].to_numpy()]) for name in names}
+    lengths = [len(cell) for frame in frames for cell in frame[names[0]].to_numpy()]
     for flag in flags:
-        out[flag] = np.concatenate([np.zeros(n, dtype=bool) if missing is None else missing
-                                    for missing, n in zip(frame[flag].to_numpy(), lengths)])
-    return pd.DataFrame(out)
+        cells = [cell for frame in frames for cell in frame[flag].to_numpy()]
+        out[flag] = np.concatenate([np.zeros(n, dtype=bool) if missing is None else missing for missing, n in zip(cells, lengths)])
+    return out
 
 
 def _micros(ns: np.ndarray) -> np.ndarray:
