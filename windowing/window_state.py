@@ -126,7 +126,7 @@ def rows_to_step(spec: EngineSpec, light: pd.DataFrame, elements: pd.DataFrame, 
 def window_keys(bucket: int, spec: EngineSpec, table: pd.DataFrame) -> list[bytes]:
     """Per row, the store key of its window without the version: bucket, key, start, end."""
     head = RECORD + _U32.pack(bucket)
-    key_parts = [pickle.dumps(plain(k), protocol=4) for k in _key_tuples(spec, table)]
+    key_parts = [_pickled(k) for k in _key_tuples(spec, table)]
     bounds = np.empty((len(table), 2), dtype=">u8")
     bounds[:, 0] = table["start"].to_numpy(dtype=np.int64).view(np.uint64) ^ _SIGN
     bounds[:, 1] = table["end"].to_numpy(dtype=np.int64).view(np.uint64) ^ _SIGN
@@ -145,7 +145,14 @@ def _versioned(window_key: bytes, version: int) -> bytes:
 def _payloads(table: pd.DataFrame, heavy: list[str]) -> list[bytes | None]:
     """Per row, the pickled heavy cells; None when they are all None (no record is written)."""
     cells = zip(*[table[name].to_numpy() for name in heavy])
-    return [None if all(c is None for c in row) else pickle.dumps(plain(row), protocol=4) for row in cells]
+    return [None if all(c is None for c in row) else _pickled(row) for row in cells]
+
+
+def _pickled(value: Any) -> bytes:
+    """``value`` pickled with its numpy scalars as Python numbers (`state_codec.plain`), so that equal values
+    give equal bytes. Walking every cell costs more than pickling it, so only a pickle naming numpy is redone."""
+    blob = pickle.dumps(value, protocol=4)
+    return pickle.dumps(plain(value), protocol=4) if b"numpy" in blob else blob
 
 
 def _with_payloads(spec: EngineSpec, part: pd.DataFrame, blobs: list[bytes | None]) -> pd.DataFrame:
@@ -186,8 +193,8 @@ def spilled_step(spec: EngineSpec, light: pd.DataFrame, elements: pd.DataFrame, 
                 f"the window state names {len(missing)} payload records that bucket {bucket} of the window-state store "
                 f"lacks (the first: {missing[0]!r}); the store is not the one this query's state was written with: "
                 "restore it, or start from a new checkpoint and an empty store")
-        for i, blob in zip(np.flatnonzero(stored), found):
-            blobs[i] = blob
+        for row, blob in zip(np.flatnonzero(stored), found):
+            blobs[row] = blob
     result = step(spec, _with_payloads(spec, part, blobs), elements, watermark, processing_time)
 
     new = result.state
@@ -199,9 +206,9 @@ def spilled_step(spec: EngineSpec, light: pd.DataFrame, elements: pd.DataFrame, 
     for i, (key, blob) in enumerate(zip(new_key, new_blobs)):
         if blob is None:
             continue
-        version, old_blob = before.get(key, (NO_RECORD, None))
+        old_version, old_blob = before.get(key, (NO_RECORD, None))
         if old_blob == blob:
-            new_versions[i] = version
+            new_versions[i] = old_version
         else:
             new_versions[i] = batch_id
             writes.append((_versioned(key, batch_id), blob))

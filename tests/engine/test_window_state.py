@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import accumulations
-from accumulations import Count, Distinct, Sum, ToList, ToSet, TopN
+from accumulations import Count, Distinct, Sum, ToList, TopN, ToSet
 from storage import KVStore
 from windowing import TestStream, windowed
 from windowing.engine import step

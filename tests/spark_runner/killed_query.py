@@ -2,7 +2,8 @@
 
 ``python killed_query.py '<json spec>'`` starts a local Spark (the test session's settings),
 runs ``late_data_run`` on ``source`` with panes and late data written by one ``foreachBatch``
-(`streaming.start_run`; with ``store``, its windows' payloads in that key-value store), processes every file there, stops and exits 0. With ``block`` set,
+(`streaming.start_run`; with ``store``, its windows' payloads in that key-value store), processes
+every file there, stops and exits 0. With ``block`` set,
 the writer stops mid-batch (after that batch's panes, before its late data) and waits to be
 killed.
 """

@@ -13,8 +13,8 @@ from .. import columns as spec_columns
 from ..engine import step
 from ..errors import WindowingConfigError
 from ..plan import SIDE, Plan, check_columns, make_plan, to_elements, to_panes
-from ..spec import StepResult
 from ..scripted_stream import Action, AddElements, AdvanceWatermark, TestStream
+from ..spec import StepResult
 from ..strategy import Strategy
 from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
 from ..window_state import clear, collect_garbage, empty_light_state, spilled_step
