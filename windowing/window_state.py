@@ -135,7 +135,7 @@ def window_keys(bucket: int, spec: EngineSpec, table: pd.DataFrame) -> list[byte
 
 
 def _key_tuples(spec: EngineSpec, table: pd.DataFrame) -> Iterable[tuple[Any, ...]]:
-    return zip(*[table[name].to_numpy() for name in spec.key_columns])
+    return zip(*[table[name].to_numpy().tolist() for name in spec.key_columns])  # tolist: Python scalars
 
 
 def _versioned(window_key: bytes, version: int) -> bytes:
