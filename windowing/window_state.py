@@ -48,7 +48,7 @@ from .engine import _lateness_horizon, step  # the engine's one definition of th
 from .errors import WindowingConfigError
 from .spec import EngineSpec, StepResult
 from .state_codec import plain
-from .window_table import empty_state, table_columns
+from .window_table import empty_state, frame_of, table_columns
 
 VERSION = "payload_version"
 """The light table's column: the batch id a window's payload record was written at; -1: none."""
@@ -179,7 +179,8 @@ def spilled_step(spec: EngineSpec, light: pd.DataFrame, elements: pd.DataFrame, 
     the step only reads; a step that changes no record writes nothing.
     """
     touched = rows_to_step(spec, light, elements, watermark, processing_time)
-    part = light[touched]
+    columns_now = {name: light[name].to_numpy() for name in light.columns}  # NumPy: pandas' masked take costs more
+    part = frame_of({name: values[touched] for name, values in columns_now.items()})
     window_key = window_keys(bucket, spec, part)
     versions = part[VERSION].to_numpy(dtype=np.int64)
     stored = versions != NO_RECORD
@@ -217,11 +218,27 @@ def spilled_step(spec: EngineSpec, light: pd.DataFrame, elements: pd.DataFrame, 
     if batch_id > store.committed_batch_id:
         _write_batch(store, batch_id, writes, superseded)
 
-    light_new = new.drop(columns=heavy_columns(spec))
-    light_new[VERSION] = new_versions
-    rest = light[~touched]
-    merged = pd.concat([rest, light_new], ignore_index=True) if len(rest) else light_new
+    new_columns = {name: new_versions if name == VERSION else new[name].to_numpy() for name in columns_now}
+    merged = frame_of(_put_back(columns_now, np.flatnonzero(touched), new_columns), copy=False)
     return StepResult(panes=result.panes, state=merged, dropped=result.dropped)
+
+
+def _put_back(table: dict[str, np.ndarray], taken: np.ndarray, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``table`` with its rows at ``taken`` replaced by ``rows``: into those places while they last, then the rest
+    appended, or the places left over removed. A copy, never a change of ``table``'s arrays (a replay may step
+    the same state again); one key's rows keep their order, the only order a step depends on."""
+    n_rows = len(next(iter(rows.values())))
+    fill, drop = taken[:n_rows], taken[n_rows:]
+    if len(drop):  # fewer rows came back: the places of the others go, so the filled ones move up
+        fill = np.searchsorted(np.delete(np.arange(len(next(iter(table.values())))), drop), fill)
+    out = {}
+    for name, values in table.items():
+        column, new = (np.delete(values, drop) if len(drop) else values.copy()), rows[name]
+        if column.dtype != new.dtype:
+            column = column.astype(np.result_type(column.dtype, new.dtype))
+        column[fill] = new[:len(fill)]
+        out[name] = np.concatenate([column, new[len(fill):]]) if n_rows > len(fill) else column
+    return out
 
 
 def _write_batch(store: StoreBucket, batch_id: int, writes: list[tuple[bytes, bytes]], superseded: list[bytes]) -> None:

@@ -4,12 +4,6 @@ exactly the panes and late data of an uninterrupted run without the store."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
 
 import pandas as pd
@@ -19,12 +13,11 @@ from hypothesis import strategies as st
 
 from accumulations import Sum, ToSet
 from storage import KVStore
-from tests.sparks import wait_for
 from triggers import AtWatermark
 from windowing import windowed
 
 from .helpers import assert_same_late_data, assert_same_panes, events
-from .streaming import batch_inputs, mirror, read_sink, start, start_run, write_batch
+from .streaming import batch_inputs, mirror, read_sink, start, write_batch
 
 pytestmark = pytest.mark.spark
 
@@ -116,41 +109,18 @@ def test_a_killed_query_with_a_store_restarts_exactly_once(spark, where, tmp_pat
     """SIGKILL mid-batch (after the batch's panes: Spark's state and the store committed it, the query
     did not): the restart replays the batch, which reads the versions its state names, writes nothing,
     and the output equals an uninterrupted run's without the store."""
-    from .killed_query import late_data_run
+    from .killed_query import kill_at_batch, restart, uninterrupted, write_files
 
     rows = ROWS[:-1]
     parts = [events(rows[i:i + 4]) for i in range(0, len(rows), 4)]
     parts += [events([("b", 2, 9), ("c", 13, 4), ("a", 47, 1)]), events([("z", 300, 0)])]
 
-    def write_all(source):
-        now = time.time()
-        for i, part in enumerate(parts):  # one file per micro-batch, in this order (by modification time)
-            write_batch(source, i, part)
-            os.utime(source / f"part-{i:05d}.parquet", (now - 100 + i, now - 100 + i))
-
-    source, sink, checkpoint, _ = where()
-    write_all(source)
-    query = start_run(spark, source, sink, checkpoint, late_data_run)
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
-    panes, late = read_sink(spark, sink / "panes"), read_sink(spark, sink / "late")
-    assert len(panes) > 0 and len(late) > 0
+    panes, late = uninterrupted(spark, *where()[:3], parts)
 
     source, sink, checkpoint, kv = where()
-    write_all(source)
+    write_files(source, parts)
     spec = {"source": str(source), "sink": str(sink), "checkpoint": str(checkpoint), "store": str(kv)}
-    script = os.path.join(os.path.dirname(__file__), "killed_query.py")
-    reached = tmp_path / "reached"
-    blocked = {**spec, "block": {"batch": 2, "reached": str(reached)}}
-    process = subprocess.Popen([sys.executable, script, json.dumps(blocked)], start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:  # a loaded machine starts the process's JVM slowly: wait on the file, not on a clock
-        wait_for(reached.exists, "the query to reach batch 2", alive=lambda: process.poll() is None)
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)  # its own session: the driver, Spark's JVM and its workers
-        process.wait()
+    kill_at_batch(spec, 2, tmp_path / "reached")
     store = KVStore(str(kv))
     committed = {}
     for bucket in store.buckets():
@@ -158,8 +128,6 @@ def test_a_killed_query_with_a_store_restarts_exactly_once(spark, where, tmp_pat
             committed[bucket] = b.committed_batch_id
     assert 2 in committed.values(), f"the store committed batch 2 before the kill: {committed}"
 
-    restarted = subprocess.run([sys.executable, script, json.dumps(spec)], timeout=600,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    restart(spec)
     assert_same_panes(read_sink(spark, sink / "panes"), panes)
     assert_same_late_data(read_sink(spark, sink / "late"), late)
