@@ -44,6 +44,7 @@ class Windowed:
     fire_only_updated: bool = False
     watermark_delay: Duration | None = None
     second: Any = None
+    state_store: Any = None
     steps: tuple[str, ...] = ()
 
     def _with(self, call: str, **changes: Any) -> "Windowed":
@@ -116,6 +117,18 @@ class Windowed:
         """Skip a firing whose value equals the window's previous pane."""
         return self._with(".fire_only_updated_panes()", fire_only_updated=True)
 
+    # ---- window state ------------------------------------------------------------------------
+    def window_state(self, store: Any) -> "Windowed":
+        """Keep the windows' accumulator payloads (collections such as ``ToList``, last outputs) in ``store``, a
+        `storage.KVStore`, instead of in memory (pandas) or in Spark's state rows; panes are the same.
+        A step reads and writes only the windows it touches (docs/kv_store.md, "Window state")."""
+        from storage.kv import KVStore  # lazily: `import windowing` loads no pyarrow-backed storage
+
+        if not isinstance(store, KVStore):
+            raise WindowingConfigError(
+                f"window_state(store={store!r}) is not a key-value store; give e.g. window_state(KVStore('/data/state'))")
+        return self._with(f".window_state({store!r})", state_store=store)
+
     # ---- running -----------------------------------------------------------------------------
     def aggregate(self, *accumulations: Accumulation[Any, Any, Any], **named: Accumulation[Any, Any, Any]) -> Any:
         """Run the pipeline; return every pane fired (a DataFrame of the source's kind)."""
@@ -145,7 +158,7 @@ class Windowed:
             time=self.time, keys=self.key, aggregations=_named(accumulations, named), time_unit=self.time_unit,
             windowing=self.windowing, trigger=self.trigger_, mode=self.mode, allowed_lateness=self.lateness,
             watermark_delay=self.watermark_delay, fire_only_updated=self.fire_only_updated,
-            two_streams=self.second is not None)
+            two_streams=self.second is not None, window_state=self.state_store)
 
     def __repr__(self) -> str:
         key = f", key={list(self.key) if self.key and len(self.key) > 1 else (self.key[0] if self.key else None)!r}"

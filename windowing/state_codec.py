@@ -64,22 +64,22 @@ _VALUE_TYPES = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa
                 np.int64: pa.int64(), np.float64: pa.float64(), np.bool_: pa.bool_()}
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Numpy scalars and arrays to Python values, recursively through containers."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
-        return [_plain(v) for v in value.tolist()]
+        return [plain(v) for v in value.tolist()]
     if isinstance(value, tuple):
-        return tuple(_plain(v) for v in value)
+        return tuple(plain(v) for v in value)
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, frozenset):
-        return frozenset(_plain(v) for v in value)
+        return frozenset(plain(v) for v in value)
     if isinstance(value, set):
-        return {_plain(v) for v in value}
+        return {plain(v) for v in value}
     if isinstance(value, dict):
-        return {_plain(k): _plain(v) for k, v in value.items()}
+        return {plain(k): plain(v) for k, v in value.items()}
     return value
 
 
@@ -106,13 +106,13 @@ def encode(table: pd.DataFrame, buckets: int, pipeline: Mapping[str, str] | None
     for name in table.columns:
         column = table[name]
         if column.dtype == object:
-            plain = _as_values(column)
-            if plain is not None:
+            as_values = _as_values(column)
+            if as_values is not None:
                 values.append(name)
-                arrays[name] = plain
+                arrays[name] = as_values
             else:
                 objects.append(name)
-                arrays[name] = pa.array([pickle.dumps(_plain(v), protocol=4) for v in column], type=pa.binary())
+                arrays[name] = pa.array([pickle.dumps(plain(v), protocol=4) for v in column], type=pa.binary())
         else:  # a str column holds NaN (or NA) for a missing value, a null key: stored as Arrow null
             arrays[name] = pa.array(column.to_numpy(), from_pandas=isinstance(column.dtype, pd.StringDtype))
     batch = pa.record_batch(list(arrays.values()), names=list(arrays.keys()))
@@ -144,15 +144,15 @@ def decode(blob: bytes) -> tuple[pd.DataFrame, dict[str, Any]]:
     reader = pa.ipc.open_stream(blob[_HEADER.size + meta_len:])
     arrow = reader.read_all()
     columns: dict[str, Any] = {}
-    objects, plain = set(meta["objects"]), set(meta.get("values", ()))
+    objects, value_columns = set(meta["objects"]), set(meta.get("values", ()))
     for name in arrow.column_names:
         values = arrow.column(name)
-        if name in objects or name in plain:
+        if name in objects or name in value_columns:
             out = np.empty(len(values), dtype=object)
             if values.type == pa.null():
                 out.fill(None)
             else:
-                out[:] = values.to_pylist() if name in plain else [pickle.loads(v) for v in values.to_pylist()]
+                out[:] = values.to_pylist() if name in value_columns else [pickle.loads(v) for v in values.to_pylist()]
             columns[name] = pd.Series(out, dtype=object, copy=False)  # pandas 3 would infer str from strings
         else:
             columns[name] = values.to_numpy(zero_copy_only=False)

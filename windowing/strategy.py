@@ -7,7 +7,7 @@ knows the axis (`Duration.in_units_of`). Cross-field checks live in `Strategy.__
 
 Room for what comes next: a second stream is a flag here (``two_streams``; its data is a source,
 given to the runner beside the first); upstream windows (``in_upstream_windows()``) would be one
-more `Windowing`; a window-state backend (``.window_state(store)``) one more field.
+more `Windowing`; a window-state backend is the field ``window_state``.
 """
 
 from __future__ import annotations
@@ -160,6 +160,9 @@ class Strategy:
     fire_only_updated: bool = False
     two_streams: bool = False
     """``with_second_stream()``: the aggregations see each element as ``(side, value)``."""
+    window_state: Any = None
+    """``.window_state(store)``: the `storage.KVStore` holding the windows' payloads; None: they stay in
+    the window table (`windowing.window_state`)."""
 
     def __post_init__(self) -> None:
         for name, acc in self.aggregations:

@@ -101,14 +101,16 @@ def current_layout(spec: EngineSpec, state: pd.DataFrame) -> pd.DataFrame:
                          for name in names}, index=state.index)
 
 
-def frame_of(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+def frame_of(columns: dict[str, np.ndarray], copy: bool | None = None) -> pd.DataFrame:
     """A DataFrame of these NumPy columns as they are.
 
     pandas infers ``str`` or ``datetime64`` from an object column of strings or Timestamps:
     a None key would become NaN, and a column of last outputs could no longer hold objects.
+    ``copy=False`` keeps each array as it is instead of copying them all into one block per dtype
+    (pandas' default): for a table of millions of rows of which a step changes few.
     """
     return pd.DataFrame({name: pd.Series(values, dtype=object, copy=False) if values.dtype == object else values
-                         for name, values in columns.items()})
+                         for name, values in columns.items()}, copy=copy)
 
 
 def fresh_accumulators(spec: EngineSpec, n: int) -> dict[str, np.ndarray]:

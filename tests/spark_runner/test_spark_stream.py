@@ -9,12 +9,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
 
 import pandas as pd
@@ -23,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accumulations import Count, Max, Min, Sum
-from tests.sparks import wait_for
 from triggers import AfterCount, AtWatermark, Repeatedly
 from windowing import windowed
 
@@ -236,45 +230,20 @@ def test_the_global_window_streams_and_spark_drops_no_row_behind_its_watermark(s
 
 def test_a_killed_streaming_process_restarts_from_its_checkpoint_with_the_uninterrupted_output(spark, where, tmp_path):
     """SIGKILL to the whole process group (Python driver, JVM, workers) mid-batch, then a new process."""
-    from .killed_query import late_data_run
+    from .killed_query import kill_at_batch, restart, uninterrupted, write_files
 
     parts = [events(ROWS[i:i + 4]) for i in range(0, len(ROWS), 4)]
     parts += [events([("b", 2, 9), ("c", 13, 4), ("a", 47, 1)]), events([("z", 300, 0)])]
 
-    def write_all(source):
-        now = time.time()
-        for i, part in enumerate(parts):  # one file per micro-batch, in this order (by modification time)
-            write_batch(source, i, part)
-            os.utime(source / f"part-{i:05d}.parquet", (now - 100 + i, now - 100 + i))
+    panes, late = uninterrupted(spark, *where()[:3], parts)
 
     source, sink, checkpoint = where()
-    write_all(source)
-    query = start_run(spark, source, sink, checkpoint, late_data_run)
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
-    panes, late = read_sink(spark, sink / "panes"), read_sink(spark, sink / "late")
-    assert len(panes) > 0 and len(late) > 0
-
-    source, sink, checkpoint = where()
-    write_all(source)
+    write_files(source, parts)
     spec = {"source": str(source), "sink": str(sink), "checkpoint": str(checkpoint)}
-    script = os.path.join(os.path.dirname(__file__), "killed_query.py")
-    reached = tmp_path / "reached"
-    blocked = {**spec, "block": {"batch": 2, "reached": str(reached)}}
-    process = subprocess.Popen([sys.executable, script, json.dumps(blocked)], start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:  # a loaded machine starts the process's JVM slowly: wait on the file, not on a clock
-        wait_for(reached.exists, "the query to reach batch 2", alive=lambda: process.poll() is None)
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)  # its own session: the driver, Spark's JVM and its workers
-        process.wait()
+    kill_at_batch(spec, 2, tmp_path / "reached")
     assert (sink / "panes" / "batch=2").exists() and not (sink / "late" / "batch=2").exists()  # killed mid-batch
 
-    restarted = subprocess.run([sys.executable, script, json.dumps(spec)], timeout=600,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    restart(spec)
     assert_same_panes(read_sink(spark, sink / "panes"), panes)
     assert_same_late_data(read_sink(spark, sink / "late"), late)
 

@@ -14,8 +14,10 @@ from ..engine import step
 from ..errors import WindowingConfigError
 from ..plan import SIDE, Plan, check_columns, make_plan, to_elements, to_panes
 from ..scripted_stream import Action, AddElements, AdvanceWatermark, TestStream
+from ..spec import StepResult
 from ..strategy import Strategy
 from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
+from ..window_state import clear, collect_garbage, empty_light_state, spilled_step
 from ..window_table import empty_state
 
 
@@ -68,7 +70,10 @@ def run_pandas(strategy: Strategy, source: Any, second: Any = None) -> WindowedR
     axis = TimeAxis.of(strategy.time if isinstance(strategy.time, str) else "<time function>", _event_times(strategy, sample),
                        epoch_unit=strategy.time_unit)
     plan = make_plan(strategy, axis, {str(name): dtype for name, dtype in sample.dtypes.items()})
-    return _Run(plan, strategy, is_stream, sample.iloc[:0]).execute(script)
+    if strategy.window_state is None:
+        return _Run(plan, strategy, is_stream, sample.iloc[:0]).execute(script)
+    with strategy.window_state.open(SPILL_BUCKET) as bucket:
+        return _SpilledRun(plan, strategy, is_stream, sample.iloc[:0], bucket).execute(script)
 
 
 def _without_elements(strategy: Strategy, stream: TestStream) -> pd.DataFrame:
@@ -87,12 +92,16 @@ _NOTHING_DROPPED = pd.DataFrame({"start": np.array([], np.int64), "end": np.arra
                                  "reason": np.array([], object)})
 
 
+SPILL_BUCKET = 0
+"""The window-state store's bucket a pandas run writes: it has one group of keys."""
+
+
 class _Run:
     def __init__(self, plan: Plan, strategy: Strategy, is_stream: bool, no_input: pd.DataFrame):
         self.plan, self.strategy, self.is_stream = plan, strategy, is_stream
         self.no_input = no_input
         """The input's columns without rows: ``late_data``'s columns when nothing was dropped."""
-        self.state = empty_state(plan.spec, list(plan.key_dtypes) or [np.dtype(np.int64)])
+        self.state = self._fresh_state(list(plan.key_dtypes) or [np.dtype(np.int64)])
         self.watermark, self.processing_time = MIN_TIME, 0
         self.max_event_time = MIN_TIME
         self.panes: list[pd.DataFrame] = []
@@ -116,6 +125,7 @@ class _Run:
         if self.watermark < MAX_TIME:  # end of input
             self.watermark = MAX_TIME
             self._step(len(script), None)
+        self._finish(len(script) + 1)
         panes = pd.concat([p for p in self.panes if len(p)] or self.panes[:1], ignore_index=True)
         late = pd.concat(self.late, ignore_index=True) if self.late else self._late_rows(self.no_input, _NOTHING_DROPPED, 0)
         if not is_stream:
@@ -132,7 +142,7 @@ class _Run:
             check_columns(list(frame.columns), self.strategy)
             times = plan.axis.to_internal(_event_times(self.strategy, frame), f" at action {index}" if self.is_stream else "")
             elements = to_elements(plan, frame, times)
-        result = step(plan.spec, self.state, elements, self.watermark, self.processing_time)
+        result = self._engine_step(index, elements)
         self.state = result.state
         panes = to_panes(plan, result.panes)
         panes["step"] = np.full(len(panes), index, dtype=np.int64)
@@ -144,6 +154,15 @@ class _Run:
             self.max_event_time = max(self.max_event_time, int(times.max()))
             self.watermark = max(self.watermark, self.max_event_time - plan.watermark_delay)
 
+    def _fresh_state(self, key_dtypes: list[Any]) -> pd.DataFrame:
+        return empty_state(self.plan.spec, key_dtypes)
+
+    def _engine_step(self, index: int, elements: pd.DataFrame) -> StepResult:
+        return step(self.plan.spec, self.state, elements, self.watermark, self.processing_time)
+
+    def _finish(self, index: int) -> None:
+        """After the last step (``index``: one past it)."""
+
     def _late_rows(self, rows: pd.DataFrame, dropped: pd.DataFrame, index: int) -> pd.DataFrame:
         """The input ``rows`` of the dropped element-window pairs, with the window, the reason and the step."""
         rows = rows.reset_index(drop=True)
@@ -152,6 +171,29 @@ class _Run:
         rows["reason"] = pd.Series(dropped["reason"].to_numpy(), dtype=object).astype(str)  # str, also when empty
         rows["step"] = np.full(len(rows), index, dtype=np.int64)
         return rows
+
+
+class _SpilledRun(_Run):
+    """A run whose window payloads live in a bucket of a key-value store (`windowing.window_state`); step
+    ``i`` of the script is the store's batch ``first + 1 + i``, after the bucket's last committed batch."""
+
+    def __init__(self, plan: Plan, strategy: Strategy, is_stream: bool, no_input: pd.DataFrame, bucket: Any):
+        self.bucket = bucket
+        self.first_batch = bucket.committed_batch_id + 1
+        # A run starts from no windows, so whatever an earlier run left in the bucket (it crashed) is not its own.
+        clear(bucket, self.first_batch)
+        super().__init__(plan, strategy, is_stream, no_input)
+
+    def _fresh_state(self, key_dtypes: list[Any]) -> pd.DataFrame:
+        return empty_light_state(self.plan.spec, key_dtypes)
+
+    def _engine_step(self, index: int, elements: pd.DataFrame) -> StepResult:
+        return spilled_step(self.plan.spec, self.state, elements, self.watermark, self.processing_time,
+                            self.bucket, SPILL_BUCKET, self.first_batch + 1 + index)
+
+    def _finish(self, index: int) -> None:
+        # No replay follows a pandas run: what its last step superseded (the purged windows) goes now.
+        collect_garbage(self.bucket, self.first_batch + 1 + index)
 
 
 def _empty_like(plan: Plan, state: pd.DataFrame) -> pd.DataFrame:

@@ -134,7 +134,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     pt_mode = uses_processing_time(plan.spec)
     bucketing = buckets if isinstance(buckets, Bucketing) else Bucketing(buckets)
     adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, bucketing, pt_mode, late_data, packed=combine,
-                         nullable=nullable)
+                         nullable=nullable, window_state=strategy.window_state)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
                      "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
                      NEVER_BEHIND_MS if late_data else horizon_ms(plan, per_ms(timestamp)),

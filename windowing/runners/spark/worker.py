@@ -20,9 +20,10 @@ from triggers import NO_TIME
 from ...engine import next_timers, step
 from ...errors import WindowingConfigError
 from ...plan import Plan
-from ...spec import TIMINGS, EngineSpec
+from ...spec import TIMINGS, EngineSpec, StepResult
 from ...state_codec import decode, encode
 from ...timeaxis import MAX_TIME, MIN_TIME
+from ...window_state import empty_light_state, spilled_step
 from ...window_table import empty_state
 from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
 from .combine import CHECKED_BUCKET, nulls_restored
@@ -67,6 +68,10 @@ class BucketStep:
     nullable: tuple[str, ...] = ()
     """Integer key and value columns that may hold nulls: they arrive as a value and a null flag
     (`wire.WireSchema.null_flag`), since pyspark would hand them over as float64, inexact beyond 2**53."""
+    window_state: Any = None
+    """``.window_state(store)``: the `storage.KVStore` holding the windows' payloads (`windowing.window_state`),
+    written as the store's bucket of the key bucket, batch = Spark's micro-batch id; the state row then holds
+    the light table. None: the whole table is in the state row."""
 
     @property
     def buckets(self) -> int:
@@ -142,17 +147,19 @@ class BucketStep:
         return stacked([out, rows]) if len(out) else rows
 
     def fresh_state(self) -> pd.DataFrame:
+        if self.window_state is not None:
+            return empty_light_state(self.plan.spec, list(self.key_dtypes))
         return empty_state(self.plan.spec, list(self.key_dtypes))
 
     def save(self, table: pd.DataFrame) -> bytes:
-        return encode(table, self.buckets, pipeline_of(self.plan.spec), self.bucketing.placement)
+        return encode(table, self.buckets, pipeline_of(self.plan.spec, self.window_state), self.bucketing.placement)
 
     def load(self, blob: bytes) -> pd.DataFrame:
         table, meta = decode(blob)
-        written_by, pipeline = meta.get("pipeline"), pipeline_of(self.plan.spec)
+        written_by, pipeline = meta.get("pipeline"), pipeline_of(self.plan.spec, self.window_state)
         if written_by is not None and written_by != pipeline:
-            changed = "; ".join(f"{part} {written_by.get(part)} then, {pipeline[part]} now"
-                                for part in pipeline if written_by.get(part) != pipeline[part])
+            changed = "; ".join(f"{part} {written_by.get(part)} then, {pipeline.get(part)} now"
+                                for part in dict.fromkeys([*pipeline, *written_by]) if written_by.get(part) != pipeline.get(part))
             raise WindowingConfigError(
                 f"the checkpoint's state was written by another pipeline ({changed}): its window table would be "
                 "read wrongly; restore the pipeline, or start from a new checkpoint")
@@ -185,13 +192,24 @@ class BucketStep:
         watermark = MIN_TIME if watermark_ms <= 0 else self._from_ms(watermark_ms)
         table = self.load(state.get[0]) if state.exists else self.fresh_state()
         elements = self.elements(frames)
-        result = step(spec, table, elements, watermark, self._from_ms(processing_ms))
+        result = self._stream_step(int(key[0]), table, elements, watermark, self._from_ms(processing_ms))
         if len(result.state) or key[0] == CHECKED_BUCKET:  # see combine.CHECKED_BUCKET
             state.update((self.save(result.state),))
             self._set_timeout(state, spec, result.state, watermark_ms, processing_ms)
         else:
             state.remove()
         yield self.output(result.panes, result.dropped, elements)
+
+    def _stream_step(self, bucket: int, table: pd.DataFrame, elements: pd.DataFrame, watermark: int,
+                     processing_time: int) -> StepResult:
+        if self.window_state is None:
+            return step(self.plan.spec, table, elements, watermark, processing_time)
+        from storage.kv.spark import task_batch_id  # lazily: only a query with a window-state store needs it
+
+        # take_over: a failed attempt of this task (or a zombie) may still hold the bucket; it is fenced off.
+        with self.window_state.open(bucket, take_over=True) as store:
+            return spilled_step(self.plan.spec, table, elements, watermark, processing_time, store, bucket,
+                                task_batch_id())
 
     def _from_ms(self, ms: int) -> int:
         return int(ms) * per_ms(self.timestamp)
@@ -218,11 +236,13 @@ class BucketStep:
             state.setTimeoutTimestamp(int(max(self._to_ms_ceil(at_watermark) - 1, watermark_ms, 1)))
 
 
-def pipeline_of(spec: EngineSpec) -> dict[str, str]:
+def pipeline_of(spec: EngineSpec, window_state: Any = None) -> dict[str, str]:
     """What builds a bucket's window table, stored beside it in the state: a restart with other
     windows, trigger, mode, keys or aggregations would read it wrongly (a fixed window as a
-    session, one aggregation's accumulator as another's), so it is refused by name instead."""
-    return {
+    session, one aggregation's accumulator as another's), so it is refused by name instead; so is
+    one with or without ``.window_state(store)`` where the checkpoint was written the other way."""
+    spilled = {} if window_state is None else {"window_state": "payloads in a key-value store"}
+    return spilled | {
         "windows": _described(spec.windows),
         "trigger": _described(spec.trigger),
         "mode": spec.mode.value,

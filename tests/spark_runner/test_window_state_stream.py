@@ -1,0 +1,133 @@
+"""``.window_state(KVStore(path))`` on a streaming Spark query: payloads in the store, the light table in
+Spark's state row; the same panes as the pandas runner batch for batch, and after a killed query's restart
+exactly the panes and late data of an uninterrupted run without the store."""
+
+from __future__ import annotations
+
+import uuid
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accumulations import Sum, ToSet
+from storage import KVStore
+from triggers import AtWatermark
+from windowing import windowed
+
+from .helpers import assert_same_late_data, assert_same_panes, events
+from .streaming import batch_inputs, mirror, read_sink, start, write_batch
+
+pytestmark = pytest.mark.spark
+
+ROWS = [("a", 1, 5), ("b", 3, 1), ("a", 12, 7), ("c", 14, 2), ("a", 8, 3), ("b", 31, 4), ("c", 12, 1),
+        ("a", 44, 8), ("b", 2, 9), ("d", 58, 1), ("a", 61, 2), ("c", 75, 3), ("z", 300, 0)]
+
+
+@pytest.fixture
+def where(tmp_path):
+    def make():
+        base = tmp_path / uuid.uuid4().hex[:8]
+        return base / "in", base / "out", base / "chk", base / "kv"
+    return make
+
+
+def sessions(store: KVStore | None):
+    def build(source):
+        pipeline = (windowed(source, time="ts", key="user").sessions("6 seconds").watermark("5 seconds")
+                    .allowed_lateness("20 seconds").trigger(AtWatermark().with_late_firings_every(1))
+                    .accumulating_and_retracting())
+        if store is not None:
+            pipeline = pipeline.window_state(store)
+        return pipeline.aggregate(items=ToSet("amount"), total=Sum("amount"))
+    return build
+
+
+def _sorted_items(panes: pd.DataFrame) -> pd.DataFrame:
+    """A set's output as the sorted tuple Spark's array column holds."""
+    return panes.assign(items=[tuple(sorted(v)) for v in panes["items"]]) if len(panes) else panes
+
+
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(cuts=st.lists(st.integers(1, len(ROWS) - 1), min_size=2, max_size=4, unique=True))
+def test_a_spilled_stream_matches_the_pandas_runner_batch_for_batch(spark, where, cuts):
+    source, sink, checkpoint, kv = where()
+    bounds = [0, *sorted(cuts), len(ROWS)]
+    parts = [events(ROWS[a:b]) for a, b in zip(bounds, bounds[1:])]
+    store = KVStore(str(kv))
+    query = start(spark, source, sink, checkpoint, sessions(store))
+    try:
+        for i, part in enumerate(parts):
+            write_batch(source, i, part)
+            query.processAllAvailable()
+        inputs = batch_inputs(query)
+    finally:
+        query.stop()
+    actual = read_sink(spark, sink)
+    expected = mirror(parts, inputs, sessions(None))
+    assert len(expected) > 0
+    assert_same_panes(_sorted_items(actual), _sorted_items(expected))
+    assert store.buckets(), "the payloads went to the store"
+
+
+def test_a_restart_between_batches_reads_the_payloads_back(spark, where):
+    """Stop the query after each batch and start it again from its checkpoint and store."""
+    parts = [events(ROWS[i:i + 3]) for i in range(0, len(ROWS), 3)]
+    source, sink, checkpoint, kv = where()
+    inputs: list[int] = []
+    for i, part in enumerate(parts):
+        query = start(spark, source, sink, checkpoint, sessions(KVStore(str(kv))))
+        try:
+            write_batch(source, i, part)
+            query.processAllAvailable()
+            inputs += batch_inputs(query)
+        finally:
+            query.stop()
+    expected = mirror(parts, inputs, sessions(None))
+    assert_same_panes(_sorted_items(read_sink(spark, sink)), _sorted_items(expected))
+
+
+def test_a_checkpoint_written_without_the_store_is_refused_with_it(spark, where):
+    source, sink, checkpoint, kv = where()
+    query = start(spark, source, sink, checkpoint, sessions(None))
+    try:
+        write_batch(source, 0, events(ROWS[:3]))
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    query = start(spark, source, sink, checkpoint, sessions(KVStore(str(kv))))
+    try:
+        write_batch(source, 1, events(ROWS[3:6]))
+        with pytest.raises(Exception, match="window_state None then, payloads in a key-value store now"):
+            query.processAllAvailable()
+    finally:
+        query.stop()
+
+
+def test_a_killed_query_with_a_store_restarts_exactly_once(spark, where, tmp_path):
+    """SIGKILL mid-batch (after the batch's panes: Spark's state and the store committed it, the query
+    did not): the restart replays the batch, which reads the versions its state names, writes nothing,
+    and the output equals an uninterrupted run's without the store."""
+    from .killed_query import kill_at_batch, restart, uninterrupted, write_files
+
+    rows = ROWS[:-1]
+    parts = [events(rows[i:i + 4]) for i in range(0, len(rows), 4)]
+    parts += [events([("b", 2, 9), ("c", 13, 4), ("a", 47, 1)]), events([("z", 300, 0)])]
+
+    panes, late = uninterrupted(spark, *where()[:3], parts)
+
+    source, sink, checkpoint, kv = where()
+    write_files(source, parts)
+    spec = {"source": str(source), "sink": str(sink), "checkpoint": str(checkpoint), "store": str(kv)}
+    kill_at_batch(spec, 2, tmp_path / "reached")
+    store = KVStore(str(kv))
+    committed = {}
+    for bucket in store.buckets():
+        with store.open(bucket, take_over=True) as b:
+            committed[bucket] = b.committed_batch_id
+    assert 2 in committed.values(), f"the store committed batch 2 before the kill: {committed}"
+
+    restart(spec)
+    assert_same_panes(read_sink(spark, sink / "panes"), panes)
+    assert_same_late_data(read_sink(spark, sink / "late"), late)
