@@ -65,7 +65,7 @@ def step(spec: EngineSpec, state: pd.DataFrame, elements: pd.DataFrame, watermar
     arrived = open_rows & (counts > 0)
     if arrived.any():
         table["end_timer"] = table["end_timer"] | spec.trigger.on_elements(ctx, arrived, counts)
-    purge = end <= _lateness_horizon(spec, watermark)
+    purge = end <= lateness_horizon(spec, watermark)
     # Beam calls a trigger for a window's elements and for its timers only: a step without either
     # must not fire it (an empty firing would still advance or finish it).
     due = open_rows & ~purge & (arrived | (table["end_timer"] & (end <= watermark))
@@ -119,7 +119,7 @@ def _assign(spec: EngineSpec, elements: pd.DataFrame, watermark: int, dropped: l
     """Element-window pairs, without those past the lateness horizon (reported as dropped)."""
     times = elements[columns.TIME].to_numpy(dtype=np.int64)
     index, start, end = spec.windows.assign(times)
-    horizon = _lateness_horizon(spec, watermark)
+    horizon = lateness_horizon(spec, watermark)
     if len(end):
         expired = end <= horizon
         if expired.any():
@@ -129,7 +129,7 @@ def _assign(spec: EngineSpec, elements: pd.DataFrame, watermark: int, dropped: l
     return _Pairs(index, start, end)
 
 
-def _lateness_horizon(spec: EngineSpec, watermark: int) -> int:
+def lateness_horizon(spec: EngineSpec, watermark: int) -> int:
     """Windows ending at or before this are past the allowed lateness (end + lateness <= watermark).
 
     ``end + lateness`` saturates at the end of time (Beam's garbage-collection time), so at

@@ -44,7 +44,7 @@ import pyarrow as pa
 from triggers import TriggerContext
 
 from . import columns
-from .engine import _lateness_horizon, step  # the engine's one definition of the purge horizon
+from .engine import lateness_horizon, step
 from .errors import WindowingConfigError
 from .spec import EngineSpec, StepResult
 from .state_codec import plain
@@ -107,7 +107,7 @@ def rows_to_step(spec: EngineSpec, light: pd.DataFrame, elements: pd.DataFrame, 
     end = light["end"].to_numpy()
     passed = end <= watermark
     closed = light["closed"].to_numpy()
-    due = (end <= _lateness_horizon(spec, watermark)) | (passed & (~light["on_time_done"].to_numpy()
+    due = (end <= lateness_horizon(spec, watermark)) | (passed & (~light["on_time_done"].to_numpy()
                                                                     | light["end_timer"].to_numpy()))
     trigger_state = {name: light[name].to_numpy() for name in light.columns if name.startswith("t.")}
     due |= ~closed & spec.trigger.timer_due(TriggerContext(trigger_state, end, watermark, processing_time))
