@@ -91,7 +91,9 @@ class Bucket:
             # dropped the log segments, its cleanup the metadata): then this writer is fenced, and nothing is damaged.
             catalog.confirm("recover the bucket")
             raise
-        self._runs = runs
+        # One run at once: left as one run per batch, the first reads would merge them two at a time, each
+        # merge sorting the growing run again (a worker that reopens its bucket every micro-batch paid that each time).
+        self._runs = [Run.merge(runs)] if len(runs) > 1 else runs
         self._batches_since_flush = len(runs)
         adopted = Meta(
             epoch=catalog.epoch,
