@@ -119,7 +119,9 @@ class PythonPeaks:
         self._thread.start()
 
     def python_pids(self) -> list[int]:
-        return [pid for pid in descendants(self.jvm) if b"pyspark" in _read(f"/proc/{pid}/cmdline")]
+        """``python -m pyspark.daemon`` and the workers it forks: not the JVM's own short-lived children (a
+        shell command Hadoop runs), which for a moment carry the JVM's command line, ``pyspark`` in it."""
+        return [pid for pid in descendants(self.jvm) if b"-m\0pyspark." in _read(f"/proc/{pid}/cmdline")]
 
     def _sample(self) -> None:
         while not self._stop.wait(self.every_s):
