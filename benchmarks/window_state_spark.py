@@ -46,7 +46,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -63,16 +62,31 @@ START = pd.Timestamp("2024-01-01")
 SHUFFLE_PARTITIONS = 2
 SCHEMA = "k long, ts timestamp, x long"
 
-CATEGORIES = [  # (name, what a sampled stack names), the first match wins; searched innermost frame first
-    ("state row decode", ("state_codec.py:decode", "worker.py:load", "old_checkpoints.py")),
-    ("state row encode", ("state_codec.py:encode", "worker.py:save")),
-    ("store reads and writes", ("storage/kv/",)),
-    ("window_state: pick, key, pickle, put back", ("window_state.py",)),
-    ("engine step", ("windowing/engine.py", "windowing/sessions", "windowing/merge", "windowing/window_table.py",
-                     "accumulations/", "triggers/", "windowing/reductions.py")),
-    ("elements and panes (worker)", ("worker.py", "combine.py", "wire.py")),
-    ("Arrow <-> pandas (pyspark serializers)", ("pyspark/sql/pandas/", "pyarrow/")),
-    ("pyspark worker loop, socket I/O", ("pyspark/",)),
+STAGE_METRICS = {
+    "time to execute Python code",  # the worker's own clock around its processing, summed over tasks
+    "time to update", "time to remove", "time to commit changes",  # the state operator's
+    "scan time",
+}
+"""Not "time to initialize Python workers" nor "time to start ...": with reused workers the worker's clock
+starts when it begins waiting for its next task, so those hold the idle time between tasks."""
+
+CATEGORIES = [  # (name, the calls whose time it is: (function, a fragment of its file's path)); see `categorized`
+    ("state row decode", [("BucketStep.load", "runners/spark/worker.py")]),
+    ("state row encode", [("BucketStep.save", "runners/spark/worker.py")]),
+    ("timeouts", [("BucketStep._set_timeout", "runners/spark/worker.py")]),
+    ("elements in", [("BucketStep.elements", "runners/spark/worker.py")]),
+    ("panes out", [("BucketStep.output", "runners/spark/worker.py")]),
+    ("window_state: pick, key, pickle, put back", [("spilled_step", "windowing/window_state.py")]),
+    ("store reads and writes", [("", "storage/kv/")]),
+    ("engine step", [("step", "windowing/engine.py")]),
+    ("Arrow to pandas (input, state rows)", [("ArrowStreamSerializer.load_stream", "serializers.py"),
+                                             ("read_udfs.<locals>.to_pandas", "worker.py")]),
+    ("pandas to Arrow (output, state rows)", [("read_udfs.<locals>.construct_record_batch", "worker.py")]),
+    ("pyspark's (un)pickling of the state row", [("read_udfs.<locals>.construct_state", "worker.py"),
+                                                 ("read_udfs.<locals>.construct_state_pdf", "worker.py")]),
+    # No deeper Python frame: native work at the end of the call, when the step's tables are freed.
+    ("end of the call (the step's tables freed)", [("read_udfs.<locals>.apply_udf_to_group.<locals>.<genexpr>",
+                                                   "worker.py")]),
 ]
 
 
@@ -246,7 +260,7 @@ def run_case(backend: str, n: int, batches: int, touched: int, build_rows: int, 
     assert len(measured) == batches and all(p["numInputRows"] == touched for p in measured), \
         f"expected {batches} touching batches of {touched} rows, got {[p['numInputRows'] for p in measured]}"
     state = measured[-1]["stateOperators"][0]
-    median = lambda values: float(np.median(values))
+    median = _median
     return {
         "batch_s": median([p["durationMs"]["triggerExecution"] for p in measured]) / 1000,
         "build_batch_s": median([p["durationMs"]["triggerExecution"] for p in progress[:len(building)]]) / 1000,
@@ -266,8 +280,8 @@ def run_case(backend: str, n: int, batches: int, touched: int, build_rows: int, 
 
 def stages(events: Path, batch_ids: list[int]) -> list[dict]:
     """Per stage of a touching micro-batch (in the order they ran), medians over the batches, from Spark's
-    event log: its wall time, its tasks' run and CPU time summed, their GC time, and the stage's SQL metrics
-    that are times (the state operator's, the Python runner's)."""
+    event log: its wall time, its tasks' run and CPU time summed (the JVM threads' CPU: a task thread waiting
+    for its Python worker uses none), their GC time, and the stage's SQL metrics in `STAGE_METRICS`."""
     jobs: dict[int, int] = {}  # job -> batch
     per_batch: dict[int, list[int]] = {}  # batch -> its stages in order
     info: dict[int, dict] = {}
@@ -294,16 +308,21 @@ def stages(events: Path, batch_ids: list[int]) -> list[dict]:
     rows: list[list[dict]] = []
     for batch in batch_ids:
         ran = [s for s in per_batch.get(batch, []) if s in info and "Completion Time" in info[s]]
-        rows.append([{"stage": info[s]["Stage Name"].split(" at ")[0], "wall ms": info[s]["Completion Time"]
+        rows.append([{"stage": s, "wall ms": info[s]["Completion Time"]
                       - info[s]["Submission Time"], **tasks.get(s, Counter()),
                       **{a["Name"]: float(a["Value"]) for a in info[s].get("Accumulables", [])
-                         if "time" in a.get("Name", "").lower() and str(a.get("Value", "")).replace(".", "").isdigit()}}
+                         if a.get("Name") in STAGE_METRICS}}
                      for s in ran])
     shapes = {len(r) for r in rows}
     if len(shapes) != 1:
         return [{"stages per batch differ": sorted(shapes)}]
-    return [{name: float(np.median([r[i].get(name, 0) for r in rows])) if name != "stage" else rows[0][i][name]
-             for name in rows[0][i]} for i in range(len(rows[0]))]
+    return [{"stage": "stateful" if "time to update" in rows[0][i] else "map",
+             **{name: round(_median([r[i].get(name, 0) for r in rows]), 1) for name in rows[0][i] if name != "stage"}}
+            for i in range(len(rows[0]))]
+
+
+def _median(values: list[float]) -> float:
+    return float(np.median(values))
 
 
 def start_profile(jvm: int, out: Path) -> subprocess.Popen:
@@ -331,29 +350,24 @@ def stop_profile(spy: subprocess.Popen) -> None:
 
 
 def categorized(collapsed: Path) -> Counter:
-    """Samples per category (`CATEGORIES`) of py-spy's collapsed stacks; ``other`` for the rest."""
+    """Samples per category of py-spy's collapsed stacks: a sample counts for the innermost call of its stack
+    that `CATEGORIES` names (a store read inside ``spilled_step`` is the store's; the engine's step inside it
+    the engine's); ``pyspark's worker loop, other`` where none is named."""
     counts: Counter = Counter()
     for line in collapsed.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
-        frames = stack.split(";")[::-1]  # innermost first
-        counts[_category(frames)] += int(count)
+        counts[_category(stack.split(";"))] += int(count)
     return counts
 
 
 def _category(frames: list[str]) -> str:
-    for frame_ in frames:
-        for name, marks in CATEGORIES:
-            if any(_matches(frame_, mark) for mark in marks):
-                return name
-    return "other"
-
-
-def _matches(frame_: str, mark: str) -> bool:
-    """``file.py:function`` marks name a function of a file (py-spy writes ``function (path:line)``)."""
-    if ".py:" in mark:
-        file, function = mark.split(":")
-        return frame_.startswith(function + " ") and f"/{file}:" in frame_
-    return mark in frame_
+    found = "pyspark's worker loop, other"
+    for frame_ in frames:  # outermost first: the last match is the innermost
+        function, _, where = frame_.partition(" (")
+        for name, calls in CATEGORIES:
+            if any((not f or function == f) and path in where for f, path in calls):
+                found = name
+    return found
 
 
 # -- the command line ------------------------------------------------------------------------------
