@@ -12,9 +12,9 @@ and run (``processAllAvailable``) at a time:
 
 - building files: N open sessions of 10 values each (int64 keys, the 10 values one second apart),
   ``--build-rows`` rows a file at most, a session never split between files;
-- touching files (``--batches`` + 1, the first left out: it is the first batch of its size, so
-  whatever is lazily set up falls in it): one element each to 1% of the sessions (``--touched K``: to
-  K), random keys, inside their sessions. Nothing fires and nothing is purged: the watermark stays an
+- touching files (``--warmup`` + ``--batches``, the first ``--warmup`` left out: a young JVM spends most
+  of its CPU compiling Spark's code paths (the JIT), which a long-running query does not): one element
+  each to 1% of the sessions (``--touched K``: to K), random keys, inside their sessions. Nothing fires and nothing is purged: the watermark stays an
   hour behind the events.
 
 Each N and backend runs in a driver process of its own (a fresh JVM and fresh Python workers).
@@ -22,7 +22,8 @@ Reported per case:
 
 - ``batch s``: the median ``triggerExecution`` of the touching micro-batches;
 - ``JVM cpu s`` and ``Python cpu s``: CPU seconds per touching micro-batch of Spark's JVM and of its
-  Python processes (`spark_cpu`, from /proc), summed over both cores;
+  Python processes (`spark_cpu`, from /proc), summed over both cores; the JVM's also by thread (the JIT
+  compiler, the query's driver thread, the task threads, ...);
 - ``peak RSS``: the largest peak resident set (``VmHWM``) of one Spark Python process, sampled from
   /proc every 0.1 s: ``build`` over the building batches, ``touch`` over the touching ones (the peak is
   reset between them by writing 5 to ``/proc/<pid>/clear_refs``);
@@ -31,7 +32,7 @@ Reported per case:
   disk.
 
 ``--profile DIR`` also samples the Python workers during the touching batches with ``py-spy record
---subprocesses`` (``pip install py-spy``; it needs ptrace rights over the workers) and prints where
+--subprocesses`` (``pip install -e '.[bench]'``; it needs ptrace rights over the workers) and prints where
 their time goes, by the kind of work (`CATEGORIES`), with the query progress' own split of a
 micro-batch (``durationMs`` and the state operator's update and commit times).
 """
@@ -196,12 +197,36 @@ def _status_kib(pid: int, field: str) -> int | None:
     return None
 
 
+def jvm_threads(jvm: int) -> dict[int, tuple[str, int]]:
+    """Thread id -> (name, CPU ticks) of every thread of the JVM, from /proc."""
+    threads = {}
+    for tid in os.listdir(f"/proc/{jvm}/task"):
+        stat = _read(f"/proc/{jvm}/task/{tid}/stat")
+        if stat:
+            name, rest = stat.split(b" (", 1)[1].rsplit(b")", 1)
+            fields = rest.split()
+            threads[int(tid)] = (name.decode(errors="replace"), int(fields[11]) + int(fields[12]))
+    return threads
+
+
+def thread_split(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int]], total_s: float,
+                 batches: int) -> dict[str, float]:
+    """JVM CPU seconds per micro-batch by kind of thread (Linux keeps 15 characters of a thread's name, digits
+    dropped here to group pools); ``threads that ended`` is the process's CPU no live thread accounts for."""
+    tick, split = os.sysconf("SC_CLK_TCK"), Counter()
+    for tid, (name, ticks) in after.items():
+        split["".join(c for c in name if not c.isdigit()).strip(" -#")] += ticks - before.get(tid, (name, 0))[1]
+    out = {name: ticks / tick / batches for name, ticks in split.most_common() if ticks > 0}
+    out["threads that ended"] = max(0.0, total_s / batches - sum(out.values()))
+    return {name: round(seconds, 3) for name, seconds in out.items()}
+
+
 def disk_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
 
 
 # -- one case, in a driver process of its own ------------------------------------------------------
-def run_case(backend: str, n: int, batches: int, touched: int, build_rows: int, work: Path,
+def run_case(backend: str, n: int, batches: int, warmup: int, touched: int, build_rows: int, work: Path,
              profile: Path | None) -> dict:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -234,20 +259,21 @@ def run_case(backend: str, n: int, batches: int, touched: int, build_rows: int, 
              .option("checkpointLocation", str(checkpoint)).start())
     peaks = PythonPeaks(jvm)
     try:
-        building, touching = building_files(n, build_rows), touching_files(n, batches + 1, touched)
+        building, touching = building_files(n, build_rows), touching_files(n, warmup + batches, touched)
         for i, data in enumerate(building):
             write_file(source, i, data)
             query.processAllAvailable()
         build_peak = peaks.take()
-        write_file(source, len(building), touching[0])  # left out of the figures: see the module's docstring
-        query.processAllAvailable()
+        for i, data in enumerate(touching[:warmup]):  # left out of the figures: see the module's docstring
+            write_file(source, len(building) + i, data)
+            query.processAllAvailable()
         peaks.take()
         spy = start_profile(jvm, profile / f"{backend}-{n}.txt") if profile else None
-        cpu_before = cpu_seconds(jvm)
-        for i, data in enumerate(touching[1:]):
-            write_file(source, len(building) + 1 + i, data)
+        cpu_before, threads_before = cpu_seconds(jvm), jvm_threads(jvm)
+        for i, data in enumerate(touching[warmup:]):
+            write_file(source, len(building) + warmup + i, data)
             query.processAllAvailable()
-        cpu_after = cpu_seconds(jvm)
+        cpu_after, threads_after = cpu_seconds(jvm), jvm_threads(jvm)
         if spy is not None:
             stop_profile(spy)
         touch_peak = peaks.take()
@@ -256,7 +282,7 @@ def run_case(backend: str, n: int, batches: int, touched: int, build_rows: int, 
         query.stop()
         peaks.stop()
         spark.stop()
-    measured = progress[len(building) + 1:]
+    measured = progress[len(building) + warmup:]
     assert len(measured) == batches and all(p["numInputRows"] == touched for p in measured), \
         f"expected {batches} touching batches of {touched} rows, got {[p['numInputRows'] for p in measured]}"
     state = measured[-1]["stateOperators"][0]
@@ -270,6 +296,7 @@ def run_case(backend: str, n: int, batches: int, touched: int, build_rows: int, 
         "state_memory_mib": state.get("memoryUsedBytes", 0) / 2**20,
         "state_rows": state.get("numRowsTotal"),
         "store_disk_mib": disk_bytes(kv) / 2**20,
+        "jvm_threads_s": thread_split(threads_before, threads_after, cpu_after[0] - cpu_before[0], batches),
         "durations_ms": {name: median([p["durationMs"].get(name, 0) for p in measured])
                          for name in measured[0]["durationMs"]},
         "stages": stages(events, [p["batchId"] for p in measured]),
@@ -376,13 +403,15 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, nargs="+", default=[20_000, 200_000])
     parser.add_argument("--backends", nargs="+", choices=["memory", "store"], default=["memory", "store"])
     parser.add_argument("--batches", type=int, default=5, help="touching micro-batches measured (default 5)")
+    parser.add_argument("--warmup", type=int, default=20, help="touching micro-batches run first, not measured")
     parser.add_argument("--touched", type=int, default=None,
                         help="sessions each touching micro-batch touches (default: 1%% of the open sessions)")
     parser.add_argument("--build-rows", type=int, default=1_000_000, help="rows per building file at most")
     parser.add_argument("--work", type=Path, default=Path("/tmp/window_state_spark"))
     parser.add_argument("--profile", type=Path, default=None, help="py-spy the workers; collapsed stacks into DIR")
     args = parser.parse_args()
-    print(f"local[2], {SHUFFLE_PARTITIONS} shuffle partitions (2 buckets), {args.batches} touching batches measured; "
+    print(f"local[2], {SHUFFLE_PARTITIONS} shuffle partitions (2 buckets), {args.batches} touching batches measured "
+          f"after {args.warmup}; "
           f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     header = (f"{'sessions':>10} {'touched':>8} {'backend':>7} {'batch s':>8} {'JVM cpu s':>9} {'Py cpu s':>8} "
               f"{'build s':>8} {'RSS build MiB':>13} {'RSS touch MiB':>13} {'state MiB':>9} {'store MiB':>9}")
@@ -390,7 +419,7 @@ def main() -> None:
     for n in args.sessions:
         touched = args.touched or max(1, n // 100)
         for backend in args.backends:
-            command = [sys.executable, __file__, "--case", backend, str(n), str(args.batches), str(touched),
+            command = [sys.executable, __file__, "--case", backend, str(n), str(args.batches), str(args.warmup), str(touched),
                        str(args.build_rows), str(args.work), str(args.profile or "")]
             done = subprocess.run(command, capture_output=True, text=True)
             if done.returncode != 0:
@@ -400,6 +429,7 @@ def main() -> None:
                   f"{r['python_cpu_s']:>8.2f} {r['build_batch_s']:>8.1f} {r['build_peak_mib']:>13.0f} "
                   f"{r['touch_peak_mib']:>13.0f} {r['state_memory_mib']:>9.1f} {r['store_disk_mib']:>9.1f}", flush=True)
             print(f"{'':>10} durationMs medians {r['durations_ms']}, state operator {r['operator_ms']}", flush=True)
+            print(f"{'':>10} JVM CPU s per batch by thread {r['jvm_threads_s']}", flush=True)
             for stage in r["stages"]:
                 print(f"{'':>10} stage {stage}", flush=True)
             if args.profile:
@@ -412,8 +442,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--case":
-        backend_, n_, batches_, touched_, rows_, work_, profile_ = sys.argv[2:9]
-        print(json.dumps(run_case(backend_, int(n_), int(batches_), int(touched_), int(rows_), Path(work_),
+        backend_, n_, batches_, warmup_, touched_, rows_, work_, profile_ = sys.argv[2:10]
+        print(json.dumps(run_case(backend_, int(n_), int(batches_), int(warmup_), int(touched_), int(rows_), Path(work_),
                                   Path(profile_) if profile_ else None)))
     else:
         main()
