@@ -14,8 +14,8 @@ and run (``processAllAvailable``) at a time:
   ``--build-rows`` rows a file at most, a session never split between files;
 - touching files (``--warmup`` + ``--batches``, the first ``--warmup`` left out: a young JVM spends most
   of its CPU compiling Spark's code paths (the JIT), which a long-running query does not): one element
-  each to 1% of the sessions (``--touched K``: to K), random keys, inside their sessions. Nothing fires and nothing is purged: the watermark stays an
-  hour behind the events.
+  each to 1% of the sessions (``--touched K``: to K), random keys, inside their sessions. Nothing fires
+  and nothing is purged: the watermark stays an hour behind the events.
 
 Each N and backend runs in a driver process of its own (a fresh JVM and fresh Python workers).
 Reported per case:
