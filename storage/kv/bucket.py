@@ -348,6 +348,7 @@ class Bucket:
         return _like(keys, self._get(runs, keys))
 
     def _get(self, runs: list[Run], keys: Any) -> pa.LargeBinaryArray:
+        self._store.cache.new_read()
         return get_many(runs, self._data, self._firsts, as_binary(keys, "keys"))
 
     def scan_table(self, start: bytes | None = None, end: bytes | None = None, *, prefix: bytes | None = None) -> pa.Table:

@@ -21,12 +21,19 @@ class BlockCache:
 
     One per ``KVStore``, shared by its buckets. Files are immutable and uniquely
     named, so a cached block is never stale.
+
+    A read never evicts a block that the same read used (`new_read` starts one): a
+    batch of gets touches its blocks in key order, so over data a little larger
+    than the cache plain LRU would evict, at every block, the one the next batch
+    needs first, and miss every time; kept instead, the blocks that fit stay and
+    only the rest are read from the file.
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._entries: OrderedDict[tuple[str, int], tuple[Any, int]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, int], tuple[Any, int, int]] = OrderedDict()
         self._bytes = 0
+        self._read = 0
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -35,12 +42,18 @@ class BlockCache:
     def nbytes(self) -> int:
         return self._bytes
 
+    def new_read(self) -> None:
+        """Start a read (a `get_many`): the blocks it uses from now on are not evicted for its later ones."""
+        with self._lock:
+            self._read += 1
+
     def get(self, key: tuple[str, int]) -> Any:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
                 self.misses += 1
                 return None
+            self._entries[key] = (entry[0], entry[1], self._read)
             self._entries.move_to_end(key)
             self.hits += 1
             return entry[0]
@@ -52,11 +65,18 @@ class BlockCache:
                 self._bytes -= old[1]
             if nbytes > self.limit:
                 return
-            self._entries[key] = (value, nbytes)
-            self._bytes += nbytes
-            while self._bytes > self.limit:
-                _, (_, size) = self._entries.popitem(last=False)
-                self._bytes -= size
+            victims, freed = [], 0
+            for victim, (_, size, read) in self._entries.items():
+                if self._bytes - freed + nbytes <= self.limit:
+                    break
+                if read == self._read:
+                    return  # the room is held by blocks this read used: keep them, do not cache this one
+                victims.append(victim)
+                freed += size
+            for victim in victims:
+                del self._entries[victim]
+            self._bytes += nbytes - freed
+            self._entries[key] = (value, nbytes, self._read)
 
     def forget(self, path: str) -> None:
         with self._lock:

@@ -7,7 +7,9 @@ themselves (a key sorts before its extensions: ``b"a" < b"a\\x00"``), so a run
 is sorted with one ``argsort`` and a range is found with ``searchsorted``.
 Exact lookups go through a 64-bit hash of the row instead: ``searchsorted`` on
 integers is ten times faster than on byte strings, and every hit is checked
-against the whole row, so a hash collision never returns a wrong value.
+against the whole row, so a hash collision never returns a wrong value. A few
+probes into a large run skip the index and binary-search the rows: building it
+costs a sort of the whole run.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ _LEN_BYTES = 2
 _MULTIPLY = np.uint64(0x9E3779B97F4A7C15)
 _MIX = np.uint64(0xBF58476D1CE4E5B9)
 _VALUE = pa.large_binary()
+#: A run's hash index (hash all rows, sort them) pays off from about one probe per this many rows;
+#: fewer probes binary-search the sorted rows instead.
+_PROBES_PER_INDEX = 16
 
 
 def width_for(max_length: int) -> int:
@@ -260,6 +265,8 @@ class Run:
         """
         if not len(self) or not len(probe_rows):
             return np.full(len(probe_rows), -1, np.int64)
+        if self._index is None and len(probe_rows) * _PROBES_PER_INDEX < len(self):
+            return self._find_sorted(probe_rows)
         sorted_hashes, order = self._hash_index()
         at = np.searchsorted(sorted_hashes, probe_hashes)
         np.minimum(at, len(sorted_hashes) - 1, out=at)
@@ -276,6 +283,14 @@ class Run:
                     break
                 j += 1
         return found
+
+
+    def _find_sorted(self, probe_rows: np.ndarray) -> np.ndarray:
+        """`find` by binary search over the sorted rows: no index to build, for a few probes into a large run
+        (a freshly read data block that a sparse batch of gets touches once)."""
+        at = np.searchsorted(sortable(self.rows), sortable(probe_rows))
+        np.minimum(at, len(self) - 1, out=at)
+        return np.where(_rows_equal(self.rows[at], probe_rows), at, -1)
 
 
 def _seams(runs: list[Run], width: int) -> Iterator[np.ndarray]:

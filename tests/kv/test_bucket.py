@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storage import KVStore
 from storage.kv import BucketHeldError, CorruptStoreError, FencedError, KVStoreError
@@ -425,17 +427,23 @@ def test_a_flush_that_fails_mid_write_leaves_no_file_open(tmp_path, monkeypatch)
 
 
 def test_block_cache_holds_its_limit_and_serves_repeated_reads(tmp_path):
-    store = KVStore(str(tmp_path), flush_batches=1, block_size=1000, block_cache=20_000)
+    store = KVStore(str(tmp_path), flush_batches=1, block_size=1000, block_cache=100_000)
     with store.open(0) as b:
         b.begin(0)
         b.put_many([b"%06d" % i for i in range(3000)], [b"v" * 30] * 3000)
         b.commit()
-        keys = [b"%06d" % i for i in range(0, 3000, 7)]
+        keys = [b"%06d" % i for i in range(0, 3000, 7)]  # every block: more than the cache holds
         assert b.get_many(keys) == [b"v" * 30] * len(keys)
-        assert store.cache.nbytes <= 20_000
+        assert store.cache.nbytes <= 100_000
+        first_misses = store.cache.misses
+        assert b.get_many(keys) == [b"v" * 30] * len(keys)
+        again = store.cache.misses - first_misses
+        assert 0 < again < 0.8 * first_misses  # plain LRU, in key order, would miss every block again
         misses = store.cache.misses
+        assert b.get_many(keys[-5:]) == [b"v" * 30] * 5  # blocks the big read could not keep
         assert b.get_many(keys[-5:]) == [b"v" * 30] * 5
-        assert store.cache.misses == misses  # the last blocks read are still cached
+        assert store.cache.misses - misses == 1  # read once, then served from the cache
+        assert store.cache.nbytes <= 100_000
 
 
 def test_lookups_stay_exact_when_every_key_has_the_same_hash(tmp_path, monkeypatch):
@@ -521,3 +529,21 @@ def test_empty_batches_on_an_object_store_do_not_pile_up_log_objects():
     with store.open(0) as b:
         assert b.committed_batch_id == 6
     store.fs.rm(store.root, recursive=True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(stored=st.sets(st.binary(min_size=1, max_size=12), min_size=200, max_size=400),
+       probes=st.lists(st.binary(max_size=14), max_size=8))
+def test_a_few_gets_in_a_large_block_find_exactly_the_stored_keys(tmp_path_factory, stored, probes):
+    """A few probes into a big block binary-search it instead of indexing it: present keys, absent keys
+    between, before and after them, keys that are prefixes of others, all as a dict answers them."""
+    store = KVStore(str(tmp_path_factory.mktemp("kv")), flush_batches=1, block_size="1MB")
+    contents = {key: b"=" + key for key in stored}
+    wanted = probes + sorted(stored)[::97]
+    with store.open(0) as b:
+        b.begin(0)
+        b.put_many(list(contents), list(contents.values()))
+        b.commit()
+        b.begin(1)
+        b.commit()  # batch 0 is in a data file now, one block
+        assert b.get_many(wanted) == [contents.get(key) for key in wanted]
