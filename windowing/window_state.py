@@ -255,6 +255,12 @@ def _write_batch(store: StoreBucket, batch_id: int, writes: list[tuple[bytes, by
     store.commit()
 
 
+def garbage_pending(store: StoreBucket) -> bool:
+    """Whether a batch listed records that a later batch of this bucket must delete: a bucket left with no
+    window must still be called once more (the Spark runner keeps its state and a timeout for that)."""
+    return store.scan_table(prefix=GARBAGE).num_rows > 0
+
+
 def collect_garbage(store: StoreBucket, batch_id: int) -> None:
     """Delete, in batch ``batch_id``, the records earlier batches superseded (the end of a run that will not be
     replayed: the pandas runner)."""

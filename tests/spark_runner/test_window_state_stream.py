@@ -4,6 +4,7 @@ exactly the panes and late data of an uninterrupted run without the store."""
 
 from __future__ import annotations
 
+import pickle
 import uuid
 
 import pandas as pd
@@ -131,3 +132,36 @@ def test_a_killed_query_with_a_store_restarts_exactly_once(spark, where, tmp_pat
     restart(spec)
     assert_same_panes(read_sink(spark, sink / "panes"), panes)
     assert_same_late_data(read_sink(spark, sink / "late"), late)
+
+
+def test_a_bucket_whose_windows_are_all_purged_deletes_their_records_once_the_watermark_moves(spark, where):
+    """Purging lists a window's record as garbage, deleted in the bucket's next batch. A bucket left with no
+    window gets no element to call it again: the runner keeps its state with a timeout, so the records go
+    once the watermark next moves, not when (if ever) one of its keys comes back."""
+    early = [(user, ts, 1) for user in "abcdefgh" for ts in (1, 3)]
+    source, sink, checkpoint, kv = where()
+    store = KVStore(str(kv))
+
+    def keys_held() -> dict[int, set[bytes]]:
+        users = {pickle.dumps((user,), protocol=4): user for user in "abcdefghz"}
+        held: dict[int, set[bytes]] = {}
+        for bucket in store.buckets():
+            with store.open(bucket, take_over=True) as b:
+                stored = b.scan_table().column("key").to_pylist()
+            held[bucket] = {user for key in stored for blob, user in users.items() if blob in key}
+        return held
+
+    query = start(spark, source, sink, checkpoint, sessions(store))
+    try:
+        write_batch(source, 0, events(early))
+        query.processAllAvailable()
+        write_batch(source, 1, events([("z", 300, 0)]))  # the watermark passes every early window's lateness
+        query.processAllAvailable()
+        held = keys_held()
+        without_z = [bucket for bucket, users in held.items() if "z" not in users and users]
+        assert without_z, f"a bucket must hold early keys only, for the test to mean anything: {held}"
+        write_batch(source, 2, events([("z", 400, 0)]))  # lands in z's bucket only; the watermark moves
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert {bucket: users - {"z"} for bucket, users in keys_held().items()} == {bucket: set() for bucket in held}

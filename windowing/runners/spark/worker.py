@@ -23,7 +23,7 @@ from ...plan import Plan
 from ...spec import TIMINGS, EngineSpec, StepResult
 from ...state_codec import decode, encode
 from ...timeaxis import MAX_TIME, MIN_TIME
-from ...window_state import empty_light_state, spilled_step
+from ...window_state import empty_light_state, garbage_pending, spilled_step
 from ...window_table import empty_state
 from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
 from .combine import CHECKED_BUCKET, nulls_restored
@@ -192,24 +192,28 @@ class BucketStep:
         watermark = MIN_TIME if watermark_ms <= 0 else self._from_ms(watermark_ms)
         table = self.load(state.get[0]) if state.exists else self.fresh_state()
         elements = self.elements(frames)
-        result = self._stream_step(int(key[0]), table, elements, watermark, self._from_ms(processing_ms))
-        if len(result.state) or key[0] == CHECKED_BUCKET:  # see combine.CHECKED_BUCKET
+        result, garbage = self._stream_step(int(key[0]), table, elements, watermark, self._from_ms(processing_ms))
+        if len(result.state) or key[0] == CHECKED_BUCKET or garbage:  # see combine.CHECKED_BUCKET
             state.update((self.save(result.state),))
-            self._set_timeout(state, spec, result.state, watermark_ms, processing_ms)
+            self._set_timeout(state, spec, result.state, watermark_ms, processing_ms, call_again=garbage)
         else:
             state.remove()
         yield self.output(result.panes, result.dropped, elements)
 
     def _stream_step(self, bucket: int, table: pd.DataFrame, elements: pd.DataFrame, watermark: int,
-                     processing_time: int) -> StepResult:
+                     processing_time: int) -> tuple[StepResult, bool]:
+        """The step, and whether the bucket has no window left but garbage in its window-state store: its
+        state must stay, and Spark call it again, or the records of its purged windows would outlive them
+        until the bucket next received an element."""
         if self.window_state is None:
-            return step(self.plan.spec, table, elements, watermark, processing_time)
+            return step(self.plan.spec, table, elements, watermark, processing_time), False
         from storage.kv.spark import task_batch_id  # lazily: only a query with a window-state store needs it
 
         # take_over: a failed attempt of this task (or a zombie) may still hold the bucket; it is fenced off.
         with self.window_state.open(bucket, take_over=True) as store:
-            return spilled_step(self.plan.spec, table, elements, watermark, processing_time, store, bucket,
-                                task_batch_id())
+            result = spilled_step(self.plan.spec, table, elements, watermark, processing_time, store, bucket,
+                                  task_batch_id())
+            return result, not len(result.state) and garbage_pending(store)
 
     def _from_ms(self, ms: int) -> int:
         return int(ms) * per_ms(self.timestamp)
@@ -217,13 +221,16 @@ class BucketStep:
     def _to_ms_ceil(self, t: int) -> int:
         return -(-t // per_ms(self.timestamp))
 
-    def _set_timeout(self, state: Any, spec: EngineSpec, table: pd.DataFrame, watermark_ms: int, processing_ms: int) -> None:
+    def _set_timeout(self, state: Any, spec: EngineSpec, table: pd.DataFrame, watermark_ms: int, processing_ms: int,
+                     call_again: bool = False) -> None:
+        """The timeout that calls the bucket at its next timer; ``call_again``: as soon as Spark can (the next
+        micro-batch, or the next that moves the watermark)."""
         at_watermark, at_processing = next_timers(spec, table, self._from_ms(processing_ms))
         if self.processing_time_mode:
             # One timeout per group: a processing-time timeout of 1 ms calls the bucket again in the
             # next micro-batch, where it checks the watermark; later for processing-time timers only.
             waits = []
-            if at_watermark < MAX_TIME:
+            if at_watermark < MAX_TIME or call_again:
                 waits.append(1)
             if at_processing < NO_TIME:
                 # Spark times a group out once the batch timestamp > timeout, so one ms before the firing time.
@@ -234,6 +241,8 @@ class BucketStep:
             # Spark times a group out once watermark > timestamp; the window is due once
             # watermark >= ceil(at_watermark) in ms, so the timestamp is one ms earlier.
             state.setTimeoutTimestamp(int(max(self._to_ms_ceil(at_watermark) - 1, watermark_ms, 1)))
+        elif call_again:
+            state.setTimeoutTimestamp(int(max(watermark_ms, 1)))
 
 
 def pipeline_of(spec: EngineSpec, window_state: Any = None) -> dict[str, str]:
