@@ -129,6 +129,7 @@ class PythonPeaks:
     def __init__(self, jvm: int, every_s: float = 0.1):
         self.jvm, self.every_s = jvm, every_s
         self.peaks: dict[int, int] = {}
+        self._lock = threading.Lock()  # a sample read before a reset must not land after it
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -143,22 +144,25 @@ class PythonPeaks:
             self.sample()
 
     def sample(self) -> None:
-        for pid in self.python_pids():
-            peak = _status_kib(pid, "VmHWM")
-            if peak is not None:
-                self.peaks[pid] = max(self.peaks.get(pid, 0), peak)
+        with self._lock:
+            for pid in self.python_pids():
+                peak = _status_kib(pid, "VmHWM")
+                if peak is not None:
+                    self.peaks[pid] = max(self.peaks.get(pid, 0), peak)
 
     def take(self) -> float:
-        """The largest peak in MiB since the last `take`, then reset every process's peak."""
+        """The largest peak in MiB since the last `take`, then reset every process's peak (where /proc lets
+        this process write ``clear_refs``; where not, the next figure includes this one)."""
         self.sample()
-        largest = max(self.peaks.values(), default=0) / 1024
-        self.peaks.clear()
-        for pid in self.python_pids():
-            try:
-                with open(f"/proc/{pid}/clear_refs", "w") as f:
-                    f.write("5")  # resets VmHWM to the current resident set (Linux 4.0 on)
-            except OSError:
-                pass
+        with self._lock:
+            largest = max(self.peaks.values(), default=0) / 1024
+            self.peaks.clear()
+            for pid in self.python_pids():
+                try:
+                    with open(f"/proc/{pid}/clear_refs", "w") as f:
+                        f.write("5")  # resets VmHWM to the current resident set (Linux 4.0 on)
+                except OSError:
+                    pass
         return largest
 
     def stop(self) -> None:
