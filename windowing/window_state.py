@@ -47,7 +47,7 @@ from . import columns
 from .engine import lateness_horizon, step
 from .errors import WindowingConfigError
 from .spec import EngineSpec, StepResult
-from .state_codec import plain
+from .state_codec import pickled
 from .window_table import empty_state, frame_of, table_columns
 
 VERSION = "payload_version"
@@ -126,7 +126,7 @@ def rows_to_step(spec: EngineSpec, light: pd.DataFrame, elements: pd.DataFrame, 
 def window_keys(bucket: int, spec: EngineSpec, table: pd.DataFrame) -> list[bytes]:
     """Per row, the store key of its window without the version: bucket, key, start, end."""
     head = RECORD + _U32.pack(bucket)
-    key_parts = [_pickled(k) for k in _key_tuples(spec, table)]
+    key_parts = [pickled(k) for k in _key_tuples(spec, table)]
     bounds = np.empty((len(table), 2), dtype=">u8")
     bounds[:, 0] = table["start"].to_numpy(dtype=np.int64).view(np.uint64) ^ _SIGN
     bounds[:, 1] = table["end"].to_numpy(dtype=np.int64).view(np.uint64) ^ _SIGN
@@ -145,14 +145,7 @@ def _versioned(window_key: bytes, version: int) -> bytes:
 def _payloads(table: pd.DataFrame, heavy: list[str]) -> list[bytes | None]:
     """Per row, the pickled heavy cells; None when they are all None (no record is written)."""
     cells = zip(*[table[name].to_numpy() for name in heavy])
-    return [None if all(c is None for c in row) else _pickled(row) for row in cells]
-
-
-def _pickled(value: Any) -> bytes:
-    """``value`` pickled with its numpy scalars as Python numbers (`state_codec.plain`), so that equal values
-    give equal bytes. Walking every cell costs more than pickling it, so only a pickle naming numpy is redone."""
-    blob = pickle.dumps(value, protocol=4)
-    return pickle.dumps(plain(value), protocol=4) if b"numpy" in blob else blob
+    return [None if all(c is None for c in row) else pickled(row) for row in cells]
 
 
 def _with_payloads(spec: EngineSpec, part: pd.DataFrame, blobs: list[bytes | None]) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter, namedtuple
 from pathlib import Path
 
 import numpy as np
@@ -162,6 +163,20 @@ def test_object_columns_keep_every_python_value(columns):
         before, after = list(table[name]), list(decoded[name])
         assert [type(v) for v in after] == [type(v) for v in before], name
         assert [repr(v) for v in after] == [repr(v) for v in before], name
+
+
+Point = namedtuple("Point", "x y")
+
+
+def test_an_accumulator_of_ones_own_keeps_its_type_and_numpy_inside_becomes_python_numbers():
+    """What a Fold or an accumulation of one's own holds comes back as it was, as on pandas (where the table
+    is never encoded); numpy scalars and arrays inside a cell come back as Python values."""
+    cells = [Point(1, [2, 3]), Counter({"a": 2}), [np.int64(4), 5], Point(np.int64(6), np.array([7, 8]))]
+    decoded, meta = decode(encode(pd.DataFrame({"a0": pd.Series(cells, dtype=object)}), 1))
+    assert meta["objects"] == ["a0"]
+    assert [type(v) for v in decoded["a0"][:3]] == [Point, Counter, list]
+    assert list(decoded["a0"]) == [Point(1, [2, 3]), Counter({"a": 2}), [4, 5], (6, [7, 8])]
+    assert [type(v) for v in decoded["a0"][2]] == [int, int] and type(decoded["a0"][3][0]) is int
 
 
 def _table_beside_nulls():
