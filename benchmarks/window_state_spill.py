@@ -109,7 +109,8 @@ def spill(spec: EngineSpec, n: int, path: str, light_path: str) -> None:
     light.to_pickle(light_path)
 
 
-def measure(backend: str, n: int, batches: int, touched: int, path: str, light_path: str) -> dict[str, float]:
+def measure(backend: str, n: int, batches: int, touched: int, path: str, light_path: str,
+            reopen: bool = False) -> dict[str, float]:
     spec = session_spec()
     inputs = micro_batches(n, batches, touched)
     times: list[float] = []
@@ -123,26 +124,31 @@ def measure(backend: str, n: int, batches: int, touched: int, path: str, light_p
             cpu.append(time.process_time() - cpu_started)
     else:
         light = pd.read_pickle(light_path)
-        with KVStore(path, fsync=False).open(0) as bucket:
-            first = bucket.committed_batch_id + 1
-            for i, frame in enumerate(inputs):
-                started, cpu_started = time.perf_counter(), time.process_time()
-                light = spilled_step(spec, light, frame, MIN_TIME, 0, bucket, 0, first + i).state
-                times.append(time.perf_counter() - started)
-                cpu.append(time.process_time() - cpu_started)
+        store = KVStore(path, fsync=False)
+        kept = store.open(0) if not reopen else None
+        for frame in inputs:
+            started, cpu_started = time.perf_counter(), time.process_time()
+            bucket = kept or store.open(0, take_over=True)  # --reopen: afresh each micro-batch, as a Spark worker
+            light = spilled_step(spec, light, frame, MIN_TIME, 0, bucket, 0, bucket.committed_batch_id + 1).state
+            if kept is None:
+                bucket.close()
+            times.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - cpu_started)
+        if kept is not None:
+            kept.close()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"median_s": float(np.median(times)), "median_cpu_s": float(np.median(cpu)), "first_s": times[0],
             "peak_rss_mib": peak / 2**20}
 
 
-def run(backend: str, n: int, batches: int, touched: int) -> dict[str, float]:
+def run(backend: str, n: int, batches: int, touched: int, reopen: bool) -> dict[str, float]:
     base = tempfile.mkdtemp(prefix="spill-bench-")
     try:
         path, light_path = os.path.join(base, "kv"), os.path.join(base, "light.pkl")
         if backend == "store":
             subprocess.run([sys.executable, __file__, "--child", "build", str(n), path, light_path], check=True)
         out = subprocess.run([sys.executable, __file__, "--child", backend, str(n), path, light_path, str(batches),
-                              str(touched)],
+                              str(touched), str(int(reopen))],
                              check=True, capture_output=True, text=True).stdout
         return json.loads(out.strip().splitlines()[-1])
     finally:
@@ -156,13 +162,15 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=["memory", "store"])
     parser.add_argument("--touched", type=int, default=None,
                         help="sessions each micro-batch touches (default: 1%% of the open sessions)")
+    parser.add_argument("--reopen", action="store_true",
+                        help="open the store's bucket afresh for each micro-batch, as a Spark worker does (store only)")
     args = parser.parse_args()
     print(f"{'sessions':>10} {'touched':>8} {'backend':>8} {'micro-batch s':>14} {'cpu s':>7} {'first s':>8} "
           f"{'peak RSS MiB':>13}", flush=True)
     for n in args.sessions:
         touched = args.touched or max(1, n // 100)
         for backend in args.backends:
-            result = run(backend, n, args.batches, touched)
+            result = run(backend, n, args.batches, touched, args.reopen)
             print(f"{n:>10} {touched:>8} {backend:>8} {result['median_s']:>14.3f} {result['median_cpu_s']:>7.3f} "
                   f"{result['first_s']:>8.3f} "
                   f"{result['peak_rss_mib']:>13.0f}", flush=True)
@@ -174,6 +182,7 @@ if __name__ == "__main__":
         if kind == "build":
             spill(session_spec(), int(n_given), store_path, light_file)
         else:
-            print(json.dumps(measure(kind, int(n_given), int(sys.argv[6]), int(sys.argv[7]), store_path, light_file)))
+            print(json.dumps(measure(kind, int(n_given), int(sys.argv[6]), int(sys.argv[7]), store_path, light_file,
+                                     bool(int(sys.argv[8])))))
     else:
         main()

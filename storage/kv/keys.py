@@ -284,7 +284,6 @@ class Run:
                 j += 1
         return found
 
-
     def _find_sorted(self, probe_rows: np.ndarray) -> np.ndarray:
         """`find` by binary search over the sorted rows: no index to build, for a few probes into a large run
         (a freshly read data block that a sparse batch of gets touches once)."""
