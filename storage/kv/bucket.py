@@ -353,10 +353,14 @@ class Bucket:
         self._store.cache.new_read()
         return get_many(runs, self._data, self._firsts, as_binary(keys, "keys"))
 
-    def scan_table(self, start: bytes | None = None, end: bytes | None = None, *, prefix: bytes | None = None) -> pa.Table:
+    def scan_table(self, start: bytes | None = None, end: bytes | None = None, *, prefix: bytes | None = None,
+                   limit: int | None = None) -> pa.Table:
         """Committed pairs with ``start <= key < end`` (None: unbounded), or those whose key starts with ``prefix``,
-        sorted by key, as an Arrow table with columns ``key`` and ``value``."""
+        sorted by key, as an Arrow table with columns ``key`` and ``value``; with ``limit``, the first ``limit``
+        pairs, found without reading the rest of the range (the smallest key of an index, say)."""
         self._check_open()
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"scan limit={limit!r} must be a whole number >= 0, or None for the whole range")
         if prefix is not None:
             if start is not None or end is not None:
                 raise ValueError("scan takes either prefix= or start and end, not both")
@@ -364,14 +368,15 @@ class Bucket:
         for name, bound in (("start", start), ("end", end)):
             if bound is not None and not isinstance(bound, bytes):
                 raise TypeError(f"scan {name}={bound!r} must be bytes or None")
-        run = scan(self._committed_runs(), self._data, self._firsts, start, end)  # newest first, as get_many
+        run = scan(self._committed_runs(), self._data, self._firsts, start, end, limit)  # newest first, as get_many
         return pa.table({"key": run.keys().cast(pa.binary()), "value": run.values.cast(pa.binary())})
 
     def scan(
-        self, start: bytes | None = None, end: bytes | None = None, *, prefix: bytes | None = None
+        self, start: bytes | None = None, end: bytes | None = None, *, prefix: bytes | None = None,
+        limit: int | None = None,
     ) -> Iterator[tuple[bytes, bytes]]:
         """Committed ``(key, value)`` pairs with ``start <= key < end``, sorted (see ``scan_table``)."""
-        table = self.scan_table(start, end, prefix=prefix)
+        table = self.scan_table(start, end, prefix=prefix, limit=limit)
         return zip(table.column("key").to_pylist(), table.column("value").to_pylist())
 
     def _committed_runs(self) -> list[Run]:

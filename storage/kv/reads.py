@@ -116,23 +116,37 @@ def _from_file(data_file: DataFile, probes: _Probes, mine: np.ndarray) -> None:
             probes.found(mine[start:stop][hit], block.values.take(at[hit]))
 
 
-def scan(runs: list[Run], files: list[DataFile], firsts: list[bytes], start: bytes | None, stop: bytes | None) -> Run:
-    """The live entries with ``start <= key < stop`` (None: open), sorted; ``runs`` newest first."""
+def scan(runs: list[Run], files: list[DataFile], firsts: list[bytes], start: bytes | None, stop: bytes | None,
+         limit: int | None = None) -> Run:
+    """The live entries with ``start <= key < stop`` (None: open), sorted; ``runs`` newest first; with ``limit``,
+    the first ``limit`` of them, reading only as much of each layer as they need."""
     bound_keys = [k for k in (start, stop) if k is not None]
     bound_rows = encode(pa.array(bound_keys, _VALUE)) if bound_keys else None
     lo_rows = bound_rows[:1] if start is not None else None
     hi_rows = bound_rows[-1:] if stop is not None else None
-    layers: list[Run] = []
-    for number, data_file in enumerate(files):
-        if hi_rows is not None and _before(hi_rows, firsts[number]):
-            break  # this file starts at or after the end
-        if lo_rows is not None and number + 1 < len(files) and not _before(lo_rows, firsts[number + 1]):
-            continue  # the next file starts at or before the start
-        layers.extend(_file_range(data_file, lo_rows, hi_rows))
-    for run in reversed(runs):
-        lo, hi = run.bounds(lo_rows, hi_rows)
-        layers.append(run.slice(lo, hi))
-    return Run.merge(layers).without_tombstones()
+    run_slices = [run.slice(*run.bounds(lo_rows, hi_rows)) for run in reversed(runs)]  # oldest first, as merge takes
+    if limit is None:
+        return Run.merge([*_files_range(files, firsts, lo_rows, hi_rows), *run_slices]).without_tombstones()
+    # Take ``take`` entries from the front of every layer; a layer cut short may hold keys between its last one
+    # taken and the others', so only keys up to the smallest such last key are final. Deletes may hide entries:
+    # when too few live ones remain, take four times as many.
+    take = max(limit, 1)
+    while True:
+        file_entries = _files_range(files, firsts, lo_rows, hi_rows, at_most=take)
+        layers = [*file_entries, *(s.slice(0, take) for s in run_slices)]
+        cut_layers = [layer for layer, whole in zip(layers, [*[None] * len(file_entries), *run_slices])
+                      if whole is not None and len(whole) > take]
+        if sum(len(f) for f in file_entries) >= take and file_entries:
+            cut_layers.append(file_entries[-1])  # the files may go on after the rows taken from them
+        merged = Run.merge(layers).without_tombstones()
+        if not cut_layers:
+            return merged.slice(0, min(limit, len(merged)))
+        width = max(layer.width for layer in cut_layers)
+        last = min((widen(layer.rows[-1:], width) for layer in cut_layers), key=lambda rows: sortable(rows)[0])
+        final = merged.slice(0, search(sortable(merged.rows), last, merged.width, "right")) if len(merged) else merged
+        if len(final) >= limit:
+            return final.slice(0, limit)
+        take *= 4
 
 
 def _before(rows: np.ndarray, first: bytes) -> bool:
@@ -141,15 +155,25 @@ def _before(rows: np.ndarray, first: bytes) -> bool:
     return bool(sortable(widen(rows, width))[0] <= sortable(widen(np.frombuffer(first, np.uint8)[None, :], width))[0])
 
 
-def _file_range(data_file: DataFile, lo_rows: np.ndarray | None, hi_rows: np.ndarray | None) -> list[Run]:
-    index = data_file.index()
-    firsts = sortable(index.first_rows)
-    first_block = 0 if lo_rows is None else max(0, search(firsts, lo_rows, index.width, "right") - 1)
-    last_block = len(firsts) if hi_rows is None else search(firsts, hi_rows, index.width, "left")
-    out = []
-    for number in range(first_block, last_block):
-        block = data_file.block(number)
-        lo, hi = block.bounds(lo_rows, hi_rows)
-        if hi > lo:
-            out.append(block.slice(lo, hi))
+def _files_range(files: list[DataFile], firsts: list[bytes], lo_rows: np.ndarray | None, hi_rows: np.ndarray | None,
+                 at_most: int | None = None) -> list[Run]:
+    """The entries of the data files (in key order, not overlapping) in the range, as slices of their blocks in
+    key order; with ``at_most``, blocks are read only until that many entries are in hand."""
+    out: list[Run] = []
+    for number, data_file in enumerate(files):
+        if hi_rows is not None and _before(hi_rows, firsts[number]):
+            break  # this file starts at or after the end
+        if lo_rows is not None and number + 1 < len(files) and not _before(lo_rows, firsts[number + 1]):
+            continue  # the next file starts at or before the start
+        index = data_file.index()
+        block_firsts = sortable(index.first_rows)
+        first_block = 0 if lo_rows is None else max(0, search(block_firsts, lo_rows, index.width, "right") - 1)
+        last_block = len(block_firsts) if hi_rows is None else search(block_firsts, hi_rows, index.width, "left")
+        for block_number in range(first_block, last_block):
+            if at_most is not None and sum(len(r) for r in out) >= at_most:
+                return out
+            block = data_file.block(block_number)
+            lo, hi = block.bounds(lo_rows, hi_rows)
+            if hi > lo:
+                out.append(block.slice(lo, hi))
     return out

@@ -446,6 +446,29 @@ def test_block_cache_holds_its_limit_and_serves_repeated_reads(tmp_path):
         assert store.cache.nbytes <= 100_000
 
 
+def test_a_limited_scan_reads_only_the_blocks_its_first_entries_need(tmp_path):
+    """The smallest keys of a large range (an index's next due time): the first blocks of the data files, however
+    long the range, and still exact where newer batches deleted or rewrote the first entries."""
+    store = KVStore(str(tmp_path), flush_batches=1, block_size=1000, block_cache=10_000_000)
+    with store.open(0) as b:
+        b.begin(0)
+        b.put_many([b"%06d" % i for i in range(3000)], [b"v" * 30] * 3000)
+        b.commit()
+        misses = store.cache.misses
+        assert b.scan_table(b"000100", limit=2).to_pydict() == {"key": [b"000100", b"000101"], "value": [b"v" * 30] * 2}
+        assert store.cache.misses - misses <= 2, "a block or two, not the range's"
+        b.begin(1)
+        b.delete_many([b"%06d" % i for i in range(100, 160)])
+        b.put(b"000161", b"new")
+        b.put(b"0001", b"shorter key, sorts first")
+        b.commit()
+        assert list(b.scan(b"000100", limit=2)) == [(b"000160", b"v" * 30), (b"000161", b"new")]
+        assert list(b.scan(b"0001", b"000101", limit=5)) == [(b"0001", b"shorter key, sorts first")]
+        assert list(b.scan(limit=0)) == []
+        with pytest.raises(ValueError, match=r"scan limit=-1 must be a whole number >= 0"):
+            b.scan_table(limit=-1)
+
+
 def test_lookups_stay_exact_when_every_key_has_the_same_hash(tmp_path, monkeypatch):
     import storage.kv.keys as keys_module
     import storage.kv.reads as reads_module

@@ -169,6 +169,12 @@ class StoreAgainstDict(RuleBasedStateMachine):
     def scan(self, start: bytes | None, end: bytes | None) -> None:
         assert list(self.bucket.scan(start, end)) == expected_scan(self.committed, start, end)
 
+    @rule(start=BOUNDS, end=BOUNDS, limit=st.integers(0, 6))
+    def scan_limited(self, start: bytes | None, end: bytes | None, limit: int) -> None:
+        table = self.bucket.scan_table(start, end, limit=limit)
+        got = list(zip(table["key"].to_pylist(), table["value"].to_pylist()))
+        assert got == expected_scan(self.committed, start, end)[:limit]
+
     @rule(prefix=KEYS | st.binary(max_size=3))
     def scan_prefix(self, prefix: bytes) -> None:
         table = self.bucket.scan_table(prefix=prefix)
