@@ -18,6 +18,9 @@ reported: CPU seconds of Spark's JVM and of its Python processes per query (``sp
 state bytes per open window (one bucket's window table encoded), and the latency of a small
 micro-batch: the median ``triggerExecution`` time of micro-batches of ``--latency-events``
 events on as many keys (one file each, the first batch, which plans the query, left out).
+``--floor`` adds two more sides, `floor_folded` and `floor_unfolded`: the same stream through
+do-nothing Python of the engine's shape on ``applyInPandasWithState`` (with and without a
+``mapInArrow`` before the shuffle), the least any runner built on that API pays.
 
     .venv/bin/python benchmarks/spark_bench.py --events 2000000 --keys 1000 100000 --rounds 5
 """
@@ -111,6 +114,50 @@ def engine_sessions(stream):
     return windowed(stream, time="ts", key="key").sessions("5 minutes").watermark(DELAY).aggregate(Sum("amount"))
 
 
+def _floor_labels(stream) -> np.ndarray:
+    from windowing.runners.spark.buckets import bucket_labels
+
+    return bucket_labels(int(stream.sparkSession.conf.get("spark.sql.shuffle.partitions")))
+
+
+def _count_rows(key, frames, state):
+    yield pd.DataFrame({"bucket": [key[0]], "n": [sum(int(frame["n"].sum()) for frame in frames)]})
+
+
+def floor_folded(stream):
+    """The least a runner of the engine's shape pays on ``applyInPandasWithState``, doing no windowing: every row
+    crosses into Python once (a ``mapInArrow`` folding each partition's rows to one row per bucket, in Arrow),
+    a shuffle, and one call per bucket (one per shuffle partition) that adds up its rows."""
+    import pyarrow as pa
+
+    labels = _floor_labels(stream)
+
+    def fold(batches):
+        for batch in batches:
+            bucket = labels[np.mod(batch.column("key").to_numpy(), len(labels))]
+            folded = pa.table({"bucket": bucket, "ts": batch.column("ts")}).group_by("bucket").aggregate(
+                [("ts", "max"), ("ts", "count")])
+            yield from folded.rename_columns(["bucket", "ts", "n"]).to_batches()
+
+    return (stream.mapInArrow(fold, "bucket int, ts timestamp, n long").withWatermark("ts", DELAY).groupBy("bucket")
+            .applyInPandasWithState(_count_rows, "bucket int, n long", "n long", "append", "EventTimeTimeout"))
+
+
+def floor_unfolded(stream):
+    """The same with no Python before the shuffle: the bucket computed in the JVM, every row shuffled as it is
+    and crossing into Python in the stateful call (fewer Python tasks, more rows through the shuffle)."""
+    from pyspark.sql import functions as F
+
+    labels = _floor_labels(stream)
+    bucket = F.element_at(F.array(*[F.lit(int(label)) for label in labels]), (F.pmod("key", F.lit(len(labels))) + 1).cast("int"))
+    return (stream.withWatermark("ts", DELAY).select(bucket.alias("bucket"), "ts", F.lit(1).cast("long").alias("n"))
+            .groupBy("bucket")
+            .applyInPandasWithState(_count_rows, "bucket int, n long", "n long", "append", "EventTimeTimeout"))
+
+
+FLOORS = {"floor folded": floor_folded, "floor unfolded": floor_unfolded}
+
+
 def state_bytes_per_window(data: Path, shape: str) -> float:
     """Encode the window table of one bucket after the first file: bytes per open window."""
     from pyspark.sql import types as T
@@ -147,6 +194,8 @@ def main() -> None:
                         help="the window shapes to run (default: both)")
     parser.add_argument("--latency-events", type=int, default=1000)
     parser.add_argument("--latency-batches", type=int, default=11)
+    parser.add_argument("--floor", action="store_true",
+                        help="also run the FLOORS beside native and the engine: what a Python runner pays doing nothing")
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
     args = parser.parse_args()
 
@@ -167,10 +216,11 @@ def main() -> None:
               (("fixed", native_fixed, engine_fixed), ("sessions", native_sessions, engine_sessions)) if shape in args.windows]
     cases = [(keys, shape, native, engine) for keys in args.keys for shape, native, engine in shapes]
     runs: dict[tuple, list] = {}
+    floors = list(FLOORS.items()) if args.floor else []
     for round_ in range(args.rounds):
         for keys, shape, native, engine in cases:
             data = make_data(args.work, args.events, keys, args.batches, shape == "sessions")
-            sides = [("native", native), ("engine", engine)]
+            sides = [("native", native), ("engine", engine)] + floors
             for side, build in sides if round_ % 2 == 0 else sides[::-1]:
                 runs.setdefault((keys, shape, side), []).append(run_query(spark, data, build, args.work / "chk"))
             print(f"round {round_ + 1}: {keys} keys, {shape}: native {runs[keys, shape, 'native'][-1][0]:.1f} s, "
@@ -178,11 +228,13 @@ def main() -> None:
         for shape, native, engine in shapes:
             data = make_data(args.work, args.latency_events * args.latency_batches, args.latency_events,
                              args.latency_batches, shape == "sessions")
-            for side, build in (("native", native), ("engine", engine)):
+            for side, build in [("native", native), ("engine", engine)] + floors:
                 batches = run_query(spark, data, build, args.work / "chk")[3][1:]  # the first batch plans the query
                 runs.setdefault(("latency", shape, side), []).extend(batches)
 
-    median = lambda values: float(np.median(values))
+    def median(values: list[float]) -> float:
+        return float(np.median(values))
+
     rows = []
     for keys, shape, _, _ in cases:
         n, e = runs[keys, shape, "native"], runs[keys, shape, "engine"]
@@ -192,11 +244,14 @@ def main() -> None:
                      "native JVM cpu s": round(median([r[1] for r in n]), 1),
                      "engine JVM cpu s": round(median([r[1] for r in e]), 1),
                      "engine Python cpu s": round(median([r[2] for r in e]), 1),
+                     **{f"{side}/native": round(n_s / median([r[0] for r in runs[keys, shape, side]]), 2) for side, _ in floors},
                      "state B/window": round(state_bytes_per_window(make_data(args.work, args.events, keys, args.batches,
                                                                                shape == "sessions"), shape))})
     latency = [{"windows": shape, "native ms": round(median(runs["latency", shape, "native"])),
                 "engine ms": round(median(runs["latency", shape, "engine"])),
-                "engine/native": round(median(runs["latency", shape, "engine"]) / median(runs["latency", shape, "native"]), 2)}
+                "engine/native": round(median(runs["latency", shape, "engine"]) / median(runs["latency", shape, "native"]), 2),
+                **{f"{side}/native": round(median(runs["latency", shape, side]) / median(runs["latency", shape, "native"]), 2)
+                   for side, _ in floors}}
                for shape in args.windows]
     buckets = args.buckets if args.buckets is not None else f"{args.shuffle_partitions} (default: one per shuffle partition)"
     print()
