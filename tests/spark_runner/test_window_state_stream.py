@@ -100,7 +100,7 @@ def test_a_checkpoint_written_without_the_store_is_refused_with_it(spark, where)
     query = start(spark, source, sink, checkpoint, sessions(KVStore(str(kv))))
     try:
         write_batch(source, 1, events(ROWS[3:6]))
-        with pytest.raises(Exception, match="window_state None then, payloads in a key-value store now"):
+        with pytest.raises(Exception, match="window_state None then, windows per key in a key-value store now"):
             query.processAllAvailable()
     finally:
         query.stop()
