@@ -142,40 +142,39 @@ def records_of(spec: EngineSpec, table: pd.DataFrame, processing_time: int) -> d
     """The records of ``table``'s keys, a window table made by a step at ``processing_time``."""
     if not len(table):
         return {}
-    keys = key_blobs(spec, table)
-    rows = list(zip(*[table[name].to_numpy().tolist() for name in table_columns(spec)]))
+    codes, keys = pd.factorize(pd.Series(key_blobs(spec, table), dtype=object))
+    order = np.argsort(codes, kind="stable")
+    firsts = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1]])
+    rows = list(zip(*[table[name].to_numpy()[order].tolist() for name in table_columns(spec)]))
     end = table["end"].to_numpy(dtype=np.int64)
     owes = ~table["on_time_done"].to_numpy() | table["end_timer"].to_numpy()
     # Due at a watermark W exactly when the step's purge (end + lateness <= W) or its ON_TIME pane or end-of-window
     # timer (end <= W) needs the window: `windowing.engine.lateness_horizon`, `next_timers`.
-    due = np.minimum(np.where(owes, end, NO_TIME), add_saturating(end, spec.allowed_lateness)).tolist()
+    due = np.minimum(np.where(owes, end, NO_TIME), add_saturating(end, spec.allowed_lateness))
     future, past = _processing_timers(spec, table, processing_time)
-    by_key: dict[bytes, list[int]] = {}
-    for i, key in enumerate(keys):
-        by_key.setdefault(key, []).append(i)
-    out = {}
-    for key, at in by_key.items():
-        next_processing = min(future[i] for i in at) if future is not None else NO_TIME
-        out[key] = _Record(min(due[i] for i in at), None if next_processing == NO_TIME else next_processing,
-                           past is not None and any(past[i] for i in at), tuple(rows[i] for i in at))
-    return out
+    per_key = [np.minimum.reduceat(due[order], firsts).tolist(), np.minimum.reduceat(future[order], firsts).tolist(),
+               np.logical_or.reduceat(past[order], firsts).tolist()]
+    lasts = [*firsts[1:].tolist(), len(rows)]
+    return {keys[code]: _Record(key_due, None if next_processing == NO_TIME else next_processing, pending,
+                                tuple(rows[first:last]))
+            for code, (key_due, next_processing, pending, first, last)
+            in enumerate(zip(*per_key, firsts.tolist(), lasts))}
 
 
-def _processing_timers(spec: EngineSpec, table: pd.DataFrame, processing_time: int) -> tuple[list[int] | None, list[bool] | None]:
+def _processing_timers(spec: EngineSpec, table: pd.DataFrame, processing_time: int) -> tuple[np.ndarray, np.ndarray]:
     """Per window, its earliest processing-time timer after ``processing_time`` (NO_TIME: none) and whether one
-    at or before it is pending; None for triggers without processing-time timers. Closed windows have none."""
-    if not spec.trigger.uses_processing_time():
-        return None, None
-    end = table["end"].to_numpy(dtype=np.int64)
-    trigger_state = {name: table[name].to_numpy() for name in table.columns if name.startswith("t.")}
-    timers = spec.trigger.processing_timers(TriggerContext(trigger_state, end, 0, processing_time))
-    open_rows = ~table["closed"].to_numpy()
+    at or before it is pending; none for triggers without processing-time timers, nor for closed windows."""
     future = np.full(len(table), NO_TIME, dtype=np.int64)
     past = np.zeros(len(table), dtype=bool)
-    for timer in timers:
+    if not spec.trigger.uses_processing_time():
+        return future, past
+    end = table["end"].to_numpy(dtype=np.int64)
+    trigger_state = {name: table[name].to_numpy() for name in table.columns if name.startswith("t.")}
+    open_rows = ~table["closed"].to_numpy()
+    for timer in spec.trigger.processing_timers(TriggerContext(trigger_state, end, 0, processing_time)):
         future = np.minimum(future, np.where(open_rows & (timer > processing_time), timer, NO_TIME))
         past |= open_rows & (timer <= processing_time)
-    return future.tolist(), past.tolist()
+    return future, past
 
 
 class _View:
