@@ -37,6 +37,7 @@ The store is any object with the `storage.KVStore` bucket interface: this module
 
 from __future__ import annotations
 
+import datetime
 import pickle
 import struct
 from dataclasses import dataclass
@@ -105,11 +106,38 @@ def _until(prefix: bytes, time: int) -> bytes:
 
 
 def key_blobs(spec: EngineSpec, table: pd.DataFrame) -> list[bytes]:
-    """Per row of ``table`` (a window table or a step's elements), its key as the store names it."""
+    """Per row of ``table`` (a window table or a step's elements), its key as the store names it: equal for keys
+    the engine groups as one (pandas' factorize: nulls are one key, 1 == 1.0 == True), however each table spells
+    them (a step's elements may hold None where the table read back holds NaN). Coarser is harmless: a record
+    may then hold the windows of several keys, which are stepped together."""
     if not len(table):
         return []
-    values = [table[name].to_numpy().tolist() for name in spec.key_columns]  # tolist: Python scalars
-    return [pickled(key) for key in zip(*values)]
+    return [pickled(key) for key in zip(*[_canonical_column(table[name]) for name in spec.key_columns])]
+
+
+def _canonical_column(column: pd.Series) -> list[Any]:
+    values = column.to_numpy()
+    if values.dtype.kind in "iu":
+        return values.tolist()
+    if values.dtype.kind == "b":
+        return values.astype(np.int64).tolist()
+    if values.dtype.kind in "mM":
+        return [None if missing else ns for missing, ns in zip(np.isnat(values).tolist(), values.view(np.int64).tolist())]
+    return [_canonical(value) for value in values.tolist()]
+
+
+def _canonical(value: Any) -> Any:
+    """One spelling of a key value: None for every null, a whole number as an int, an instant or a duration as its
+    nanoseconds, the rest as it is."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, np.generic):
+        return None if isinstance(value, (np.datetime64, np.timedelta64)) and np.isnat(value) else _canonical(value.item())
+    if isinstance(value, (bool, float)):
+        return None if value != value else int(value) if float(value).is_integer() else value
+    if isinstance(value, (datetime.datetime, datetime.timedelta)):
+        return (pd.Timestamp(value) if isinstance(value, datetime.datetime) else pd.Timedelta(value)).value
+    return value
 
 
 @dataclass(frozen=True)
@@ -268,7 +296,7 @@ def _changes(keys: list[bytes], before: dict[bytes, tuple[bytes, _Record]],
              after: dict[bytes, _Record]) -> dict[bytes, tuple[bytes | None, bytes | None]]:
     """Per store key the step changes: its value before and after (None: absent)."""
     changes: dict[bytes, tuple[bytes | None, bytes | None]] = {}
-    for key in keys:
+    for key in dict.fromkeys([*keys, *after]):  # the same keys, as key_blobs spells keys alike
         old_blob, old = before.get(key, (None, None))
         new = after.get(key)
         new_blob = None if new is None else new.encoded()
