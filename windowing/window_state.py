@@ -24,7 +24,8 @@ N, gives the first attempt's panes, and writes nothing. Batch N+1 deletes N's un
 runner committed N, which is then never replayed.
 
 Store keys (``due`` and ``next`` as int64 with the sign bit flipped, big-endian, so they sort as
-numbers; the key as `state_codec.pickled` of its tuple of Python values; the batch id big-endian)::
+numbers; the key as `state_codec.pickled` of its tuple of values, each spelt one way: `key_blobs`; the batch
+id big-endian)::
 
     b"K" | pickled key                  -> the key's windows (`_Record`)
     b"E" | due | pickled key            -> b""   the key is due once the watermark reaches ``due``
