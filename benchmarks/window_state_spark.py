@@ -77,7 +77,7 @@ CATEGORIES = [  # (name, the calls whose time it is: (function, a fragment of it
     ("timeouts", [("BucketStep._set_timeout", "runners/spark/worker.py")]),
     ("elements in", [("BucketStep.elements", "runners/spark/worker.py")]),
     ("panes out", [("BucketStep.output", "runners/spark/worker.py")]),
-    ("window_state: pick, key, pickle, put back", [("spilled_step", "windowing/window_state.py")]),
+    ("window_state: index, records, pickles", [("keyed_step", "windowing/window_state.py")]),
     ("store reads and writes", [("", "storage/kv/")]),
     ("engine step", [("step", "windowing/engine.py")]),
     ("Arrow to pandas (input, state rows)", [("ArrowStreamSerializer.load_stream", "serializers.py"),
@@ -382,7 +382,7 @@ def stop_profile(spy: subprocess.Popen) -> None:
 
 def categorized(collapsed: Path) -> Counter:
     """Samples per category of py-spy's collapsed stacks: a sample counts for the innermost call of its stack
-    that `CATEGORIES` names (a store read inside ``spilled_step`` is the store's; the engine's step inside it
+    that `CATEGORIES` names (a store read inside ``keyed_step`` is the store's; the engine's step inside it
     the engine's); ``pyspark's worker loop, other`` where none is named."""
     counts: Counter = Counter()
     for line in collapsed.read_text().splitlines():

@@ -1,61 +1,65 @@
-"""Window state whose heavy payloads live in a key-value store (``.window_state(KVStore(path))``).
+"""Window state in a key-value store, one record per key, with a timer index (``.window_state(KVStore(path))``).
 
-The window table keeps its small fields (keys, window, flags, counts, trigger state, vectorized
-accumulator fields) where the runner keeps them: in memory (pandas) or in Spark's state row. The
-heavy cells of a window, its Python accumulators ``a<i>`` (a `ToList`'s list) and last outputs
-``o<i>``, move into the store as one record per window and version; the table keeps, in the
-column ``payload_version``, the batch id its record was written at (-1: every heavy cell is None,
-no record).
+The store's bucket holds the whole window table of its keys: one record per key with all its windows,
+every column (`windowing.window_table`). The runner keeps nothing that grows with the open windows
+(an empty table for the dtypes on pandas, an empty state row on Spark), so a step's cost depends on
+what it touches, not on what is stored.
 
-A step first picks the rows it can change (`rows_to_step`): every window of a key with new
-elements, and every window of a key that has a window with a due timer or being purged. It reads
-only their records, runs `windowing.engine.step` on them alone, writes a new version of each
-record whose bytes changed, and leaves the other rows as they are. Windows are independent per
-key, so this equals stepping the whole table (up to the order of rows and of panes in a step).
+A step steps every window of the keys it touches: the keys with new elements, and the keys a
+timer index says are due. Each key has one index entry ``E`` at the earliest watermark at which
+`keys_to_step` must step it (a window's end while it owes its ON_TIME pane or has an end-of-window
+timer, its end plus the allowed lateness: its purge); with processing-time triggers also ``P`` at
+its earliest timer after the processing time of the step that wrote it, and ``D`` while a timer at
+or before that time is still pending (a composite held its firing back: such a key is stepped in
+every step, as the trigger asks). Windows are independent per key and a key's windows are stepped
+together (session merges, a closed window beside a new one), so stepping the touched keys equals
+stepping the whole table. The step reads their records (one ``get_many``), runs
+`windowing.engine.step` on them alone, and writes back the records whose bytes changed and the
+index entries that moved.
 
-Exactly once: the runner's state of batch N and the store's batch N commit separately. A replay of
-batch N (the runner's state still at N-1, the store at N) reads the versions the N-1 state names,
-so a record is never overwritten: a new version gets a new store key, and the versions it
-supersedes (and those of purged windows) are listed as garbage of batch N, deleted at the
-bucket's next batch, when no state that can still be replayed names them. A replay finds the
-store's batch already committed and only reads. Records are pickles of the cells made plain
-(`state_codec`'s rule: numpy scalars as Python numbers), as the Spark state row stores them.
+Exactly once, without versions: every store key batch N writes or deletes gets an undo record
+holding its value before N. A replay of batch N (the store committed N, the runner's state is at
+N-1: Spark retrying the batch) reads through the undo records, so it sees the store as it was before
+N, gives the first attempt's panes, and writes nothing. Batch N+1 deletes N's undo records: the
+runner committed N, which is then never replayed.
 
-Store keys sort so that one key's windows are adjacent (docs/kv_store.md's key-design advice)::
+Store keys (``due`` and ``next`` as int64 with the sign bit flipped, big-endian, so they sort as
+numbers; the key as `state_codec.pickled` of its tuple of values, each spelt one way: `key_blobs`; the batch
+id big-endian)::
 
-    b"w" | bucket (uint32 BE) | key length (uint32 BE) | pickled key | start | end | version
-    b"g" | batch id (uint64 BE) | the store key of a record that batch superseded
+    b"K" | pickled key                  -> the key's windows (`_Record`)
+    b"E" | due | pickled key            -> b""   the key is due once the watermark reaches ``due``
+    b"P" | next | pickled key           -> b""   a processing-time timer of the key's at ``next``
+    b"D" | pickled key                  -> b""   a processing-time timer at or before its last step
+    b"U" | batch id | store key         -> b"\\x01" + the value before that batch, or b"\\x00": absent
 
-with start, end as int64 with the sign bit flipped, big-endian (so they sort as numbers), and
-version as uint64 BE. The store is any object with the `storage.KVStore` interface: this module
-never imports `storage`.
+The store is any object with the `storage.KVStore` bucket interface: this module never imports `storage`.
 """
 
 from __future__ import annotations
 
+import datetime
 import pickle
 import struct
+from dataclasses import dataclass
 from typing import Any, Iterable, Protocol
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from triggers import TriggerContext
+from triggers import NO_TIME, TriggerContext
 
-from . import columns
-from .engine import lateness_horizon, step
+from .engine import step
 from .errors import WindowingConfigError
-from .spec import EngineSpec, StepResult
+from .spec import EngineSpec
 from .state_codec import pickled
-from .window_table import empty_state, frame_of, table_columns
+from .timeaxis import MAX_TIME, add_saturating
+from .window_table import table_columns
 
-VERSION = "payload_version"
-"""The light table's column: the batch id a window's payload record was written at; -1: none."""
-NO_RECORD = -1
-RECORD, GARBAGE = b"w", b"g"
-_SIGN = np.uint64(1 << 63)
-_U32 = struct.Struct(">I")
+RECORD, DUE, PROCESSING, PENDING, UNDO = b"K", b"E", b"P", b"D", b"U"
+_ABSENT, _PRESENT = b"\x00", b"\x01"
+_BIAS = 1 << 63
 _U64 = struct.Struct(">Q")
 
 
@@ -69,213 +73,288 @@ class StoreBucket(Protocol):
     def get_many(self, keys: Any) -> Any: ...
     def put_many(self, keys: Any, values: Any) -> None: ...
     def delete_many(self, keys: Any) -> None: ...
-    def scan_table(self, start: bytes | None = None, end: bytes | None = None, *, prefix: bytes | None = None) -> pa.Table: ...
+    def scan_table(self, start: bytes | None = None, end: bytes | None = None, *, prefix: bytes | None = None,
+                   limit: int | None = None) -> pa.Table: ...
 
 
-def heavy_columns(spec: EngineSpec) -> list[str]:
-    """The columns whose cells are Python objects: Python accumulators and last outputs."""
-    names = [columns.accumulator(i) for i, agg in enumerate(spec.aggregations) if not agg.vectorized]
-    return names + [columns.last_output(i) for i in range(len(spec.aggregations))]
+@dataclass(frozen=True)
+class KeyedStepResult:
+    """What a step gave, and what the bucket holds after it (for the runner's timeouts)."""
+
+    panes: pd.DataFrame
+    dropped: pd.DataFrame
+    windows_left: bool
+    """The bucket holds a window of some key."""
+    undo_pending: bool
+    """The bucket holds undo records that its next batch deletes: a bucket without windows must still be called once."""
+    next_watermark_time: int
+    """The earliest watermark at which a window is due (`windowing.engine.next_timers`); NO_TIME: none."""
+    next_processing_time: int
+    """The earliest processing time after this step's at which a trigger may fire; NO_TIME: none."""
 
 
-def light_columns(spec: EngineSpec) -> list[str]:
-    """The columns of a light table: the window table's without the heavy ones, then ``payload_version``."""
-    heavy = set(heavy_columns(spec))
-    return [name for name in table_columns(spec) if name not in heavy] + [VERSION]
+def _time(t: int) -> bytes:
+    return _U64.pack(int(t) + _BIAS)
 
 
-def empty_light_state(spec: EngineSpec, key_dtypes: list[Any] | None = None) -> pd.DataFrame:
-    """A light table with no windows."""
-    table = empty_state(spec, key_dtypes).drop(columns=heavy_columns(spec))
-    table[VERSION] = np.array([], dtype=np.int64)
-    return table
+def _time_of(store_key: bytes) -> int:
+    return int(_U64.unpack_from(store_key, 1)[0]) - _BIAS
 
 
-def rows_to_step(spec: EngineSpec, light: pd.DataFrame, elements: pd.DataFrame, watermark: int,
-                 processing_time: int) -> np.ndarray:
-    """The rows a step may change: all windows of every key that has new elements or a window whose
-    timer is due (the watermark passing its end, a processing-time timer) or that is being purged.
-
-    A window outside them keeps every column: it receives nothing, is not evaluated, not purged, and
-    its ``on_time_done`` and ``end_timer`` stay (they change only once the watermark passes its end).
-    Whole keys are taken because a key's windows are stepped together (session merges, a closed
-    window beside a new one); no step ever looks across keys.
-    """
-    n = len(light)
-    if n == 0:
-        return np.zeros(0, dtype=bool)
-    end = light["end"].to_numpy()
-    passed = end <= watermark
-    closed = light["closed"].to_numpy()
-    due = (end <= lateness_horizon(spec, watermark)) | (passed & (~light["on_time_done"].to_numpy()
-                                                                    | light["end_timer"].to_numpy()))
-    trigger_state = {name: light[name].to_numpy() for name in light.columns if name.startswith("t.")}
-    due |= ~closed & spec.trigger.timer_due(TriggerContext(trigger_state, end, watermark, processing_time))
-    if due.all():
-        return due
-    keys = spec.key_columns
-    if len(elements) == 0 and not due.any():
-        return due
-    wanted = pd.concat([elements[keys], light.loc[due, keys]], ignore_index=True) if due.any() else elements[keys]
-    if len(keys) == 1:
-        return light[keys[0]].isin(wanted[keys[0]]).to_numpy() | due
-    table_index = pd.MultiIndex.from_frame(light[keys])
-    return np.asarray(table_index.isin(pd.MultiIndex.from_frame(wanted))) | due
+def _until(prefix: bytes, time: int) -> bytes:
+    """The end (exclusive) of a scan of ``prefix | time | ...`` entries at or before ``time``."""
+    return prefix + _time(time + 1) if time < MAX_TIME else bytes([prefix[0] + 1])
 
 
-def window_keys(bucket: int, spec: EngineSpec, table: pd.DataFrame) -> list[bytes]:
-    """Per row, the store key of its window without the version: bucket, key, start, end."""
-    head = RECORD + _U32.pack(bucket)
-    key_parts = [pickled(k) for k in _key_tuples(spec, table)]
-    bounds = np.empty((len(table), 2), dtype=">u8")
-    bounds[:, 0] = table["start"].to_numpy(dtype=np.int64).view(np.uint64) ^ _SIGN
-    bounds[:, 1] = table["end"].to_numpy(dtype=np.int64).view(np.uint64) ^ _SIGN
-    raw = bounds.tobytes()
-    return [head + _U32.pack(len(k)) + k + raw[16 * i:16 * i + 16] for i, k in enumerate(key_parts)]
+def key_blobs(spec: EngineSpec, table: pd.DataFrame) -> list[bytes]:
+    """Per row of ``table`` (a window table or a step's elements), its key as the store names it: equal for keys
+    the engine groups as one (pandas' factorize: nulls are one key, 1 == 1.0 == True), however each table spells
+    them (a step's elements may hold None where the table read back holds NaN). Coarser is harmless: a record
+    may then hold the windows of several keys, which are stepped together."""
+    if not len(table):
+        return []
+    return [pickled(key) for key in zip(*[_canonical_column(table[name]) for name in spec.key_columns])]
 
 
-def _key_tuples(spec: EngineSpec, table: pd.DataFrame) -> Iterable[tuple[Any, ...]]:
-    return zip(*[table[name].to_numpy().tolist() for name in spec.key_columns])  # tolist: Python scalars
+def _canonical_column(column: pd.Series) -> list[Any]:
+    values = column.to_numpy()
+    if values.dtype.kind in "iu":
+        return values.tolist()
+    if values.dtype.kind == "b":
+        return values.astype(np.int64).tolist()
+    if values.dtype.kind in "mM":
+        return [None if missing else ns for missing, ns in zip(np.isnat(values).tolist(), values.view(np.int64).tolist())]
+    return [_canonical(value) for value in values.tolist()]
 
 
-def _versioned(window_key: bytes, version: int) -> bytes:
-    return window_key + _U64.pack(version)
+def _canonical(value: Any) -> Any:
+    """One spelling of a key value: None for every null, a whole number as an int, an instant or a duration as its
+    nanoseconds, the rest as it is."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, np.generic):
+        return None if isinstance(value, (np.datetime64, np.timedelta64)) and np.isnat(value) else _canonical(value.item())
+    if isinstance(value, (bool, float)):
+        return None if value != value else int(value) if float(value).is_integer() else value
+    if isinstance(value, (datetime.datetime, datetime.timedelta)):
+        return (pd.Timestamp(value) if isinstance(value, datetime.datetime) else pd.Timedelta(value)).value
+    return value
 
 
-def _payloads(table: pd.DataFrame, heavy: list[str]) -> list[bytes | None]:
-    """Per row, the pickled heavy cells; None when they are all None (no record is written)."""
-    cells = zip(*[table[name].to_numpy() for name in heavy])
-    return [None if all(c is None for c in row) else pickled(row) for row in cells]
+@dataclass(frozen=True)
+class _Record:
+    """One key's windows, as its ``K`` record holds them: its index entries' times and its window rows."""
+
+    due: int
+    next_processing: int | None
+    pending: bool
+    rows: tuple[tuple[Any, ...], ...]
+
+    def index(self, key: bytes) -> list[bytes]:
+        """The index entries that stand for this record."""
+        entries = [DUE + _time(self.due) + key]
+        if self.next_processing is not None:
+            entries.append(PROCESSING + _time(self.next_processing) + key)
+        if self.pending:
+            entries.append(PENDING + key)
+        return entries
+
+    def encoded(self) -> bytes:
+        return pickled((self.due, self.next_processing, self.pending, self.rows))
+
+    @staticmethod
+    def decoded(blob: bytes) -> _Record:
+        return _Record(*pickle.loads(blob))
 
 
-def _with_payloads(spec: EngineSpec, part: pd.DataFrame, blobs: list[bytes | None]) -> pd.DataFrame:
-    """The window table of ``part``'s rows: its light columns and the heavy cells of ``blobs``."""
-    heavy = heavy_columns(spec)
-    cells = np.full((len(part), len(heavy)), None, dtype=object)
-    for i, blob in enumerate(blobs):
-        if blob is not None:
-            cells[i, :] = pickle.loads(blob)
-    full = {name: part[name] for name in part.columns if name != VERSION}
-    for j, name in enumerate(heavy):
-        column = np.empty(len(part), dtype=object)
-        column[:] = list(cells[:, j]) if len(part) else []
-        full[name] = pd.Series(column, index=part.index, dtype=object)
-    return pd.DataFrame({name: full[name] for name in table_columns(spec)}, index=part.index).reset_index(drop=True)
+def records_of(spec: EngineSpec, table: pd.DataFrame, processing_time: int) -> dict[bytes, _Record]:
+    """The records of ``table``'s keys, a window table made by a step at ``processing_time``."""
+    if not len(table):
+        return {}
+    codes, keys = pd.factorize(pd.Series(key_blobs(spec, table), dtype=object))
+    order = np.argsort(codes, kind="stable")
+    firsts = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1]])
+    rows = list(zip(*[table[name].to_numpy()[order].tolist() for name in table_columns(spec)]))
+    end = table["end"].to_numpy(dtype=np.int64)
+    owes = ~table["on_time_done"].to_numpy() | table["end_timer"].to_numpy()
+    # Due at a watermark W exactly when the step's purge (end + lateness <= W) or its ON_TIME pane or end-of-window
+    # timer (end <= W) needs the window: `windowing.engine.lateness_horizon`, `next_timers`.
+    due = np.minimum(np.where(owes, end, NO_TIME), add_saturating(end, spec.allowed_lateness))
+    future, past = _processing_timers(spec, table, processing_time)
+    per_key = [np.minimum.reduceat(due[order], firsts).tolist(), np.minimum.reduceat(future[order], firsts).tolist(),
+               np.logical_or.reduceat(past[order], firsts).tolist()]
+    lasts = [*firsts[1:].tolist(), len(rows)]
+    return {keys[code]: _Record(key_due, None if next_processing == NO_TIME else next_processing, pending,
+                                tuple(rows[first:last]))
+            for code, (key_due, next_processing, pending, first, last)
+            in enumerate(zip(*per_key, firsts.tolist(), lasts))}
 
 
-def spilled_step(spec: EngineSpec, light: pd.DataFrame, elements: pd.DataFrame, watermark: int, processing_time: int,
-                 store: StoreBucket, bucket: int, batch_id: int) -> StepResult:
-    """`windowing.engine.step` over a light table whose payloads are in ``store`` (an open bucket).
+def _processing_timers(spec: EngineSpec, table: pd.DataFrame, processing_time: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per window, its earliest processing-time timer after ``processing_time`` (NO_TIME: none) and whether one
+    at or before it is pending; none for triggers without processing-time timers, nor for closed windows."""
+    future = np.full(len(table), NO_TIME, dtype=np.int64)
+    past = np.zeros(len(table), dtype=bool)
+    if not spec.trigger.uses_processing_time():
+        return future, past
+    end = table["end"].to_numpy(dtype=np.int64)
+    trigger_state = {name: table[name].to_numpy() for name in table.columns if name.startswith("t.")}
+    open_rows = ~table["closed"].to_numpy()
+    for timer in spec.trigger.processing_timers(TriggerContext(trigger_state, end, 0, processing_time)):
+        future = np.minimum(future, np.where(open_rows & (timer > processing_time), timer, NO_TIME))
+        past |= open_rows & (timer <= processing_time)
+    return future, past
 
-    Returns the panes, the new light table and the dropped elements. Batch ``batch_id`` of the
-    store is written and committed here, unless the store committed it already (a replay), when
-    the step only reads; a step that changes no record writes nothing.
-    """
-    touched = rows_to_step(spec, light, elements, watermark, processing_time)
-    columns_now = {name: light[name].to_numpy() for name in light.columns}  # NumPy: pandas' masked take costs more
-    part = frame_of({name: values[touched] for name, values in columns_now.items()})
-    window_key = window_keys(bucket, spec, part)
-    versions = part[VERSION].to_numpy(dtype=np.int64)
-    stored = versions != NO_RECORD
-    blobs: list[bytes | None] = [None] * len(part)
-    if stored.any():
-        wanted = [_versioned(k, int(v)) for k, v, s in zip(window_key, versions, stored) if s]
-        found = store.get_many(pa.array(wanted, type=pa.binary())).to_pylist()
-        missing = [key for key, blob in zip(wanted, found) if blob is None]
-        if missing:
-            raise WindowingConfigError(
-                f"the window state names {len(missing)} payload records that bucket {bucket} of the window-state store "
-                f"lacks (the first: {missing[0]!r}); the store is not the one this query's state was written with: "
-                "restore it, or start from a new checkpoint and an empty store")
-        for row, blob in zip(np.flatnonzero(stored), found):
-            blobs[row] = blob
-    result = step(spec, _with_payloads(spec, part, blobs), elements, watermark, processing_time)
 
-    new = result.state
-    new_key = window_keys(bucket, spec, new)
-    new_blobs = _payloads(new, heavy_columns(spec))
-    before = {k: (int(v), blob) for k, v, blob in zip(window_key, versions, blobs)}
-    new_versions = np.full(len(new), NO_RECORD, dtype=np.int64)
-    writes: list[tuple[bytes, bytes]] = []
-    for i, (key, blob) in enumerate(zip(new_key, new_blobs)):
-        if blob is None:
-            continue
-        old_version, old_blob = before.get(key, (NO_RECORD, None))
-        if old_blob == blob:
-            new_versions[i] = old_version
+class _View:
+    """The bucket as it was before batch ``batch_id`` when the store committed that batch (a replay): the
+    committed values overlaid with the batch's undo records; else the committed values."""
+
+    def __init__(self, store: StoreBucket, replayed_batch: int | None):
+        self.store = store
+        self.before: dict[bytes, bytes | None] = {}
+        if replayed_batch is not None:
+            undo = store.scan_table(prefix=UNDO + _U64.pack(replayed_batch))
+            for key, value in zip(undo.column("key").to_pylist(), undo.column("value").to_pylist()):
+                self.before[key[9:]] = value[1:] if value[:1] == _PRESENT else None
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        values = self.store.get_many(pa.array(keys, type=pa.binary())).to_pylist() if keys else []
+        if self.before:
+            values = [self.before.get(key, value) for key, value in zip(keys, values)]
+        return values
+
+    def keys_between(self, start: bytes, end: bytes) -> list[bytes]:
+        keys = self.store.scan_table(start, end).column("key").to_pylist()
+        if not self.before:
+            return keys
+        present = set(keys)
+        for key, value in self.before.items():
+            if start <= key < end:
+                if value is None:
+                    present.discard(key)
+                else:
+                    present.add(key)
+        return sorted(present)
+
+
+def keys_to_step(spec: EngineSpec, view: _View, elements: pd.DataFrame, watermark: int, processing_time: int) -> list[bytes]:
+    """The keys a step at ``watermark`` and ``processing_time`` may change: those with new elements and those the
+    index says are due (a window the watermark passes or purges, a processing-time timer at or before
+    ``processing_time``); every other key keeps every column (it receives nothing and fires nothing)."""
+    keys = dict.fromkeys(key_blobs(spec, elements))
+    keys.update(dict.fromkeys(entry[9:] for entry in view.keys_between(DUE, _until(DUE, watermark))))
+    if spec.trigger.uses_processing_time():
+        keys.update(dict.fromkeys(entry[9:] for entry in view.keys_between(PROCESSING, _until(PROCESSING, processing_time))))
+        keys.update(dict.fromkeys(entry[1:] for entry in view.keys_between(PENDING, bytes([PENDING[0] + 1]))))
+    return list(keys)
+
+
+def windows_of(template: pd.DataFrame, records: Iterable[_Record]) -> pd.DataFrame:
+    """The window table of ``records``' rows, with ``template``'s columns and dtypes."""
+    rows = [row for record in records for row in record.rows]
+    cells = list(zip(*rows)) if rows else [()] * len(template.columns)
+    columns: dict[str, Any] = {}
+    for name, values in zip(template.columns, cells):
+        dtype = template[name].dtype
+        if not isinstance(dtype, np.dtype):  # a key column of a pandas dtype (strings, nullable integers)
+            columns[name] = pd.Series(list(values), dtype=dtype)
+        elif dtype.kind == "O":
+            columns[name] = pd.Series(np.fromiter(values, dtype=object, count=len(rows)), dtype=object, copy=False)
         else:
-            new_versions[i] = batch_id
-            writes.append((_versioned(key, batch_id), blob))
-    kept = {(key, int(v)) for key, v in zip(new_key, new_versions)}
-    superseded = [_versioned(key, v) for key, (v, _) in before.items() if v != NO_RECORD and (key, v) not in kept]
-    if batch_id > store.committed_batch_id:
-        _write_batch(store, batch_id, writes, superseded)
-
-    new_columns = {name: new_versions if name == VERSION else new[name].to_numpy() for name in columns_now}
-    merged = frame_of(_put_back(columns_now, np.flatnonzero(touched), new_columns), copy=False)
-    return StepResult(panes=result.panes, state=merged, dropped=result.dropped)
+            columns[name] = np.array(values, dtype=dtype)
+    return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))
 
 
-def _put_back(table: dict[str, np.ndarray], taken: np.ndarray, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``table`` with its rows at ``taken`` replaced by ``rows``: into those places while they last, then the rest
-    appended, or the places left over removed. A copy, never a change of ``table``'s arrays (a replay may step
-    the same state again); one key's rows keep their order, the only order a step depends on."""
-    n_rows = len(next(iter(rows.values())))
-    fill, drop = taken[:n_rows], taken[n_rows:]
-    if len(drop):  # fewer rows came back: the places of the others go, so the filled ones move up
-        fill = np.searchsorted(np.delete(np.arange(len(next(iter(table.values())))), drop), fill)
-    out = {}
-    for name, values in table.items():
-        column, new = (np.delete(values, drop) if len(drop) else values.copy()), rows[name]
-        if column.dtype != new.dtype:
-            column = column.astype(np.result_type(column.dtype, new.dtype))
-        column[fill] = new[:len(fill)]
-        out[name] = np.concatenate([column, new[len(fill):]]) if n_rows > len(fill) else column
-    return out
+def keyed_step(spec: EngineSpec, template: pd.DataFrame, elements: pd.DataFrame, watermark: int, processing_time: int,
+               store: StoreBucket, batch_id: int) -> KeyedStepResult:
+    """`windowing.engine.step` over the window table that ``store`` (an open bucket) holds, as batch ``batch_id``.
+
+    ``template``: a window table without rows, for the columns' dtypes. The batch is written and committed here,
+    unless the store committed it already (a replay), when the step only reads; a step that changes nothing and
+    has no undo records to delete writes nothing.
+    """
+    committed = store.committed_batch_id
+    if batch_id < committed:
+        raise WindowingConfigError(
+            f"batch {batch_id} of the window state is behind its store, whose bucket committed batch {committed}: only "
+            "the last batch can be replayed, so the store is not the one this query's state was written with: restore "
+            "it, or start from a new checkpoint and an empty store")
+    replay = batch_id == committed
+    view = _View(store, batch_id if replay else None)
+    keys = keys_to_step(spec, view, elements, watermark, processing_time)
+    blobs = view.get_many([RECORD + key for key in keys])
+    before = {key: (blob, _Record.decoded(blob)) for key, blob in zip(keys, blobs) if blob is not None}
+    result = step(spec, windows_of(template, (record for _, record in before.values())), elements, watermark,
+                  processing_time)
+    if not replay:
+        after = records_of(spec, result.state, processing_time)
+        _write_batch(store, batch_id, _changes(keys, before, after))
+    return KeyedStepResult(result.panes, result.dropped, *_after(store))
 
 
-def _write_batch(store: StoreBucket, batch_id: int, writes: list[tuple[bytes, bytes]], superseded: list[bytes]) -> None:
-    """Batch ``batch_id`` of the store: delete the garbage of earlier batches, write the new records, list
-    the records this batch superseded as its garbage. Nothing at all if there is nothing to do."""
-    garbage = store.scan_table(GARBAGE, GARBAGE + _U64.pack(batch_id)).column("key")
-    if not writes and not superseded and len(garbage) == 0:
+def _changes(keys: list[bytes], before: dict[bytes, tuple[bytes, _Record]],
+             after: dict[bytes, _Record]) -> dict[bytes, tuple[bytes | None, bytes | None]]:
+    """Per store key the step changes: its value before and after (None: absent)."""
+    changes: dict[bytes, tuple[bytes | None, bytes | None]] = {}
+    for key in dict.fromkeys([*keys, *after]):  # the same keys, as key_blobs spells keys alike
+        old_blob, old = before.get(key, (None, None))
+        new = after.get(key)
+        new_blob = None if new is None else new.encoded()
+        if new_blob == old_blob:
+            continue
+        changes[RECORD + key] = (old_blob, new_blob)
+        old_index = set() if old is None else set(old.index(key))
+        new_index = set() if new is None else set(new.index(key))
+        changes.update({entry: (b"", None) for entry in old_index - new_index})
+        changes.update({entry: (None, b"") for entry in new_index - old_index})
+    return changes
+
+
+def _write_batch(store: StoreBucket, batch_id: int, changes: dict[bytes, tuple[bytes | None, bytes | None]]) -> None:
+    """Batch ``batch_id``: delete the undo records of the batches before (the runner committed them), apply
+    ``changes`` with their undo records. Nothing at all if there is nothing to do."""
+    stale = store.scan_table(UNDO, UNDO + _U64.pack(batch_id)).column("key")
+    if not changes and len(stale) == 0:
         return
     store.begin(batch_id)
-    if len(garbage):
-        markers = garbage.combine_chunks()
-        store.delete_many(pa.array([m[9:] for m in markers.to_pylist()], type=pa.binary()))
-        store.delete_many(markers)
-    if writes:
-        keys, values = zip(*writes)
+    if len(stale):
+        store.delete_many(stale.combine_chunks())
+    if changes:
+        undo = UNDO + _U64.pack(batch_id)
+        keys = list(changes) + [undo + key for key in changes]
+        values = [new for _, new in changes.values()]
+        values += [_ABSENT if old is None else _PRESENT + old for old, _ in changes.values()]
         store.put_many(pa.array(keys, type=pa.binary()), pa.array(values, type=pa.binary()))
-    if superseded:
-        marker = GARBAGE + _U64.pack(batch_id)
-        store.put_many(pa.array([marker + key for key in superseded], type=pa.binary()),
-                       pa.array([b""] * len(superseded), type=pa.binary()))
     store.commit()
 
 
-def garbage_pending(store: StoreBucket) -> bool:
-    """Whether a batch listed records that a later batch of this bucket must delete: a bucket left with no
-    window must still be called once more (the Spark runner keeps its state and a timeout for that)."""
-    return store.scan_table(prefix=GARBAGE).num_rows > 0
+def _first(store: StoreBucket, prefix: bytes) -> bytes | None:
+    """The first committed store key starting with ``prefix``, or None."""
+    keys = store.scan_table(prefix=prefix, limit=1).column("key")
+    return keys[0].as_py() if len(keys) else None
 
 
-def collect_garbage(store: StoreBucket, batch_id: int) -> None:
-    """Delete, in batch ``batch_id``, the records earlier batches superseded (the end of a run that will not be
-    replayed: the pandas runner)."""
+def _after(store: StoreBucket) -> tuple[bool, bool, int, int]:
+    """What the bucket holds after its last committed batch: windows, undo records, its next timers."""
+    due, processing = _first(store, DUE), _first(store, PROCESSING)
+    return (due is not None, _first(store, UNDO) is not None, NO_TIME if due is None else _time_of(due),
+            NO_TIME if processing is None else _time_of(processing))
+
+
+def forget_undo(store: StoreBucket, batch_id: int) -> None:
+    """Delete, in batch ``batch_id``, the undo records of the batches before: the end of a run that will not be
+    replayed (the pandas runner)."""
     if batch_id > store.committed_batch_id:
-        _write_batch(store, batch_id, [], [])
+        _write_batch(store, batch_id, {})
 
 
 def clear(store: StoreBucket, batch_id: int) -> None:
-    """Delete every record and garbage mark in batch ``batch_id``: a run that starts from no state (pandas)
-    owns nothing an earlier run left behind (a run that crashed before its end)."""
-    leftovers = [store.scan_table(prefix=prefix).column("key") for prefix in (RECORD, GARBAGE)]
-    if sum(len(keys) for keys in leftovers) == 0:
+    """Delete everything in the bucket in batch ``batch_id``: a run that starts from no state (pandas) owns nothing
+    an earlier run left behind (a run that crashed before its end)."""
+    leftovers = store.scan_table().column("key")
+    if len(leftovers) == 0:
         return
     store.begin(batch_id)
-    for keys in leftovers:
-        if len(keys):
-            store.delete_many(keys.combine_chunks())
+    store.delete_many(leftovers.combine_chunks())
     store.commit()

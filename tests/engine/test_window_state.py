@@ -1,10 +1,11 @@
-"""The spilling window-state backend (`windowing.window_state`, ``.window_state(KVStore(path))``) on pandas.
+"""The window state in a key-value store (`windowing.window_state`, ``.window_state(KVStore(path))``) on pandas.
 
 Panes equal the in-memory backend's (per step, as multisets: the order of windows within a step is
 not part of the contract): the golden scenarios, and a hypothesis differential over random
-pipelines. Stepping only the touched rows equals stepping the whole table; a step reads and writes
-only those rows; purged windows leave the store; a replayed batch reads the versions its state
-names.
+pipelines. The timer index picks exactly the keys a step must step, and stepping them equals
+stepping the whole table; a step reads and writes only those keys and scans no more than it
+touches; purged windows leave the store; a replayed batch sees the store as it was before the
+batch and writes nothing.
 """
 
 from __future__ import annotations
@@ -20,22 +21,26 @@ from hypothesis import strategies as st
 import accumulations
 from accumulations import Count, Distinct, Sum, ToList, TopN, ToSet
 from storage import KVStore
+from triggers import AfterAll, AfterCount, AfterProcessingTime, Repeatedly, TriggerContext
 from windowing import TestStream, windowed
-from windowing.engine import step
+from windowing.engine import lateness_horizon, step
 from windowing.errors import WindowingConfigError
 from windowing.window_state import (
-    GARBAGE,
     RECORD,
-    VERSION,
-    empty_light_state,
-    heavy_columns,
-    rows_to_step,
-    spilled_step,
+    UNDO,
+    _Record,
+    _View,
+    key_blobs,
+    keyed_step,
+    keys_to_step,
+    windows_of,
 )
+from windowing.window_table import empty_state
 
 from .test_golden import SCENARIOS, build_pipeline, by_step, load, pane_rows
 from .test_properties import (
     BIG_LATENESS,
+    any_triggers,
     build,
     elements,
     firing_triggers,
@@ -49,10 +54,10 @@ SETTINGS = settings(deadline=None, max_examples=25, suppress_health_check=[Healt
                                                                            HealthCheck.function_scoped_fixture])
 
 
-def records(store: KVStore, bucket: int = 0) -> tuple[int, int]:
-    """How many payload records and garbage marks the bucket holds."""
+def stored(store: KVStore, bucket: int = 0) -> int:
+    """How many entries the bucket holds: records, index entries, undo records."""
     with store.open(bucket) as b:
-        return b.scan_table(prefix=RECORD).num_rows, b.scan_table(prefix=GARBAGE).num_rows
+        return b.scan_table().num_rows
 
 
 def per_step(panes: pd.DataFrame) -> dict[int, list[str]]:
@@ -65,7 +70,7 @@ def per_step(panes: pd.DataFrame) -> dict[int, list[str]]:
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_golden_scenarios_give_the_same_panes_with_the_spilling_backend(path: Path, tmp_path):
+def test_golden_scenarios_give_the_same_panes_with_the_window_state_store(path: Path, tmp_path):
     sc = load(path)
     aggregate = eval(sc["aggregate"], vars(accumulations))
     in_memory = build_pipeline(sc).run(aggregate)
@@ -73,7 +78,7 @@ def test_golden_scenarios_give_the_same_panes_with_the_spilling_backend(path: Pa
     spilled = build_pipeline(sc).window_state(store).run(aggregate)
     assert by_step(pane_rows(sc, spilled.panes)) == by_step(pane_rows(sc, in_memory.panes))
     pd.testing.assert_frame_equal(spilled.late_data, in_memory.late_data)
-    assert records(store) == (0, 0), "every window is purged at the end of input, and so is its payload"
+    assert stored(store) == 0, "every window is purged at the end of input, and so is its record"
 
 
 collections = st.sampled_from([ToList("x"), ToSet("x"), Distinct("x"), TopN("x", 2)])
@@ -96,16 +101,116 @@ def test_random_pipelines_give_the_same_panes_spilled_and_in_memory(tmp_path_fac
     spilled = pipeline().window_state(store).run(c=collection, s=Sum("x"), n=Count())
     assert per_step(spilled.panes) == per_step(in_memory.panes)
     assert per_step(spilled.late_data) == per_step(in_memory.late_data)
-    assert records(store) == (0, 0)
+    assert stored(store) == 0
 
 
-# ---- the step on the touched rows only ----------------------------------------------------------
+NULLS_AND_EQUALS = {  # key columns whose equal keys (as the engine groups keys: nulls are one key) are spelt differently
+    "nullable integers": pd.Series([1, None, 1, None, 2], dtype="Int64"),
+    "floats with NaN and -0.0": [1.0, np.nan, 1.0, np.nan, -0.0],
+    "objects with None, NaN and 1 == 1.0 == True": pd.Series([1, None, 1.0, np.nan, True], dtype=object),
+    "timestamps with NaT": pd.to_datetime([1, None, 1, None, 2], unit="s"),
+    "strings with NA": pd.Series(["a", None, "a", pd.NA, "b"], dtype="string"),
+}
+
+
+@pytest.mark.parametrize("keys", NULLS_AND_EQUALS.values(), ids=list(NULLS_AND_EQUALS))
+def test_equal_keys_spelt_differently_are_one_key_in_the_store(keys, tmp_path):
+    """A step's elements and the windows read back may spell a key differently (None for a null the table holds
+    as NaN, 1.0 for 1): the store must find them under one key, as the engine groups them, or a session would
+    not merge with the key's open one, or a window would be lost."""
+    stream = (TestStream().add_elements(pd.DataFrame({"k": keys, "t": [1, 2, 3, 4, 5], "x": [1, 2, 3, 4, 5]}).iloc[:2])
+              .add_elements(pd.DataFrame({"k": keys, "t": [1, 2, 3, 4, 5], "x": [1, 2, 3, 4, 5]}).iloc[2:])
+              .advance_watermark_to(100))
+
+    def pipeline():
+        return windowed(stream, time="t", key="k").sessions(5).trigger(Repeatedly(AfterCount(1))).accumulating()
+
+    in_memory = pipeline().aggregate(c=ToList("x"))
+    spilled = pipeline().window_state(KVStore(str(tmp_path / "kv"))).aggregate(c=ToList("x"))
+    assert per_step(spilled) == per_step(in_memory)
+
+
+# ---- the step on the touched keys only ------------------------------------------------------------
+
+def due_keys(spec, table: pd.DataFrame, watermark: int, processing_time: int) -> set[bytes]:
+    """The reference model of the timer index: the keys of the windows a step must evaluate without new
+    elements, found by a pass over the whole table (the purge, the ON_TIME pane or an end-of-window timer
+    at the watermark, a processing-time timer at or before the processing time)."""
+    end = table["end"].to_numpy()
+    passed = end <= watermark
+    due = (end <= lateness_horizon(spec, watermark)) | (passed & (~table["on_time_done"].to_numpy()
+                                                                    | table["end_timer"].to_numpy()))
+    trigger_state = {name: table[name].to_numpy() for name in table.columns if name.startswith("t.")}
+    due |= ~table["closed"].to_numpy() & spec.trigger.timer_due(TriggerContext(trigger_state, end, watermark, processing_time))
+    return {key for key, is_due in zip(key_blobs(spec, table), due) if is_due}
+
+
+def whole_table(spec, template: pd.DataFrame, bucket) -> pd.DataFrame:
+    """Every window the bucket holds, from its records."""
+    blobs = bucket.scan_table(prefix=RECORD).column("value").to_pylist()
+    return windows_of(template, [_Record.decoded(blob) for blob in blobs])
+
+
+def _rows(table: pd.DataFrame) -> list[str]:
+    return sorted(repr(row) for row in table.to_dict("records"))
+
+
+def run_checked(pipeline, store: KVStore, **aggregations) -> None:
+    """Run ``pipeline`` with the store, and beside it on the whole table in memory: at each step the keys the
+    index picks are those with elements and those the reference model finds due, the panes are the same,
+    and the store holds the same windows as the whole table."""
+    from windowing.runners import pandas as runner
+
+    class Checking(runner._SpilledRun):
+        whole: pd.DataFrame | None = None
+
+        def _engine_step(self, index, elements):
+            spec, batch = self.plan.spec, self.first_batch + 1 + index
+            whole = self.state if self.whole is None else self.whole
+            picked = keys_to_step(spec, _View(self.bucket, None), elements, self.watermark, self.processing_time)
+            assert sorted(picked) == sorted(set(key_blobs(spec, elements))
+                                            | due_keys(spec, whole, self.watermark, self.processing_time))
+            expected = step(spec, whole, elements, self.watermark, self.processing_time)
+            result = super()._engine_step(index, elements)
+            assert per_step(result.panes.assign(step=0)) == per_step(expected.panes.assign(step=0))
+            assert _rows(whole_table(spec, self.state, self.bucket)) == _rows(expected.state), f"batch {batch}"
+            self.whole = expected.state
+            return result
+
+    original = runner._SpilledRun
+    runner._SpilledRun = Checking
+    try:
+        pipeline.window_state(store).aggregate(**aggregations)
+    finally:
+        runner._SpilledRun = original
+
+
+@SETTINGS
+@given(spec=window_specs, items=elements, trigger=st.one_of(firing_triggers, any_triggers), keying=keyings,
+       data=st.data())
+def test_the_index_picks_the_due_keys_and_stepping_them_equals_stepping_the_whole_table(tmp_path_factory, spec, items,
+                                                                                        trigger, keying, data):
+    actions = data.draw(scripts(items))
+    pipeline = build(spec, script_stream(actions), key=keying).allowed_lateness(5).trigger(trigger).accumulating_and_retracting()
+    run_checked(pipeline, KVStore(str(tmp_path_factory.mktemp("kv"))), c=ToList("x"), s=Sum("x"))
+
+
+def test_a_key_whose_due_timer_a_composite_holds_back_is_stepped_in_every_step(tmp_path):
+    """``AfterAll`` holds back its processing-time child's firing until the count is reached too: the timer stays
+    pending after its time, and the trigger is called again in every step (the ``D`` index entries)."""
+    stream = (TestStream().add_elements(pd.DataFrame({"k": ["a", "b"], "t": [1, 2], "x": [1, 2]}))
+              .advance_processing_time(5).advance_processing_time(1).advance_processing_time(1)
+              .add_elements(pd.DataFrame({"k": ["a"], "t": [3], "x": [3]})).advance_processing_time(1))
+    pipeline = windowed(stream, time="t", key="k").global_window().trigger(Repeatedly(AfterAll(AfterProcessingTime(2),
+                                                                                                 AfterCount(2))))
+    run_checked(pipeline, KVStore(str(tmp_path / "kv")), c=ToList("x"))
+
 
 class CountingBucket:
-    """An open bucket that records which record keys were read and written."""
+    """An open bucket that records the keys read and written, and the rows each scan returned."""
 
     def __init__(self, bucket):
-        self.bucket, self.read, self.written = bucket, [], []
+        self.bucket, self.read, self.written, self.scanned = bucket, [], [], []
 
     def __getattr__(self, name):
         return getattr(self.bucket, name)
@@ -115,8 +220,16 @@ class CountingBucket:
         return self.bucket.get_many(keys)
 
     def put_many(self, keys, values):
-        self.written.extend(k for k in keys.to_pylist() if k.startswith(RECORD))
+        self.written.extend(keys.to_pylist())
         return self.bucket.put_many(keys, values)
+
+    def scan_table(self, *args, **kwargs):
+        table = self.bucket.scan_table(*args, **kwargs)
+        self.scanned.append(table.num_rows)
+        return table
+
+    def clear(self):
+        self.read.clear(), self.written.clear(), self.scanned.clear()
 
 
 def _elements(keys: list[str], times: list[int], values: list[int]) -> pd.DataFrame:
@@ -133,89 +246,71 @@ def _sessions_spec():
     return make_plan(strategy, axis, {"k": np.dtype(object), "t": np.dtype(np.int64), "x": np.dtype(np.int64)}).spec
 
 
-def test_a_step_reads_and_writes_only_the_windows_it_touches(tmp_path):
+def _names(store_keys: list[bytes]) -> set[str]:
+    """The keys (of the pipeline) that store keys name."""
+    return {name for key in store_keys for name in [f"k{i}" for i in range(1000)]
+            if key.endswith(key_blobs_of(name))}
+
+
+def key_blobs_of(name: str) -> bytes:
+    return key_blobs(_sessions_spec(), pd.DataFrame({"_k0": [name]}))[0]
+
+
+def test_a_step_reads_writes_and_scans_only_the_keys_it_touches(tmp_path):
     spec = _sessions_spec()
+    template = empty_state(spec, [np.dtype(object)])
     n = 200
     with KVStore(str(tmp_path / "kv")).open(0) as raw:
         bucket = CountingBucket(raw)
-        light = empty_light_state(spec, [np.dtype(object)])
         keys = [f"k{i}" for i in range(n)]
-        light = spilled_step(spec, light, _elements(keys, [0] * n, list(range(n))), 0, 0, bucket, 0, 0).state
-        assert len(bucket.written) == n and (light[VERSION] == 0).all()
-        bucket.read.clear(), bucket.written.clear()
+        keyed_step(spec, template, _elements(keys, [0] * n, list(range(n))), 0, 0, bucket, 0)
+        assert len([k for k in bucket.written if k.startswith(RECORD)]) == n
+        keyed_step(spec, template, _elements([], [], []), 0, 0, bucket, 1)  # deletes batch 0's undo records
+        bucket.clear()
 
-        result = spilled_step(spec, light, _elements(["k3", "k7"], [5, 5], [1, 2]), 1, 0, bucket, 0, 1)
-        assert len(bucket.read) == 2 and len(bucket.written) == 2, "two sessions touched: two read, two written"
-        assert sorted(result.state.loc[result.state[VERSION] == 1, "_k0"]) == ["k3", "k7"]
-        assert len(result.panes) == 0 and len(result.state) == n
-
-
-@SETTINGS
-@given(spec=window_specs, items=elements, trigger=firing_triggers, keying=keyings, data=st.data())
-def test_stepping_the_touched_rows_equals_stepping_the_whole_table(spec, items, trigger, keying, data):
-    """Run a random script step by step on the whole table; at each step, also run the step on the rows
-    `rows_to_step` picks and put the others back: same panes, same table (as a set of rows)."""
-    actions = data.draw(scripts(items))
-    pipeline = build(spec, script_stream(actions), key=keying).allowed_lateness(5).trigger(trigger).accumulating_and_retracting()
-    from windowing.runners import pandas as runner
-
-    class Checking(runner._Run):
-        def _engine_step(self, index, elements):
-            whole = step(self.plan.spec, self.state, elements, self.watermark, self.processing_time)
-            touched = rows_to_step(self.plan.spec, self.state.drop(columns=heavy_columns(self.plan.spec)),
-                                   elements, self.watermark, self.processing_time)
-            part = step(self.plan.spec, self.state[touched].reset_index(drop=True), elements, self.watermark,
-                        self.processing_time)
-            rebuilt = pd.concat([self.state[~touched], part.state], ignore_index=True)
-            assert _rows(rebuilt) == _rows(whole.state)
-            assert per_step(part.panes.assign(step=0)) == per_step(whole.panes.assign(step=0))
-            return whole
-
-    original = runner._Run
-    runner._Run = Checking
-    try:
-        pipeline.aggregate(c=ToList("x"), s=Sum("x"))
-    finally:
-        runner._Run = original
-
-
-def _rows(table: pd.DataFrame) -> list[str]:
-    return sorted(repr(row) for row in table.to_dict("records"))
+        result = keyed_step(spec, template, _elements(["k3", "k7"], [5, 5], [1, 2]), 1, 0, bucket, 2)
+        assert bucket.read == [RECORD + key_blobs_of("k3"), RECORD + key_blobs_of("k7")], "two keys touched, two read"
+        assert _names(bucket.written) == {"k3", "k7"}, "their records, index entries and undo records only"
+        assert sum(bucket.scanned) <= 4, f"no scan returns the untouched keys' entries: {bucket.scanned}"
+        assert len(result.panes) == 0 and result.windows_left
+        assert len(whole_table(spec, template, raw)) == n
 
 
 # ---- exactly once ---------------------------------------------------------------------------------
 
-def test_a_replayed_batch_reads_the_versions_its_state_names(tmp_path):
-    """Batch 1 committed in the store, but the runner's state is still that of batch 0 (Spark retries the
-    batch): the replay reads the payloads of batch 0 and gives the panes and state of the first attempt."""
+def test_a_replayed_batch_sees_the_store_before_it_and_writes_nothing(tmp_path):
+    """Batch 1 committed in the store, but the runner committed only batch 0 (Spark retries the batch):
+    the replay reads the store as batch 0 left it, gives the first attempt's panes and writes nothing;
+    batch 2 deletes batch 1's undo records."""
     spec = _sessions_spec()
+    template = empty_state(spec, [np.dtype(object)])
     store = KVStore(str(tmp_path / "kv"))
     with store.open(0) as bucket:
-        state0 = spilled_step(spec, empty_light_state(spec, [np.dtype(object)]),
-                              _elements(["a", "b"], [0, 0], [1, 2]), 0, 0, bucket, 0, 0).state
-        first = spilled_step(spec, state0, _elements(["a"], [3], [3]), 20, 0, bucket, 0, 1)
-        assert bucket.committed_batch_id == 1
-    with store.open(0) as bucket:
-        replay = spilled_step(spec, state0, _elements(["a"], [3], [3]), 20, 0, bucket, 0, 1)
-        assert bucket.committed_batch_id == 1, "a replay writes nothing"
+        keyed_step(spec, template, _elements(["a", "b"], [0, 0], [1, 2]), 0, 0, bucket, 0)
+        first = keyed_step(spec, template, _elements(["a"], [3], [3]), 20, 0, bucket, 1)
+        assert bucket.committed_batch_id == 1 and len(first.panes) == 2
+        assert not first.windows_left and first.undo_pending, "both sessions fired and were purged at watermark 20"
+    with store.open(0) as raw:
+        bucket = CountingBucket(raw)
+        replay = keyed_step(spec, template, _elements(["a"], [3], [3]), 20, 0, bucket, 1)
+        assert bucket.committed_batch_id == 1 and bucket.written == [], "a replay writes nothing"
         pd.testing.assert_frame_equal(replay.panes, first.panes)
-        pd.testing.assert_frame_equal(replay.state, first.state)
-        # The next batch deletes what batch 1 purged (both sessions fired and closed at watermark 20).
-        spilled_step(spec, first.state, _elements([], [], []), 21, 0, bucket, 0, 2)
-        assert bucket.scan_table(prefix=RECORD).num_rows == 0
-        assert bucket.scan_table(prefix=GARBAGE).num_rows == 0
+        pd.testing.assert_frame_equal(replay.dropped, first.dropped)
+        assert (replay.windows_left, replay.undo_pending) == (False, True)
+        after = keyed_step(spec, template, _elements([], [], []), 21, 0, bucket, 2)
+        assert (after.windows_left, after.undo_pending) == (False, False)
+        assert raw.scan_table().num_rows == 0, "no window left, and batch 1's undo records deleted"
 
 
-def test_a_superseded_version_stays_until_the_next_batch(tmp_path):
+def test_a_batch_behind_the_store_is_refused(tmp_path):
     spec = _sessions_spec()
+    template = empty_state(spec, [np.dtype(object)])
     with KVStore(str(tmp_path / "kv")).open(0) as bucket:
-        state = spilled_step(spec, empty_light_state(spec, [np.dtype(object)]), _elements(["a"], [0], [1]), 0, 0, bucket, 0, 0).state
-        state = spilled_step(spec, state, _elements(["a"], [1], [2]), 0, 0, bucket, 0, 1).state
-        assert bucket.scan_table(prefix=RECORD).num_rows == 2, "batch 1's replay needs batch 0's version"
-        spilled_step(spec, state, _elements(["b"], [1], [2]), 0, 0, bucket, 0, 2)
-        assert bucket.scan_table(prefix=RECORD).num_rows == 2, "a's version 0 deleted, b's version 2 written"
-        kept = {key[-8:] for key in bucket.scan_table(prefix=RECORD).column("key").to_pylist()}
-        assert kept == {(1).to_bytes(8, "big"), (2).to_bytes(8, "big")}
+        keyed_step(spec, template, _elements(["a"], [0], [1]), 0, 0, bucket, 0)
+        keyed_step(spec, template, _elements(["a"], [1], [2]), 0, 0, bucket, 1)
+        with pytest.raises(WindowingConfigError, match="batch 0 of the window state is behind its store, whose bucket "
+                                                       "committed batch 1"):
+            keyed_step(spec, template, _elements(["a"], [1], [2]), 0, 0, bucket, 0)
 
 
 def test_a_pandas_run_leaves_nothing_in_the_store_and_ignores_an_earlier_crashed_run(tmp_path):
@@ -223,11 +318,12 @@ def test_a_pandas_run_leaves_nothing_in_the_store_and_ignores_an_earlier_crashed
     with store.open(0) as bucket:  # what a crashed run could leave behind
         bucket.begin(0)
         bucket.put(RECORD + b"left over", b"x")
+        bucket.put(UNDO + b"left over", b"x")
         bucket.commit()
     stream = TestStream().add_elements(pd.DataFrame({"k": ["a", "b"], "t": [1, 2], "x": [1, 2]})).advance_watermark_to(5)
     panes = windowed(stream, time="t", key="k").fixed(10).window_state(store).aggregate(ToList("x"))
     assert sorted(panes["value"].map(tuple)) == [(1,), (2,)]
-    assert records(store) == (0, 0)
+    assert stored(store) == 0
 
 
 def test_window_state_refuses_what_is_not_a_store():

@@ -1,11 +1,15 @@
-"""``.window_state(KVStore(path))`` on a streaming Spark query: payloads in the store, the light table in
-Spark's state row; the same panes as the pandas runner batch for batch, and after a killed query's restart
-exactly the panes and late data of an uninterrupted run without the store."""
+"""``.window_state(KVStore(path))`` on a streaming Spark query: the windows in the store, Spark's state row
+without them; the same panes as the pandas runner batch for batch, and after a killed query's restart
+exactly the panes and late data of an uninterrupted run without the store. A checkpoint written when the
+state rows held the windows' small fields (``data/light_table_checkpoints.py``) is refused by name."""
 
 from __future__ import annotations
 
 import pickle
+import shutil
 import uuid
+from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -14,11 +18,13 @@ from hypothesis import strategies as st
 
 from accumulations import Sum, ToSet
 from storage import KVStore
-from triggers import AtWatermark
+from triggers import AfterAll, AfterCount, AfterProcessingTime, AfterWatermark, AtWatermark
 from windowing import windowed
+from windowing.runners.spark import plan_spark
 
-from .helpers import assert_same_late_data, assert_same_panes, events
+from .helpers import SimulatedQuery, assert_same_late_data, assert_same_panes, events, spark_schema
 from .streaming import batch_inputs, mirror, read_sink, start, write_batch
+from .test_adapter import TRIGGERS, WINDOWS, rows
 
 pytestmark = pytest.mark.spark
 
@@ -48,6 +54,59 @@ def sessions(store: KVStore | None):
 def _sorted_items(panes: pd.DataFrame) -> pd.DataFrame:
     """A set's output as the sorted tuple Spark's array column holds."""
     return panes.assign(items=[tuple(sorted(v)) for v in panes["items"]]) if len(panes) else panes
+
+
+@dataclass
+class TaskQuery(SimulatedQuery):
+    """`SimulatedQuery` whose calls run in a task context naming the micro-batch, as the store's batch id
+    (`storage.kv.spark.task_batch_id`) is read in a Spark task."""
+
+    batch_id: int = -1
+
+    def batch(self, frame, processing_ms):
+        self.batch_id += 1
+        return super().batch(frame, processing_ms)
+
+    def _call(self, bucket, frames, processing_ms, timed_out):
+        from pyspark import TaskContext
+
+        TaskContext._getOrCreate()._localProperties = {"streaming.sql.batchId": str(self.batch_id)}
+        try:
+            super()._call(bucket, frames, processing_ms, timed_out)
+        finally:
+            TaskContext._setTaskContext(None)  # the driver's SparkSession refuses to start inside a task
+
+
+HELD_BACK = lambda w: w.allowed_lateness("30 seconds").trigger(  # noqa: E731 (a timer due and held back: D entries)
+    AfterWatermark(early=AfterAll(AfterProcessingTime("5 seconds"), AfterCount(2)), late=AfterCount(1)))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(rows.map(lambda r: r[:12]), min_size=1, max_size=5), kind=st.sampled_from(sorted(WINDOWS)),
+       trigger=st.sampled_from([*TRIGGERS.values(), HELD_BACK]), buckets=st.integers(1, 3),
+       pt_steps=st.lists(st.integers(1, 12), min_size=6, max_size=6))
+def test_the_store_gives_the_in_memory_panes_batch_for_batch_in_a_simulated_query(tmp_path_factory, batches, kind,
+                                                                                 trigger, buckets, pt_steps):
+    """Spark's micro-batch loop around the worker, with and without the store: the same panes in the same
+    micro-batches, so the buckets' timeouts, which the store's index gives, call them when the whole table's
+    timers would (processing-time ones included)."""
+    batches = [*batches, [("z", 1000, 0)]]  # the watermark passes every window but z's
+    frame = events([r for b in batches for r in b])
+    build = lambda source: trigger(WINDOWS[kind](windowed(source, time="ts", key="user"))).watermark("5 seconds")
+    aggregations = dict(total=Sum("amount"), items=ToSet("amount"))
+    queries = [TaskQuery(plan_spark(pipeline.strategy(**aggregations), spark_schema(frame), buckets), 5000)
+               for pipeline in (build(frame), build(frame).window_state(KVStore(str(tmp_path_factory.mktemp("kv")))))]
+    per_batch: list[list[pd.DataFrame]] = [[], []]
+    pt_ms = 0
+    for batch, pt_s in zip(batches, pt_steps):
+        pt_ms += pt_s * 1000
+        for part in (None, events(batch), None):
+            for query, outputs in zip(queries, per_batch):
+                before = len(query.panes)
+                query.batch(part, pt_ms)
+                outputs.append(pd.concat([p for p in query.panes[before:] if len(p)] or [pd.DataFrame()]))
+    for in_memory, stored in zip(*per_batch):
+        assert_same_panes(_sorted_items(stored), _sorted_items(in_memory))
 
 
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -100,7 +159,27 @@ def test_a_checkpoint_written_without_the_store_is_refused_with_it(spark, where)
     query = start(spark, source, sink, checkpoint, sessions(KVStore(str(kv))))
     try:
         write_batch(source, 1, events(ROWS[3:6]))
-        with pytest.raises(Exception, match="window_state None then, payloads in a key-value store now"):
+        with pytest.raises(Exception, match="window_state None then, windows per key in a key-value store now"):
+            query.processAllAvailable()
+    finally:
+        query.stop()
+
+
+def test_a_checkpoint_whose_state_rows_held_the_light_table_is_refused(spark, where):
+    import pyspark
+
+    version = ".".join(pyspark.__version__.split(".")[:2])
+    fixture = Path(__file__).parent / "data" / f"light-table-{version}" / "checkpoint"
+    if not fixture.is_dir():
+        pytest.fail(f"no checkpoint of the light-table layout for pyspark {version}: {fixture} is missing; make it "
+                    "as data/light_table_checkpoints.py says")
+    source, sink, checkpoint, kv = where()
+    shutil.copytree(fixture, checkpoint)
+    query = start(spark, source, sink, checkpoint, sessions(KVStore(str(kv))))
+    try:
+        write_batch(source, 1, events(ROWS[3:6]))
+        with pytest.raises(Exception, match="window_state payloads in a key-value store then, windows per key in a "
+                                            "key-value store now"):
             query.processAllAvailable()
     finally:
         query.stop()

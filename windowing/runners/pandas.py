@@ -17,7 +17,7 @@ from ..scripted_stream import Action, AddElements, AdvanceWatermark, TestStream
 from ..spec import StepResult
 from ..strategy import Strategy
 from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
-from ..window_state import clear, collect_garbage, empty_light_state, spilled_step
+from ..window_state import clear, forget_undo, keyed_step
 from ..window_table import empty_state
 
 
@@ -101,7 +101,7 @@ class _Run:
         self.plan, self.strategy, self.is_stream = plan, strategy, is_stream
         self.no_input = no_input
         """The input's columns without rows: ``late_data``'s columns when nothing was dropped."""
-        self.state = self._fresh_state(list(plan.key_dtypes) or [np.dtype(np.int64)])
+        self.state = empty_state(plan.spec, list(plan.key_dtypes) or [np.dtype(np.int64)])
         self.watermark, self.processing_time = MIN_TIME, 0
         self.max_event_time = MIN_TIME
         self.panes: list[pd.DataFrame] = []
@@ -154,9 +154,6 @@ class _Run:
             self.max_event_time = max(self.max_event_time, int(times.max()))
             self.watermark = max(self.watermark, self.max_event_time - plan.watermark_delay)
 
-    def _fresh_state(self, key_dtypes: list[Any]) -> pd.DataFrame:
-        return empty_state(self.plan.spec, key_dtypes)
-
     def _engine_step(self, index: int, elements: pd.DataFrame) -> StepResult:
         return step(self.plan.spec, self.state, elements, self.watermark, self.processing_time)
 
@@ -174,8 +171,9 @@ class _Run:
 
 
 class _SpilledRun(_Run):
-    """A run whose window payloads live in a bucket of a key-value store (`windowing.window_state`); step
-    ``i`` of the script is the store's batch ``first + 1 + i``, after the bucket's last committed batch."""
+    """A run whose windows live in a bucket of a key-value store (`windowing.window_state`); ``state`` stays a
+    table without rows, for its dtypes. Step ``i`` of the script is the store's batch ``first + 1 + i``, after
+    the bucket's last committed batch."""
 
     def __init__(self, plan: Plan, strategy: Strategy, is_stream: bool, no_input: pd.DataFrame, bucket: Any):
         self.bucket = bucket
@@ -184,16 +182,14 @@ class _SpilledRun(_Run):
         clear(bucket, self.first_batch)
         super().__init__(plan, strategy, is_stream, no_input)
 
-    def _fresh_state(self, key_dtypes: list[Any]) -> pd.DataFrame:
-        return empty_light_state(self.plan.spec, key_dtypes)
-
     def _engine_step(self, index: int, elements: pd.DataFrame) -> StepResult:
-        return spilled_step(self.plan.spec, self.state, elements, self.watermark, self.processing_time,
-                            self.bucket, SPILL_BUCKET, self.first_batch + 1 + index)
+        result = keyed_step(self.plan.spec, self.state, elements, self.watermark, self.processing_time, self.bucket,
+                            self.first_batch + 1 + index)
+        return StepResult(panes=result.panes, state=self.state, dropped=result.dropped)
 
     def _finish(self, index: int) -> None:
-        # No replay follows a pandas run: what its last step superseded (the purged windows) goes now.
-        collect_garbage(self.bucket, self.first_batch + 1 + index)
+        # No replay follows a pandas run: the undo records of its last step go now.
+        forget_undo(self.bucket, self.first_batch + 1 + index)
 
 
 def _empty_like(plan: Plan, state: pd.DataFrame) -> pd.DataFrame:

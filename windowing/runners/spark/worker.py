@@ -20,10 +20,10 @@ from triggers import NO_TIME
 from ...engine import next_timers, step
 from ...errors import WindowingConfigError
 from ...plan import Plan
-from ...spec import TIMINGS, EngineSpec, StepResult
+from ...spec import TIMINGS, EngineSpec
 from ...state_codec import decode, encode
 from ...timeaxis import MAX_TIME, MIN_TIME
-from ...window_state import empty_light_state, garbage_pending, spilled_step
+from ...window_state import KeyedStepResult, keyed_step
 from ...window_table import empty_state
 from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
 from .combine import CHECKED_BUCKET, nulls_restored
@@ -69,9 +69,9 @@ class BucketStep:
     """Integer key and value columns that may hold nulls: they arrive as a value and a null flag
     (`wire.WireSchema.null_flag`), since pyspark would hand them over as float64, inexact beyond 2**53."""
     window_state: Any = None
-    """``.window_state(store)``: the `storage.KVStore` holding the windows' payloads (`windowing.window_state`),
-    written as the store's bucket of the key bucket, batch = Spark's micro-batch id; the state row then holds
-    the light table. None: the whole table is in the state row."""
+    """``.window_state(store)``: the `storage.KVStore` holding the windows (`windowing.window_state`), written as
+    the store's bucket of the key bucket, batch = Spark's micro-batch id; the state row then holds a table
+    without rows, for what `load` checks (pipeline, buckets). None: the whole table is in the state row."""
 
     @property
     def buckets(self) -> int:
@@ -147,8 +147,6 @@ class BucketStep:
         return stacked([out, rows]) if len(out) else rows
 
     def fresh_state(self) -> pd.DataFrame:
-        if self.window_state is not None:
-            return empty_light_state(self.plan.spec, list(self.key_dtypes))
         return empty_state(self.plan.spec, list(self.key_dtypes))
 
     def save(self, table: pd.DataFrame) -> bytes:
@@ -192,28 +190,35 @@ class BucketStep:
         watermark = MIN_TIME if watermark_ms <= 0 else self._from_ms(watermark_ms)
         table = self.load(state.get[0]) if state.exists else self.fresh_state()
         elements = self.elements(frames)
-        result, garbage = self._stream_step(int(key[0]), table, elements, watermark, self._from_ms(processing_ms))
-        if len(result.state) or key[0] == CHECKED_BUCKET or garbage:  # see combine.CHECKED_BUCKET
+        processing_time = self._from_ms(processing_ms)
+        if self.window_state is not None:
+            keyed = self._keyed_step(int(key[0]), elements, watermark, processing_time)
+            if keyed.windows_left or keyed.undo_pending or key[0] == CHECKED_BUCKET:  # see combine.CHECKED_BUCKET
+                state.update((self.save(self.fresh_state()),))
+                # A bucket left with undo records but no window gets no element to call it again: it is called
+                # as soon as Spark can, or the records would outlive the windows until one of its keys came back.
+                self._set_timeout(state, keyed.next_watermark_time, keyed.next_processing_time, watermark_ms,
+                                  processing_ms, call_again=not keyed.windows_left and keyed.undo_pending)
+            else:
+                state.remove()
+            yield self.output(keyed.panes, keyed.dropped, elements)
+            return
+        result = step(spec, table, elements, watermark, processing_time)
+        if len(result.state) or key[0] == CHECKED_BUCKET:  # see combine.CHECKED_BUCKET
             state.update((self.save(result.state),))
-            self._set_timeout(state, spec, result.state, watermark_ms, processing_ms, call_again=garbage)
+            self._set_timeout(state, *next_timers(spec, result.state, processing_time), watermark_ms, processing_ms)
         else:
             state.remove()
         yield self.output(result.panes, result.dropped, elements)
 
-    def _stream_step(self, bucket: int, table: pd.DataFrame, elements: pd.DataFrame, watermark: int,
-                     processing_time: int) -> tuple[StepResult, bool]:
-        """The step, and whether the bucket has no window left but garbage in its window-state store: its
-        state must stay, and Spark call it again, or the records of its purged windows would outlive them
-        until the bucket next received an element."""
-        if self.window_state is None:
-            return step(self.plan.spec, table, elements, watermark, processing_time), False
+    def _keyed_step(self, bucket: int, elements: pd.DataFrame, watermark: int, processing_time: int) -> KeyedStepResult:
+        """The step over the windows of ``bucket`` that its window-state store holds, as Spark's micro-batch."""
         from storage.kv.spark import task_batch_id  # lazily: only a query with a window-state store needs it
 
         # take_over: a failed attempt of this task (or a zombie) may still hold the bucket; it is fenced off.
         with self.window_state.open(bucket, take_over=True) as store:
-            result = spilled_step(self.plan.spec, table, elements, watermark, processing_time, store, bucket,
-                                  task_batch_id())
-            return result, not len(result.state) and garbage_pending(store)
+            return keyed_step(self.plan.spec, self.fresh_state(), elements, watermark, processing_time, store,
+                              task_batch_id())
 
     def _from_ms(self, ms: int) -> int:
         return int(ms) * per_ms(self.timestamp)
@@ -221,11 +226,10 @@ class BucketStep:
     def _to_ms_ceil(self, t: int) -> int:
         return -(-t // per_ms(self.timestamp))
 
-    def _set_timeout(self, state: Any, spec: EngineSpec, table: pd.DataFrame, watermark_ms: int, processing_ms: int,
+    def _set_timeout(self, state: Any, at_watermark: int, at_processing: int, watermark_ms: int, processing_ms: int,
                      call_again: bool = False) -> None:
-        """The timeout that calls the bucket at its next timer; ``call_again``: as soon as Spark can (the next
-        micro-batch, or the next that moves the watermark)."""
-        at_watermark, at_processing = next_timers(spec, table, self._from_ms(processing_ms))
+        """The timeout that calls the bucket at its next timers (`windowing.engine.next_timers`); ``call_again``: as
+        soon as Spark can (the next micro-batch, or the next that moves the watermark)."""
         if self.processing_time_mode:
             # One timeout per group: a processing-time timeout of 1 ms calls the bucket again in the
             # next micro-batch, where it checks the watermark; later for processing-time timers only.
@@ -249,8 +253,10 @@ def pipeline_of(spec: EngineSpec, window_state: Any = None) -> dict[str, str]:
     """What builds a bucket's window table, stored beside it in the state: a restart with other
     windows, trigger, mode, keys or aggregations would read it wrongly (a fixed window as a
     session, one aggregation's accumulator as another's), so it is refused by name instead; so is
-    one with or without ``.window_state(store)`` where the checkpoint was written the other way."""
-    spilled = {} if window_state is None else {"window_state": "payloads in a key-value store"}
+    one with or without ``.window_state(store)`` where the checkpoint was written the other way, and one whose
+    checkpoint kept the windows' small fields in its state rows ("payloads in a key-value store": the store
+    then holds no window table)."""
+    spilled = {} if window_state is None else {"window_state": "windows per key in a key-value store"}
     return spilled | {
         "windows": _described(spec.windows),
         "trigger": _described(spec.trigger),
