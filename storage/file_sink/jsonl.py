@@ -103,7 +103,7 @@ def _timestamps(column: pa.ChunkedArray, kind: pa.TimestampType) -> pa.Array:
     us = micros.fill_null(0).to_numpy()
     if len(us) and (us.min() < _YEAR_0_US or us.max() >= _YEAR_10000_US):  # beyond four digits: numpy's own
         text = np.datetime_as_string(us.astype("datetime64[us]"), unit="us", timezone="UTC" if kind.tz else "naive")
-        return pa.array(np.char.add(np.char.add('"', text), '"'), pa.string(), mask=~valid)
+        return pa.array([f'"{_iso_year(t)}"' for t in text], pa.string(), mask=~valid)
     width = 29 if kind.tz else 28
     out = np.empty((len(us), width), np.uint8)
     if len(us):
@@ -116,6 +116,14 @@ def _timestamps(column: pa.ChunkedArray, kind: pa.TimestampType) -> pa.Array:
     offsets = np.arange(0, (len(us) + 1) * width, width, dtype=np.int32)
     text = pa.StringArray.from_buffers(len(us), pa.py_buffer(offsets), pa.py_buffer(out.tobytes()))
     return pc.if_else(pa.array(valid), text, None) if not valid.all() else text
+
+
+def _iso_year(text: str) -> str:
+    """numpy's text of a time with its year as ISO 8601 and Java write it: four digits at least, a sign beyond
+    9999 or below 0 (``+10000-01-01...``, ``-0001-12-31...``; numpy writes ``10000`` and ``-001``)."""
+    cut = text.index("-", 1)  # the year ends at the first '-' after a sign
+    year = int(text[:cut])
+    return (f"+{year}" if year > 9999 else f"{year:05d}" if year < 0 else f"{year:04d}") + text[cut:]
 
 
 #: The first microsecond of the years 0 and 10000 (proleptic Gregorian, since 1970): four-digit years between.

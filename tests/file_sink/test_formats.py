@@ -298,3 +298,18 @@ def test_json_lines_read_back_as_pandas_wrote_them_with_floats_exact(nanos, unit
     assert [row["x"] for row in ours] == exact
     assert all(type(row["x"]) is float for row in ours if row["x"] is not None)  # 5.0 stays a float
     assert len(ends) == n and ends[-1] == len(encoded)
+
+
+def test_json_lines_write_years_beyond_four_digits_with_a_sign_as_iso_8601_and_java_do():
+    micros = [253_402_300_800_000_000, -62_167_219_200_000_001, -62_135_596_800_000_000, None]  # 10000, -1, 1, null
+    table = pa.table({"ts": pa.array(micros, pa.timestamp("us", "UTC")), "naive": pa.array(micros, pa.timestamp("us")),
+                      "day": pa.array([2_932_897, -720_990, 0, None], pa.date32())})  # 10000-01-01, -0005-12-31, 1970
+    body, ends = JsonLines().encode(table)
+    rows = [json.loads(line) for line in body.splitlines()]
+    assert [r["ts"] for r in rows] == ["+10000-01-01T00:00:00.000000Z", "-0001-12-31T23:59:59.999999Z",
+                                       "0001-01-01T00:00:00.000000Z", None]
+    assert [r["naive"] for r in rows][:2] == ["+10000-01-01T00:00:00.000000", "-0001-12-31T23:59:59.999999"]
+    assert [r["day"] for r in rows] == ["+10000-01-01T00:00:00.000000", "-0005-12-31T00:00:00.000000",
+                                        "1970-01-01T00:00:00.000000", None]
+    assert ends.tolist() == [len(line) + 1 + sum(len(x) + 1 for x in body.splitlines()[:i])
+                             for i, line in enumerate(body.splitlines())]
