@@ -286,6 +286,7 @@ class Bucket:
         if not self._runs and not self._meta.log and self._seq == self._meta.tail_from:
             return  # nothing committed since the last metadata: no log to drop either
         changes = Run.merge(self._runs)
+        self._runs = [changes]  # the same data: the runs merged are freed while the files are rewritten
         self._close_segment()
         files = self._files.merge(self._meta.files, self._data, changes, self._meta.batch_id, self._next_name, "flush")
         self._publish(files, "flush")
