@@ -214,9 +214,10 @@ def test_a_killed_query_with_a_store_restarts_exactly_once(spark, where, tmp_pat
 
 
 def test_a_bucket_whose_windows_are_all_purged_deletes_their_records_once_the_watermark_moves(spark, where):
-    """Purging lists a window's record as garbage, deleted in the bucket's next batch. A bucket left with no
-    window gets no element to call it again: the runner keeps its state with a timeout, so the records go
-    once the watermark next moves, not when (if ever) one of its keys comes back."""
+    """Purging a key's last window deletes its record and leaves an undo record holding it, deleted in the
+    bucket's next batch. A bucket left with no window gets no element to call it again: the runner keeps its
+    state with a timeout, so the records go once the watermark next moves, not when (if ever) one of its keys
+    comes back."""
     early = [(user, ts, 1) for user in "abcdefgh" for ts in (1, 3)]
     source, sink, checkpoint, kv = where()
     store = KVStore(str(kv))
