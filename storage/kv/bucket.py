@@ -75,6 +75,11 @@ class Bucket:
         return sum(len(r) for r in self._runs)
 
     @property
+    def cached_bytes(self) -> int:
+        """The memory the uncommitted cache's entries take (keys as rows, values, their indexes)."""
+        return sum(r.nbytes for r in self._runs)
+
+    @property
     def data_files(self) -> list[str]:
         """The data files holding the flushed state, in key order."""
         return [f["name"] for f in self._meta.files]
@@ -243,7 +248,8 @@ class Bucket:
             self._runs.append(run)
         self._batches_since_flush += 1
         store = self._store
-        if self.cached_entries >= store.flush_entries or self._batches_since_flush >= store.flush_batches:
+        if (self.cached_entries >= store.flush_entries or self.cached_bytes >= store.flush_bytes
+                or self._batches_since_flush >= store.flush_batches):
             self.flush()
 
     def _append_log(self, frame: bytes, batch_id: int) -> None:

@@ -21,6 +21,7 @@ class StoreSettings:
     cache: BlockCache
     flush_entries: int
     flush_batches: int
+    flush_bytes: int
     max_file_size: int
     block_size: int
     max_log_segment: int

@@ -21,7 +21,8 @@ class KVStore:
 
     ``flush_entries`` and ``flush_batches`` (HDHT's defaults: a million entries,
     120 batches) say when the cache of committed writes is flushed to data
-    files; data files hold at most ``max_file_size`` bytes in blocks of about
+    files, and ``flush_bytes`` bounds its memory whatever the size of its
+    entries (a flush holds the cache twice over, merged); data files hold at most ``max_file_size`` bytes in blocks of about
     ``block_size``; ``block_cache`` bounds the decoded blocks kept in memory,
     shared by the buckets opened from this object. A log segment is rolled at
     ``max_log_segment`` bytes. A writer's ``lease`` (seconds or a timedelta)
@@ -36,6 +37,7 @@ class KVStore:
         *,
         flush_entries: int = 1_000_000,
         flush_batches: int = 120,
+        flush_bytes: int | str = "64MB",
         max_file_size: int | str = "128MB",
         block_size: int | str = "1MB",
         block_cache: int | str = "256MB",
@@ -53,7 +55,8 @@ class KVStore:
         if not isinstance(fsync, bool):
             raise ValueError(f"KVStore fsync={fsync!r} must be True or False")
         self._settings = (str(path), tuple(sorted({
-            "flush_entries": flush_entries, "flush_batches": flush_batches, "max_file_size": max_file_size,
+            "flush_entries": flush_entries, "flush_batches": flush_batches, "flush_bytes": flush_bytes,
+            "max_file_size": max_file_size,
             "block_size": block_size, "block_cache": block_cache, "max_log_segment": max_log_segment,
             "compression": compression, "lease": lease, "fsync": fsync,
             "storage_options": tuple(sorted(dict(storage_options or {}).items())),
@@ -61,6 +64,7 @@ class KVStore:
         self.path = str(path)
         self.flush_entries = flush_entries
         self.flush_batches = flush_batches
+        self.flush_bytes = parse_size("flush_bytes", flush_bytes)
         self.max_file_size = parse_size("max_file_size", max_file_size)
         self.block_size = parse_size("block_size", block_size)
         self.max_log_segment = parse_size("max_log_segment", max_log_segment)
@@ -76,7 +80,7 @@ class KVStore:
         self.root = root.rstrip("/")
         self._parsed = StoreSettings(
             path=self.path, fs=self.fs, root=self.root, cache=self.cache, flush_entries=flush_entries,
-            flush_batches=flush_batches, max_file_size=self.max_file_size, block_size=self.block_size,
+            flush_batches=flush_batches, flush_bytes=self.flush_bytes, max_file_size=self.max_file_size, block_size=self.block_size,
             max_log_segment=self.max_log_segment, compression=compression, lease=self.lease, fsync=fsync)
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -372,6 +372,23 @@ def test_files_stay_under_max_file_size_and_flushes_follow_the_settings(tmp_path
         assert b.get_many([b"0005", b"0150", b"9999"]) == [b"x" * 20, b"y" * 20, None]
 
 
+def test_a_cache_of_large_values_is_flushed_at_flush_bytes_whatever_its_entries(tmp_path):
+    """Entries of any size: the cache's memory is bounded by bytes, not only by a count of entries."""
+    store = KVStore(str(tmp_path), flush_entries=10**6, flush_batches=10**6, flush_bytes="64KB")
+    with pytest.raises(ValueError, match="flush_bytes='lots' is not a size"):
+        KVStore(str(tmp_path), flush_bytes="lots")
+    with store.open(0) as b:
+        b.begin(0)
+        b.put_many([b"a", b"b"], [b"v" * 20_000] * 2)
+        b.commit()
+        assert b.cached_entries == 2 and b.data_files == []
+        b.begin(1)
+        b.put_many([b"c", b"d"], [b"w" * 20_000] * 2)
+        b.commit()  # 80,000 bytes of values: more than 64 KiB
+        assert b.cached_entries == 0 and b.cached_bytes == 0 and len(b.data_files) == 1
+        assert b.get_many([b"a", b"d"]) == [b"v" * 20_000, b"w" * 20_000]
+
+
 def test_monotonic_keys_never_rewrite_a_full_file(tmp_path):
     store = KVStore(str(tmp_path), flush_batches=1, max_file_size=4000, block_size=500)
     with store.open(0) as b:

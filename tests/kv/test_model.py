@@ -31,7 +31,7 @@ BOUNDS = st.none() | KEYS | st.binary(max_size=3)
 VALUES = st.binary(max_size=12)
 #: A file the store leaves open shows up as an unraisable ResourceWarning: here it fails the test.
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
-SETTINGS = dict(flush_entries=7, flush_batches=3, max_file_size=200, block_size=48, block_cache=600, lease=600)
+SETTINGS = dict(flush_entries=7, flush_batches=3, flush_bytes=900, max_file_size=200, block_size=48, block_cache=600, lease=600)
 
 
 def die(bucket) -> None:
