@@ -10,7 +10,7 @@ import numpy as np
 
 from .errors import CorruptStoreError
 from .format import FileIndex, decode_block, decode_index
-from .keys import Run, concat_values
+from .keys import Run
 
 #: How many bytes of a data file's end are read at once to get its footer and index.
 _TAIL_READ = 64 * 1024
@@ -116,13 +116,6 @@ class DataFile:
             if cache:
                 self.cache.put(key, run, run.nbytes + len(run) * 16)
         return run
-
-    def read_all(self) -> Run:
-        """Every entry, in order, without filling the cache (a rewrite reads a file once)."""
-        blocks = [self.block(i, cache=False) for i in range(len(self.index().blocks))]
-        if not blocks:
-            return Run.empty()
-        return Run(np.concatenate([b.rows for b in blocks]), concat_values([b.values for b in blocks]))
 
     def blocks_for(self, sorted_keys: np.ndarray) -> np.ndarray:
         """For probe keys sorted as ``S`` rows at this file's width: the block each may be in (-1: before the first)."""

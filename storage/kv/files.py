@@ -8,18 +8,22 @@ dropped), cut into files of at most ``max_file_size``. Changes that all lie
 past the last file's last key go into new files without rewriting it once it
 is half full: monotonic keys (a timestamp first) never rewrite a file, random
 keys rewrite every file they touch. This is HDHT's design and its advice.
+
+A rewrite streams: it reads an old file a block at a time, merges each block
+with the changes that fall in it, and writes full blocks as they come, so a
+flush holds the cache's changes and a few blocks, never a whole file.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from .datafile import DataFile
 from .format import DataFileBuilder, block_bounds
-from .keys import Run, sortable, widen
+from .keys import Run, concat_values, sortable, widen
 from .settings import StoreSettings
 
 if TYPE_CHECKING:
@@ -53,10 +57,10 @@ class FileWriter:
         if not len(changes):
             return list(files)
         if not files:
-            out = self._write(changes.without_tombstones(), batch_id, next_name, stage)
+            out = self._write([changes.without_tombstones()], changes.width, batch_id, next_name, stage)
             self._sync()
             return out
-        zone = _zones(files, changes)
+        zone = _zones(_file_firsts(files[1:]), changes)
         out: list[dict[str, Any]] = []
         edges = np.flatnonzero(np.diff(zone)) + 1
         touched = {int(zone[c[0]]): c for c in np.split(np.arange(len(changes)), edges) if len(c)}
@@ -69,10 +73,10 @@ class FileWriter:
             last = number == len(files) - 1
             if last and entry["size"] >= self._store.max_file_size // 2 and _after(part, entry["last"]):
                 out.append(entry)  # appending past a full enough last file: no rewrite
-                out.extend(self._write(part.without_tombstones(), batch_id, next_name, stage))
+                out.extend(self._write([part.without_tombstones()], part.width, batch_id, next_name, stage))
             else:
-                merged = Run.merge([data_file.read_all(), part]).without_tombstones()
-                out.extend(self._write(merged, batch_id, next_name, stage))
+                width = max(part.width, data_file.index().width)
+                out.extend(self._write(_merged_blocks(data_file, part), width, batch_id, next_name, stage))
         self._sync()
         return out
 
@@ -101,32 +105,36 @@ class FileWriter:
             if len(group) == 1:
                 out.append(files[group[0]])
                 continue
-            merged = Run.merge([data[i].read_all() for i in group])
-            out.extend(self._write(merged, batch_id, next_name, "compact"))
+            width = max(data[i].index().width for i in group)
+            out.extend(self._write(_blocks_of([data[i] for i in group]), width, batch_id, next_name, "compact"))
         self._sync()
         return out
 
-    def _write(self, run: Run, batch_id: int, next_name: Callable[[str], str], stage: str) -> list[dict[str, Any]]:
-        """``run`` as data files of at most ``max_file_size`` each (none when it is empty), written a block at a time."""
+    def _write(
+        self, runs: Iterable[Run], width: int, batch_id: int, next_name: Callable[[str], str], stage: str
+    ) -> list[dict[str, Any]]:
+        """``runs`` (in key order, one after another) as data files of at most ``max_file_size`` each, keys at
+        ``width``: none when they are empty; written a block at a time as the runs come."""
         store = self._store
         out: list[dict[str, Any]] = []
-        current: tuple[str, Any, DataFileBuilder, int] | None = None  # name, handle, builder, first entry
+        current: tuple[str, Any, DataFileBuilder] | None = None  # name, handle, builder
+        last = b""  # the last key written to the current file, as a row
         try:
-            for start, stop in block_bounds(run, store.block_size):
-                block = run.slice(start, stop)
+            for block in _rebuffered(runs, width, store.block_size):
                 if current is not None:
                     builder = current[2]
                     room = store.max_file_size - builder.size - builder.index_bytes_per_block() * (len(builder._refs) + 1)
-                    if len(block) and _stored_size(block) > room:
+                    if _stored_size(block) > room:
                         finishing, current = current, None
-                        out.append(self._finish(finishing, run, start, batch_id, stage))
+                        out.append(self._finish(finishing, last, batch_id, stage))
                 if current is None:
                     name = next_name("kvd")
-                    current = (name, self._open(name), DataFileBuilder(run.width, store.compression), start)
+                    current = (name, self._open(name), DataFileBuilder(width, store.compression))
                 current[1].write(current[2].block(block))
+                last = block.rows[-1].tobytes()
             if current is not None:
                 finishing, current = current, None
-                out.append(self._finish(finishing, run, len(run), batch_id, stage))
+                out.append(self._finish(finishing, last, batch_id, stage))
         except BaseException:
             if current is not None:
                 current[1].close()  # a half-written file no metadata names: garbage the next cleanup deletes
@@ -138,10 +146,8 @@ class FileWriter:
         path = catalog.path("data", name)
         return open(path, "wb") if catalog.local else catalog.fs.open(path, "wb")
 
-    def _finish(
-        self, current: tuple[str, Any, DataFileBuilder, int], run: Run, stop: int, batch_id: int, stage: str
-    ) -> dict[str, Any]:
-        name, handle, builder, start = current
+    def _finish(self, current: tuple[str, Any, DataFileBuilder], last: bytes, batch_id: int, stage: str) -> dict[str, Any]:
+        name, handle, builder = current
         try:
             handle.write(builder.finish())
             if self._catalog.local:
@@ -157,8 +163,8 @@ class FileWriter:
             "name": name,
             "size": builder.size,
             "count": builder.count,
-            "first": run.rows[start].tobytes().hex(),
-            "last": run.rows[stop - 1].tobytes().hex(),
+            "first": builder.first_key_hex,
+            "last": last.hex(),
         }
 
     def _sync(self) -> None:
@@ -166,14 +172,59 @@ class FileWriter:
             self._catalog.sync(self._catalog.path("data"))
 
 
-def _zones(files: list[dict[str, Any]], changes: Run) -> np.ndarray:
-    """For each change, the file whose zone holds its key (keys before the first file go to the first)."""
-    firsts = [bytes.fromhex(f["first"]) for f in files[1:]]
-    if not firsts:
+def _file_firsts(files: list[dict[str, Any]]) -> np.ndarray:
+    """The first keys of ``files`` as rows of one width (each file's keys have a width of their own)."""
+    if not files:
+        return np.zeros((0, 8), np.uint8)
+    firsts = [np.frombuffer(bytes.fromhex(f["first"]), np.uint8)[None, :] for f in files]
+    width = max(f.shape[1] for f in firsts)
+    return np.concatenate([widen(f, width) for f in firsts])
+
+
+def _zones(bounds: np.ndarray, changes: Run) -> np.ndarray:
+    """For each change, its zone: zone ``i`` holds the keys from ``bounds[i - 1]`` (inclusive) to ``bounds[i]``;
+    zone 0 everything before ``bounds[0]``."""
+    if not len(bounds):
         return np.zeros(len(changes), np.int64)
-    width = max(changes.width, max(len(f) for f in firsts))
-    bounds = sortable(np.concatenate([widen(np.frombuffer(f, np.uint8)[None, :], width) for f in firsts]))
-    return np.searchsorted(bounds, sortable(widen(changes.rows, width)), side="right")
+    width = max(changes.width, bounds.shape[1])
+    return np.searchsorted(sortable(widen(bounds, width)), sortable(widen(changes.rows, width)), side="right")
+
+
+def _merged_blocks(data_file: DataFile, changes: Run) -> Iterator[Run]:
+    """``data_file``'s entries merged with ``changes`` (a newer value wins, deletes dropped), a block at a time:
+    each block with the changes from its first key to the next block's (changes before the first go with it)."""
+    firsts = data_file.index().first_rows
+    zone = _zones(firsts[1:], changes)
+    cuts = np.searchsorted(zone, np.arange(len(firsts) + 1), side="left")
+    for number in range(len(firsts)):
+        block = data_file.block(number, cache=False)
+        yield Run.merge([block, changes.slice(int(cuts[number]), int(cuts[number + 1]))]).without_tombstones()
+
+
+def _blocks_of(data_files: list[DataFile]) -> Iterator[Run]:
+    """Every block of neighbouring ``data_files``, in key order, without filling the block cache."""
+    for data_file in data_files:
+        for number in range(len(data_file.index().blocks)):
+            yield data_file.block(number, cache=False)
+
+
+def _rebuffered(runs: Iterable[Run], width: int, block_size: int) -> Iterator[Run]:
+    """``runs`` (in key order) as blocks of about ``block_size`` bytes at ``width``: what is left of a run after
+    its full blocks waits for the next run, so that merging block by block does not leave small blocks behind."""
+    pending = Run.empty()
+    for run in runs:
+        if not len(run):
+            continue
+        run = Run(widen(run.rows, width), run.values)
+        if len(pending):
+            run = Run(np.concatenate([pending.rows, run.rows]), concat_values([pending.values, run.values]))
+        bounds = block_bounds(run, block_size)
+        for start, stop in bounds[:-1]:
+            yield run.slice(start, stop)
+        start, stop = bounds[-1]
+        pending = run.slice(start, stop)
+    if len(pending):
+        yield pending
 
 
 def _after(part: Run, last_hex: str) -> bool:

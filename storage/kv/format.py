@@ -190,6 +190,11 @@ class DataFileBuilder:
         self.count += len(run)
         return stored
 
+    @property
+    def first_key_hex(self) -> str:
+        """The file's first key (its first block's), as the metadata lists it."""
+        return self._firsts[0]
+
     def index_bytes_per_block(self) -> int:
         """About what each block adds to the index (its first key in hex and its numbers)."""
         return 2 * self.width + 80

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import tracemalloc
 import uuid
 import warnings
 
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from storage import KVStore
 from storage.kv import BucketHeldError, CorruptStoreError, FencedError, KVStoreError
+from storage.kv.datafile import DataFile
 from storage.kv.format import DataFileBuilder
 
 from .crash_worker import batch_ops, model
@@ -387,6 +389,34 @@ def test_a_cache_of_large_values_is_flushed_at_flush_bytes_whatever_its_entries(
         b.commit()  # 80,000 bytes of values: more than 64 KiB
         assert b.cached_entries == 0 and b.cached_bytes == 0 and len(b.data_files) == 1
         assert b.get_many([b"a", b"d"]) == [b"v" * 20_000, b"w" * 20_000]
+
+
+def test_a_flush_rewrites_a_file_a_block_at_a_time_into_full_blocks(tmp_path):
+    """Random keys rewrite every file they touch: the rewrite must not hold the whole file (a Spark worker's
+    memory while it builds window state), nor leave behind the small blocks that merging piecewise would."""
+    store = KVStore(str(tmp_path), fsync=False, block_size="64KB", flush_batches=1)
+    keys = [b"%016d" % i for i in range(0, 1_000_000, 2)]
+    changed = [b"%016d" % i for i in range(1, 1_000_000, 20_001)]  # new keys and overwrites in many blocks
+    with store.open(0) as b:
+        b.begin(0)
+        b.put_many(keys, [b"v" * 10] * len(keys))
+        b.commit()  # flushed: one file of 500,000 keys, their rows 12 MB
+        (before,) = b.data_files
+        b.begin(1)
+        b.put_many(changed, [b"new"] * len(changed))
+        tracemalloc.start()
+        b.commit()  # flushed: the file rewritten
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 2_000_000, f"the rewrite held {peak:,} bytes at once"
+        (after,) = b.data_files
+        assert after != before
+        assert b.get_many([keys[7], changed[3], b"%016d" % 3]) == [b"v" * 10, b"new", None]
+    path = str(tmp_path / "bucket-0" / "data" / after)
+    blocks = DataFile(store.fs, path, os.path.getsize(path), store.cache).index().blocks
+    counts = [ref.count for ref in blocks]
+    assert sum(counts) == len(set(keys) | set(changed))
+    assert min(counts[:-1]) > 0.9 * max(counts)  # as full as the first write's blocks
 
 
 def test_monotonic_keys_never_rewrite_a_full_file(tmp_path):
