@@ -37,7 +37,7 @@ class KVStore:
         *,
         flush_entries: int = 1_000_000,
         flush_batches: int = 120,
-        flush_bytes: int | str = "64MB",
+        flush_bytes: int | str = "32MB",
         max_file_size: int | str = "128MB",
         block_size: int | str = "1MB",
         block_cache: int | str = "256MB",
