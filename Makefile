@@ -15,10 +15,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m windowing
 
-# ruff over the product and the tests, mypy (strict) over windowing, triggers and accumulations:
+# ruff over the product, the tests and the benchmarks, mypy (strict) over windowing, triggers and accumulations:
 # configured in pyproject.toml. Seconds, so `make test` runs it first.
 lint: $(STAMP)
-	$(PY) -m ruff check windowing triggers accumulations storage tests
+	$(PY) -m ruff check windowing triggers accumulations storage tests benchmarks
 	$(PY) -m mypy
 
 test: lint

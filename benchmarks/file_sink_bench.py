@@ -4,8 +4,8 @@ Throughput (default): ``.venv/bin/python benchmarks/file_sink_bench.py [--rows N
 A streaming query reads F Parquet input files (one per micro-batch, ``availableNow``) and writes them
 with Spark's ``writeStream.format("json")`` / ``format("parquet")`` and with ``FileSink`` (``jsonl`` /
 ``parquet``, every part finished at each commit), on ``local[2]``; the four writers run in turn, R
-rounds, and each figure is the median. rows/s is input rows over wall time. ``FileSink`` is the Python data source path (pyspark 4.1+), ``FileSink
-(foreachBatch)`` the path pyspark 3.5 takes, forced.
+rounds, and each figure is the median. rows/s is input rows over wall time. ``FileSink`` is the Python
+data source path (pyspark 4.1+), ``FileSink (foreachBatch)`` the path pyspark 3.5 takes, forced.
 
 Driver memory: ``... --memory [--batch-mb 100,400,1600]``. On ``local-cluster[2,1,1024]`` (the driver in
 its own JVM, heap ``--driver-memory``, default 512m) one query writes micro-batches of the given sizes
@@ -229,7 +229,8 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="driver memory on local-cluster instead")
     parser.add_argument("--batch-mb", default="100,400,1600")
     parser.add_argument("--collect-up-to-mb", type=int, default=100,
-                        help="also collect batches up to this size (a batch near the heap makes the driver run out of memory in Spark's result thread, and the run hang)")
+                        help="also collect batches up to this size (a batch near the heap makes the driver run out of "
+                             "memory in Spark's result thread, and the run hang)")
     parser.add_argument("--driver-memory", default="512m")
     parser.add_argument("--fs-calls", action="store_true", help="count filesystem calls instead (no Spark)")
     args = parser.parse_args()

@@ -85,11 +85,11 @@ def main() -> None:
         arrow = pa.array(picks[n], pa.binary())
         assert bucket.get_many(picks[n]) == sqlite_get(picks[n])
         rows.append((n, {
-            "get_many (list)": best_us(lambda: bucket.get_many(picks[n]), args.repeat),
-            "get_many (Arrow)": best_us(lambda: bucket.get_many(arrow), args.repeat),
-            "sqlite3 get": best_us(lambda: sqlite_get(picks[n]), args.repeat),
-            "put_many + commit": best_us(lambda: put_batch(n), args.repeat),
-            "sqlite3 put + commit": best_us(lambda: sqlite_put(n), args.repeat),
+            "get_many (list)": best_us(lambda n=n: bucket.get_many(picks[n]), args.repeat),
+            "get_many (Arrow)": best_us(lambda arrow=arrow: bucket.get_many(arrow), args.repeat),
+            "sqlite3 get": best_us(lambda n=n: sqlite_get(picks[n]), args.repeat),
+            "put_many + commit": best_us(lambda n=n: put_batch(n), args.repeat),
+            "sqlite3 put + commit": best_us(lambda n=n: sqlite_put(n), args.repeat),
         }))
     bucket.close()
     db.close()

@@ -40,6 +40,7 @@ from typing import Callable, NamedTuple
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from spark_cpu import cpu_seconds, jvm_pid, wait_for_source_runners  # noqa: E402
+
 from storage import FileSplitter  # noqa: E402
 
 MB = 1024 * 1024

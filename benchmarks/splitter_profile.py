@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from spark_cpu import jvm_pid  # noqa: E402
 from splitter_bench import MB, checked, timed, write_data  # noqa: E402
+
 from storage import FileSplitter  # noqa: E402
 
 #: JVM frames grouped by what they do: the first rule whose prefix a sample's stack holds names it.
@@ -128,7 +129,7 @@ def main() -> None:
         for index, (label, make) in enumerate(queries.items()):
             result: list = []
             jvm_samples, python, jvm_total, python_total = profile(
-                lambda: result.append(timed(make(), jvm)[0]), jvm, scratch, f"q{index}", args.depth)
+                lambda result=result, make=make: result.append(timed(make(), jvm)[0]), jvm, scratch, f"q{index}", args.depth)
             run = result[0]
             print(f"### {label}: {run.wall:.1f} s wall, {run.processing:.1f} s processing, "
                   f"cpu s JVM {run.jvm:.1f} + Python {run.python:.1f}\n")

@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from spark_cpu import jvm_pid  # noqa: E402
 from splitter_bench import checked  # noqa: E402
+
 from storage import FileSplitter  # noqa: E402
 
 
