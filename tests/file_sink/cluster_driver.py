@@ -219,6 +219,10 @@ def main(work: Path, mode: str) -> None:
     spark = sparks.session(sparks.CLUSTER, f"file-sink-{mode}", **{
         "spark.executorEnv.PYTHONPATH": str(sparks.ROOT),  # the executors import the hooks from tests/
         "spark.task.maxFailures": "4",
+        # Up to five executor kills within seconds (four sinks' batch 3 and the windowed query): each fails the
+        # stage attempts then running on the lost executor's shuffle output, so on a loaded machine one stage can
+        # lose more than Spark's default of 4 consecutive attempts to kills meant for other queries.
+        "spark.stage.maxConsecutiveAttempts": "16",
     })
     by_name = sinks(work)
     if mode == "faults":
