@@ -20,7 +20,8 @@ micro-batch: the median ``triggerExecution`` time of micro-batches of ``--latenc
 events on as many keys (one file each, the first batch, which plans the query, left out).
 ``--floor`` adds two more sides, `floor_folded` and `floor_unfolded`: the same stream through
 do-nothing Python of the engine's shape on ``applyInPandasWithState`` (with and without a
-``mapInArrow`` before the shuffle), the least any runner built on that API pays.
+``mapInArrow`` before the shuffle), the least any runner built on that API pays, with their CPU seconds
+(JVM and Python together) beside the engine's.
 
     .venv/bin/python benchmarks/spark_bench.py --events 2000000 --keys 1000 100000 --rounds 5
 """
@@ -245,6 +246,8 @@ def main() -> None:
                      "engine JVM cpu s": round(median([r[1] for r in e]), 1),
                      "engine Python cpu s": round(median([r[2] for r in e]), 1),
                      **{f"{side}/native": round(n_s / median([r[0] for r in runs[keys, shape, side]]), 2) for side, _ in floors},
+                     **{f"{side} JVM+Python cpu s": round(median([r[1] + r[2] for r in runs[keys, shape, side]]), 1)
+                        for side, _ in floors},
                      "state B/window": round(state_bytes_per_window(make_data(args.work, args.events, keys, args.batches,
                                                                                shape == "sessions"), shape))})
     latency = [{"windows": shape, "native ms": round(median(runs["latency", shape, "native"])),

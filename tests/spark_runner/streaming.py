@@ -72,6 +72,18 @@ def read_sink(spark, sink: Path) -> pd.DataFrame:
     return frame.drop(columns="batch")
 
 
+def run_all(query, source: Path, parts: list[pd.DataFrame]) -> list[int]:
+    """Write ``parts`` as the next files, each followed by processAllAvailable, and stop the query; the rows
+    each micro-batch read."""
+    try:
+        for i, part in enumerate(parts):
+            write_batch(source, i, part)
+            query.processAllAvailable()
+        return batch_inputs(query)
+    finally:
+        query.stop()
+
+
 def batch_inputs(query) -> list[int]:
     """Rows read by each micro-batch the query ran, in order."""
     # Over Spark Connect a progress's fields are attributes (its item lookup gives None); classic gives dicts.

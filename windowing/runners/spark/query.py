@@ -18,7 +18,7 @@ from .output_types import integral
 from .planning import NEVER_BEHIND_MS, plan_spark
 from .results import JSON_OPTIONS, SparkRun, spark_run
 from .wire import WIRE
-from .worker import NS_PER_US, per_ms
+from .worker import NS_PER_US, packed_output, per_ms
 from .worker_python import check_worker_python, on_workers
 
 COMBINE_CONF = "windowing.spark.combine"
@@ -109,10 +109,20 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         delay_ms = source.schema[watermarked].metadata[WATERMARK_DELAY_KEY]
         frame = frame.select("*", shifted.alias(WIRE.watermark, metadata={WATERMARK_DELAY_KEY: delay_ms + sp.horizon_ms}))
 
-    def run_stream(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        return adapter.run_stream(key, frames, state)
+    packed_schema = _packed_output_schema(sp.out_schema)
+    if packed_schema is None:
+        def run_stream(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+            return adapter.run_stream(key, frames, state)
 
-    out = frame.groupBy(WIRE.bucket).applyInPandasWithState(on_workers(run_stream), sp.out_schema, sp.state_schema, "append", sp.timeout)
+        out = frame.groupBy(WIRE.bucket).applyInPandasWithState(on_workers(run_stream), sp.out_schema, sp.state_schema,
+                                                                  "append", sp.timeout)
+    else:
+        def run_stream_packed(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+            return packed_output(adapter.run_stream(key, frames, state))
+
+        packed = frame.groupBy(WIRE.bucket).applyInPandasWithState(on_workers(run_stream_packed), packed_schema,
+                                                                     sp.state_schema, "append", sp.timeout)
+        out = packed.select(F.inline(F.arrays_zip(*[_col(name) for name in sp.out_schema.names]))).toDF(*sp.out_schema.names)
     return spark_run(_finish(out, adapter.timestamp), late_data, source.schema)
 
 
@@ -232,6 +242,18 @@ def _packed_schema(schema: Any) -> Any:
 
     arrays = [f if f.name == WIRE.bucket else T.StructField(f.name, T.ArrayType(f.dataType)) for f in schema if f.name != WIRE.latest]
     return T.StructType(arrays + [T.StructField(WIRE.latest, T.LongType())])
+
+
+def _packed_output_schema(schema: Any) -> Any:
+    """The schema of the stateful function's packed output rows (`worker.packed_output`): each column
+    an array of its type. None where a column's type might convert otherwise inside an array than
+    alone (timestamps, decimals, arrays, ...): those queries' functions return rows."""
+    from pyspark.sql import types as T
+
+    plain = (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.BooleanType, T.StringType, T.DoubleType)
+    if not all(isinstance(f.dataType, plain) for f in schema.fields):
+        return None
+    return T.StructType([T.StructField(f.name, T.ArrayType(f.dataType)) for f in schema.fields])
 
 
 def _finish(panes: Any, timestamp: bool) -> Any:

@@ -279,6 +279,43 @@ def stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(columns, index=pd.RangeIndex(sum(len(frame) for frame in frames)))
 
 
+#: Output rows put in one packed row (`packed_output`): bounds what Spark builds from one packed row when it unpacks it.
+OUTPUT_PACK_ROWS = 1 << 16
+
+
+def packed_output(frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """The rows of ``frames`` as rows of lists, each column's values (nulls as None) in one list, ``OUTPUT_PACK_ROWS``
+    rows at a time; the query unpacks them on the JVM (`query`).
+
+    pyspark's ``applyInPandasWithState`` pads every output row with a count row and an empty state
+    row, built as Python lists and object columns: that cost about 3 us a row, a third of the
+    workers' Python time at 100k keys, more than the engine step (docs/spark.md, "Benchmark").
+    A packed row is one row whichever the panes.
+    """
+    for frame in frames:
+        for start in range(0, len(frame), OUTPUT_PACK_ROWS):
+            part = frame if len(frame) <= OUTPUT_PACK_ROWS else frame.iloc[start:start + OUTPUT_PACK_ROWS]
+            row = {}
+            for name in frame.columns:
+                row[name] = np.empty(1, dtype=object)
+                row[name][0] = _python_values(part[name])
+            yield pd.DataFrame(row, index=pd.RangeIndex(1))
+
+
+def _python_values(values: pd.Series) -> list[Any]:
+    """A column's values as a list of Python values, missing ones as None (a float NaN becomes null
+    in Arrow as it does unpacked)."""
+    if isinstance(values.dtype, np.dtype) and values.dtype.kind in "iufb":
+        return list(values.to_numpy().tolist())
+    if isinstance(values.dtype, pd.CategoricalDtype):  # the timing: a lookup, where pandas converts value by value
+        categories = np.empty(len(values.cat.categories) + 1, dtype=object)  # code -1 (missing) takes the last: None
+        categories[:-1] = values.cat.categories.to_numpy(dtype=object)
+        return list(categories[values.cat.codes.to_numpy()].tolist())
+    cells = values.to_numpy(dtype=object, copy=True)
+    cells[pd.isna(cells)] = None
+    return list(cells.tolist())
+
+
 def _described(part: Any) -> str:
     """``repr``, or the class name where the repr is object's own (it holds a memory address)."""
     own_repr = type(part).__repr__ is not object.__repr__  # type: ignore[comparison-overlap]
