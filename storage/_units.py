@@ -31,7 +31,7 @@ def parse_size(name: str, value: Size) -> int:
             raise ValueError(f"{name}={value!r} is not a size; use bytes such as 1048576 or '64MB'")
         size = int(match.group(1)) * _SIZE_UNITS[unit]
     if size <= 0:
-        raise ValueError(f"{name}={value!r} must be positive; a block must hold at least one byte")
+        raise ValueError(f"{name}={value!r} must be positive: a size of at least one byte")
     return size
 
 

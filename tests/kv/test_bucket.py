@@ -379,6 +379,8 @@ def test_a_cache_of_large_values_is_flushed_at_flush_bytes_whatever_its_entries(
     store = KVStore(str(tmp_path), flush_entries=10**6, flush_batches=10**6, flush_bytes="64KB")
     with pytest.raises(ValueError, match="flush_bytes='lots' is not a size"):
         KVStore(str(tmp_path), flush_bytes="lots")
+    with pytest.raises(ValueError, match="flush_bytes=0 must be positive: a size of at least one byte"):
+        KVStore(str(tmp_path), flush_bytes=0)
     with store.open(0) as b:
         b.begin(0)
         b.put_many([b"a", b"b"], [b"v" * 20_000] * 2)

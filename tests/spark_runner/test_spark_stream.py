@@ -22,7 +22,7 @@ from triggers import AfterCount, AtWatermark, Repeatedly
 from windowing import windowed
 
 from .helpers import assert_same_late_data, assert_same_panes, events, frozen_when_output
-from .streaming import batch_inputs, mirror, read_sink, start, start_run, write_batch
+from .streaming import mirror, read_sink, run_all, start, start_run, write_batch
 
 pytestmark = pytest.mark.spark
 
@@ -46,15 +46,6 @@ def _feed(query, source, parts, first: int = 0, stop: bool = True) -> None:
             query.stop()
 
 
-def _run_all(query, source, parts) -> list[int]:
-    """Feed ``parts``, one micro-batch each, and stop the query; the rows each micro-batch read."""
-    try:
-        _feed(query, source, parts, stop=False)
-        return batch_inputs(query)
-    finally:
-        query.stop()
-
-
 @pytest.fixture
 def where(tmp_path):
     def make():
@@ -69,7 +60,7 @@ def test_stream_matches_the_pandas_runner_batch_for_batch(spark, where, cuts):
     source, sink, checkpoint = where()
     bounds = [0, *sorted(cuts), len(ROWS)]
     parts = [events(ROWS[a:b]) for a, b in zip(bounds, bounds[1:])]
-    inputs = _run_all(start(spark, source, sink, checkpoint, _on_time), source, parts)
+    inputs = run_all(start(spark, source, sink, checkpoint, _on_time), source, parts)
     assert sum(inputs) == len(ROWS)
     actual = read_sink(spark, sink)
     expected = mirror(parts, inputs, _on_time)
@@ -183,7 +174,7 @@ def test_late_data_on_spark_equals_the_pandas_runners_late_data(spark, where):
     source, sink, checkpoint = where()
     # ("d", -100, 1) is far behind: beyond window size plus lateness, Spark's own watermark would drop it.
     parts = [events(ROWS[:6]), events(ROWS[6:] + [("d", -100, 1)]), events([("z", 200, 0)])]
-    inputs = _run_all(start_run(spark, source, sink, checkpoint, _with_late_data), source, parts)
+    inputs = run_all(start_run(spark, source, sink, checkpoint, _with_late_data), source, parts)
     panes, late = mirror(parts, inputs, _with_late_data, late=True)
     assert set(late["reason"]) == {"window closed (trigger finished)", "beyond allowed lateness"}
     assert_same_panes(read_sink(spark, sink / "panes"), panes)
@@ -218,7 +209,7 @@ def test_the_global_window_streams_and_spark_drops_no_row_behind_its_watermark(s
     for conf in rebase:
         spark.conf.set(conf, "CORRECTED")
     try:
-        inputs = _run_all(start(spark, source, sink, checkpoint, build), source, parts)
+        inputs = run_all(start(spark, source, sink, checkpoint, build), source, parts)
     finally:
         for conf in rebase:
             spark.conf.unset(conf)
@@ -256,7 +247,7 @@ def test_the_watermark_can_come_from_with_watermark_on_the_input(spark, where):
         return windowed(s, time="ts", key="user").fixed("10 seconds").aggregate(total=Sum("amount"), n=Count())
 
     query = start(spark, source, sink, checkpoint, spark_build, lambda s: s.withWatermark("ts", "5 seconds"))
-    inputs = _run_all(query, source, parts)
+    inputs = run_all(query, source, parts)
     expected = mirror(parts, inputs, _on_time)  # the pandas runner with .watermark("5 seconds")
     assert len(expected) > 0
     assert_same_panes(read_sink(spark, sink), expected)
@@ -284,7 +275,7 @@ def test_rows_are_dropped_exactly_when_their_window_end_plus_lateness_is_at_or_b
     else:
         query = start(spark, source, sink, checkpoint, lambda s: pipeline(s).aggregate(total=Sum("amount")),
                       lambda s: s.withWatermark("ts", "5 seconds"))
-    expected = mirror(parts, _run_all(query, source, parts), with_builder_watermark)
+    expected = mirror(parts, run_all(query, source, parts), with_builder_watermark)
     actual = read_sink(spark, sink)
     assert 100 in set(actual["total"]) and 50 not in set(actual["total"]) and 7 in set(actual["total"])
     assert_same_panes(actual, expected)
@@ -305,7 +296,7 @@ def test_a_numeric_time_column_streams_with_durations_as_numbers(spark, where):
 
     query = start(spark, source, sink, checkpoint, build,
                   lambda s: s.select("user", F.unix_seconds("ts").alias("t"), "amount"))
-    inputs = _run_all(query, source, parts)
+    inputs = run_all(query, source, parts)
     seconds = [p.assign(t=p["ts"].astype("int64") // 10**6).drop(columns="ts") for p in parts]
     expected = mirror(seconds, inputs, build)
     actual = read_sink(spark, sink)
@@ -335,7 +326,7 @@ def test_fire_only_updated_panes_streams_not_keyed_as_on_the_pandas_runner(spark
                 .trigger(AtWatermark().with_early_firings_every(1).with_late_firings_every(1))
                 .accumulating().fire_only_updated_panes().aggregate(total=Sum("amount")))
 
-    inputs = _run_all(start(spark, source, sink, checkpoint, build), source, parts)
+    inputs = run_all(start(spark, source, sink, checkpoint, build), source, parts)
     actual, expected = read_sink(spark, sink), mirror(parts, inputs, build)
     # Every window's ON_TIME pane is unchanged since its last EARLY one, so none fires; the late element's pane does.
     assert "ON_TIME" not in set(actual["timing"]) and list(actual.loc[actual["timing"] == "LATE", "total"]) == [18]

@@ -306,14 +306,14 @@ def _python_values(values: pd.Series) -> list[Any]:
     """A column's values as a list of Python values, missing ones as None (a float NaN becomes null
     in Arrow as it does unpacked)."""
     if isinstance(values.dtype, np.dtype) and values.dtype.kind in "iufb":
-        return list(values.to_numpy().tolist())
+        return values.to_numpy().tolist()
     if isinstance(values.dtype, pd.CategoricalDtype):  # the timing: a lookup, where pandas converts value by value
         categories = np.empty(len(values.cat.categories) + 1, dtype=object)  # code -1 (missing) takes the last: None
         categories[:-1] = values.cat.categories.to_numpy(dtype=object)
-        return list(categories[values.cat.codes.to_numpy()].tolist())
+        return categories[values.cat.codes.to_numpy()].tolist()
     cells = values.to_numpy(dtype=object, copy=True)
     cells[pd.isna(cells)] = None
-    return list(cells.tolist())
+    return cells.tolist()
 
 
 def _described(part: Any) -> str:
