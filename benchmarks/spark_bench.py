@@ -198,6 +198,9 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true",
                         help="also run the FLOORS beside native and the engine: what a Python runner pays doing nothing")
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting of the benchmark's session (repeatable), e.g. "
+                             "spark.python.unix.domain.socket.enabled=true")
     args = parser.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -210,6 +213,11 @@ def main() -> None:
                .config("spark.driver.memory", "3g"))
     if args.buckets is not None:
         builder = builder.config("windowing.spark.buckets", str(args.buckets))
+    for setting in args.conf:
+        key, sep, value = setting.partition("=")
+        if not sep:
+            parser.error(f"--conf {setting!r}: give KEY=VALUE")
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
 
@@ -259,7 +267,7 @@ def main() -> None:
     buckets = args.buckets if args.buckets is not None else f"{args.shuffle_partitions} (default: one per shuffle partition)"
     print()
     print(f"{args.events} events, {args.batches} micro-batches, local[2], {args.shuffle_partitions} shuffle partitions, "
-          f"{buckets} buckets, medians of {args.rounds} interleaved rounds")
+          f"{buckets} buckets, medians of {args.rounds} interleaved rounds" + "".join(f", {c}" for c in args.conf))
     print(_table(rows))
     print()
     print(f"latency of a micro-batch of {args.latency_events} events on {args.latency_events} keys "
