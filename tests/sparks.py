@@ -34,6 +34,8 @@ SETTINGS = {
     "spark.ui.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # What docs/spark.md recommends (Spark 4.1+; pyspark 3.5 ignores it, so make test-spark35 runs over TCP).
+    "spark.python.unix.domain.socket.enabled": "true",
 }
 """The settings of every test Spark (the shared session adds the driver's memory)."""
 

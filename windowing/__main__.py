@@ -46,6 +46,7 @@ def local_spark():
              .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC").config("windowing.spark.buckets", "4")
+             .config("spark.python.unix.domain.socket.enabled", "true")  # docs/spark.md, "Python workers over TCP"
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
