@@ -22,11 +22,23 @@ def same_windows(spec: EngineSpec, keys: dict[str, np.ndarray], start: np.ndarra
 def candidate_groups(spec: EngineSpec, cand: dict[str, np.ndarray]) -> np.ndarray:
     """Group id per candidate window: same window, or (sessions) overlapping windows of a key."""
     keys = spec.key_columns
-    if not spec.windows.merging:
-        frame = pd.DataFrame({c: cand[c] for c in keys + ["start"]})
-        return frame.groupby(keys + ["start"], sort=False, dropna=False).ngroup().to_numpy()
     key_code, _ = factorize_keys([cand[k] for k in keys])
-    return session_groups(key_code, cand["start"], cand["end"])
+    if spec.windows.merging:
+        return session_groups(key_code, cand["start"], cand["end"])
+    return equal_window_groups(key_code, cand["start"])
+
+
+def equal_window_groups(key_code: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Group id per window of non-merging windows (a key's windows are equal when their starts are),
+    numbered in order of first appearance: one factorization of an int64 when (key code, start)
+    fits in one, else pandas' grouping by both."""
+    if len(start) == 0:
+        return np.arange(0)
+    low, span = int(start.min()), int(start.max()) - int(start.min()) + 1
+    if (int(key_code.max()) + 1) * span < 2**62:
+        return pd.factorize(key_code * span + (start - low))[0].astype(np.int64)
+    frame = pd.DataFrame({"key": key_code, "start": start})
+    return frame.groupby(["key", "start"], sort=False).ngroup().to_numpy()
 
 
 def sort_by_key_then_time(key_code: np.ndarray, times: np.ndarray) -> np.ndarray:

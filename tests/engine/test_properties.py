@@ -544,3 +544,15 @@ def test_running_max_per_key_is_the_grouped_cummax(bound, data):
     values = np.array([v for _, v in rows], dtype=np.int64)
     expected = pd.Series(values, dtype=np.int64).groupby(keys).cummax().to_numpy()
     assert list(running_max_per_key(keys, values)) == list(expected)
+
+
+@SETTINGS
+@given(bound=st.sampled_from([10, 2**62]), data=st.data())
+def test_equal_window_groups_number_key_and_start_pairs_as_pandas_groupby_in_order_of_appearance(bound, data):
+    from windowing.sessions import equal_window_groups
+
+    rows = data.draw(st.lists(st.tuples(st.integers(0, 3), st.integers(-bound, bound)), max_size=30))
+    keys = np.array([k for k, _ in rows], dtype=np.int64)
+    starts = np.array([s for _, s in rows], dtype=np.int64)
+    expected = pd.DataFrame({"k": keys, "s": starts}).groupby(["k", "s"], sort=False).ngroup().to_numpy()
+    assert list(equal_window_groups(keys, starts)) == list(expected)

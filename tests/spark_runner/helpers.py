@@ -91,11 +91,27 @@ def shipped(frame: pd.DataFrame, plan: SparkPlan, partition_rows: int = 5) -> pd
     if plan.lifting is not None:
         partitions = [lifted for part in partitions for lifted in lift(iter([part]), plan.lifting)]
     if plan.adapter.packed:
-        batches = [pa.RecordBatch.from_pandas(part, preserve_index=False) for part in partitions]
-        partitions = [packed.to_pandas() for batch in batches for packed in pack(iter([batch]))]
+        # Lifted rows come with their null flags; unlifted rows as Spark ships them, nulls and all (pack flags them).
+        nullable = plan.adapter.nullable if plan.lifting is None else ()
+        batches = [_with_nulls_in_arrow(part, nullable) for part in partitions]
+        partitions = [packed.to_pandas() for batch in batches for packed in pack(iter([batch]), nullable=nullable)]
     out = pd.concat(partitions, ignore_index=True)
     out["_wm_ms"] = (out["_tmax"] // 1000 if plan.adapter.timestamp else out["_tmax"]) + plan.horizon_ms
     return out
+
+
+def _with_nulls_in_arrow(part: pd.DataFrame, nullable: tuple[str, ...]) -> pa.RecordBatch:
+    """``part``'s rows as Arrow, each of the integer columns ``nullable`` holding its nulls instead of a null flag."""
+    flags = {WIRE.null_flag(name) for name in nullable}
+    arrays, names = [], []
+    for name in part.columns:
+        if name in flags:
+            continue
+        values = part[name].to_numpy()
+        mask = part[WIRE.null_flag(name)].to_numpy(dtype=bool) if name in nullable else None
+        arrays.append(pa.array(values, mask=mask, from_pandas=True))  # as RecordBatch.from_pandas: NaN is null
+        names.append(name)
+    return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
 def frozen_when_output() -> SparkTyped:

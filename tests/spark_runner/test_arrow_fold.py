@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from accumulations import Count, Max, Min, Sum
 from windowing import windowed
 from windowing.runners.spark import plan_spark
-from windowing.runners.spark.combine import arrow_folded, lift, lift_and_pack
+from windowing.runners.spark.combine import arrow_folded, lift, lift_and_pack, with_null_flags
 
 T = pytest.importorskip("pyspark.sql.types")
 to_arrow_schema = pytest.importorskip("pyspark.sql.pandas.types").to_arrow_schema
@@ -33,23 +33,26 @@ def _plan(aggregations: dict, sliding: bool = False):
     return plan
 
 
-def _wire(plan, keys, times, amounts, key_nulls=None, amount_nulls=None, price=None) -> pa.Table:
-    """The projected rows as `query.run_spark` ships them to the fold: bucket, key, time, values, null flags."""
+def _shipped(plan, keys, times, amounts, key_nulls=None, amount_nulls=None, price=None) -> pa.Table:
+    """The projected rows as `query.run_spark` ships them to the fold: bucket, key, time, values, with their nulls."""
     n = len(keys)
     key_nulls = np.zeros(n, dtype=bool) if key_nulls is None else np.asarray(key_nulls)
     amount_nulls = np.zeros(n, dtype=bool) if amount_nulls is None else np.asarray(amount_nulls)
-    columns = {"_b": pa.array(np.asarray(keys) % 4, pa.int32()), "_k0": pa.array(np.where(key_nulls, 0, keys), pa.int64()),
-               "_k0_null": key_nulls, "_t": pa.array(times, pa.int64())}
-    inputs = {"amount": (pa.array(np.where(amount_nulls, 0, amounts), pa.int64()), amount_nulls),
-              "small": (pa.array(np.asarray(amounts) % 1000, pa.int32()), None),
-              "price": (pa.array(np.asarray(amounts if price is None else price, dtype=np.float64)), None)}
+    columns = {"_b": pa.array(np.asarray(keys) % 4, pa.int32()), "_k0": pa.array(keys, pa.int64(), mask=key_nulls),
+               "_t": pa.array(times, pa.int64())}
+    inputs = {"amount": pa.array(amounts, pa.int64(), mask=amount_nulls),
+              "small": pa.array(np.asarray(amounts) % 1000, pa.int32()),
+              "price": pa.array(np.asarray(amounts if price is None else price, dtype=np.float64))}
     for i, column in enumerate(plan.input_columns):
         if column is not None:
-            values, nulls = inputs[column]
-            columns[f"_v{i}"] = values
-            if f"_v{i}" in plan.adapter.nullable:
-                columns[f"_v{i}_null"] = nulls
+            columns[f"_v{i}"] = inputs[column]
     return pa.table(columns)
+
+
+def _wire(plan, *args, **kwargs) -> pa.Table:
+    """`_shipped` as the fold takes it: each nullable integer column as its value, 0 where null, and its null flag."""
+    shipped = _shipped(plan, *args, **kwargs)
+    return pa.Table.from_batches([with_null_flags(b, plan.adapter.nullable) for b in shipped.to_batches()])
 
 
 def _rows(table: pa.Table) -> list[tuple]:
@@ -83,8 +86,11 @@ def test_a_null_value_in_the_partition_leaves_the_fold_to_pandas():
     plan = _plan(AGGREGATIONS)
     table = _wire(plan, [1, 1, 2], [0, 1, 2], [5, 6, 7], amount_nulls=[False, True, False])
     assert arrow_folded(table, plan.lifting, to_arrow_schema(plan.lifted_schema)) is None
-    packed = next(lift_and_pack(iter(table.to_batches()), plan.lifting, to_arrow_schema(plan.lifted_schema)))
+    shipped = _shipped(plan, [1, 1, 2], [0, 1, 2], [5, 6, 7], amount_nulls=[False, True, False])
+    packed = next(lift_and_pack(iter(shipped.to_batches()), plan.lifting, to_arrow_schema(plan.lifted_schema)))
     assert packed.num_rows >= 1  # folded by pandas instead
+    present = plan.input_columns.index("amount", list(AGGREGATIONS).index("present"))
+    assert sum(v for row in packed[f"_v{present}"].to_pylist() for v in row) == 2  # the null is counted by no one
 
 
 def test_a_sum_that_might_leave_64_bits_leaves_the_fold_to_pandas():
@@ -107,11 +113,28 @@ def test_lift_and_pack_packs_the_arrow_folds_rows_as_it_packed_the_pandas_fold()
     plan = _plan(AGGREGATIONS)
     lifted = to_arrow_schema(plan.lifted_schema)
     rng = np.random.default_rng(3)
-    table = _wire(plan, rng.integers(0, 50, 2000), rng.integers(0, 500, 2000), rng.integers(-100, 100, 2000))
+    columns = rng.integers(0, 50, 2000), rng.integers(0, 500, 2000), rng.integers(-100, 100, 2000)
+    table = _wire(plan, *columns)
     assert arrow_folded(table, plan.lifting, lifted) is not None
-    packed = pa.Table.from_batches(list(lift_and_pack(iter(table.to_batches(max_chunksize=300)), plan.lifting, lifted)))
+    shipped = _shipped(plan, *columns)
+    packed = pa.Table.from_batches(list(lift_and_pack(iter(shipped.to_batches(max_chunksize=300)), plan.lifting, lifted)))
     unpacked = {name: np.concatenate(packed[name].to_numpy(zero_copy_only=False)) for name in ("_k0", "_t", "_v0", "_v1")}
     expected = _pandas_folded(table, plan).to_pandas()
     got = pd.DataFrame(unpacked).sort_values(["_k0", "_t"]).reset_index(drop=True)
     want = expected[["_k0", "_t", "_v0", "_v1"]].sort_values(["_k0", "_t"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)), max_size=40),
+       width=st.sampled_from([pa.int64(), pa.int32()]))
+def test_null_flags_made_in_arrow_keep_every_value_exact_and_flag_exactly_the_nulls(values, width):
+    if width == pa.int32():
+        values = [None if v is None else v % 2**31 for v in values]
+    batch = pa.record_batch({"_b": pa.array([0] * len(values), pa.int32()), "_k0": pa.array(values, width),
+                             "_t": pa.array(range(len(values)), pa.int64())})
+    flagged = with_null_flags(batch, ("_k0",))
+    assert flagged.schema.names == ["_b", "_k0", "_k0_null", "_t"]
+    assert flagged.column("_k0").type == width and flagged.column("_k0").null_count == 0
+    assert flagged.column("_k0_null").to_pylist() == [v is None for v in values]
+    assert flagged.column("_k0").to_pylist() == [0 if v is None else v for v in values]

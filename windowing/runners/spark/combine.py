@@ -33,10 +33,12 @@ windows are packed, not lifted: a partial session's contribution would be
 dropped or kept as a whole at the lateness horizon, while its rows are
 judged one by one.
 
-Integer columns that may hold a null arrive as two columns, the value (0 where
+Integer columns that may hold a null leave this step as two columns, the value (0 where
 null) and its null flag (`wire.WireSchema.null_flag`): pyspark hands an integer column holding
-a null to pandas as float64, which rounds beyond 2**53. The fold rebuilds the
-exact values (`with_nulls`) and splits its results again.
+a null to pandas as float64, which rounds beyond 2**53. They arrive here as they are: in Arrow a
+null integer stays exact, so the flags are made here (`with_null_flags`) rather than shipped from
+the JVM, whose writing of every shipped value into Arrow is most of this stage's JVM time. The
+fold rebuilds the exact values (`with_nulls`) and splits its results again.
 """
 
 from __future__ import annotations
@@ -182,13 +184,45 @@ PACK_ROWS = 1 << 17
 CHECKED_BUCKET = 0
 
 
+def with_null_flags(batch: pa.RecordBatch, nullable: Iterable[str]) -> pa.RecordBatch:
+    """``batch`` with each of the integer columns ``nullable`` (as shipped, nulls and all) as its
+    value, 0 where null, followed by its null flag: the columns `pack` and `lift` take."""
+    nullable = set(nullable)
+    if not nullable:
+        return batch
+    names, arrays = [], []
+    for name, column in zip(batch.schema.names, batch.columns):
+        if name in nullable:
+            names += [name, WIRE.null_flag(name)]
+            arrays += [pc.fill_null(column, pa.scalar(0, column.type)), pc.is_null(column)]
+        else:
+            names.append(name)
+            arrays.append(column)
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def flagged_schema(schema: Any, nullable: Iterable[str]) -> Any:
+    """The Spark schema of `with_null_flags`'s batches from that of the shipped ones."""
+    from pyspark.sql import types as T
+
+    nullable = set(nullable)
+    fields = []
+    for field in schema.fields:
+        fields.append(field)
+        if field.name in nullable:
+            fields.append(T.StructField(WIRE.null_flag(field.name), T.BooleanType(), False))
+    return T.StructType(fields)
+
+
 def pack(batches: Iterator[pa.RecordBatch], bucket: str = WIRE.bucket, time: str = WIRE.time,
-         checked: bool = True) -> Iterator[pa.RecordBatch]:
+         checked: bool = True, nullable: tuple[str, ...] = ()) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: the rows of each bucket, ``PACK_ROWS`` input rows at a time, as one row of
     arrays (every column but ``bucket`` becomes a list), plus ``_tmax``, the latest event time packed
     (from the rows' own ``_tmax`` when they are lifted rows). With ``checked`` (a stream: a batch
     query has no checkpoint), bucket ``CHECKED_BUCKET`` gets a row of empty lists where it has no
     rows, with the latest ``_tmax`` of the others: that moves no watermark.
+
+    ``nullable``: integer columns that arrive with their nulls, given their null flags (`with_null_flags`).
 
     Exact for every pipeline: each element still reaches the engine, only in fewer rows; Spark then
     shuffles, sorts and converts a row per bucket instead of a row per element.
@@ -197,7 +231,7 @@ def pack(batches: Iterator[pa.RecordBatch], bucket: str = WIRE.bucket, time: str
     rows = 0
     for batch in batches:
         if batch.num_rows:
-            pending.append(batch)
+            pending.append(with_null_flags(batch, nullable))
             rows += batch.num_rows
         if rows >= PACK_ROWS:
             yield _packed(pa.Table.from_batches(pending), bucket, time, checked)
@@ -233,8 +267,9 @@ def _packed(table: pa.Table, bucket: str, time: str, checked: bool) -> pa.Record
 def lift_and_pack(batches: Iterator[pa.RecordBatch], how: Lifting, lifted: pa.Schema,
                   checked: bool = True) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: `lift` the rows (in Arrow where `arrow_folded` can), then `pack` the
-    lifted rows (of Arrow schema ``lifted``)."""
-    parts = [batch for batch in batches if batch.num_rows]
+    lifted rows (of Arrow schema ``lifted``); the columns ``how.nullable`` arrive with their nulls
+    (`with_null_flags`)."""
+    parts = [with_null_flags(batch, how.nullable) for batch in batches if batch.num_rows]
     if not parts:
         return
     table = pa.Table.from_batches(parts)

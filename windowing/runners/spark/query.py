@@ -13,7 +13,7 @@ from ...plan import Plan
 from ...strategy import Strategy
 from ...timeaxis import EPOCH_UNITS, MAX_MICROS, MAX_TIME, MIN_MICROS, MIN_TIME
 from .buckets import NUMBERS, Bucketing, bucketing_of
-from .combine import lift_and_pack, pack
+from .combine import flagged_schema, lift_and_pack, pack
 from .output_types import integral
 from .planning import NEVER_BEHIND_MS, plan_spark
 from .results import JSON_OPTIONS, SparkRun, spark_run
@@ -46,9 +46,14 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
     if source.isStreaming:
         _check_watermark(strategy, adapter.plan, watermarked, adapter.timestamp)
 
+    # A mapInArrow before the shuffle gets integer columns with their nulls and makes the flags itself
+    # (`combine.with_null_flags`): Spark then writes fewer columns into Arrow.
+    flags_in_python = sp.lifting is not None or adapter.packed
+
     def shipped(name: str, alias: str) -> list[Any]:
-        """The column under ``alias``; a nullable integer one as its value, 0 where null, and a null flag."""
-        if alias not in adapter.nullable:
+        """The column under ``alias``; a nullable integer one, unless ``flags_in_python``, as its value,
+        0 where null, and a null flag."""
+        if alias not in adapter.nullable or flags_in_python:
             return [_col(name).alias(alias)]
         zero = F.lit(0).cast(source.schema[name].dataType)
         return [F.coalesce(_col(name), zero).alias(alias), _col(name).isNull().alias(WIRE.null_flag(alias))]
@@ -75,12 +80,13 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
 
         frame, latest = frame.mapInArrow(on_workers(combine_rows), _packed_schema(sp.lifted_schema)), WIRE.latest
     elif adapter.packed:
-        streaming = source.isStreaming
+        streaming, nullable = source.isStreaming, adapter.nullable
 
         def pack_rows(batches: Iterator[Any]) -> Iterator[Any]:
-            return pack(batches, checked=streaming)
+            return pack(batches, checked=streaming, nullable=nullable)
 
-        frame, latest = frame.mapInArrow(on_workers(pack_rows), _packed_schema(frame.schema)), WIRE.latest
+        packed_schema = _packed_schema(flagged_schema(frame.schema, nullable))
+        frame, latest = frame.mapInArrow(on_workers(pack_rows), packed_schema), WIRE.latest
 
     if not source.isStreaming:
         def run_batch(frame: pd.DataFrame) -> pd.DataFrame:  # Spark counts a bound method's `self` as an argument

@@ -15,8 +15,10 @@ Names are those of the engine's element frame (`windowing.columns`) plus the run
 ``<name>_null``     the null flag of an integer key or value column that may hold nulls
 ==================  ==============================================================================
 
-Integer columns that may hold a null travel as the value (0 where null) and its null flag:
+Integer columns that may hold a null reach pandas as the value (0 where null) and its null flag:
 pyspark hands an integer column holding a null to pandas as float64, which rounds beyond 2**53.
+Where a ``mapInArrow`` runs before the shuffle they are shipped as they are and it makes the
+flags (`combine.with_null_flags`); otherwise Spark ships both.
 """
 
 from __future__ import annotations
