@@ -34,21 +34,27 @@ def equal_window_groups(key_code: np.ndarray, start: np.ndarray) -> np.ndarray:
     fits in one, else pandas' grouping by both."""
     if len(start) == 0:
         return np.arange(0)
-    low, span = int(start.min()), int(start.max()) - int(start.min()) + 1
-    if (int(key_code.max()) + 1) * span < 2**62:
-        return pd.factorize(key_code * span + (start - low))[0].astype(np.int64)
+    combined = key_and_time(key_code, start)
+    if combined is not None:
+        return pd.factorize(combined)[0].astype(np.int64)
     frame = pd.DataFrame({"key": key_code, "start": start})
     return frame.groupby(["key", "start"], sort=False).ngroup().to_numpy()
 
 
-def sort_by_key_then_time(key_code: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """Order of rows by (key code, time): one int64 argsort when the product fits, else lexsort."""
-    if len(times) == 0:
-        return np.arange(0)
+def key_and_time(key_code: np.ndarray, times: np.ndarray) -> np.ndarray | None:
+    """(key code, time) per row as one int64 ordered like the pair, or None where the product does not fit."""
     low, span = int(times.min()), int(times.max()) - int(times.min()) + 1
     if (int(key_code.max()) + 1) * span < 2**62:
-        return np.argsort(key_code * span + (times - low))
-    return np.lexsort((times, key_code))
+        return key_code * span + (times - low)
+    return None
+
+
+def sort_by_key_then_time(key_code: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Order of rows by (key code, time): one int64 argsort when the pair fits in one, else lexsort."""
+    if len(times) == 0:
+        return np.arange(0)
+    combined = key_and_time(key_code, times)
+    return np.argsort(combined) if combined is not None else np.lexsort((times, key_code))
 
 
 def running_max_per_key(key_code: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -269,3 +269,16 @@ def test_bigint_keys_and_values_beside_nulls_stay_exact(spark, combine, late_dat
     expected = windowed(pdf, time="ts", key="k").fixed("10 seconds").aggregate(**aggs)
     rows = expected[["k", *aggs]].astype(object).itertuples(index=False)
     assert sorted(tuple(-1 if pd.isna(v) else v for v in r) for r in rows) == table
+
+
+@pytest.mark.parametrize("late_data", [False, True], ids=["lifted", "packed"])
+def test_the_fold_before_the_shuffle_gets_nullable_integers_as_they_are_without_null_flags(spark, late_data):
+    # It makes the flags from Arrow's nulls (combine.with_null_flags): Spark writes two columns fewer into Arrow.
+    frame = spark.createDataFrame([(BIG, dt.datetime(2024, 1, 1), None)], "k bigint, ts timestamp, v bigint")
+    w = windowed(frame, time="ts", key="k").fixed("10 seconds")
+    panes = w.run(total=Sum("v")).panes if late_data else w.aggregate(total=Sum("v"))
+    plan = panes._jdf.queryExecution().analyzed().toString()
+    calls = [line.split("MapInArrow", 1)[1].split(")#", 1)[0] for line in plan.splitlines() if "MapInArrow" in line]
+    assert len(calls) == 1 and "_k0#" in calls[0] and "_v0#" in calls[0], plan
+    assert "_null" not in calls[0], plan
+    assert [tuple(r) for r in panes.select("k", "total").collect()] == [(BIG, 0)]

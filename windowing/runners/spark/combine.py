@@ -36,8 +36,8 @@ judged one by one.
 Integer columns that may hold a null leave this step as two columns, the value (0 where
 null) and its null flag (`wire.WireSchema.null_flag`): pyspark hands an integer column holding
 a null to pandas as float64, which rounds beyond 2**53. They arrive here as they are: in Arrow a
-null integer stays exact, so the flags are made here (`with_null_flags`) rather than shipped from
-the JVM, whose writing of every shipped value into Arrow is most of this stage's JVM time. The
+null integer stays exact, so the flags are made here (`with_null_flags`) rather than computed and
+shipped by the JVM, which then writes two columns fewer into Arrow per nullable column. The
 fold rebuilds the exact values (`with_nulls`) and splits its results again.
 """
 
@@ -199,19 +199,6 @@ def with_null_flags(batch: pa.RecordBatch, nullable: Iterable[str]) -> pa.Record
             names.append(name)
             arrays.append(column)
     return pa.RecordBatch.from_arrays(arrays, names=names)
-
-
-def flagged_schema(schema: Any, nullable: Iterable[str]) -> Any:
-    """The Spark schema of `with_null_flags`'s batches from that of the shipped ones."""
-    from pyspark.sql import types as T
-
-    nullable = set(nullable)
-    fields = []
-    for field in schema.fields:
-        fields.append(field)
-        if field.name in nullable:
-            fields.append(T.StructField(WIRE.null_flag(field.name), T.BooleanType(), False))
-    return T.StructType(fields)
 
 
 def pack(batches: Iterator[pa.RecordBatch], bucket: str = WIRE.bucket, time: str = WIRE.time,

@@ -13,7 +13,7 @@ from ...plan import Plan
 from ...strategy import Strategy
 from ...timeaxis import EPOCH_UNITS, MAX_MICROS, MAX_TIME, MIN_MICROS, MIN_TIME
 from .buckets import NUMBERS, Bucketing, bucketing_of
-from .combine import flagged_schema, lift_and_pack, pack
+from .combine import lift_and_pack, pack
 from .output_types import integral
 from .planning import NEVER_BEHIND_MS, plan_spark
 from .results import JSON_OPTIONS, SparkRun, spark_run
@@ -85,7 +85,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         def pack_rows(batches: Iterator[Any]) -> Iterator[Any]:
             return pack(batches, checked=streaming, nullable=nullable)
 
-        packed_schema = _packed_schema(flagged_schema(frame.schema, nullable))
+        packed_schema = _packed_schema(_flagged_schema(frame.schema, nullable))
         frame, latest = frame.mapInArrow(on_workers(pack_rows), packed_schema), WIRE.latest
 
     if not source.isStreaming:
@@ -248,6 +248,19 @@ def _packed_schema(schema: Any) -> Any:
 
     arrays = [f if f.name == WIRE.bucket else T.StructField(f.name, T.ArrayType(f.dataType)) for f in schema if f.name != WIRE.latest]
     return T.StructType(arrays + [T.StructField(WIRE.latest, T.LongType())])
+
+
+def _flagged_schema(schema: Any, nullable: tuple[str, ...]) -> Any:
+    """The Spark schema of `combine.with_null_flags`'s batches from that of the shipped ones: each of the
+    columns ``nullable`` followed by its null flag."""
+    from pyspark.sql import types as T
+
+    fields = []
+    for field in schema.fields:
+        fields.append(field)
+        if field.name in nullable:
+            fields.append(T.StructField(WIRE.null_flag(field.name), T.BooleanType(), False))
+    return T.StructType(fields)
 
 
 def _packed_output_schema(schema: Any) -> Any:
