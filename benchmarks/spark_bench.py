@@ -202,6 +202,11 @@ def main() -> None:
                         help="a Spark setting of the benchmark's session (repeatable), e.g. "
                              "spark.python.unix.domain.socket.enabled=true")
     args = parser.parse_args()
+    if args.latency_batches < 2:  # numpy's array_split failed on 0, and one batch left no batch to time
+        parser.error(f"--latency-batches {args.latency_batches}: give at least 2 (the first micro-batch plans the "
+                     "query and is not timed)")
+    if args.latency_events < 1:
+        parser.error(f"--latency-events {args.latency_events}: give at least 1")
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
