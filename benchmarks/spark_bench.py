@@ -21,7 +21,9 @@ events on as many keys (one file each, the first batch, which plans the query, l
 ``--floor`` adds two more sides, `floor_folded` and `floor_unfolded`: the same stream through
 do-nothing Python of the engine's shape on ``applyInPandasWithState`` (with and without a
 ``mapInArrow`` before the shuffle), the least any runner built on that API pays, with their CPU seconds
-(JVM and Python together) beside the engine's.
+(JVM and Python together) beside the engine's. ``--profile DIR`` runs the engine once more per
+case after the timed rounds, with py-spy on Spark's Python workers (``worker_profile``), and prints
+the calls they spent their samples in.
 
     .venv/bin/python benchmarks/spark_bench.py --events 2000000 --keys 1000 100000 --rounds 5
 """
@@ -41,6 +43,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spark_cpu import cpu_seconds, jvm_pid  # noqa: E402
+from worker_profile import innermost, start_profile, stop_profile  # noqa: E402
 
 MINUTE_S = 60
 DELAY = "10 seconds"
@@ -91,6 +94,22 @@ def run_query(spark, data: Path, build, checkpoint: Path) -> tuple[float, float,
     batches = [p["durationMs"]["triggerExecution"] for p in sorted(query.recentProgress, key=lambda p: p["batchId"])
                if p["numInputRows"] > 0]
     return seconds, cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1], batches
+
+
+def print_profile(spark, data: Path, build, checkpoint: Path, out: Path, case: str, top: int = 15) -> None:
+    """One more run of ``build``, not timed, with py-spy on Spark's Python workers; the ``top`` innermost calls
+    by share of the samples. Run after the timed rounds: the workers' first task pays their imports once, which
+    the medians leave out, and py-spy's sampling slows the run it watches."""
+    spy = start_profile(jvm_pid(spark), out)
+    try:
+        run_query(spark, data, build, checkpoint)
+    finally:
+        stop_profile(spy)
+    counts = innermost([out])
+    total = sum(counts.values())
+    print(f"\nprofile of the engine, {case}: {total} samples of Spark's Python workers at 200 Hz ({out})")
+    for call, samples in counts.most_common(top):
+        print(f"{samples / total:6.1%}  {call}")
 
 
 def native_fixed(stream):
@@ -198,6 +217,9 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true",
                         help="also run the FLOORS beside native and the engine: what a Python runner pays doing nothing")
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="after the timed rounds, run the engine once more per case with py-spy on Spark's Python "
+                             "workers (warm: their imports done), collapsed stacks into DIR, and print where they spent it")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting of the benchmark's session (repeatable), e.g. "
                              "spark.python.unix.domain.socket.enabled=true")
@@ -245,6 +267,11 @@ def main() -> None:
             for side, build in [("native", native), ("engine", engine)] + floors:
                 batches = run_query(spark, data, build, args.work / "chk")[3][1:]  # the first batch plans the query
                 runs.setdefault(("latency", shape, side), []).extend(batches)
+
+    if args.profile:
+        for keys, shape, _, engine in cases:
+            print_profile(spark, make_data(args.work, args.events, keys, args.batches, shape == "sessions"), engine,
+                          args.work / "chk", args.profile / f"{shape}-{keys}.txt", f"{keys} keys, {shape}")
 
     def median(values: list[float]) -> float:
         return float(np.median(values))

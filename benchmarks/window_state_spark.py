@@ -43,7 +43,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -57,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spark_cpu import cpu_seconds, jvm_pid  # noqa: E402
+from worker_profile import descendants, read_bytes, start_profile, stop_profile  # noqa: E402
 
 VALUES_PER_SESSION = 10
 START = pd.Timestamp("2024-01-01")
@@ -137,7 +137,7 @@ class PythonPeaks:
     def python_pids(self) -> list[int]:
         """``python -m pyspark.daemon`` and the workers it forks: not the JVM's own short-lived children (a
         shell command Hadoop runs), which for a moment carry the JVM's command line, ``pyspark`` in it."""
-        return [pid for pid in descendants(self.jvm) if b"-m\0pyspark." in _read(f"/proc/{pid}/cmdline")]
+        return [pid for pid in descendants(self.jvm) if b"-m\0pyspark." in read_bytes(f"/proc/{pid}/cmdline")]
 
     def _sample(self) -> None:
         while not self._stop.wait(self.every_s):
@@ -170,32 +170,8 @@ class PythonPeaks:
         self._thread.join()
 
 
-def descendants(root: int) -> list[int]:
-    parents = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            stat = _read(f"/proc/{name}/stat")
-            if stat:
-                parents[int(name)] = int(stat.rsplit(b")", 1)[1].split()[1])
-    found, todo = [], [root]
-    while todo:
-        parent = todo.pop()
-        children = [pid for pid, p in parents.items() if p == parent]
-        found += children
-        todo += children
-    return found
-
-
-def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
 def _status_kib(pid: int, field: str) -> int | None:
-    for line in _read(f"/proc/{pid}/status").splitlines():
+    for line in read_bytes(f"/proc/{pid}/status").splitlines():
         if line.startswith(field.encode() + b":"):
             return int(line.split()[1])
     return None
@@ -205,7 +181,7 @@ def jvm_threads(jvm: int) -> dict[int, tuple[str, int]]:
     """Thread id -> (name, CPU ticks) of every thread of the JVM, from /proc."""
     threads = {}
     for tid in os.listdir(f"/proc/{jvm}/task"):
-        stat = _read(f"/proc/{jvm}/task/{tid}/stat")
+        stat = read_bytes(f"/proc/{jvm}/task/{tid}/stat")
         if stat:
             name, rest = stat.split(b" (", 1)[1].rsplit(b")", 1)
             fields = rest.split()
@@ -354,30 +330,6 @@ def stages(events: Path, batch_ids: list[int]) -> list[dict]:
 
 def _median(values: list[float]) -> float:
     return float(np.median(values))
-
-
-def start_profile(jvm: int, out: Path) -> subprocess.Popen:
-    """``py-spy record`` on Spark's Python daemon and its workers, collapsed stacks into ``out``."""
-    daemons = _daemons(jvm)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    return subprocess.Popen([spy, "record", "--subprocesses", "--format", "raw", "--rate", "200", "--nonblocking",
-                             "--pid", str(daemons[0]), "--output", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
-def _daemons(jvm: int) -> list[int]:
-    daemons = [pid for pid in descendants(jvm) if b"pyspark.daemon" in _read(f"/proc/{pid}/cmdline")]
-    parents = set(daemons)
-    roots = [pid for pid in daemons if int(_read(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()[1]) not in parents]
-    assert roots, "no pyspark.daemon under the JVM to profile"
-    return roots
-
-
-def stop_profile(spy: subprocess.Popen) -> None:
-    spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-    _, err = spy.communicate(timeout=120)
-    assert spy.returncode in (0, -signal.SIGINT), f"py-spy failed: {err[-2000:]}"
 
 
 def categorized(collapsed: Path) -> Counter:
