@@ -62,10 +62,10 @@ def running_max_per_key(key_code: np.ndarray, values: np.ndarray) -> np.ndarray:
     accumulate over values lifted by key when that fits in int64, else pandas' grouped cummax."""
     if len(values) == 0:
         return values
-    low, span = int(values.min()), int(values.max()) - int(values.min()) + 1
-    if (int(key_code.max()) + 1) * span < 2**62:
-        lift = key_code * span
-        return np.maximum.accumulate(lift + (values - low)) - lift + low
+    combined = key_and_time(key_code, values)
+    if combined is not None:  # each key's combined values lie above every earlier key's: the maximum restarts
+        # at each key, and taking off the key's offset (combined - values) gives the values back
+        return np.maximum.accumulate(combined) - (combined - values)
     return pd.Series(values).groupby(key_code, sort=False).cummax().to_numpy()
 
 
