@@ -21,6 +21,8 @@ def start_profile(jvm: int, out: Path) -> subprocess.Popen:
     daemons = _daemons(jvm)
     out.parent.mkdir(parents=True, exist_ok=True)
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        raise SystemExit(f"--profile needs py-spy, not found on PATH nor at {spy}: pip install -e '.[bench]'")
     return subprocess.Popen([spy, "record", "--subprocesses", "--format", "raw", "--rate", "200", "--nonblocking",
                              "--pid", str(daemons[0]), "--output", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
