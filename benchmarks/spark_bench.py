@@ -14,10 +14,12 @@ unless ``--buckets`` is given. Rounds are interleaved (native then engine for ev
 order swapped every other round) in one SparkSession, and each figure is the median over the
 rounds. Event times advance through the data with bounded out-of-order jitter; for sessions
 every key alternates 10 minutes of activity and 10 minutes of pause, so sessions close. Also
-reported: CPU seconds of Spark's JVM and of its Python processes per query (``spark_cpu``),
-state bytes per open window (one bucket's window table encoded), and the latency of a small
-micro-batch: the median ``triggerExecution`` time of micro-batches of ``--latency-events``
-events on as many keys (one file each, the first batch, which plans the query, left out).
+reported: CPU seconds of Spark's JVM and of its Python processes per query (``spark_cpu``), the
+median milliseconds of a micro-batch and of its Spark jobs (``addBatch``; the rest is Structured
+Streaming's bookkeeping, the same work for every side), state bytes per open window (one
+bucket's window table encoded), and the latency of a small micro-batch: the median
+``triggerExecution`` time of micro-batches of ``--latency-events`` events on as many keys (one
+file each, the first batch, which plans the query, left out).
 ``--floor`` adds two more sides, `floor_folded` and `floor_unfolded`: the same stream through
 do-nothing Python of the engine's shape on ``applyInPandasWithState`` (with and without a
 ``mapInArrow`` before the shuffle), the least any runner built on that API pays, with their CPU seconds
@@ -78,9 +80,10 @@ def make_data(root: Path, events: int, keys: int, files: int, sessions: bool, se
     return out
 
 
-def run_query(spark, data: Path, build, checkpoint: Path) -> tuple[float, float, float, list[float]]:
-    """Wall seconds, CPU seconds of the JVM and of Spark's Python processes, and the ``triggerExecution``
-    milliseconds of every micro-batch that read rows, of one query."""
+def run_query(spark, data: Path, build, checkpoint: Path) -> tuple[float, float, float, list[dict]]:
+    """Wall seconds, CPU seconds of the JVM and of Spark's Python processes, and the ``durationMs`` of every
+    micro-batch that read rows (``triggerExecution``, the whole micro-batch; ``addBatch``, its Spark jobs; the
+    rest is Structured Streaming's bookkeeping: offsets, write-ahead log, commit, planning), of one query."""
     shutil.rmtree(checkpoint, ignore_errors=True)
     stream = spark.readStream.schema("key long, ts timestamp, amount long").option("maxFilesPerTrigger", 1).parquet(str(data))
     jvm = jvm_pid(spark)
@@ -91,8 +94,7 @@ def run_query(spark, data: Path, build, checkpoint: Path) -> tuple[float, float,
     query.awaitTermination()
     seconds = time.perf_counter() - began
     cpu_after = cpu_seconds(jvm)
-    batches = [p["durationMs"]["triggerExecution"] for p in sorted(query.recentProgress, key=lambda p: p["batchId"])
-               if p["numInputRows"] > 0]
+    batches = [p["durationMs"] for p in sorted(query.recentProgress, key=lambda p: p["batchId"]) if p["numInputRows"] > 0]
     return seconds, cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1], batches
 
 
@@ -266,7 +268,7 @@ def main() -> None:
                              args.latency_batches, shape == "sessions")
             for side, build in [("native", native), ("engine", engine)] + floors:
                 batches = run_query(spark, data, build, args.work / "chk")[3][1:]  # the first batch plans the query
-                runs.setdefault(("latency", shape, side), []).extend(batches)
+                runs.setdefault(("latency", shape, side), []).extend(b["triggerExecution"] for b in batches)
 
     if args.profile:
         for keys, shape, _, engine in cases:
@@ -275,6 +277,12 @@ def main() -> None:
 
     def median(values: list[float]) -> float:
         return float(np.median(values))
+
+    def per_batch(queries: list[tuple]) -> str:
+        """Median milliseconds of a micro-batch (the first of each query, which plans it, left out) and, in
+        brackets, of its Spark jobs (``addBatch``)."""
+        batches = [b for query in queries for b in query[3][1:]]
+        return f"{median([b['triggerExecution'] for b in batches]):.0f} ({median([b['addBatch'] for b in batches]):.0f})"
 
     rows = []
     for keys, shape, _, _ in cases:
@@ -285,6 +293,7 @@ def main() -> None:
                      "native JVM cpu s": round(median([r[1] for r in n]), 1),
                      "engine JVM cpu s": round(median([r[1] for r in e]), 1),
                      "engine Python cpu s": round(median([r[2] for r in e]), 1),
+                     "native ms/batch (jobs)": per_batch(n), "engine ms/batch (jobs)": per_batch(e),
                      **{f"{side}/native": round(n_s / median([r[0] for r in runs[keys, shape, side]]), 2) for side, _ in floors},
                      **{f"{side} JVM+Python cpu s": round(median([r[1] + r[2] for r in runs[keys, shape, side]]), 1)
                         for side, _ in floors},
