@@ -226,6 +226,13 @@ def main() -> None:
                         help="a Spark setting of the benchmark's session (repeatable), e.g. "
                              "spark.python.unix.domain.socket.enabled=true")
     args = parser.parse_args()
+    for name, value in (("--events", args.events), ("--rounds", args.rounds),
+                        ("--shuffle-partitions", args.shuffle_partitions), *(("--keys", k) for k in args.keys)):
+        if value < 1:
+            parser.error(f"{name} {value}: give at least 1")
+    if args.batches < 2:  # the first micro-batch of each query plans it: the per-micro-batch figures leave it out
+        parser.error(f"--batches {args.batches}: give at least 2 (the first micro-batch plans the query and is left "
+                     "out of the per-micro-batch figures)")
     if args.latency_batches < 2:  # numpy's array_split failed on 0, and one batch left no batch to time
         parser.error(f"--latency-batches {args.latency_batches}: give at least 2 (the first micro-batch plans the "
                      "query and is not timed)")
