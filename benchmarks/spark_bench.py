@@ -23,7 +23,9 @@ file each, the first batch, which plans the query, left out).
 ``--floor`` adds two more sides, `floor_folded` and `floor_unfolded`: the same stream through
 do-nothing Python of the engine's shape on ``applyInPandasWithState`` (with and without a
 ``mapInArrow`` before the shuffle), the least any runner built on that API pays, with their CPU seconds
-(JVM and Python together) beside the engine's. ``--profile DIR`` runs the engine once more per
+(JVM and Python together) beside the engine's. ``--foreach-batch`` adds `foreach_batch_shape`: the same
+stream through ``foreachBatch`` instead, each micro-batch a batch query handed to Python and nothing done
+with it (another shape than ``api.md``'s, for comparison). ``--profile DIR`` runs the engine once more per
 case after the timed rounds, with py-spy on Spark's Python workers (``worker_profile``), and prints
 the calls they spent their samples in.
 
@@ -84,13 +86,16 @@ def run_query(spark, data: Path, build, checkpoint: Path) -> tuple[float, float,
     """Wall seconds, CPU seconds of the JVM and of Spark's Python processes, and the ``durationMs`` of every
     micro-batch that read rows (``triggerExecution``, the whole micro-batch; ``addBatch``, its Spark jobs; the
     rest is Structured Streaming's bookkeeping: offsets, write-ahead log, commit, planning), of one query."""
+    from pyspark.sql.streaming import DataStreamWriter
+
     shutil.rmtree(checkpoint, ignore_errors=True)
     stream = spark.readStream.schema("key long, ts timestamp, amount long").option("maxFilesPerTrigger", 1).parquet(str(data))
     jvm = jvm_pid(spark)
     cpu_before = cpu_seconds(jvm)
     began = time.perf_counter()
-    query = (build(stream).writeStream.format("noop").outputMode("append")
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    built = build(stream)  # a DataFrame for the noop sink, or a side's own DataStreamWriter (foreach_batch_shape)
+    writer = built if isinstance(built, DataStreamWriter) else built.writeStream.format("noop").outputMode("append")
+    query = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
     query.awaitTermination()
     seconds = time.perf_counter() - began
     cpu_after = cpu_seconds(jvm)
@@ -170,14 +175,47 @@ def floor_unfolded(stream):
     and crossing into Python in the stateful call (fewer Python tasks, more rows through the shuffle)."""
     from pyspark.sql import functions as F
 
-    labels = _floor_labels(stream)
-    bucket = F.element_at(F.array(*[F.lit(int(label)) for label in labels]), (F.pmod("key", F.lit(len(labels))) + 1).cast("int"))
-    return (stream.withWatermark("ts", DELAY).select(bucket.alias("bucket"), "ts", F.lit(1).cast("long").alias("n"))
+    return (stream.withWatermark("ts", DELAY).select(_jvm_bucket(stream).alias("bucket"), "ts", F.lit(1).cast("long").alias("n"))
             .groupBy("bucket")
             .applyInPandasWithState(_count_rows, "bucket int, n long", "n long", "append", "EventTimeTimeout"))
 
 
+def _jvm_bucket(stream):
+    """The floors' bucket of a row's ``key``, computed by Spark."""
+    from pyspark.sql import functions as F
+
+    labels = _floor_labels(stream)
+    return F.element_at(F.array(*[F.lit(int(label)) for label in labels]), (F.pmod("key", F.lit(len(labels))) + 1).cast("int"))
+
+
 FLOORS = {"floor folded": floor_folded, "floor unfolded": floor_unfolded}
+
+
+def _count_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({"bucket": [frame["bucket"].iloc[0]], "n": [len(frame)]})
+
+
+def foreach_batch_shape(shape: str):
+    """Another shape than the engine's, for comparison (``--foreach-batch``): each micro-batch as a batch DataFrame
+    in ``foreachBatch``, handed to Python as a runner of that shape would hand it, and nothing done with it. Fixed
+    windows: Spark's own partial aggregation per (bucket, key, window) (no ``mapInArrow``), then one
+    ``applyInPandas`` call per bucket counting the folded rows; sessions: every row to that call. No state is kept
+    (a runner would keep its windows and watermark itself, in files: ``foreachBatch`` has no state store), no
+    watermark and no late rows: a floor of that shape, not a runner. Its result is no DataFrame a user could
+    write to any sink, which ``windowed(...)`` on a streaming DataFrame returns (``api.md``)."""
+    def build(stream):
+        from pyspark.sql import functions as F
+
+        bucket = _jvm_bucket(stream)
+
+        def each_batch(batch, batch_id):
+            rows = batch.select(bucket.alias("bucket"), "key", "ts", "amount")
+            if shape == "fixed":
+                rows = rows.groupBy("bucket", "key", F.window("ts", "1 minute")).agg(F.sum("amount"), F.max("ts"))
+            rows.groupBy("bucket").applyInPandas(_count_frame, "bucket int, n long").write.format("noop").mode("overwrite").save()
+
+        return stream.writeStream.foreachBatch(each_batch)
+    return build
 
 
 def state_bytes_per_window(data: Path, shape: str) -> float:
@@ -218,6 +256,8 @@ def main() -> None:
     parser.add_argument("--latency-batches", type=int, default=11)
     parser.add_argument("--floor", action="store_true",
                         help="also run the FLOORS beside native and the engine: what a Python runner pays doing nothing")
+    parser.add_argument("--foreach-batch", action="store_true",
+                        help="also run foreach_batch_shape: the same data through foreachBatch, doing nothing")
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="after the timed rounds, run the engine once more per case with py-spy on Spark's Python "
@@ -261,11 +301,12 @@ def main() -> None:
               (("fixed", native_fixed, engine_fixed), ("sessions", native_sessions, engine_sessions)) if shape in args.windows]
     cases = [(keys, shape, native, engine) for keys in args.keys for shape, native, engine in shapes]
     runs: dict[tuple, list] = {}
-    floors = list(FLOORS.items()) if args.floor else []
+    extra_sides = [(side, lambda shape, build=build: build) for side, build in FLOORS.items()] if args.floor else []
+    extra_sides += [("foreachBatch shape", foreach_batch_shape)] if args.foreach_batch else []
     for round_ in range(args.rounds):
         for keys, shape, native, engine in cases:
             data = make_data(args.work, args.events, keys, args.batches, shape == "sessions")
-            sides = [("native", native), ("engine", engine)] + floors
+            sides = [("native", native), ("engine", engine)] + [(side, of_shape(shape)) for side, of_shape in extra_sides]
             for side, build in sides if round_ % 2 == 0 else sides[::-1]:
                 runs.setdefault((keys, shape, side), []).append(run_query(spark, data, build, args.work / "chk"))
             print(f"round {round_ + 1}: {keys} keys, {shape}: native {runs[keys, shape, 'native'][-1][0]:.1f} s, "
@@ -273,7 +314,7 @@ def main() -> None:
         for shape, native, engine in shapes:
             data = make_data(args.work, args.latency_events * args.latency_batches, args.latency_events,
                              args.latency_batches, shape == "sessions")
-            for side, build in [("native", native), ("engine", engine)] + floors:
+            for side, build in [("native", native), ("engine", engine)] + [(side, of_shape(shape)) for side, of_shape in extra_sides]:
                 batches = run_query(spark, data, build, args.work / "chk")[3][1:]  # the first batch plans the query
                 runs.setdefault(("latency", shape, side), []).extend(b["triggerExecution"] for b in batches)
 
@@ -301,16 +342,16 @@ def main() -> None:
                      "engine JVM cpu s": round(median([r[1] for r in e]), 1),
                      "engine Python cpu s": round(median([r[2] for r in e]), 1),
                      "native ms/batch (jobs)": per_batch(n), "engine ms/batch (jobs)": per_batch(e),
-                     **{f"{side}/native": round(n_s / median([r[0] for r in runs[keys, shape, side]]), 2) for side, _ in floors},
+                     **{f"{side}/native": round(n_s / median([r[0] for r in runs[keys, shape, side]]), 2) for side, _ in extra_sides},
                      **{f"{side} JVM+Python cpu s": round(median([r[1] + r[2] for r in runs[keys, shape, side]]), 1)
-                        for side, _ in floors},
+                        for side, _ in extra_sides},
                      "state B/window": round(state_bytes_per_window(make_data(args.work, args.events, keys, args.batches,
                                                                                shape == "sessions"), shape))})
     latency = [{"windows": shape, "native ms": round(median(runs["latency", shape, "native"])),
                 "engine ms": round(median(runs["latency", shape, "engine"])),
                 "engine/native": round(median(runs["latency", shape, "engine"]) / median(runs["latency", shape, "native"]), 2),
                 **{f"{side}/native": round(median(runs["latency", shape, side]) / median(runs["latency", shape, "native"]), 2)
-                   for side, _ in floors}}
+                   for side, _ in extra_sides}}
                for shape in args.windows]
     buckets = args.buckets if args.buckets is not None else f"{args.shuffle_partitions} (default: one per shuffle partition)"
     print()
