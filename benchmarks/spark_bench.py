@@ -198,7 +198,7 @@ def _count_frame(frame: pd.DataFrame) -> pd.DataFrame:
 def foreach_batch_shape(shape: str):
     """Another shape than the engine's, for comparison (``--foreach-batch``): each micro-batch as a batch DataFrame
     in ``foreachBatch``, handed to Python as a runner of that shape would hand it, and nothing done with it. Fixed
-    windows: Spark's own partial aggregation per (bucket, key, window) (no ``mapInArrow``), then one
+    windows: Spark's own partial aggregation per (bucket, key, window start) (no ``mapInArrow``), then one
     ``applyInPandas`` call per bucket counting the folded rows; sessions: every row to that call. No state is kept
     (a runner would keep its windows and watermark itself, in files: ``foreachBatch`` has no state store), no
     watermark and no late rows: a floor of that shape, not a runner. Its result is no DataFrame a user could
@@ -305,10 +305,14 @@ def main() -> None:
     runs: dict[tuple, list] = {}
     extra_sides = [(side, lambda shape, build=build: build) for side, build in FLOORS.items()] if args.floor else []
     extra_sides += [("foreachBatch shape", foreach_batch_shape)] if args.foreach_batch else []
+
+    def sides_of(shape: str, native, engine) -> list[tuple]:
+        return [("native", native), ("engine", engine)] + [(side, of_shape(shape)) for side, of_shape in extra_sides]
+
     for round_ in range(args.rounds):
         for keys, shape, native, engine in cases:
             data = make_data(args.work, args.events, keys, args.batches, shape == "sessions")
-            sides = [("native", native), ("engine", engine)] + [(side, of_shape(shape)) for side, of_shape in extra_sides]
+            sides = sides_of(shape, native, engine)
             for side, build in sides if round_ % 2 == 0 else sides[::-1]:
                 runs.setdefault((keys, shape, side), []).append(run_query(spark, data, build, args.work / "chk"))
             print(f"round {round_ + 1}: {keys} keys, {shape}: native {runs[keys, shape, 'native'][-1][0]:.1f} s, "
@@ -316,7 +320,7 @@ def main() -> None:
         for shape, native, engine in shapes:
             data = make_data(args.work, args.latency_events * args.latency_batches, args.latency_events,
                              args.latency_batches, shape == "sessions")
-            for side, build in [("native", native), ("engine", engine)] + [(side, of_shape(shape)) for side, of_shape in extra_sides]:
+            for side, build in sides_of(shape, native, engine):
                 batches = run_query(spark, data, build, args.work / "chk")[3][1:]  # the first batch plans the query
                 runs.setdefault(("latency", shape, side), []).extend(b["triggerExecution"] for b in batches)
 
