@@ -25,7 +25,8 @@ do-nothing Python of the engine's shape on ``applyInPandasWithState`` (with and 
 ``mapInArrow`` before the shuffle), the least any runner built on that API pays, with their CPU seconds
 (JVM and Python together) beside the engine's. ``--foreach-batch`` adds `foreach_batch_shape`: the same
 stream through ``foreachBatch`` instead, each micro-batch a batch query handed to Python and nothing done
-with it (another shape than ``api.md``'s, for comparison). ``--profile DIR`` runs the engine once more per
+with it (another shape than ``api.md``'s, for comparison). ``--uncompressed-state`` adds the engine with its
+state values uncompressed (``windowing.spark.stateCompression=none``). ``--profile DIR`` runs the engine once more per
 case after the timed rounds, with py-spy on Spark's Python workers (``worker_profile``), and prints
 the calls they spent their samples in.
 
@@ -220,8 +221,24 @@ def foreach_batch_shape(shape: str):
     return build
 
 
-def state_bytes_per_window(data: Path, shape: str) -> float:
-    """Encode the window table of one bucket after the first file: bytes per open window."""
+def engine_state_uncompressed(shape: str):
+    """The engine with ``windowing.spark.stateCompression=none`` (``--uncompressed-state``): its buckets' state
+    values as plain Arrow, as before they were compressed."""
+    from windowing.runners.spark import STATE_COMPRESSION_CONF
+
+    engine = {"fixed": engine_fixed, "sessions": engine_sessions}[shape]
+
+    def build(stream):
+        stream.sparkSession.conf.set(STATE_COMPRESSION_CONF, "none")  # read when the query is defined
+        try:
+            return engine(stream)
+        finally:
+            stream.sparkSession.conf.unset(STATE_COMPRESSION_CONF)
+    return build
+
+
+def state_bytes_per_window(data: Path, shape: str, compression: str = "zstd") -> float:
+    """Encode the window table of one bucket after the first file (``compression``): bytes per open window."""
     from pyspark.sql import types as T
 
     from accumulations import Sum
@@ -241,7 +258,7 @@ def state_bytes_per_window(data: Path, shape: str) -> float:
     micros = frame["ts"].astype("datetime64[us]").to_numpy().view(np.int64)
     elements = adapter.elements([pd.DataFrame({"_k0": frame["key"], "_t": micros, "_v0": frame["amount"]})])
     table = step(adapter.plan.spec, adapter.fresh_state(), elements, MIN_TIME, 0).state
-    return len(encode(table, 1)) / max(1, len(table))
+    return len(encode(table, 1, compression=compression)) / max(1, len(table))
 
 
 def main() -> None:
@@ -260,6 +277,8 @@ def main() -> None:
                         help="also run the FLOORS beside native and the engine: what a Python runner pays doing nothing")
     parser.add_argument("--foreach-batch", action="store_true",
                         help="also run foreach_batch_shape: the same data through foreachBatch, doing nothing")
+    parser.add_argument("--uncompressed-state", action="store_true",
+                        help="also run engine_state_uncompressed: the engine with windowing.spark.stateCompression=none")
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="after the timed rounds, run the engine once more per case with py-spy on Spark's Python "
@@ -305,6 +324,7 @@ def main() -> None:
     runs: dict[tuple, list] = {}
     extra_sides = [(side, lambda shape, build=build: build) for side, build in FLOORS.items()] if args.floor else []
     extra_sides += [("foreachBatch shape", foreach_batch_shape)] if args.foreach_batch else []
+    extra_sides += [("engine, state uncompressed", engine_state_uncompressed)] if args.uncompressed_state else []
 
     def sides_of(shape: str, native, engine) -> list[tuple]:
         return [("native", native), ("engine", engine)] + [(side, of_shape(shape)) for side, of_shape in extra_sides]
@@ -351,8 +371,9 @@ def main() -> None:
                      **{f"{side}/native": round(n_s / median([r[0] for r in runs[keys, shape, side]]), 2) for side, _ in extra_sides},
                      **{f"{side} JVM+Python cpu s": round(median([r[1] + r[2] for r in runs[keys, shape, side]]), 1)
                         for side, _ in extra_sides},
-                     "state B/window": round(state_bytes_per_window(make_data(args.work, args.events, keys, args.batches,
-                                                                               shape == "sessions"), shape))})
+                     **{f"state B/window{'' if c == 'zstd' else ', uncompressed'}": round(state_bytes_per_window(
+                         make_data(args.work, args.events, keys, args.batches, shape == "sessions"), shape, c))
+                        for c in ("zstd", "none")[:1 + args.uncompressed_state]}})
     latency = [{"windows": shape, "native ms": round(median(runs["latency", shape, "native"])),
                 "engine ms": round(median(runs["latency", shape, "engine"])),
                 "engine/native": round(median(runs["latency", shape, "engine"]) / median(runs["latency", shape, "native"]), 2),

@@ -13,8 +13,8 @@ Layout of versions 2 and 3 (all integers little-endian)::
     meta               n bytes   UTF-8 JSON: {"buckets": int, "objects": [column, ...],
                                               "values": [column, ...], "pipeline": {...},
                                               "placement": str}
-    body               rest      an Arrow IPC stream holding the table (buffers
-                                 compressed with zstd: `BODY_COMPRESSION`)
+    body               rest      an Arrow IPC stream holding the table (its buffers
+                                 compressed: `COMPRESSIONS`)
 
 Columns with a numeric, boolean or string dtype are stored as Arrow columns
 of that type (a missing string, such as a null key, as an Arrow null). Object columns (Python accumulators ``a<i>``, last emitted
@@ -45,8 +45,9 @@ which `windowing.window_table.current_layout` brings up to date when the engine
 steps them; the version number keeps a library that knows only the earlier
 layout from misreading a table of this one.
 
-The body's buffers are compressed with zstd (`BODY_COMPRESSION`) where pyarrow has the codec; earlier
-bodies are not, and pyarrow's IPC reader takes both, so the version did not change. Spark's JVM hands a
+The body's buffers are compressed by Arrow's IPC compression, zstd unless ``encode`` is told otherwise
+(`COMPRESSIONS`); earlier bodies are not, and pyarrow's IPC reader takes every one, so the version did not
+change. Spark's JVM hands a
 bucket's state value to Python by pickling it as a string built byte by byte (``PythonSQLUtils.toPyRow``),
 and keeps, copies and writes it to the checkpoint every micro-batch; at 100k keys a bucket's table is
 over 2 MB (one row per key and open window), which zstd makes several times smaller (docs/spark.md, "State").
@@ -70,8 +71,8 @@ from .errors import WindowingConfigError
 
 MAGIC = b"WST1"
 VERSION = 3
-#: The Arrow IPC compression of the body: zstd, or none where this pyarrow was built without it.
-BODY_COMPRESSION = "zstd" if pa.Codec.is_available("zstd") else None
+#: The Arrow IPC compressions a body is written with (`encode`), the default first.
+COMPRESSIONS = ("zstd", "lz4", "none")
 _HEADER = struct.Struct("<4sHI")
 #: Python types an object column may hold (besides None) to be stored as Arrow values; one per column.
 _VALUE_TYPES = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_(),
@@ -121,9 +122,10 @@ def _as_values(column: pd.Series) -> pa.Array | None:
 
 
 def encode(table: pd.DataFrame, buckets: int, pipeline: Mapping[str, str] | None = None,
-           placement: str | None = None) -> bytes:
+           placement: str | None = None, compression: str = COMPRESSIONS[0]) -> bytes:
     """The table as version-3 bytes; ``buckets`` is the bucket count it was written with, ``pipeline``
-    what built it, ``placement`` how buckets were labelled (`windowing.runners.spark.Bucketing`)."""
+    what built it, ``placement`` how buckets were labelled (`windowing.runners.spark.Bucketing`),
+    ``compression`` one of `COMPRESSIONS` (`checked_compression`)."""
     arrays, objects, values = {}, [], []
     for name in table.columns:
         column = table[name]
@@ -139,7 +141,8 @@ def encode(table: pd.DataFrame, buckets: int, pipeline: Mapping[str, str] | None
             arrays[name] = pa.array(column.to_numpy(), from_pandas=isinstance(column.dtype, pd.StringDtype))
     batch = pa.record_batch(list(arrays.values()), names=list(arrays.keys()))
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression=BODY_COMPRESSION)) as writer:
+    options = pa.ipc.IpcWriteOptions(compression=None if compression == "none" else compression)
+    with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
         writer.write_batch(batch)
     described = {"buckets": buckets, "objects": objects, "values": values}
     if pipeline is not None:
@@ -148,6 +151,18 @@ def encode(table: pd.DataFrame, buckets: int, pipeline: Mapping[str, str] | None
         described["placement"] = placement
     meta = json.dumps(described, separators=(",", ":")).encode()
     return _HEADER.pack(MAGIC, VERSION, len(meta)) + meta + sink.getvalue().to_pybytes()
+
+
+def checked_compression(compression: str, setting: str) -> str:
+    """``compression`` (any case) if `encode` can write it with this pyarrow, else an error naming ``setting``."""
+    name = compression.strip().lower()
+    if name not in COMPRESSIONS:
+        raise WindowingConfigError(f"{setting}={compression!r} must be one of {', '.join(map(repr, COMPRESSIONS))} "
+                                   "(how a bucket's state value is compressed)")
+    if name != "none" and not pa.Codec.is_available(name):
+        raise WindowingConfigError(f"{setting}={compression!r}: this pyarrow was built without {name}; "
+                                   f"set {setting} to another of {', '.join(map(repr, COMPRESSIONS))}")
+    return name
 
 
 def decode(blob: bytes) -> tuple[pd.DataFrame, dict[str, Any]]:

@@ -107,6 +107,17 @@ def test_a_bad_bucket_count_names_the_setting(spark):
         spark.conf.unset("windowing.spark.buckets")
 
 
+def test_a_bad_state_compression_names_the_setting_and_the_choices(spark):
+    frame = spark.createDataFrame(events(ROWS))
+    spark.conf.set("windowing.spark.stateCompression", "snappy")
+    try:
+        with pytest.raises(WindowingConfigError, match=r"windowing.spark.stateCompression='snappy' must be one of "
+                                                       r"'zstd', 'lz4', 'none'"):
+            windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(Sum("amount"))
+    finally:
+        spark.conf.unset("windowing.spark.stateCompression")
+
+
 def test_run_on_a_batch_dataframe_gives_the_panes_and_no_late_data(spark):
     frame = events(ROWS)
     expected = windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(Sum("amount"))

@@ -163,6 +163,30 @@ def test_a_checkpoint_restarts_with_packing_switched_off_or_on(spark, where):
     assert_same_panes(read_sink(spark, sink), uninterrupted)
 
 
+def test_a_checkpoint_restarts_with_another_state_compression(spark, where):
+    """Each of ``windowing.spark.stateCompression``'s codecs writes the buckets' state values, and a restart
+    reads whichever the checkpoint holds: the panes are the uninterrupted query's (of the default, zstd)."""
+    from windowing.runners.spark import STATE_COMPRESSION_CONF
+
+    def build(s):
+        return windowed(s, time="ts", key="user").fixed("10 seconds").watermark("5 seconds").aggregate(Sum("amount"))
+
+    parts = [events(ROWS[i:i + 3]) for i in range(0, len(ROWS), 3)] + [events([("z", 300, 0)])]
+    source, sink, checkpoint = where()
+    _feed(start(spark, source, sink, checkpoint, build), source, parts)
+    uninterrupted = read_sink(spark, sink)
+    assert len(uninterrupted) > 0
+
+    source, sink, checkpoint = where()
+    try:
+        for first, last, compression in ((0, 2, "none"), (2, 4, "lz4"), (4, len(parts), "ZSTD")):
+            spark.conf.set(STATE_COMPRESSION_CONF, compression)
+            _feed(start(spark, source, sink, checkpoint, build), source, parts[first:last], first)
+    finally:
+        spark.conf.unset(STATE_COMPRESSION_CONF)
+    assert_same_panes(read_sink(spark, sink), uninterrupted)
+
+
 def _with_late_data(source):
     # AtWatermark() finishes after its ON_TIME pane: within the lateness an element is dropped as
     # "window closed", beyond it as "beyond allowed lateness".

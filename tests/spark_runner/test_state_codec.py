@@ -17,7 +17,7 @@ from windowing import windowed
 from windowing.engine import step
 from windowing.errors import WindowingConfigError
 from windowing.runners.spark import NUMBERS, PARTITIONS, Bucketing, plan_spark
-from windowing.state_codec import MAGIC, decode, encode
+from windowing.state_codec import COMPRESSIONS, MAGIC, checked_compression, decode, encode
 from windowing.timeaxis import MAX_TIME
 
 from .helpers import events, shipped, spark_schema
@@ -26,10 +26,11 @@ SAMPLES = Path(__file__).parent / "data"
 T0 = 1_704_067_200 * 10**9  # 2024-01-01 in ns
 
 
-def _plan(frame, buckets=4):
+def _plan(frame, buckets=4, state_compression="zstd"):
     w = (windowed(frame, time="ts", key="user").fixed("10 seconds")
          .trigger(AtWatermark().with_early_firings_every("10 seconds")).accumulating_and_retracting())
-    return plan_spark(w.strategy(total=Sum("amount"), all=ToList("amount")), spark_schema(frame), buckets)
+    return plan_spark(w.strategy(total=Sum("amount"), all=ToList("amount")), spark_schema(frame), buckets,
+                      state_compression=state_compression)
 
 
 def _assert_tables_equal(a: pd.DataFrame, b: pd.DataFrame) -> None:
@@ -51,19 +52,33 @@ def test_decode_of_encode_is_the_table(rows, watermark_s):
     _assert_tables_equal(decoded, table)
 
 
-def test_a_large_table_is_stored_compressed_and_decodes():
-    """Spark pickles, copies and checkpoints the state value every micro-batch, at a cost per byte: a table
-    of 20,000 keys' windows (about 50 bytes a window as plain Arrow) takes a fraction of that."""
+def test_a_large_table_is_stored_compressed_as_the_plan_says_and_decodes():
+    """Spark pickles, copies and checkpoints the state value every micro-batch, at a cost per byte: by
+    default a table of 20,000 keys' windows (over 100 bytes a window as plain Arrow) takes a fraction of
+    that; ``windowing.spark.stateCompression`` picks the codec (`plan_spark`'s ``state_compression``)."""
     rng = np.random.default_rng(3)
     frame = events([(f"user{i % 20_000}", int(s), int(a)) for i, s, a in
                     zip(range(40_000), rng.integers(0, 9, 40_000), rng.integers(1, 100, 40_000))])
     adapter = _plan(frame).adapter
     elements = adapter.elements([shipped(frame, _plan(frame), partition_rows=40_000).drop(columns="_wm_ms")])
     table = step(adapter.plan.spec, adapter.fresh_state(), elements, T0, 0).state
-    blob = encode(table, 4)
-    assert len(table) == 20_000 and len(blob) < 20 * len(table), len(blob) / len(table)
-    decoded, _ = decode(blob)
-    _assert_tables_equal(decoded, table)
+    assert len(table) == 20_000 and len(encode(table, 4)) < 20 * len(table)
+    sizes = {}
+    for compression in COMPRESSIONS:
+        saving = _plan(frame, state_compression=compression).adapter
+        blob = saving.save(table)
+        sizes[compression] = len(blob)
+        _assert_tables_equal(saving.load(blob), table)
+    assert sizes["zstd"] < sizes["lz4"] < sizes["none"] / 3, sizes
+
+
+@pytest.mark.parametrize("given, message", [
+    ("snappy", r"SETTING='snappy' must be one of 'zstd', 'lz4', 'none' \(how a bucket's state value is compressed\)"),
+    ("", r"SETTING='' must be one of")])
+def test_a_state_compression_that_is_not_offered_is_refused_naming_the_setting(given, message):
+    with pytest.raises(WindowingConfigError, match=message):
+        checked_compression(given, "SETTING")
+    assert checked_compression(" LZ4 ", "SETTING") == "lz4"
 
 
 def test_a_table_with_a_missing_key_round_trips_and_its_windows_fire_after_decoding():

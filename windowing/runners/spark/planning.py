@@ -11,6 +11,7 @@ import numpy as np
 
 from ...errors import WindowingConfigError
 from ...plan import Plan, check_columns, engine_aggregations, make_plan
+from ...state_codec import COMPRESSIONS
 from ...strategy import Strategy
 from ...timeaxis import TimeAxis
 from .buckets import Bucketing
@@ -41,13 +42,14 @@ class SparkPlan:
 
 
 def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combine: bool = True,
-               late_data: bool = False) -> SparkPlan:
+               late_data: bool = False, state_compression: str = COMPRESSIONS[0]) -> SparkPlan:
     """Everything but the query itself; needs pyspark's types, not a SparkSession.
 
     ``buckets``: how keys are grouped (a count: placed on partitions, `Bucketing`).
     ``combine``: pre-aggregate before the shuffle where that is exact (`windowing.runners.combine`).
     ``late_data``: the function also emits the dropped elements (`BucketStep.output`); that needs
     every input row in the function, so no lifting, and no row dropped by Spark's watermark.
+    ``state_compression``: how each bucket's state value is compressed (`windowing.state_codec.COMPRESSIONS`).
     """
     from pyspark.sql import types as T
 
@@ -134,7 +136,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     pt_mode = uses_processing_time(plan.spec)
     bucketing = buckets if isinstance(buckets, Bucketing) else Bucketing(buckets)
     adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, bucketing, pt_mode, late_data, packed=combine,
-                         nullable=nullable, window_state=strategy.window_state)
+                         nullable=nullable, window_state=strategy.window_state, state_compression=state_compression)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
                      "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
                      NEVER_BEHIND_MS if late_data else horizon_ms(plan, per_ms(timestamp)),

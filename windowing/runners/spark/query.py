@@ -10,6 +10,7 @@ import pandas as pd
 
 from ...errors import WindowingConfigError
 from ...plan import Plan
+from ...state_codec import COMPRESSIONS, checked_compression
 from ...strategy import Strategy
 from ...timeaxis import EPOCH_UNITS, MAX_MICROS, MAX_TIME, MIN_MICROS, MIN_TIME
 from .buckets import NUMBERS, Bucketing, bucketing_of
@@ -22,6 +23,9 @@ from .worker import NS_PER_US, packed_output, per_ms
 from .worker_python import check_worker_python, on_workers
 
 COMBINE_CONF = "windowing.spark.combine"
+#: How each bucket's state value is compressed (`windowing.state_codec.COMPRESSIONS`), like Spark's own
+#: ``spark.sql.streaming.stateStore.compression.codec`` for its files; a restart reads any of them.
+STATE_COMPRESSION_CONF = "windowing.spark.stateCompression"
 # The column metadata by which Spark marks the column withWatermark is on (EventTimeWatermark.delayKey).
 WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
 
@@ -40,7 +44,9 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
     combine = str(source.sparkSession.conf.get(COMBINE_CONF, "true")).lower()
     if combine not in ("true", "false"):
         raise WindowingConfigError(f"{COMBINE_CONF}={combine!r} must be 'true' or 'false' (pre-aggregation before the shuffle)")
-    sp = plan_spark(strategy, source.schema, bucketing_of(source, bool(keys)), combine == "true", late_data)
+    compression = checked_compression(str(source.sparkSession.conf.get(STATE_COMPRESSION_CONF, COMPRESSIONS[0])),
+                                      STATE_COMPRESSION_CONF)
+    sp = plan_spark(strategy, source.schema, bucketing_of(source, bool(keys)), combine == "true", late_data, compression)
     adapter, time = sp.adapter, str(strategy.time)  # a column's name: plan_spark refuses a function
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:

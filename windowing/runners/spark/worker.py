@@ -21,7 +21,7 @@ from ...engine import next_timers, step
 from ...errors import WindowingConfigError
 from ...plan import Plan
 from ...spec import TIMINGS, EngineSpec
-from ...state_codec import decode, encode
+from ...state_codec import COMPRESSIONS, decode, encode
 from ...timeaxis import MAX_TIME, MIN_TIME
 from ...window_state import KeyedStepResult, keyed_step
 from ...window_table import empty_state
@@ -72,6 +72,8 @@ class BucketStep:
     """``.window_state(store)``: the `storage.KVStore` holding the windows (`windowing.window_state`), written as
     the store's bucket of the key bucket, batch = Spark's micro-batch id; the state row then holds a table
     without rows, for what `load` checks (pipeline, buckets). None: the whole table is in the state row."""
+    state_compression: str = COMPRESSIONS[0]
+    """How the state row's table is compressed (`windowing.state_codec.encode`); any is read back."""
 
     @property
     def buckets(self) -> int:
@@ -150,7 +152,8 @@ class BucketStep:
         return empty_state(self.plan.spec, list(self.key_dtypes))
 
     def save(self, table: pd.DataFrame) -> bytes:
-        return encode(table, self.buckets, pipeline_of(self.plan.spec, self.window_state), self.bucketing.placement)
+        return encode(table, self.buckets, pipeline_of(self.plan.spec, self.window_state), self.bucketing.placement,
+                      self.state_compression)
 
     def load(self, blob: bytes) -> pd.DataFrame:
         table, meta = decode(blob)
