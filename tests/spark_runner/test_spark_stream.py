@@ -137,6 +137,25 @@ def test_restarts_from_the_checkpoint_emit_exactly_the_uninterrupted_panes(spark
     assert_same_panes(read_sink(spark, sink), uninterrupted)
 
 
+def _restarts_with_each(spark, where, build, setting: str, values: tuple[str, str, str]) -> None:
+    """The query stopped twice and restarted from its checkpoint, ``setting`` set to each of ``values`` in turn,
+    emits exactly the panes of the query run through with the setting unset."""
+    parts = [events(ROWS[i:i + 3]) for i in range(0, len(ROWS), 3)] + [events([("z", 300, 0)])]
+    source, sink, checkpoint = where()
+    _feed(start(spark, source, sink, checkpoint, build), source, parts)
+    uninterrupted = read_sink(spark, sink)
+    assert len(uninterrupted) > 0
+
+    source, sink, checkpoint = where()
+    try:
+        for (first, last), value in zip(((0, 2), (2, 4), (4, len(parts))), values):
+            spark.conf.set(setting, value)
+            _feed(start(spark, source, sink, checkpoint, build), source, parts[first:last], first)
+    finally:
+        spark.conf.unset(setting)
+    assert_same_panes(read_sink(spark, sink), uninterrupted)
+
+
 def test_a_checkpoint_restarts_with_packing_switched_off_or_on(spark, where):
     """Session windows are packed before the shuffle; ``windowing.spark.combine=false`` ships rows one
     by one, as versions before packing did. A checkpoint of either restarts as the other: the stateful
@@ -147,20 +166,7 @@ def test_a_checkpoint_restarts_with_packing_switched_off_or_on(spark, where):
         return windowed(s, time="ts", key="user").sessions("5 seconds").watermark("5 seconds") \
             .aggregate(total=Sum("amount"), n=Count())
 
-    parts = [events(ROWS[i:i + 3]) for i in range(0, len(ROWS), 3)] + [events([("z", 300, 0)])]
-    source, sink, checkpoint = where()
-    _feed(start(spark, source, sink, checkpoint, build), source, parts)
-    uninterrupted = read_sink(spark, sink)
-    assert len(uninterrupted) > 0
-
-    source, sink, checkpoint = where()
-    try:
-        for first, last, combine in ((0, 2, "false"), (2, 4, "true"), (4, len(parts), "false")):
-            spark.conf.set(COMBINE_CONF, combine)
-            _feed(start(spark, source, sink, checkpoint, build), source, parts[first:last], first)
-    finally:
-        spark.conf.unset(COMBINE_CONF)
-    assert_same_panes(read_sink(spark, sink), uninterrupted)
+    _restarts_with_each(spark, where, build, COMBINE_CONF, ("false", "true", "false"))
 
 
 def test_a_checkpoint_restarts_with_another_state_compression(spark, where):
@@ -171,20 +177,7 @@ def test_a_checkpoint_restarts_with_another_state_compression(spark, where):
     def build(s):
         return windowed(s, time="ts", key="user").fixed("10 seconds").watermark("5 seconds").aggregate(Sum("amount"))
 
-    parts = [events(ROWS[i:i + 3]) for i in range(0, len(ROWS), 3)] + [events([("z", 300, 0)])]
-    source, sink, checkpoint = where()
-    _feed(start(spark, source, sink, checkpoint, build), source, parts)
-    uninterrupted = read_sink(spark, sink)
-    assert len(uninterrupted) > 0
-
-    source, sink, checkpoint = where()
-    try:
-        for first, last, compression in ((0, 2, "none"), (2, 4, "lz4"), (4, len(parts), "ZSTD")):
-            spark.conf.set(STATE_COMPRESSION_CONF, compression)
-            _feed(start(spark, source, sink, checkpoint, build), source, parts[first:last], first)
-    finally:
-        spark.conf.unset(STATE_COMPRESSION_CONF)
-    assert_same_panes(read_sink(spark, sink), uninterrupted)
+    _restarts_with_each(spark, where, build, STATE_COMPRESSION_CONF, ("none", "lz4", "ZSTD"))
 
 
 def _with_late_data(source):
