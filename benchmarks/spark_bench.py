@@ -26,9 +26,9 @@ do-nothing Python of the engine's shape on ``applyInPandasWithState`` (with and 
 (JVM and Python together) beside the engine's. ``--foreach-batch`` adds `foreach_batch_shape`: the same
 stream through ``foreachBatch`` instead, each micro-batch a batch query handed to Python and nothing done
 with it (another shape than ``api.md``'s, for comparison). ``--uncompressed-state`` adds the engine with its
-state values uncompressed (``windowing.spark.stateCompression=none``). ``--profile DIR`` runs the engine once more per
-case after the timed rounds, with py-spy on Spark's Python workers (``worker_profile``), and prints
-the calls they spent their samples in.
+state values uncompressed (``windowing.spark.stateCompression=none``). ``--profile DIR`` runs the engine
+once more per case after the timed rounds, with py-spy on Spark's Python workers (``worker_profile``), and
+prints the calls they spent their samples in.
 
     .venv/bin/python benchmarks/spark_bench.py --events 2000000 --keys 1000 100000 --rounds 5
 """

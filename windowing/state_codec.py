@@ -47,10 +47,10 @@ layout from misreading a table of this one.
 
 The body's buffers are compressed by Arrow's IPC compression, zstd unless ``encode`` is told otherwise
 (`COMPRESSIONS`); earlier bodies are not, and pyarrow's IPC reader takes every one, so the version did not
-change. Spark's JVM hands a
-bucket's state value to Python by pickling it as a string built byte by byte (``PythonSQLUtils.toPyRow``),
-and keeps, copies and writes it to the checkpoint every micro-batch; at 100k keys a bucket's table is
-over 2 MB (one row per key and open window), which zstd makes several times smaller (docs/spark.md, "State").
+change. Why: Spark's JVM hands a bucket's state value to Python by pickling it as a string built byte by
+byte (``PythonSQLUtils.toPyRow``), and keeps, copies and writes it to the checkpoint every micro-batch; at
+100k keys a bucket's table is over 2 MB (one row per key and open window), which zstd makes several times
+smaller (docs/spark.md, "Compressed state values").
 
 A reader must decode every version it ever wrote: ``decode`` dispatches on
 the version and a stored sample of each version is decoded by the tests.
