@@ -229,11 +229,13 @@ def engine_state_uncompressed(shape: str):
     engine = {"fixed": engine_fixed, "sessions": engine_sessions}[shape]
 
     def build(stream):
-        stream.sparkSession.conf.set(STATE_COMPRESSION_CONF, "none")  # read when the query is defined
+        conf = stream.sparkSession.conf
+        given = conf.get(STATE_COMPRESSION_CONF, None)  # a --conf of the run, which the other sides keep
+        conf.set(STATE_COMPRESSION_CONF, "none")  # read when the query is defined
         try:
             return engine(stream)
         finally:
-            stream.sparkSession.conf.unset(STATE_COMPRESSION_CONF)
+            conf.unset(STATE_COMPRESSION_CONF) if given is None else conf.set(STATE_COMPRESSION_CONF, given)
     return build
 
 

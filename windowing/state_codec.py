@@ -48,9 +48,9 @@ layout from misreading a table of this one.
 The body's buffers are compressed by Arrow's IPC compression, zstd unless ``encode`` is told otherwise
 (`COMPRESSIONS`); earlier bodies are not, and pyarrow's IPC reader takes every one, so the version did not
 change. Why: Spark's JVM hands a bucket's state value to Python by pickling it as a string built byte by
-byte (``PythonSQLUtils.toPyRow``), and keeps, copies and writes it to the checkpoint every micro-batch; at
-100k keys a bucket's table is over 2 MB (one row per key and open window), which zstd makes several times
-smaller (docs/spark.md, "Compressed state values").
+byte (``PythonSQLUtils.toPyRow``), and keeps, copies and writes it to the checkpoint every micro-batch, and a
+bucket's table has a row per key and open window; zstd makes it several times smaller (docs/spark.md,
+"Compressed state values", with the benchmark's bytes per window).
 
 A reader must decode every version it ever wrote: ``decode`` dispatches on
 the version and a stored sample of each version is decoded by the tests.
@@ -73,6 +73,8 @@ MAGIC = b"WST1"
 VERSION = 3
 #: The Arrow IPC compressions a body is written with (`encode`), the default first.
 COMPRESSIONS = ("zstd", "lz4", "none")
+#: Whether this pyarrow was built with a codec (a name the tests can stand in for, as pyarrow's type is immutable).
+_codec_available = pa.Codec.is_available
 _HEADER = struct.Struct("<4sHI")
 #: Python types an object column may hold (besides None) to be stored as Arrow values; one per column.
 _VALUE_TYPES = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_(),
@@ -159,7 +161,7 @@ def checked_compression(compression: str, setting: str) -> str:
     if name not in COMPRESSIONS:
         raise WindowingConfigError(f"{setting}={compression!r} must be one of {', '.join(map(repr, COMPRESSIONS))} "
                                    "(how a bucket's state value is compressed)")
-    if name != "none" and not pa.Codec.is_available(name):
+    if name != "none" and not _codec_available(name):
         raise WindowingConfigError(f"{setting}={compression!r}: this pyarrow was built without {name}; "
                                    f"set {setting} to another of {', '.join(map(repr, COMPRESSIONS))}")
     return name

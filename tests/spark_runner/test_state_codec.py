@@ -81,6 +81,14 @@ def test_a_state_compression_that_is_not_offered_is_refused_naming_the_setting(g
     assert checked_compression(" LZ4 ", "SETTING") == "lz4"
 
 
+def test_a_codec_this_pyarrow_lacks_is_refused_naming_the_setting_and_the_others(monkeypatch):
+    monkeypatch.setattr("windowing.state_codec._codec_available", lambda name: name != "zstd")
+    with pytest.raises(WindowingConfigError, match=r"SETTING='zstd': this pyarrow was built without zstd; "
+                                                   r"set SETTING to another of 'zstd', 'lz4', 'none'"):
+        checked_compression("zstd", "SETTING")
+    assert checked_compression("lz4", "SETTING") == "lz4"
+
+
 def test_a_table_with_a_missing_key_round_trips_and_its_windows_fire_after_decoding():
     """A null key in a streaming job: the engine's table holds it as NaN in a str column (pandas 3)
     or None in an object column; either is saved as an Arrow null and comes back missing."""
