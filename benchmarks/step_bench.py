@@ -39,6 +39,7 @@ def ms_per_call(keys: int, elements: int, steps: int, seed: int = 1) -> tuple[fl
     from windowing import windowed
     from windowing.engine import step
     from windowing.runners.spark import plan_spark
+    from windowing.runners.spark.wire import WIRE
     from windowing.state_codec import encode
 
     schema = T.StructType([T.StructField("key", T.LongType()), T.StructField("ts", T.TimestampType()),
@@ -63,6 +64,8 @@ def ms_per_call(keys: int, elements: int, steps: int, seed: int = 1) -> tuple[fl
         micros = t0 + i * MINUTE_US + np.sort(rng.integers(0, MINUTE_US, elements))
         frame = pd.DataFrame({"_k0": rng.integers(0, keys, elements), "_t": micros,
                               "_v0": rng.integers(1, 100, elements)})
+        for name in adapter.nullable:  # the stream's nullable Parquet columns arrive with their null flags: none null here
+            frame[WIRE.null_flag(name)] = np.zeros(elements, dtype=bool)
         data = call(frame, t0 + i * MINUTE_US - 10_000_000)
         no_data = call(frame.iloc[:0], t0 + (i + 1) * MINUTE_US - 10_000_000)
         if i >= 20:
