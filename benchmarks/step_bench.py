@@ -40,7 +40,6 @@ def ms_per_call(keys: int, elements: int, steps: int, seed: int = 1) -> tuple[fl
     from windowing.engine import step
     from windowing.runners.spark import plan_spark
     from windowing.runners.spark.wire import WIRE
-    from windowing.state_codec import encode
 
     schema = T.StructType([T.StructField("key", T.LongType()), T.StructField("ts", T.TimestampType()),
                            T.StructField("amount", T.LongType())])
@@ -48,14 +47,14 @@ def ms_per_call(keys: int, elements: int, steps: int, seed: int = 1) -> tuple[fl
     pipeline = windowed(sample, time="ts", key="key").sessions("5 minutes").watermark("10 seconds")
     adapter = plan_spark(pipeline.strategy(value=Sum("amount")), schema, 32, combine=False).adapter
     spec, rng, t0 = adapter.plan.spec, np.random.default_rng(seed), 1_700_000_000_000_000
-    blob, spent, windows = encode(adapter.fresh_state(), adapter.buckets), [0.0, 0.0], 0
+    blob, spent, windows = adapter.save(adapter.fresh_state()), [0.0, 0.0], 0
 
     def call(frame: pd.DataFrame, watermark_us: int) -> float:
         nonlocal blob, windows
         began = time.perf_counter()
         new = adapter.elements([frame])
         result = step(spec, adapter.load(blob), new, watermark_us * 1000, 0)
-        blob = encode(result.state, adapter.buckets)
+        blob = adapter.save(result.state)
         adapter.output(result.panes, result.dropped, new)
         windows = len(result.state)
         return time.perf_counter() - began
