@@ -40,6 +40,9 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=50)
     args = parser.parse_args()
+    if args.keys < max(SIZES):
+        parser.error(f"--keys {args.keys:,} is fewer than the largest call's {max(SIZES):,} keys: its puts would "
+                     f"have fewer values than keys; give --keys {max(SIZES):,} or more")
     rng = np.random.default_rng(7)
     keys = [bytes(k) for k in rng.integers(0, 256, (args.keys, 16), dtype=np.uint8)]
     values = [bytes(v) for v in rng.integers(0, 256, (args.keys, 100), dtype=np.uint8)]
