@@ -184,8 +184,8 @@ def _window_rows(spec: EngineSpec, n: int, end: np.ndarray, watermark: int) -> d
            "held": np.zeros(n, dtype=bool), "end_timer": np.zeros(n, dtype=bool),
            "pane_index": np.zeros(n, dtype=np.int64), "emitted": np.zeros(n, dtype=bool),
            "last_timing": np.zeros(n, dtype=np.int8)}
-    for i in range(len(spec.aggregations)):
-        out[columns.last_output(i)] = np.full(n, None, dtype=object)
+    for name in spec.last_output_columns:
+        out[name] = np.full(n, None, dtype=object)
     out.update(spec.trigger.fresh_state(n))
     return out
 
@@ -384,12 +384,11 @@ def _pane_metadata(spec: EngineSpec, groups: _Groups, touched: _Touched, res: di
     res["pane_index"] = np.zeros(n_res, dtype=np.int64)
     res["emitted"] = np.zeros(n_res, dtype=bool)
     res["last_timing"] = np.zeros(n_res, dtype=np.int8)
-    last_outputs = [columns.last_output(i) for i in range(len(spec.aggregations))]
-    for name in last_outputs:
+    for name in spec.last_output_columns:
         res[name] = np.full(n_res, None, dtype=object)
     if touched.in_place_old.any():
         dst = touched.result_of_group[groups.old_group[touched.in_place_old]]
-        for name in ["on_time_done", "pane_index", "emitted", "last_timing", *last_outputs]:
+        for name in ["on_time_done", "pane_index", "emitted", "last_timing", *spec.last_output_columns]:
             res[name][dst] = old[name][touched.in_place_old]
 
 

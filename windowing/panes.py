@@ -57,12 +57,12 @@ def emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, final
     outputs = outputs_of(spec.aggregations, table, rows)
     emitted = table["emitted"][rows]
     changed = np.zeros(len(rows), dtype=bool)
-    if emitted.any():
+    if spec.fire_only_updated and emitted.any():
         prior = np.flatnonzero(emitted)
         for i, out in enumerate(outputs):
             changed[prior] |= ~unchanged(out[prior], table[columns.last_output(i)][rows[prior]])
     keep = ~emitted | changed if spec.fire_only_updated else np.ones(len(rows), dtype=bool)
-    rows, outputs, emitted, changed = rows[keep], [o[keep] for o in outputs], emitted[keep], changed[keep]
+    rows, outputs, emitted = rows[keep], [o[keep] for o in outputs], emitted[keep]
 
     if spec.mode is AccumulationMode.ACCUMULATING_AND_RETRACTING:
         # As the seed operator: every pane that replaces an earlier one is preceded by its
@@ -76,9 +76,10 @@ def emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, final
     pane["start"], pane["end"] = table["start"][rows], end[rows]
     for i, agg in enumerate(spec.aggregations):
         pane[agg.name] = outputs[i]
-        column = table[columns.last_output(i)].copy()
-        column[rows] = object_array(list(outputs[i]))
-        table[columns.last_output(i)] = column
+        if spec.keeps_last_outputs:
+            column = table[columns.last_output(i)].copy()
+            column[rows] = object_array(list(outputs[i]))
+            table[columns.last_output(i)] = column
     pane["timing"] = timing[rows]
     pane["pane_index"] = table["pane_index"][rows]
     pane["is_retraction"] = np.zeros(len(rows), dtype=bool)

@@ -67,6 +67,17 @@ class EngineSpec:
     def key_columns(self) -> list[str]:
         return columns.keys(self.n_keys)
 
+    @property
+    def keeps_last_outputs(self) -> bool:
+        """Whether the window table keeps each window's last emitted outputs (``o<i>``): only a
+        retraction repeats them, and only ``fire_only_updated`` compares new outputs with them."""
+        return self.fire_only_updated or self.mode is AccumulationMode.ACCUMULATING_AND_RETRACTING
+
+    @property
+    def last_output_columns(self) -> list[str]:
+        """The window table's ``o<i>`` columns: one per aggregation where it keeps them, else none."""
+        return [columns.last_output(i) for i in range(len(self.aggregations))] if self.keeps_last_outputs else []
+
 
 @dataclass
 class StepResult:

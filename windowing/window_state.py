@@ -250,12 +250,27 @@ def keys_to_step(spec: EngineSpec, view: _View, elements: pd.DataFrame, watermar
     return list(keys)
 
 
-def windows_of(template: pd.DataFrame, records: Iterable[_Record]) -> pd.DataFrame:
-    """The window table of ``records``' rows, with ``template``'s columns and dtypes."""
+def windows_of(spec: EngineSpec, template: pd.DataFrame, records: Iterable[_Record]) -> pd.DataFrame:
+    """The window table of ``records``' rows, with ``template``'s columns and dtypes.
+
+    A record's row holds its cells in the order of `table_columns`; a store written before
+    `EngineSpec.keeps_last_outputs` holds each window's last outputs whether the pipeline needs them
+    or not, which are left out here where it does not.
+    """
     rows = [row for record in records for row in record.rows]
-    cells = list(zip(*rows)) if rows else [()] * len(template.columns)
+    names = list(template.columns)
+    if rows and len(rows[0]) != len(names):
+        names = table_columns(spec, last_outputs=True)
+        if len(rows[0]) != len(names):
+            raise WindowingConfigError(
+                f"the window state's records hold {len(rows[0])} cells per window, not the {len(template.columns)} of "
+                "this pipeline's window table: the store was written by another pipeline; restore the pipeline, or "
+                "start from a new checkpoint and an empty store")
+    cells = list(zip(*rows)) if rows else [()] * len(names)
     columns: dict[str, Any] = {}
-    for name, values in zip(template.columns, cells):
+    for name, values in zip(names, cells):
+        if name not in template.columns:
+            continue
         dtype = template[name].dtype
         if not isinstance(dtype, np.dtype):  # a key column of a pandas dtype (strings, nullable integers)
             columns[name] = pd.Series(list(values), dtype=dtype)
@@ -285,7 +300,7 @@ def keyed_step(spec: EngineSpec, template: pd.DataFrame, elements: pd.DataFrame,
     keys = keys_to_step(spec, view, elements, watermark, processing_time)
     blobs = view.get_many([RECORD + key for key in keys])
     before = {key: (blob, _Record.decoded(blob)) for key, blob in zip(keys, blobs) if blob is not None}
-    result = step(spec, windows_of(template, (record for _, record in before.values())), elements, watermark,
+    result = step(spec, windows_of(spec, template, (record for _, record in before.values())), elements, watermark,
                   processing_time)
     if not replay:
         after = records_of(spec, result.state, processing_time)

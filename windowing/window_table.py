@@ -12,11 +12,12 @@ The window table has one row per (key, window) with columns:
                     (Beam's element holds: the output watermark stays behind ``end``)
 ``end_timer``       a trigger asked to be evaluated when the watermark passes ``end``
 ``pane_index``      panes emitted so far (the next pane's index)
-``emitted``         a pane was emitted, so ``o<i>`` and ``last_timing`` are set
+``emitted``         a pane was emitted, so ``o<i>`` (if kept) and ``last_timing`` are set
 ``last_timing``     timing code of the last pane (for its retraction row)
 ``a<i>.<field>``    vectorized accumulator fields of aggregation ``i``
 ``a<i>``            Python accumulator of aggregation ``i`` (slow path)
-``o<i>``            the last emitted output of aggregation ``i``
+``o<i>``            the last emitted output of aggregation ``i``, only where a retraction or
+                    ``fire_only_updated`` needs it (`EngineSpec.keeps_last_outputs`)
 ``t.<...>``         trigger state columns (see `triggers.base`)
 ==================  ==========================================================
 
@@ -40,7 +41,10 @@ WINDOW_COLUMNS = {"start": np.int64, "end": np.int64, "on_time_done": bool, "clo
 """The columns every window table has between its key columns and its accumulators, with dtypes."""
 
 
-def accumulator_columns(spec: EngineSpec) -> dict[str, np.dtype]:
+def accumulator_columns(spec: EngineSpec, last_outputs: bool | None = None) -> dict[str, np.dtype]:
+    """Each aggregation's accumulator columns, then its last output ``o<i>`` where the table keeps it
+    (``last_outputs``; by default `EngineSpec.keeps_last_outputs`)."""
+    last_outputs = spec.keeps_last_outputs if last_outputs is None else last_outputs
     dtypes: dict[str, np.dtype] = {}
     for i, agg in enumerate(spec.aggregations):
         if agg.vectorized:
@@ -48,7 +52,8 @@ def accumulator_columns(spec: EngineSpec) -> dict[str, np.dtype]:
                 dtypes[columns.accumulator(i, fname)] = np.asarray(default).dtype
         else:
             dtypes[columns.accumulator(i)] = np.dtype(object)
-        dtypes[columns.last_output(i)] = np.dtype(object)
+        if last_outputs:
+            dtypes[columns.last_output(i)] = np.dtype(object)
     return dtypes
 
 
@@ -63,15 +68,17 @@ def empty_state(spec: EngineSpec, key_dtypes: list[Any] | None = None) -> pd.Dat
     return pd.DataFrame(table)
 
 
-def table_columns(spec: EngineSpec) -> list[str]:
-    """The names of a window table's columns, in order (`empty_state`'s)."""
-    return [*spec.key_columns, *WINDOW_COLUMNS, *accumulator_columns(spec), *spec.trigger.columns()]
+def table_columns(spec: EngineSpec, last_outputs: bool | None = None) -> list[str]:
+    """The names of a window table's columns, in order (`empty_state`'s); ``last_outputs``: as
+    `accumulator_columns`. Tables written before `EngineSpec.keeps_last_outputs` keep them always."""
+    return [*spec.key_columns, *WINDOW_COLUMNS, *accumulator_columns(spec, last_outputs), *spec.trigger.columns()]
 
 
 def current_layout(spec: EngineSpec, state: pd.DataFrame) -> pd.DataFrame:
     """``state`` with the columns of this release's window table.
 
-    A table written by an earlier release (a Spark checkpoint) may name its trigger state by the
+    A table written by an earlier release (a Spark checkpoint) holds the last outputs ``o<i>`` whether
+    or not the pipeline needs them (dropped here where it does not); it may name its trigger state by the
     position of each nested trigger (``t.0.0.count``, `Trigger.numbered_columns`) and lack the
     ``held`` and ``end_timer`` columns. Its windows then count as holding back the watermark while
     they hold elements and the watermark has not passed their end, and as waiting for the

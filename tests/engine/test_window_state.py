@@ -25,6 +25,7 @@ from triggers import AfterAll, AfterCount, AfterProcessingTime, Repeatedly, Trig
 from windowing import TestStream, windowed
 from windowing.engine import lateness_horizon, step
 from windowing.errors import WindowingConfigError
+from windowing.spec import EngineSpec
 from windowing.window_state import (
     RECORD,
     UNDO,
@@ -148,7 +149,7 @@ def due_keys(spec, table: pd.DataFrame, watermark: int, processing_time: int) ->
 def whole_table(spec, template: pd.DataFrame, bucket) -> pd.DataFrame:
     """Every window the bucket holds, from its records."""
     blobs = bucket.scan_table(prefix=RECORD).column("value").to_pylist()
-    return windows_of(template, [_Record.decoded(blob) for blob in blobs])
+    return windows_of(spec, template, [_Record.decoded(blob) for blob in blobs])
 
 
 def _rows(table: pd.DataFrame) -> list[str]:
@@ -237,8 +238,9 @@ def _elements(keys: list[str], times: list[int], values: list[int]) -> pd.DataFr
                          "_v0": pd.Series(values, dtype=object)})
 
 
-def _sessions_spec():
-    strategy = windowed(pd.DataFrame({"k": ["a"], "t": [0], "x": [1]}), time="t", key="k").sessions(10).strategy(ToList("x"))
+def _sessions_spec(trigger=None):
+    builder = windowed(pd.DataFrame({"k": ["a"], "t": [0], "x": [1]}), time="t", key="k").sessions(10)
+    strategy = (builder if trigger is None else builder.trigger(trigger)).strategy(ToList("x"))
     from windowing.plan import make_plan
     from windowing.timeaxis import TimeAxis
 
@@ -300,6 +302,41 @@ def test_a_replayed_batch_sees_the_store_before_it_and_writes_nothing(tmp_path):
         after = keyed_step(spec, template, _elements([], [], []), 21, 0, bucket, 2)
         assert (after.windows_left, after.undo_pending) == (False, False)
         assert raw.scan_table().num_rows == 0, "no window left, and batch 1's undo records deleted"
+
+
+def test_a_store_written_with_every_windows_last_outputs_goes_on_without_them(tmp_path, monkeypatch):
+    """Stores written before `EngineSpec.keeps_last_outputs` hold each window's last outputs even where no
+    retraction or ``fire_only_updated`` reads them: read today, the windows are those of an uninterrupted run.
+    The trigger's count follows the last outputs in a row: read by position, it would be read wrongly."""
+    spec = _sessions_spec(Repeatedly(AfterCount(2)))
+    assert not spec.keeps_last_outputs and spec.trigger.columns()
+    template = empty_state(spec, [np.dtype(object)])
+    batches = [(_elements(["a", "b"], [0, 1], [1, 2]), 0), (_elements(["a"], [3], [3]), 2),
+               (_elements(["a", "c"], [5, 30], [4, 5]), 20), (_elements([], [], []), 60)]
+    with KVStore(str(tmp_path / "today")).open(0) as bucket:
+        today = [keyed_step(spec, template, elements, watermark, 0, bucket, i).panes
+                 for i, (elements, watermark) in enumerate(batches)]
+    with KVStore(str(tmp_path / "before")).open(0) as bucket:
+        with monkeypatch.context() as earlier_release:
+            earlier_release.setattr(EngineSpec, "keeps_last_outputs", property(lambda spec: True))
+            old_template = empty_state(spec, [np.dtype(object)])
+            before = [keyed_step(spec, old_template, elements, watermark, 0, bucket, i).panes
+                      for i, (elements, watermark) in enumerate(batches[:2])]
+        records = [_Record.decoded(blob) for blob in bucket.scan_table(prefix=RECORD).column("value").to_pylist()]
+        assert {len(row) for record in records for row in record.rows} == {len(template.columns) + 1}, "one o<i> more"
+        after = [keyed_step(spec, template, elements, watermark, 0, bucket, i).panes
+                 for i, (elements, watermark) in enumerate(batches) if i >= 2]
+    assert sum(len(panes) for panes in today) == 4
+    for got, want in zip(before + after, today):
+        pd.testing.assert_frame_equal(got, want)
+
+
+def test_records_of_another_width_are_refused_by_name():
+    spec = _sessions_spec()
+    template = empty_state(spec, [np.dtype(object)])
+    with pytest.raises(WindowingConfigError, match=f"hold 3 cells per window, not the {len(template.columns)} of this "
+                                                   "pipeline's window table: the store was written by another pipeline"):
+        windows_of(spec, template, [_Record(0, None, False, (("a", 0, 10),))])
 
 
 def test_a_batch_behind_the_store_is_refused(tmp_path):
