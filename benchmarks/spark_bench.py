@@ -26,7 +26,10 @@ do-nothing Python of the engine's shape on ``applyInPandasWithState`` (with and 
 (JVM and Python together) beside the engine's. ``--foreach-batch`` adds `foreach_batch_shape`: the same
 stream through ``foreachBatch`` instead, each micro-batch a batch query handed to Python and nothing done
 with it (another shape than ``api.md``'s, for comparison). ``--uncompressed-state`` adds the engine with its
-state values uncompressed (``windowing.spark.stateCompression=none``). ``--profile DIR`` runs the engine
+state values uncompressed (``windowing.spark.stateCompression=none``). ``--baseline REV`` adds the engine of
+git revision ``REV`` (its ``windowing/`` package under another name, `baseline_package`) beside this checkout's:
+separate runs of the two drift on a shared machine more than most changes move them, sides of one session do
+not. ``--profile DIR`` runs the engine
 once more per case after the timed rounds, with py-spy on Spark's Python workers (``worker_profile``), and
 prints the calls they spent their samples in.
 
@@ -36,9 +39,13 @@ prints the calls they spent their samples in.
 from __future__ import annotations
 
 import argparse
+import importlib
+import io
 import os
 import shutil
+import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -130,16 +137,46 @@ def native_sessions(stream):
     return stream.withWatermark("ts", DELAY).groupBy("key", F.session_window("ts", "5 minutes")).agg(F.sum("amount"))
 
 
-def engine_fixed(stream):
+def engine_fixed(stream, package: str = "windowing"):
     from accumulations import Sum
-    from windowing import windowed
+    windowed = importlib.import_module(package).windowed
     return windowed(stream, time="ts", key="key").fixed("1 minute").watermark(DELAY).aggregate(Sum("amount"))
 
 
-def engine_sessions(stream):
+def engine_sessions(stream, package: str = "windowing"):
     from accumulations import Sum
-    from windowing import windowed
+    windowed = importlib.import_module(package).windowed
     return windowed(stream, time="ts", key="key").sessions("5 minutes").watermark(DELAY).aggregate(Sum("amount"))
+
+
+def baseline_package(revision: str, work: Path) -> str:
+    """The ``windowing/`` package of git revision ``revision`` as a package named ``windowing_at_<commit>``,
+    importable here and by Spark's Python workers (on ``PYTHONPATH``, so set before the session starts).
+    Its own imports are relative; ``triggers`` and ``accumulations`` are this checkout's."""
+    root = Path(__file__).resolve().parents[1]
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", revision], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    name, packages = f"windowing_at_{commit}", work / "baselines"
+    if not (packages / name).exists():
+        archive = subprocess.run(["git", "-C", str(root), "archive", commit, "windowing"], check=True,
+                                 capture_output=True).stdout
+        unpacked = packages / f"{name}.tmp"
+        shutil.rmtree(unpacked, ignore_errors=True)
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(unpacked, filter="data")
+        (unpacked / "windowing").rename(packages / name)
+        unpacked.rmdir()
+    sys.path.insert(0, str(packages))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(packages), os.environ.get("PYTHONPATH")]))
+    return name
+
+
+def engine_at(package: str):
+    """``--baseline``'s side: the engine of ``package`` (`baseline_package`) on the same query."""
+    def of_shape(shape: str):
+        engine = {"fixed": engine_fixed, "sessions": engine_sessions}[shape]
+        return lambda stream: engine(stream, package)
+    return of_shape
 
 
 def _floor_labels(stream) -> np.ndarray:
@@ -281,6 +318,8 @@ def main() -> None:
                         help="also run foreach_batch_shape: the same data through foreachBatch, doing nothing")
     parser.add_argument("--uncompressed-state", action="store_true",
                         help="also run engine_state_uncompressed: the engine with windowing.spark.stateCompression=none")
+    parser.add_argument("--baseline", metavar="REV", default=None,
+                        help="also run the engine of git revision REV (its windowing/ package) beside this checkout's")
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="after the timed rounds, run the engine once more per case with py-spy on Spark's Python "
@@ -303,6 +342,7 @@ def main() -> None:
         parser.error(f"--latency-events {args.latency_events}: give at least 1")
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    baseline = baseline_package(args.baseline, args.work) if args.baseline else None  # before the workers start
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master("local[2]").appName("spark_bench")
@@ -327,6 +367,7 @@ def main() -> None:
     extra_sides = [(side, lambda shape, build=build: build) for side, build in FLOORS.items()] if args.floor else []
     extra_sides += [("foreachBatch shape", foreach_batch_shape)] if args.foreach_batch else []
     extra_sides += [("engine, state uncompressed", engine_state_uncompressed)] if args.uncompressed_state else []
+    extra_sides += [(f"engine at {args.baseline}", engine_at(baseline))] if baseline else []
 
     def sides_of(shape: str, native, engine) -> list[tuple]:
         return [("native", native), ("engine", engine)] + [(side, of_shape(shape)) for side, of_shape in extra_sides]
