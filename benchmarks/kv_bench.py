@@ -26,6 +26,7 @@ rocksdict's default, sqlite's WAL with ``synchronous=NORMAL``).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -194,6 +195,11 @@ class Sqlite:
         self.db.close()
 
 
+ENGINES: dict[str, Callable[[str, bool], Any]] = {
+    "kv": lambda path, sync: KV(path, sync, False), "kv-arrow": lambda path, sync: KV(path, sync, True),
+    "rocksdict": lambda path, sync: Rocks(path, sync), "sqlite": lambda path, sync: Sqlite(path, sync)}
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     out = fn()
@@ -203,8 +209,7 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 def run_engine(engine: str, kind: str, n: int, batch: int, sync: bool, path: str) -> dict[str, Any]:
     """One engine, one key kind, in this process."""
     keys, values = make_keys(n, kind), make_values(n)
-    db = {"kv": lambda: KV(path, sync, False), "kv-arrow": lambda: KV(path, sync, True),
-          "rocksdict": lambda: Rocks(path, sync), "sqlite": lambda: Sqlite(path, sync)}[engine]()
+    db = ENGINES[engine](path, sync)
     put_batches = [(keys[i : i + batch], values[i : i + batch]) for i in range(0, n, batch)]
     out: dict[str, Any] = {"engine": db.name, "keys": kind}
     out["data_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the benchmark's own lists
@@ -240,17 +245,26 @@ def main() -> None:
     if args.one:
         print(json.dumps(run_engine(args.one[0], args.one[1], args.keys, args.batch, args.sync, args.dir)))
         return
+    engines = args.engines.split(",")
+    for engine in engines:
+        if engine not in ENGINES:
+            parser.error(f"--engines: {engine!r} is none of {', '.join(ENGINES)}")
+        if engine == "rocksdict" and importlib.util.find_spec("rocksdict") is None:
+            parser.error("--engines: rocksdict is not installed in this interpreter: install the bench extra "
+                         "(.venv/bin/pip install -e '.[bench]') or leave it out (--engines kv,kv-arrow,sqlite)")
     results = []
     for kind in args.kinds.split(","):
-        for engine in args.engines.split(","):
+        for engine in engines:
             runs = []
             for _ in range(args.repeat):  # on a shared machine the best of a few runs is the least disturbed
                 directory = tempfile.mkdtemp(prefix=f"kvbench-{engine}-")
                 try:
                     command = [sys.executable, __file__, "--one", engine, kind, "--dir", directory, "--keys",
                                str(args.keys), "--batch", str(args.batch)] + (["--sync"] if args.sync else [])
-                    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-                    runs.append(json.loads(out.strip().splitlines()[-1]))
+                    done = subprocess.run(command, capture_output=True, text=True)
+                    if done.returncode:
+                        sys.exit(f"{engine} ({kind} keys) failed:\n{done.stderr}")
+                    runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
                     print(json.dumps(runs[-1]), file=sys.stderr)
                 finally:
                     shutil.rmtree(directory, ignore_errors=True)

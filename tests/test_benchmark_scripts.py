@@ -74,3 +74,9 @@ def test_kv_call_overhead_refuses_fewer_keys_than_its_largest_call(tmp_path: Pat
     done = _run("kv_call_overhead.py", ["--keys", "1000"], tmp_path)
     assert done.returncode == 2
     assert "--keys 1,000 is fewer than the largest call's 10,000 keys" in done.stderr
+
+
+def test_kv_bench_refuses_an_engine_it_does_not_know(tmp_path: Path) -> None:
+    done = _run("kv_bench.py", ["--keys", "100", "--engines", "kv,leveldb"], tmp_path)
+    assert done.returncode == 2
+    assert "--engines: 'leveldb' is none of kv, kv-arrow, rocksdict, sqlite" in done.stderr
