@@ -253,24 +253,18 @@ def keys_to_step(spec: EngineSpec, view: _View, elements: pd.DataFrame, watermar
 def windows_of(spec: EngineSpec, template: pd.DataFrame, records: Iterable[_Record]) -> pd.DataFrame:
     """The window table of ``records``' rows, with ``template``'s columns and dtypes.
 
-    A record's row holds its cells in the order of `table_columns`; a store written before
+    A record's row holds its cells in the order of `table_columns`; a record written before
     `EngineSpec.keeps_last_outputs` holds each window's last outputs whether the pipeline needs them
-    or not, which are left out here where it does not.
+    or not, which are left out here where it does not (a store holds such records until a step
+    rewrites their key).
     """
-    rows = [row for record in records for row in record.rows]
     names = list(template.columns)
-    if rows and len(rows[0]) != len(names):
-        names = table_columns(spec, last_outputs=True)
-        if len(rows[0]) != len(names):
-            raise WindowingConfigError(
-                f"the window state's records hold {len(rows[0])} cells per window, not the {len(template.columns)} of "
-                "this pipeline's window table: the store was written by another pipeline; restore the pipeline, or "
-                "start from a new checkpoint and an empty store")
+    rows = [row for record in records for row in record.rows]
+    if any(len(row) != len(names) for row in rows):
+        rows = _current_width(spec, names, rows)
     cells = list(zip(*rows)) if rows else [()] * len(names)
     columns: dict[str, Any] = {}
     for name, values in zip(names, cells):
-        if name not in template.columns:
-            continue
         dtype = template[name].dtype
         if not isinstance(dtype, np.dtype):  # a key column of a pandas dtype (strings, nullable integers)
             columns[name] = pd.Series(list(values), dtype=dtype)
@@ -279,6 +273,23 @@ def windows_of(spec: EngineSpec, template: pd.DataFrame, records: Iterable[_Reco
         else:
             columns[name] = np.array(values, dtype=dtype)
     return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))
+
+
+def _current_width(spec: EngineSpec, names: list[str], rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``rows`` with the cells of the columns ``names``: those written with every last output lose them."""
+    written = table_columns(spec, last_outputs=True)
+    kept = [written.index(name) for name in names]
+    out = []
+    for row in rows:
+        if len(row) == len(written) != len(names):
+            row = tuple(row[i] for i in kept)
+        elif len(row) != len(names):
+            raise WindowingConfigError(
+                f"the window state's records hold {len(row)} cells per window, not the {len(names)} of this "
+                "pipeline's window table: the store was written by another pipeline; restore the pipeline, or "
+                "start from a new checkpoint and an empty store")
+        out.append(row)
+    return out
 
 
 def keyed_step(spec: EngineSpec, template: pd.DataFrame, elements: pd.DataFrame, watermark: int, processing_time: int,

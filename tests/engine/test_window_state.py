@@ -307,12 +307,14 @@ def test_a_replayed_batch_sees_the_store_before_it_and_writes_nothing(tmp_path):
 def test_a_store_written_with_every_windows_last_outputs_goes_on_without_them(tmp_path, monkeypatch):
     """Stores written before `EngineSpec.keeps_last_outputs` hold each window's last outputs even where no
     retraction or ``fire_only_updated`` reads them: read today, the windows are those of an uninterrupted run.
-    The trigger's count follows the last outputs in a row: read by position, it would be read wrongly."""
+    The trigger's count follows the last outputs in a row: read by position, it would be read wrongly. Key
+    "b" keeps its old record while "a" is rewritten (batch 2), and the two are read together (batch 3)."""
     spec = _sessions_spec(Repeatedly(AfterCount(2)))
     assert not spec.keeps_last_outputs and spec.trigger.columns()
     template = empty_state(spec, [np.dtype(object)])
     batches = [(_elements(["a", "b"], [0, 1], [1, 2]), 0), (_elements(["a"], [3], [3]), 2),
-               (_elements(["a", "c"], [5, 30], [4, 5]), 20), (_elements([], [], []), 60)]
+               (_elements(["a"], [5], [4]), 2), (_elements(["a", "b", "c"], [6, 7, 30], [5, 6, 7]), 5),
+               (_elements([], [], []), 60)]
     with KVStore(str(tmp_path / "today")).open(0) as bucket:
         today = [keyed_step(spec, template, elements, watermark, 0, bucket, i).panes
                  for i, (elements, watermark) in enumerate(batches)]
@@ -322,13 +324,19 @@ def test_a_store_written_with_every_windows_last_outputs_goes_on_without_them(tm
             old_template = empty_state(spec, [np.dtype(object)])
             before = [keyed_step(spec, old_template, elements, watermark, 0, bucket, i).panes
                       for i, (elements, watermark) in enumerate(batches[:2])]
-        records = [_Record.decoded(blob) for blob in bucket.scan_table(prefix=RECORD).column("value").to_pylist()]
-        assert {len(row) for record in records for row in record.rows} == {len(template.columns) + 1}, "one o<i> more"
-        after = [keyed_step(spec, template, elements, watermark, 0, bucket, i).panes
-                 for i, (elements, watermark) in enumerate(batches) if i >= 2]
-    assert sum(len(panes) for panes in today) == 4
+        assert _row_widths(bucket) == {len(template.columns) + 1}, "one o<i> more"
+        after = [keyed_step(spec, template, *batches[2], 0, bucket, 2).panes]
+        assert _row_widths(bucket) == {len(template.columns), len(template.columns) + 1}, "a rewritten, b not"
+        after += [keyed_step(spec, template, elements, watermark, 0, bucket, i).panes
+                  for i, (elements, watermark) in enumerate(batches) if i >= 3]
+    assert [len(panes) for panes in today] == [0, 1, 0, 2, 3]
     for got, want in zip(before + after, today):
         pd.testing.assert_frame_equal(got, want)
+
+
+def _row_widths(bucket) -> set[int]:
+    records = [_Record.decoded(blob) for blob in bucket.scan_table(prefix=RECORD).column("value").to_pylist()]
+    return {len(row) for record in records for row in record.rows}
 
 
 def test_records_of_another_width_are_refused_by_name():
