@@ -42,6 +42,7 @@ import argparse
 import importlib
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -152,23 +153,40 @@ def engine_sessions(stream, package: str = "windowing"):
 def baseline_package(revision: str, work: Path) -> str:
     """The ``windowing/`` package of git revision ``revision`` as a package named ``windowing_at_<commit>``,
     importable here and by Spark's Python workers (on ``PYTHONPATH``, so set before the session starts).
-    Its own imports are relative; ``triggers`` and ``accumulations`` are this checkout's."""
+    Its own imports must be relative (an absolute ``windowing`` import would run this checkout's code under
+    the baseline's name: refused); ``triggers`` and ``accumulations`` are this checkout's. ValueError names a
+    revision git does not know or that has no such package."""
     root = Path(__file__).resolve().parents[1]
-    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", revision], check=True,
-                            capture_output=True, text=True).stdout.strip()
+    found = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "--verify", f"{revision}^{{commit}}"],
+                           capture_output=True, text=True)
+    if found.returncode:
+        raise ValueError(f"--baseline {revision!r}: git knows no such commit here ({found.stderr.strip()})")
+    commit = found.stdout.strip()
     name, packages = f"windowing_at_{commit}", work / "baselines"
     if not (packages / name).exists():
-        archive = subprocess.run(["git", "-C", str(root), "archive", commit, "windowing"], check=True,
-                                 capture_output=True).stdout
+        archive = subprocess.run(["git", "-C", str(root), "archive", commit, "windowing"], capture_output=True)
+        if archive.returncode:
+            raise ValueError(f"--baseline {revision!r}: commit {commit} has no windowing/ package to run")
         unpacked = packages / f"{name}.tmp"
         shutil.rmtree(unpacked, ignore_errors=True)
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(unpacked, filter="data")
+        absolute = absolute_imports(unpacked)
+        if absolute:
+            shutil.rmtree(unpacked)
+            raise ValueError(f"--baseline {revision!r}: {', '.join(absolute)} import windowing by name, which would "
+                             "run this checkout's code under the baseline's name")
         (unpacked / "windowing").rename(packages / name)
         unpacked.rmdir()
     sys.path.insert(0, str(packages))
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(packages), os.environ.get("PYTHONPATH")]))
     return name
+
+
+def absolute_imports(directory: Path) -> list[str]:
+    """The Python files under ``directory`` that import ``windowing`` by name."""
+    return sorted(str(path.relative_to(directory)) for path in directory.rglob("*.py")
+                  if re.search(r"^\s*(from|import) windowing\b", path.read_text(), re.MULTILINE))
 
 
 def engine_at(package: str):
@@ -272,7 +290,10 @@ def engine_state_uncompressed(shape: str):
         try:
             return engine(stream)
         finally:
-            conf.unset(STATE_COMPRESSION_CONF) if given is None else conf.set(STATE_COMPRESSION_CONF, given)
+            if given is None:
+                conf.unset(STATE_COMPRESSION_CONF)
+            else:
+                conf.set(STATE_COMPRESSION_CONF, given)
     return build
 
 
@@ -342,7 +363,10 @@ def main() -> None:
         parser.error(f"--latency-events {args.latency_events}: give at least 1")
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    baseline = baseline_package(args.baseline, args.work) if args.baseline else None  # before the workers start
+    try:
+        baseline = baseline_package(args.baseline, args.work) if args.baseline else None  # before the workers start
+    except ValueError as err:
+        parser.error(str(err))
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master("local[2]").appName("spark_bench")

@@ -80,3 +80,44 @@ def test_kv_bench_refuses_an_engine_it_does_not_know(tmp_path: Path) -> None:
     done = _run("kv_bench.py", ["--keys", "100", "--engines", "kv,leveldb"], tmp_path)
     assert done.returncode == 2
     assert "--engines: 'leveldb' is none of kv, kv-arrow, rocksdict, sqlite" in done.stderr
+
+
+def _spark_bench(monkeypatch: pytest.MonkeyPatch):
+    """benchmarks/spark_bench.py as a module (it starts Spark only in ``main``), its path changes undone after."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    import spark_bench
+    return spark_bench
+
+
+def test_spark_bench_baseline_runs_the_engine_of_a_revision_under_its_own_name(tmp_path: Path, monkeypatch) -> None:
+    import importlib
+
+    import pandas as pd
+
+    from accumulations import Sum
+    spark_bench = _spark_bench(monkeypatch)
+    name = spark_bench.baseline_package("HEAD", tmp_path)  # any commit; HEAD is in a shallow clone too
+    assert name.startswith("windowing_at_") and str(tmp_path / "baselines") in os.environ["PYTHONPATH"].split(os.pathsep)
+    baseline = importlib.import_module(name)
+    assert Path(baseline.__file__).parent == tmp_path / "baselines" / name
+    frame = pd.DataFrame({"k": [1, 1, 2], "t": [1, 2, 15], "x": [3, 4, 5]})
+    panes = baseline.windowed(frame, time="t", key="k").fixed(10).aggregate(Sum("x"))
+    assert list(zip(panes["k"], panes["window_start"], panes["value"])) == [(1, 0, 7), (2, 10, 5)]
+
+
+def test_spark_bench_refuses_a_baseline_git_does_not_know(tmp_path: Path, monkeypatch) -> None:
+    spark_bench = _spark_bench(monkeypatch)
+    with pytest.raises(ValueError, match=r"--baseline 'no-such-revision': git knows no such commit here"):
+        spark_bench.baseline_package("no-such-revision", tmp_path)
+
+
+def test_spark_bench_finds_a_baseline_that_imports_windowing_by_name(tmp_path: Path, monkeypatch) -> None:
+    """Such a package would run this checkout's code under the baseline's name: `baseline_package` refuses it."""
+    spark_bench = _spark_bench(monkeypatch)
+    (tmp_path / "windowing" / "runners").mkdir(parents=True)
+    (tmp_path / "windowing" / "__init__.py").write_text("from .api import windowed\n")
+    (tmp_path / "windowing" / "runners" / "spark.py").write_text("import numpy\n    from windowing.api import x\n")
+    (tmp_path / "windowing" / "cli.py").write_text("import windowing_extras\n")
+    assert spark_bench.absolute_imports(tmp_path) == ["windowing/runners/spark.py"]
