@@ -15,7 +15,7 @@ order swapped every other round) in one SparkSession, and each figure is the med
 rounds. Event times advance through the data with bounded out-of-order jitter; for sessions
 every key alternates 10 minutes of activity and 10 minutes of pause, so sessions close. Also
 reported: CPU seconds of Spark's JVM and of its Python processes per query (``spark_cpu``), the
-median milliseconds of a micro-batch and of its Spark jobs (``addBatch``; the rest is Structured
+median milliseconds of a micro-batch and of its Spark jobs, every side (``addBatch``; the rest is Structured
 Streaming's bookkeeping, the same work for every side), state bytes per open window (one
 bucket's window table encoded), and the latency of a small micro-batch: the median
 ``triggerExecution`` time of micro-batches of ``--latency-events`` events on as many keys (one
@@ -438,6 +438,7 @@ def main() -> None:
                      **{f"{side}/native": round(n_s / median([r[0] for r in runs[keys, shape, side]]), 2) for side, _ in extra_sides},
                      **{f"{side} JVM+Python cpu s": round(median([r[1] + r[2] for r in runs[keys, shape, side]]), 1)
                         for side, _ in extra_sides},
+                     **{f"{side} ms/batch (jobs)": per_batch(runs[keys, shape, side]) for side, _ in extra_sides},
                      **{f"state B/window{'' if c == 'zstd' else ', uncompressed'}": round(state_bytes_per_window(
                          make_data(args.work, args.events, keys, args.batches, shape == "sessions"), shape, c))
                         for c in ("zstd", "none")[:1 + args.uncompressed_state]}})
