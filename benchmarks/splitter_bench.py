@@ -30,6 +30,7 @@ every Python process under the driver's JVM.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import sys
@@ -46,16 +47,27 @@ from storage import FileSplitter  # noqa: E402
 MB = 1024 * 1024
 
 
+LINES = [f"{i:08d} " + "x" * (10 + (i * 37) % 100) + "\n" for i in range(10_000)]  # 20-120 bytes each
+CHUNK = "".join(LINES).encode()
+
+
+def chunks_per_file(size_gb: float, files: int = 16) -> int:
+    """Whole ``CHUNK``s per file for ``size_gb`` in all; a size too small for one is refused (it ran on no data)."""
+    per_file = int(size_gb * 1024 * MB / files) // len(CHUNK)
+    if per_file < 1:
+        raise ValueError(f"--size-gb {size_gb:g} writes no line: each of the {files} files holds whole blocks of "
+                         f"{len(CHUNK):,} bytes; give at least {math.ceil(files * len(CHUNK) / MB) / 1024:.4f}")
+    return per_file
+
+
 def write_data(directory: str, size_gb: float, files: int = 16) -> int:
     """Files of lines 20-120 bytes long; returns the number of lines."""
-    pattern = [f"{i:08d} " + "x" * (10 + (i * 37) % 100) + "\n" for i in range(10_000)]
-    chunk = "".join(pattern).encode()
-    per_file = int(size_gb * 1024 * MB / files) // len(chunk)
+    per_file = chunks_per_file(size_gb, files)
     for f in range(files):
         with open(os.path.join(directory, f"part-{f:03d}.txt"), "wb") as out:
             for _ in range(per_file):
-                out.write(chunk)
-    return files * per_file * len(pattern)
+                out.write(CHUNK)
+    return files * per_file * len(LINES)
 
 
 class Run(NamedTuple):
@@ -155,6 +167,10 @@ def main() -> None:
                         help="block_size in MiB : blocks_per_batch, comma-separated")
     parser.add_argument("--rounds", type=int, default=1, help="times to run each setting's four queries")
     args = parser.parse_args()
+    try:
+        chunks_per_file(args.size_gb)
+    except ValueError as err:
+        parser.error(str(err))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F

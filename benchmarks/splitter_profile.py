@@ -28,7 +28,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from spark_cpu import jvm_pid  # noqa: E402
-from splitter_bench import MB, checked, timed, write_data  # noqa: E402
+from splitter_bench import MB, checked, chunks_per_file, timed, write_data  # noqa: E402
 
 from storage import FileSplitter  # noqa: E402
 
@@ -105,6 +105,10 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--depth", type=int, default=1, help="JVM frames to show per sample, innermost first")
     args = parser.parse_args()
+    try:
+        chunks_per_file(args.size_gb)
+    except ValueError as err:
+        parser.error(str(err))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
