@@ -26,14 +26,13 @@ def cpu_seconds(root: int) -> tuple[float, float]:
     if not os.path.isdir("/proc"):
         return 0.0, 0.0
     parents, used, own = {}, {}, 0
-    for pid in _pids():
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
+    for pid in pids():
+        stat = proc_stat(f"/proc/{pid}/stat")
+        if stat is None:
             continue
-        parents[int(pid)], used[int(pid)] = int(fields[1]), sum(int(x) for x in fields[11:15])
-        if int(pid) == root:
+        fields = stat[1]
+        parents[pid], used[pid] = int(fields[1]), sum(int(x) for x in fields[11:15])
+        if pid == root:
             own = int(fields[11]) + int(fields[12])
     python, todo = used.get(root, 0) - own, [child for child, parent in parents.items() if parent == root]
     while todo:
@@ -51,20 +50,39 @@ def wait_for_source_runners(root: int, timeout_s: float = 10.0) -> None:
     query's. An exited child not yet reaped (a zombie) has no command line, so any zombie child
     of ``root`` is waited for too."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(_is_runner_or_zombie(pid, root) for pid in _pids()):
+    while time.monotonic() < deadline and any(_is_runner_or_zombie(pid, root) for pid in pids()):
         time.sleep(0.05)
 
 
-def _pids() -> list[str]:
-    return [pid for pid in os.listdir("/proc") if pid.isdigit()]
+def pids() -> list[int]:
+    """Every process id in /proc."""
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def _is_runner_or_zombie(pid: str, root: int) -> bool:
+def proc_stat(path: str) -> tuple[str, list[str]] | None:
+    """A process's or a thread's ``stat`` file (``/proc/<pid>/stat``, ``/proc/<pid>/task/<tid>/stat``) as its
+    command name and the fields after it: ``[0]`` the state, ``[1]`` the parent, ``[11]`` and ``[12]`` user and
+    system ticks, ``[13]`` and ``[14]`` those of its waited-for children. None where it has gone. The name is
+    read between the first " (" and the last ")": it may hold spaces and parentheses."""
+    stat = read_bytes(path)
+    if not stat:
+        return None
+    name, _, rest = stat.partition(b" (")[2].rpartition(b")")
+    return name.decode(errors="replace"), rest.decode().split()
+
+
+def read_bytes(path: str) -> bytes:
+    """The bytes of a /proc file, empty where the process has gone."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            state, parent = f.read().rsplit(")", 1)[1].split()[:2]
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            command = f.read()
+        with open(path, "rb") as f:
+            return f.read()
     except OSError:
+        return b""
+
+
+def _is_runner_or_zombie(pid: int, root: int) -> bool:
+    stat = proc_stat(f"/proc/{pid}/stat")
+    if stat is None:
         return False
-    return b"python_streaming_source_runner" in command or (state == "Z" and int(parent) == root)
+    state, parent = stat[1][:2]
+    return b"python_streaming_source_runner" in read_bytes(f"/proc/{pid}/cmdline") or (state == "Z" and int(parent) == root)

@@ -40,7 +40,7 @@ from typing import Callable, NamedTuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from spark_cpu import cpu_seconds, jvm_pid, wait_for_source_runners  # noqa: E402
+from spark_cpu import cpu_seconds, jvm_pid, pids, proc_stat, wait_for_source_runners  # noqa: E402
 
 from storage import FileSplitter  # noqa: E402
 
@@ -94,14 +94,12 @@ def tree_cpu_seconds(root: int) -> tuple[float, float]:
     children (a query's Python source runner, exited Python workers) counts as Python."""
     jvm = python = 0
     processes = {}
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                name, rest = f.read().split(" (", 1)[1].rsplit(")", 1)
-        except OSError:
+    for pid in pids():
+        stat = proc_stat(f"/proc/{pid}/stat")
+        if stat is None:
             continue
-        fields = rest.split()
-        processes[int(pid)] = (int(fields[1]), name, int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
+        name, fields = stat
+        processes[pid] = (int(fields[1]), name, int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
     todo = [root]
     while todo:
         pid = todo.pop()

@@ -24,11 +24,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from spark_cpu import jvm_pid  # noqa: E402
 from splitter_bench import MB, checked, chunks_per_file, timed, write_data  # noqa: E402
+from worker_profile import collapsed_stacks  # noqa: E402
 
 from storage import FileSplitter  # noqa: E402
 
@@ -91,10 +93,9 @@ def profile(run, jvm: int, directory: str, name: str,
     python: collections.Counter = collections.Counter()
     for path in os.listdir(directory):
         if path.startswith(f"{name}-") and path.endswith(".txt"):
-            for line in open(os.path.join(directory, path)):
-                stack, _, count = line.rstrip().rpartition(" ")
-                if stack and "idle" not in stack:
-                    python[stack.split(";")[-1]] += int(count)
+            for frames, samples in collapsed_stacks(Path(directory, path)):
+                if not any("idle" in frame for frame in frames):
+                    python[frames[-1]] += samples
     return jvm_top + jvm_components, python, len(events), sum(python.values())
 
 

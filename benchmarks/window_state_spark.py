@@ -55,8 +55,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spark_cpu import cpu_seconds, jvm_pid  # noqa: E402
-from worker_profile import descendants, read_bytes, start_profile, stop_profile  # noqa: E402
+from spark_cpu import cpu_seconds, jvm_pid, proc_stat, read_bytes  # noqa: E402
+from worker_profile import collapsed_stacks, descendants, start_profile, stop_profile  # noqa: E402
 
 VALUES_PER_SESSION = 10
 START = pd.Timestamp("2024-01-01")
@@ -181,11 +181,10 @@ def jvm_threads(jvm: int) -> dict[int, tuple[str, int]]:
     """Thread id -> (name, CPU ticks) of every thread of the JVM, from /proc."""
     threads = {}
     for tid in os.listdir(f"/proc/{jvm}/task"):
-        stat = read_bytes(f"/proc/{jvm}/task/{tid}/stat")
-        if stat:
-            name, rest = stat.split(b" (", 1)[1].rsplit(b")", 1)
-            fields = rest.split()
-            threads[int(tid)] = (name.decode(errors="replace"), int(fields[11]) + int(fields[12]))
+        stat = proc_stat(f"/proc/{jvm}/task/{tid}/stat")
+        if stat is not None:
+            name, fields = stat
+            threads[int(tid)] = (name, int(fields[11]) + int(fields[12]))
     return threads
 
 
@@ -337,9 +336,8 @@ def categorized(collapsed: Path) -> Counter:
     that `CATEGORIES` names (a store read inside ``keyed_step`` is the store's; the engine's step inside it
     the engine's); ``pyspark's worker loop, other`` where none is named."""
     counts: Counter = Counter()
-    for line in collapsed.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        counts[_category(stack.split(";"))] += int(count)
+    for frames, samples in collapsed_stacks(collapsed):
+        counts[_category(frames)] += samples
     return counts
 
 

@@ -7,13 +7,15 @@ Used by ``spark_bench.py --profile`` and ``window_state_spark.py --profile``.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+
+from spark_cpu import pids, proc_stat, read_bytes
 
 
 def start_profile(jvm: int, out: Path) -> subprocess.Popen:
@@ -31,7 +33,7 @@ def start_profile(jvm: int, out: Path) -> subprocess.Popen:
 def _daemons(jvm: int) -> list[int]:
     daemons = [pid for pid in descendants(jvm) if b"pyspark.daemon" in read_bytes(f"/proc/{pid}/cmdline")]
     parents = set(daemons)
-    roots = [pid for pid in daemons if int(read_bytes(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()[1]) not in parents]
+    roots = [pid for pid in daemons if _parent(pid) not in parents]
     assert roots, "no pyspark.daemon under the JVM to profile"
     return roots
 
@@ -42,14 +44,14 @@ def stop_profile(spy: subprocess.Popen) -> None:
     assert spy.returncode in (0, -signal.SIGINT), f"py-spy failed: {err[-2000:]}"
 
 
+def _parent(pid: int) -> int | None:
+    stat = proc_stat(f"/proc/{pid}/stat")
+    return None if stat is None else int(stat[1][1])
+
+
 def descendants(root: int) -> list[int]:
     """The process ids under ``root``, children and their children."""
-    parents = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            stat = read_bytes(f"/proc/{name}/stat")
-            if stat:
-                parents[int(name)] = int(stat.rsplit(b")", 1)[1].split()[1])
+    parents = {pid: parent for pid in pids() if (parent := _parent(pid)) is not None}
     found, todo = [], [root]
     while todo:
         parent = todo.pop()
@@ -59,21 +61,20 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def read_bytes(path: str) -> bytes:
-    """The bytes of a /proc file, empty where the process has gone."""
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
+def collapsed_stacks(path: Path) -> Iterator[tuple[list[str], int]]:
+    """The stacks of a py-spy collapsed file (``frame;frame;... count`` a line), outermost frame first, each
+    with its samples; a frame reads ``function (file:line)``."""
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack:
+            yield stack.split(";"), int(count)
 
 
 def innermost(collapsed: list[Path]) -> Counter:
     """Samples per innermost call (``function (file)``, no line) of py-spy's collapsed stacks in ``collapsed``."""
     counts: Counter = Counter()
     for path in collapsed:
-        for line in path.read_text().splitlines():
-            stack, _, count = line.rpartition(" ")
-            function, _, where = stack.rsplit(";", 1)[-1].partition(" (")
-            counts[f"{function} ({where.rsplit(':', 1)[0].rsplit('/', 1)[-1]})"] += int(count)
+        for frames, samples in collapsed_stacks(path):
+            function, _, where = frames[-1].partition(" (")
+            counts[f"{function} ({where.rsplit(':', 1)[0].rsplit('/', 1)[-1]})"] += samples
     return counts

@@ -156,3 +156,28 @@ def test_spark_bench_finds_a_baseline_that_imports_windowing_by_name(tmp_path: P
     (tmp_path / "windowing" / "runners" / "spark.py").write_text("import numpy\n    from windowing.api import x\n")
     (tmp_path / "windowing" / "cli.py").write_text("import windowing_extras\n")
     assert spark_bench.absolute_imports(tmp_path) == ["windowing/runners/spark.py"]
+
+
+def test_proc_stat_reads_a_command_name_with_spaces_and_parentheses(tmp_path: Path, monkeypatch) -> None:
+    """The name sits in parentheses in /proc/<pid>/stat; the fields are read after its last one."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from spark_cpu import proc_stat
+    odd = tmp_path / "py) (x 1"
+    odd.symlink_to(sys.executable)
+    child = subprocess.Popen([str(odd), "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        name, fields = proc_stat(f"/proc/{child.pid}/stat")
+        assert (name, int(fields[1])) == ("py) (x 1", os.getpid())
+    finally:
+        child.communicate(b"")
+    assert proc_stat(f"/proc/{child.pid}/stat") is None  # gone once waited for
+
+
+def test_collapsed_stacks_reads_frames_outermost_first(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from worker_profile import collapsed_stacks, innermost
+    collapsed = tmp_path / "stacks.txt"
+    collapsed.write_text("main (a.py:1);step (pkg/engine.py:40) 7\nmain (a.py:1);load (pkg/state.py:9) 2\n"
+                         "main (a.py:1);step (pkg/engine.py:41) 1\n")
+    assert list(collapsed_stacks(collapsed))[1] == (["main (a.py:1)", "load (pkg/state.py:9)"], 2)
+    assert innermost([collapsed]) == {"step (engine.py)": 8, "load (state.py)": 2}
