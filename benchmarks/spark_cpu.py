@@ -2,7 +2,8 @@
 
 On a shared machine wall time depends on the other jobs; CPU time much less so. The JVM
 and Python are reported apart because they answer different questions: how much Spark's
-row handling costs, and how much the Python functions and their conversions cost.
+row handling costs, and how much the Python functions and their conversions cost. The /proc readers
+here (``pids``, ``proc_stat``, ``read_bytes``) serve the other benchmarks' process accounting too.
 """
 
 from __future__ import annotations
