@@ -50,7 +50,8 @@ RUNS = {
 SPARK_RUNS = {
     "spark_bench.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "2", "--latency-events", "10",
                         "--latency-batches", "2", "--floor", "--foreach-batch", "--baseline", "HEAD"], "--work",
-                       r"(?m)^ +20 +fixed +\d+ +\d+ +[\d.]+ (.|\n)*^ +20 +sessions +\d+ +\d+ +[\d.]+ (.|\n)*"
+                       r"(?m)floor folded ms/batch \(jobs\) (.|\n)*^ +20 +fixed +\d+ +\d+ +[\d.]+ (.|\n)*"
+                       r"^ +20 +sessions +\d+ +\d+ +[\d.]+ (.|\n)*"
                        r"latency of a micro-batch(.|\n)*engine at HEAD/native"),
     "splitter_bench.py": (["--size-gb", "0.011", "--configs", "1:2"], None,
                           r"data: \d+ MiB, 160,000 lines(.|\n)*\| 1 MiB, 2: \d+, \d+ \| splitter, all 4 columns \| [\d.]+ \|"),
@@ -98,8 +99,10 @@ def test_spark_script_runs_and_prints_its_table(script: str, args: list[str], wo
     assert re.search(printed, done.stdout), done.stdout
 
 
-def test_splitter_bench_refuses_a_size_that_writes_no_line(tmp_path: Path) -> None:
-    done = _run("splitter_bench.py", ["--size-gb", "0.001"], tmp_path)
+@pytest.mark.parametrize("script", ["splitter_bench.py", "splitter_profile.py"])
+def test_splitter_scripts_refuse_a_size_that_writes_no_line(script: str, tmp_path: Path) -> None:
+    """Refused before Spark starts, so splitter_profile's check runs here without its profilers."""
+    done = _run(script, ["--size-gb", "0.001"], tmp_path)
     assert done.returncode == 2
     assert "--size-gb 0.001 writes no line: each of the 16 files holds whole blocks of 695,000 bytes; give at least 0.0107" \
         in done.stderr
