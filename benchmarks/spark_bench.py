@@ -203,8 +203,27 @@ def _floor_labels(stream) -> np.ndarray:
     return bucket_labels(int(stream.sparkSession.conf.get("spark.sql.shuffle.partitions")))
 
 
-def _count_rows(key, frames, state):
-    yield pd.DataFrame({"bucket": [key[0]], "n": [sum(int(frame["n"].sum()) for frame in frames)]})
+def _quick_ack(stream) -> bool:
+    """Whether the runner's workers would acknowledge what the JVM sends at once (``windowing.spark.quickAck``), which
+    the floors then do too: they are what a runner of that shape pays, and their workers are the engine's anyway."""
+    from windowing.runners.spark.query import QUICK_ACK_CONF
+
+    return str(stream.sparkSession.conf.get(QUICK_ACK_CONF, "true")).lower() == "true"
+
+
+def _acknowledge(quick: bool) -> None:
+    if quick:
+        from windowing.runners.spark.worker_socket import acknowledge_arrivals_at_once
+
+        acknowledge_arrivals_at_once()
+
+
+def _counting_rows(quick: bool):
+    """The floors' stateful function: adds up a bucket's rows."""
+    def count_rows(key, frames, state):
+        _acknowledge(quick)
+        yield pd.DataFrame({"bucket": [key[0]], "n": [sum(int(frame["n"].sum()) for frame in frames)]})
+    return count_rows
 
 
 def floor_folded(stream):
@@ -213,9 +232,10 @@ def floor_folded(stream):
     a shuffle, and one call per bucket (one per shuffle partition) that adds up its rows."""
     import pyarrow as pa
 
-    labels = _floor_labels(stream)
+    labels, quick = _floor_labels(stream), _quick_ack(stream)
 
     def fold(batches):
+        _acknowledge(quick)
         for batch in batches:
             bucket = labels[np.mod(batch.column("key").to_numpy(), len(labels))]
             folded = pa.table({"bucket": bucket, "ts": batch.column("ts")}).group_by("bucket").aggregate(
@@ -223,7 +243,8 @@ def floor_folded(stream):
             yield from folded.rename_columns(["bucket", "ts", "n"]).to_batches()
 
     return (stream.mapInArrow(fold, "bucket int, ts timestamp, n long").withWatermark("ts", DELAY).groupBy("bucket")
-            .applyInPandasWithState(_count_rows, "bucket int, n long", "n long", "append", "EventTimeTimeout"))
+            .applyInPandasWithState(_counting_rows(quick), "bucket int, n long", "n long", "append",
+                                    "EventTimeTimeout"))
 
 
 def floor_unfolded(stream):
@@ -233,7 +254,7 @@ def floor_unfolded(stream):
 
     return (stream.withWatermark("ts", DELAY).select(_jvm_bucket(stream).alias("bucket"), "ts", F.lit(1).cast("long").alias("n"))
             .groupBy("bucket")
-            .applyInPandasWithState(_count_rows, "bucket int, n long", "n long", "append", "EventTimeTimeout"))
+            .applyInPandasWithState(_counting_rows(_quick_ack(stream)), "bucket int, n long", "n long", "append", "EventTimeTimeout"))
 
 
 def _jvm_bucket(stream):
@@ -247,8 +268,12 @@ def _jvm_bucket(stream):
 FLOORS = {"floor folded": floor_folded, "floor unfolded": floor_unfolded}
 
 
-def _count_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({"bucket": [frame["bucket"].iloc[0]], "n": [len(frame)]})
+def _counting_frame(quick: bool):
+    """The foreachBatch shape's function: counts a bucket's rows."""
+    def count_frame(frame: pd.DataFrame) -> pd.DataFrame:
+        _acknowledge(quick)
+        return pd.DataFrame({"bucket": [frame["bucket"].iloc[0]], "n": [len(frame)]})
+    return count_frame
 
 
 def foreach_batch_shape(shape: str):
@@ -262,7 +287,7 @@ def foreach_batch_shape(shape: str):
     def build(stream):
         from pyspark.sql import functions as F
 
-        bucket = _jvm_bucket(stream)
+        bucket, count = _jvm_bucket(stream), _counting_frame(_quick_ack(stream))
 
         def each_batch(batch, batch_id):
             rows = batch.select(bucket.alias("bucket"), "key", "ts", "amount")
@@ -270,7 +295,7 @@ def foreach_batch_shape(shape: str):
                 # The window's start, not the window: a struct column reaches pandas as a column of dicts, slowly.
                 start = F.window("ts", "1 minute").start.alias("start")
                 rows = rows.groupBy("bucket", "key", start).agg(F.sum("amount"), F.max("ts"))
-            rows.groupBy("bucket").applyInPandas(_count_frame, "bucket int, n long").write.format("noop").mode("overwrite").save()
+            rows.groupBy("bucket").applyInPandas(count, "bucket int, n long").write.format("noop").mode("overwrite").save()
 
         return stream.writeStream.foreachBatch(each_batch)
     return build

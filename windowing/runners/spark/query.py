@@ -23,6 +23,8 @@ from .worker import NS_PER_US, packed_output, per_ms
 from .worker_python import check_worker_python, on_workers
 
 COMBINE_CONF = "windowing.spark.combine"
+#: Whether Spark's Python workers acknowledge at once what the JVM sends them over TCP (`worker_socket`).
+QUICK_ACK_CONF = "windowing.spark.quickAck"
 #: How each bucket's state value is compressed (`windowing.state_codec.COMPRESSIONS`), like Spark's own
 #: ``spark.sql.streaming.stateStore.compression.codec`` for its files; a restart reads any of them.
 STATE_COMPRESSION_CONF = "windowing.spark.stateCompression"
@@ -41,12 +43,11 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
 
     check_worker_python(source.sparkSession)
     keys = list(strategy.keys or ())
-    combine = str(source.sparkSession.conf.get(COMBINE_CONF, "true")).lower()
-    if combine not in ("true", "false"):
-        raise WindowingConfigError(f"{COMBINE_CONF}={combine!r} must be 'true' or 'false' (pre-aggregation before the shuffle)")
+    combine = _switch(source.sparkSession, COMBINE_CONF, "pre-aggregation before the shuffle")
+    quick = _switch(source.sparkSession, QUICK_ACK_CONF, "Python workers acknowledge what Spark's JVM sends them at once")
     compression = checked_compression(str(source.sparkSession.conf.get(STATE_COMPRESSION_CONF, COMPRESSIONS[0])),
                                       STATE_COMPRESSION_CONF)
-    sp = plan_spark(strategy, source.schema, bucketing_of(source, bool(keys)), combine == "true", late_data, compression)
+    sp = plan_spark(strategy, source.schema, bucketing_of(source, bool(keys)), combine, late_data, compression)
     adapter, time = sp.adapter, str(strategy.time)  # a column's name: plan_spark refuses a function
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
@@ -84,7 +85,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         def combine_rows(batches: Iterator[Any]) -> Iterator[Any]:
             return lift_and_pack(batches, how, lifted, checked=streaming)
 
-        frame, latest = frame.mapInArrow(on_workers(combine_rows), _packed_schema(sp.lifted_schema)), WIRE.latest
+        frame, latest = frame.mapInArrow(on_workers(combine_rows, quick), _packed_schema(sp.lifted_schema)), WIRE.latest
     elif adapter.packed:
         streaming, nullable = source.isStreaming, adapter.nullable
 
@@ -92,13 +93,13 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
             return pack(batches, checked=streaming, nullable=nullable)
 
         packed_schema = _packed_schema(_flagged_schema(frame.schema, nullable))
-        frame, latest = frame.mapInArrow(on_workers(pack_rows), packed_schema), WIRE.latest
+        frame, latest = frame.mapInArrow(on_workers(pack_rows, quick), packed_schema), WIRE.latest
 
     if not source.isStreaming:
         def run_batch(frame: pd.DataFrame) -> pd.DataFrame:  # Spark counts a bound method's `self` as an argument
             return adapter.run_batch(frame)
 
-        out = frame.groupBy(WIRE.bucket).applyInPandas(on_workers(run_batch), sp.out_schema)
+        out = frame.groupBy(WIRE.bucket).applyInPandas(on_workers(run_batch, quick), sp.out_schema)
         return spark_run(_finish(out, adapter.timestamp), late_data, source.schema)
 
     # The stateful operator drops rows whose watermarked column is at or behind the watermark.
@@ -126,16 +127,24 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         def run_stream(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
             return adapter.run_stream(key, frames, state)
 
-        out = frame.groupBy(WIRE.bucket).applyInPandasWithState(on_workers(run_stream), sp.out_schema, sp.state_schema,
+        out = frame.groupBy(WIRE.bucket).applyInPandasWithState(on_workers(run_stream, quick), sp.out_schema, sp.state_schema,
                                                                   "append", sp.timeout)
     else:
         def run_stream_packed(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
             return packed_output(adapter.run_stream(key, frames, state))
 
-        packed = frame.groupBy(WIRE.bucket).applyInPandasWithState(on_workers(run_stream_packed), packed_schema,
+        packed = frame.groupBy(WIRE.bucket).applyInPandasWithState(on_workers(run_stream_packed, quick), packed_schema,
                                                                      sp.state_schema, "append", sp.timeout)
         out = packed.select(F.inline(F.arrays_zip(*[_col(name) for name in sp.out_schema.names]))).toDF(*sp.out_schema.names)
     return spark_run(_finish(out, adapter.timestamp), late_data, source.schema)
+
+
+def _switch(spark: Any, name: str, what: str) -> bool:
+    """Setting ``name`` (default on), 'true' or 'false'; anything else refused naming it."""
+    value = str(spark.conf.get(name, "true")).lower()
+    if value not in ("true", "false"):
+        raise WindowingConfigError(f"{name}={value!r} must be 'true' or 'false' ({what})")
+    return value == "true"
 
 
 def _input_watermark(source: Any) -> str | None:

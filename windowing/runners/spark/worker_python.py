@@ -12,7 +12,7 @@ from typing import Any, Callable
 from ...errors import WindowingConfigError
 
 
-def on_workers(function: Callable[..., Any]) -> Callable[..., Any]:
+def on_workers(function: Callable[..., Any], quick_ack: bool = True) -> Callable[..., Any]:
     """``function`` (of one argument, or three: ``applyInPandasWithState``'s) as Spark's Python workers
     get it: pickled inside a function that needs only the standard library to load.
 
@@ -28,14 +28,19 @@ def on_workers(function: Callable[..., Any]) -> Callable[..., Any]:
     docs/spark.md, "Benchmark"). What is alive when a task's function starts is such lasting state;
     frozen, the collector skips it. Reference counting still frees frozen objects. The splitter's
     Spark source does the same (``storage.splitter.spark_source``).
+
+    With ``quick_ack`` the first call in a worker process has it acknowledge at once what the JVM
+    sends it over TCP (`worker_socket`): each exchange with the worker otherwise waited up to 40 ms.
     """
     from pyspark import cloudpickle
 
     payload, hint = cloudpickle.dumps(function), worker_import_hint()  # type: ignore[no-untyped-call]
+    worker_socket = f"{__package__}.worker_socket"  # by name: the closure is pickled by value
     loaded: list[Callable[..., Any]] = []
 
     def load() -> Callable[..., Any]:
         import gc
+        import importlib
         import pickle
 
         if not loaded:
@@ -44,6 +49,8 @@ def on_workers(function: Callable[..., Any]) -> Callable[..., Any]:
             except ImportError as err:
                 raise ModuleNotFoundError(f"Spark's Python worker cannot load this pipeline's code "
                                           f"({type(err).__name__}: {err}). {hint}") from err
+            if quick_ack:
+                importlib.import_module(worker_socket).acknowledge_arrivals_at_once()
         gc.freeze()
         return loaded[0]
 
