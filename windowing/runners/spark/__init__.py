@@ -18,7 +18,8 @@ schema (`wire`).
 
 Modules: `planning` (the driver's plan, once per query), `query` (the DataFrame operations),
 `worker` (pyspark-free, runs in the workers), `combine` (before the shuffle, in the workers),
-`output_types`, `results` (`SparkRun`), `buckets`, `wire`, `old_checkpoints`, `worker_python`.
+`output_types`, `results` (`SparkRun`), `buckets`, `wire`, `old_checkpoints`, `worker_python`,
+`worker_socket` (the workers' end of their TCP connection to the JVM).
 pyspark is imported lazily, inside the functions that talk to Spark: importing this package loads
 no pyspark.
 """
@@ -26,11 +27,12 @@ no pyspark.
 from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, Bucketing, bucket_labels
 from .output_types import SparkTyped, output_type, spark_typed
 from .planning import SparkPlan, plan_spark
-from .query import COMBINE_CONF, STATE_COMPRESSION_CONF, run_spark
+from .query import COMBINE_CONF, QUICK_ACK_CONF, STATE_COMPRESSION_CONF, run_spark
 from .results import SparkRun, late_data_of, panes_of
 from .worker import BucketStep, pipeline_of, stacked, uses_processing_time
 from .worker_python import worker_import_hint
 
-__all__ = ["BUCKETS_CONF", "COMBINE_CONF", "NUMBERS", "PARTITIONS", "PLACEMENT_CONF", "STATE_COMPRESSION_CONF", "BucketStep",
+__all__ = ["BUCKETS_CONF", "COMBINE_CONF", "NUMBERS", "PARTITIONS", "PLACEMENT_CONF", "QUICK_ACK_CONF",
+           "STATE_COMPRESSION_CONF", "BucketStep",
            "Bucketing", "SparkPlan", "SparkRun", "SparkTyped", "bucket_labels", "late_data_of", "output_type", "pipeline_of",
            "panes_of", "plan_spark", "run_spark", "spark_typed", "stacked", "uses_processing_time", "worker_import_hint"]
