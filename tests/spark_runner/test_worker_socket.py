@@ -82,6 +82,20 @@ def test_a_function_shipped_without_quick_ack_leaves_the_sockets_alone():
     assert left_alone["helpers"] == 0 and left_alone["nodelay"] == [False, False]
 
 
+REFUSE = "def refuse(*args):\n    raise PermissionError('refused')\n"
+
+
+@pytest.mark.parametrize("refusal", [
+    "real = os.listdir\nos.listdir = refuse\nacknowledge_arrivals_at_once()\nos.listdir = real\n",
+    "real = socket.socket.setsockopt\nsocket.socket.setsockopt = lambda self, *args: refuse()\n"
+    "acknowledge_arrivals_at_once()\nsocket.socket.setsockopt = real\n",
+], ids=["no /proc listing", "socket option refused"])
+def test_a_system_that_refuses_it_leaves_the_task_going_without_it(refusal):
+    """No error, no helper, no descriptor kept."""
+    report = _in_fresh_process(REFUSE + refusal)
+    assert report["helpers"] == 0 and report["taken"] == 0 and report["nodelay"] == [False, False]
+
+
 @pytest.mark.spark
 def test_the_runners_functions_start_the_helper_in_sparks_workers_over_tcp(spark):
     """Over TCP (pyspark 3.5, or 4.1+ without spark.python.unix.domain.socket.enabled) a worker that ran one of the
