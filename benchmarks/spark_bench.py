@@ -477,15 +477,16 @@ def main() -> None:
     print()
     print(f"{args.events} events, {args.batches} micro-batches, local[2], {args.shuffle_partitions} shuffle partitions, "
           f"{buckets} buckets, medians of {args.rounds} interleaved rounds" + "".join(f", {c}" for c in args.conf))
-    print(_table(rows))
+    print(table(rows))
     print()
     print(f"latency of a micro-batch of {args.latency_events} events on {args.latency_events} keys "
           f"(median triggerExecution over {args.rounds} x {args.latency_batches - 1} batches)")
-    print(_table(latency))
+    print(table(latency))
     spark.stop()
 
 
-def _table(rows: list[dict]) -> str:
+def table(rows: list[dict]) -> str:
+    """``rows`` as a Markdown table (where ``tabulate`` is installed) or as pandas prints a frame."""
     frame = pd.DataFrame(rows)
     return frame.to_markdown(index=False) if _has_tabulate() else frame.to_string(index=False)
 

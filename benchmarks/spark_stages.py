@@ -1,0 +1,157 @@
+"""Where a micro-batch's Spark jobs spend their time, stage by stage: native Spark, the do-nothing floor, the engine.
+
+    .venv/bin/python benchmarks/spark_stages.py --keys 1000 --windows fixed --rounds 3
+
+``spark_bench.py`` times whole queries; this one reads Spark's event log of the same queries (same data, same
+session settings, interleaved rounds) and splits each micro-batch's jobs into their two stages: the one before
+the shuffle (the scan, and native's partial aggregation or the runner's ``mapInArrow`` fold; one task, since a
+micro-batch is one Parquet file of one row group) and the stateful one after it (one task per shuffle
+partition). For each it prints the median stage time (submission to completion) and the median task's wall
+and JVM CPU milliseconds, over the micro-batches after the first (which plans the query), every round.
+
+It also times what moving one micro-batch's rows into a Python worker and back costs by itself: a batch
+query over one micro-batch's file written to the ``noop`` sink, once in the JVM only and once through a
+``mapInArrow`` that returns nothing (median of ``--crossings`` runs each). Every runner that folds rows in
+Python before the shuffle pays that crossing, which native Spark's partial aggregation does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import spark_bench as bench  # noqa: E402
+
+SIDE = "spark_stages.side"
+BATCH = "streaming.sql.batchId"  # set by Structured Streaming on every job of a micro-batch
+
+
+def stage_times(log: Path, first_batch: int, last_batch: int) -> dict[str, dict[str, list[tuple[float, ...]]]]:
+    """From the event log under ``log``: per side and stage (``before shuffle``, ``stateful``), the stage's wall
+    milliseconds and its tasks' (wall, JVM CPU) milliseconds, for micro-batches ``first_batch..last_batch``."""
+    events = [json.loads(line) for path in sorted(log.rglob("*")) if path.is_file() and not path.name.startswith(".")
+              and "appstatus" not in path.name for line in path.open()]
+    stage_of: dict[int, tuple[str, str]] = {}  # stage id: (side, kind)
+    for event in events:
+        if event["Event"] == "SparkListenerJobStart":
+            properties = event.get("Properties", {})
+            side, batch = properties.get(SIDE), properties.get(BATCH)
+            if side is None or batch is None or not first_batch <= int(batch) <= last_batch:
+                continue
+            for info in event["Stage Infos"]:
+                kind = "stateful" if info["Parent IDs"] else "before shuffle"
+                stage_of[info["Stage ID"]] = (side, kind)
+    out: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for event in events:
+        if event["Event"] == "SparkListenerStageCompleted":
+            info = event["Stage Info"]
+            if info["Stage ID"] in stage_of and "Submission Time" in info:
+                side, kind = stage_of[info["Stage ID"]]
+                out[side][f"{kind} stage"].append((info["Completion Time"] - info["Submission Time"],))
+        elif event["Event"] == "SparkListenerTaskEnd" and event["Stage ID"] in stage_of:
+            side, kind = stage_of[event["Stage ID"]]
+            task, metrics = event["Task Info"], event["Task Metrics"]
+            out[side][f"{kind} task"].append((task["Finish Time"] - task["Launch Time"], metrics["Executor CPU Time"] / 1e6))
+    return out
+
+
+def crossing_ms(spark, file: Path, runs: int) -> tuple[float, float]:
+    """Median milliseconds of a batch query over ``file`` to the ``noop`` sink: in the JVM only, and through a
+    ``mapInArrow`` that takes every row into Python and returns none."""
+    rows = spark.read.parquet(str(file))
+
+    def nothing(batches):
+        for batch in batches:
+            yield batch.slice(0, 0)
+
+    through_python = rows.mapInArrow(nothing, rows.schema)
+    times: dict[str, list[float]] = {"jvm": [], "python": []}
+    for run in range(runs + 2):  # two to warm up
+        for name, frame in (("jvm", rows), ("python", through_python)):
+            began = time.perf_counter()
+            frame.write.format("noop").mode("overwrite").save()
+            if run >= 2:
+                times[name].append((time.perf_counter() - began) * 1000)
+    return float(np.median(times["jvm"])), float(np.median(times["python"]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--windows", choices=["fixed", "sessions"], default="fixed")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--shuffle-partitions", type=int, default=4)
+    parser.add_argument("--crossings", type=int, default=10)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
+    args = parser.parse_args()
+    for name, value in (("--events", args.events), ("--keys", args.keys), ("--rounds", args.rounds),
+                        ("--shuffle-partitions", args.shuffle_partitions), ("--crossings", args.crossings)):
+        if value < 1:
+            parser.error(f"{name} {value}: give at least 1")
+    if args.batches < 3:
+        parser.error(f"--batches {args.batches}: give at least 3 (the first micro-batch plans the query and is left out)")
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    # Spark's workers unpickle the sides' functions by reference to this directory's spark_bench module.
+    here = str(Path(__file__).resolve().parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+    from pyspark.sql import SparkSession
+
+    log = args.work / "event-log"
+    shutil.rmtree(log, ignore_errors=True)
+    log.mkdir(parents=True)
+    spark = (SparkSession.builder.master("local[2]").appName("spark_stages")
+             .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "3g")
+             .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", str(log))
+             .config("spark.eventLog.compress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+
+    sessions = args.windows == "sessions"
+    data = bench.make_data(args.work, args.events, args.keys, args.batches, sessions)
+    sides = [("native", bench.native_sessions if sessions else bench.native_fixed),
+             ("floor folded", bench.floor_folded),
+             ("engine", bench.engine_sessions if sessions else bench.engine_fixed)]
+    for round_ in range(args.rounds):
+        for side, build in sides if round_ % 2 == 0 else sides[::-1]:
+            spark.sparkContext.setLocalProperty(SIDE, side)  # the query's thread inherits it, so its jobs carry it
+            bench.run_query(spark, data, build, args.work / "chk")
+        print(f"round {round_ + 1} done", flush=True)
+    spark.sparkContext.setLocalProperty(SIDE, None)
+    jvm, python = crossing_ms(spark, sorted(data.glob("*.parquet"))[0], args.crossings)
+    spark.stop()
+
+    times = stage_times(log, 1, args.batches - 1)
+    print(f"\n{args.events} events, {args.keys} keys, {args.windows} windows, {args.batches} micro-batches, local[2], "
+          f"{args.shuffle_partitions} shuffle partitions; medians over micro-batches 1 to {args.batches - 1} "
+          f"of {args.rounds} interleaved rounds")
+    rows = []
+    for side, _ in sides:
+        row: dict[str, object] = {"side": side}
+        for kind in ("before shuffle", "stateful"):
+            stages, tasks = times[side][f"{kind} stage"], times[side][f"{kind} task"]
+            row[f"{kind}: stage ms"] = round(float(np.median([s[0] for s in stages])))
+            row[f"{kind}: task wall ms"] = round(float(np.median([t[0] for t in tasks])))
+            row[f"{kind}: task JVM CPU ms"] = round(float(np.median([t[1] for t in tasks])))
+        rows.append(row)
+    print(bench.table(rows))
+    print(f"\none micro-batch's file ({args.events // args.batches} rows) to the noop sink, batch query, median of "
+          f"{args.crossings}: {jvm:.0f} ms in the JVM only, {python:.0f} ms through a mapInArrow returning nothing")
+
+
+if __name__ == "__main__":
+    main()
