@@ -213,7 +213,7 @@ def _quick_ack(stream) -> bool:
 
 def _acknowledge(quick: bool) -> None:
     if quick:
-        from windowing.runners.spark.worker_socket import acknowledge_arrivals_at_once
+        from storage.worker_socket import acknowledge_arrivals_at_once
 
         acknowledge_arrivals_at_once()
 

@@ -164,12 +164,16 @@ def main() -> None:
     parser.add_argument("--configs", default="128:2,128:16,32:8,32:64,8:256",
                         help="block_size in MiB : blocks_per_batch, comma-separated")
     parser.add_argument("--rounds", type=int, default=1, help="times to run each setting's four queries")
+    parser.add_argument("--no-quick-ack", action="store_true",
+                        help="the splitter's quick_ack=False: its workers' sockets as pyspark set them (a worker keeps "
+                             "what its first task set, so compare with a separate run, not within one)")
     args = parser.parse_args()
     try:
         chunks_per_file(args.size_gb)
     except ValueError as err:
         parser.error(str(err))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    quick_ack = not args.no_quick_ack
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -187,7 +191,7 @@ def main() -> None:
         lines = write_data(data, args.size_gb)
         size = sum(os.path.getsize(os.path.join(data, n)) for n in os.listdir(data))
         print(f"data: {size / MB:.0f} MiB, {lines:,} lines, 16 files; Spark {args.master}; "
-              f"load average before: {os.getloadavg()[0]:.1f}\n")
+              f"splitter quick_ack={quick_ack}; load average before: {os.getloadavg()[0]:.1f}\n")
         # Warm-up of both sources: a first run pays JIT compilation and, for the splitter, the
         # start of Python workers and their imports; neither is the steady-state speed.
         jvm = jvm_pid(spark)
@@ -195,11 +199,11 @@ def main() -> None:
         native = lambda: spark.readStream.text(data)  # noqa: E731
         native_path = lambda: native().select("value", F.input_file_name().alias("path"))  # noqa: E731
         splitter = lambda block_mb, per_batch: FileSplitter(  # noqa: E731
-            data, block_size=block_mb * MB, blocks_per_batch=per_batch, settle=0).read_stream(spark)
+            data, block_size=block_mb * MB, blocks_per_batch=per_batch, settle=0, quick_ack=quick_ack).read_stream(spark)
         for warm_up in (native(), native_path(), splitter(128, 16)):
             run_checked(warm_up, "warm-up")
         line_rows = (spark.readStream.format("file_splitter").option("block_size", str(32 * MB))  # registered above
-                     .option("blocks_per_batch", "8").option("settle", "0").load(data))
+                     .option("blocks_per_batch", "8").option("settle", "0").option("quick_ack", str(quick_ack)).load(data))
         by_spark = lambda frame, what: counted_by_spark(frame, jvm, lines, what, cpu_of)  # noqa: E731
         native_run = by_spark(native(), "native")
         run = by_spark(line_rows, "line-row splitter")
@@ -211,7 +215,8 @@ def main() -> None:
         try:
             with open(os.path.join(tiny, "one.txt"), "w") as out:
                 out.write("abc\n")
-            run = run_checked(FileSplitter(tiny, settle=0).read_stream(spark), "splitter over a one-line file", 1)
+            run = run_checked(FileSplitter(tiny, settle=0, quick_ack=quick_ack).read_stream(spark),
+                              "splitter over a one-line file", 1)
             print(f"fixed cost, one 4-byte file: {run.wall:.1f} s, {run.processing:.1f} s processing "
                   f"(cpu s: JVM {run.jvm:.1f}, Python {run.python:.1f})\n", flush=True)
         finally:

@@ -49,6 +49,7 @@ class FileSplitter:
         format: str = "text",
         columns: str | Sequence[str] | None = None,
         header: bool = True,
+        quick_ack: bool = True,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -57,7 +58,7 @@ class FileSplitter:
             blocks_per_batch=blocks_per_batch, scan_interval=scan_interval, settle=settle,  # type: ignore[arg-type]
             watermark_slack=watermark_slack, continuous=continuous, strict=strict,  # type: ignore[arg-type]
             storage_options=dict(storage_options or {}), scan_trigger_file=scan_trigger_file,
-            format=format, columns=columns, header=header,  # type: ignore[arg-type]
+            format=format, columns=columns, header=header, quick_ack=quick_ack,  # type: ignore[arg-type]
         )
         self._init(config, clock, sleep)
 

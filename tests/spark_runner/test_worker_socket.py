@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="TC
 #: both ends in the process, a listening socket and a Unix socket pair beside it.
 PROCESS = """
 import json, os, socket, threading
-from windowing.runners.spark.worker_socket import acknowledge_arrivals_at_once
+from storage.worker_socket import acknowledge_arrivals_at_once
 
 listener = socket.create_server(("127.0.0.1", 0))
 client = socket.create_connection(listener.getsockname())
@@ -76,7 +76,7 @@ def test_a_function_shipped_without_quick_ack_leaves_the_sockets_alone():
     started = _in_fresh_process(ship.format(flag=True))
     assert started["helpers"] == 1 and started["nodelay"] == [True, True]
     # the second call of the script would start it: mark the process as started, as the shipped function would have
-    left_alone = _in_fresh_process(ship.format(flag=False) + "from windowing.runners.spark import worker_socket\n"
+    left_alone = _in_fresh_process(ship.format(flag=False) + "from storage import worker_socket\n"
                                    "assert not worker_socket._STARTED_IN_PROCESS\n"
                                    "worker_socket._STARTED_IN_PROCESS.append(os.getpid())\n")
     assert left_alone["helpers"] == 0 and left_alone["nodelay"] == [False, False]
@@ -107,7 +107,7 @@ def test_the_runners_functions_start_the_helper_in_sparks_workers_over_tcp(spark
         import socket
         import threading
 
-        from windowing.runners.spark.worker_socket import _loopback_tcp_sockets
+        from storage.worker_socket import _loopback_tcp_sockets
 
         sockets = _loopback_tcp_sockets()
         nodelay = all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0 for s in sockets)

@@ -243,6 +243,7 @@ def test_state_round_trip_resumes_mid_file(tmp_path):
         ({"recursive": "false"}, r"recursive='false' must be True or False"),
         ({"continuous": "no"}, r"continuous='no' must be True or False"),
         ({"strict": 1}, r"strict=1 must be True or False"),
+        ({"quick_ack": "false"}, r"quick_ack='false' must be True or False"),
         ({"format": "csv", "columns": "a", "header": None}, r"header=None must be True or False"),
         ({"scan_interval": -1}, r"scan_interval=-1 must be zero or more seconds"),
         ({"watermark_slack": "soon"}, r"watermark_slack='soon' must be a number of seconds"),
@@ -319,7 +320,10 @@ def test_spark_options_are_parsed_and_unknown_ones_refused():
     config = SplitterConfig.from_options({"path": "/a,/b", "blocks_per_batch": "2", "recursive": "false",
                                           "watermark_slack": "none", "scan_trigger_file": "/a/_scan"})
     assert config.paths == ("/a", "/b") and config.blocks_per_batch == 2 and config.scan_trigger_file == "/a/_scan"
-    assert config.recursive is False and config.watermark_slack is None
+    assert config.recursive is False and config.watermark_slack is None and config.quick_ack is True
+    assert SplitterConfig.from_options({"path": "/a", "quick_ack": "false"}).quick_ack is False
+    with pytest.raises(ValueError, match=r"option quick_ack='off' must be true or false"):
+        SplitterConfig.from_options({"path": "/a", "quick_ack": "off"})
     with pytest.raises(ValueError, match=r"unknown splitter option\(s\) \['blocksize'\]"):
         SplitterConfig.from_options({"path": "/a", "blockSize": "1"})
     with pytest.raises(ValueError, match="option 'path' is missing"):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from storage import FileSplitter
+from storage.splitter.config import SplitterConfig
 from tests import sparks
 from tests.splitter.fakes import Clock, append, write
 
@@ -401,6 +402,32 @@ def test_reading_a_block_exempts_lasting_objects_from_the_garbage_collector(tmp_
     finally:
         gc.unfreeze()  # this test process keeps collecting as before
     assert sum(len(starts) for batch in batches for starts in batch["starts"].to_pylist()) == len(expected)
+
+
+@pytest.mark.parametrize("quick_ack", [True, False])
+def test_reading_a_block_starts_the_quick_acknowledgement_unless_switched_off(tmp_path, monkeypatch, quick_ack):
+    """With ``quick_ack`` (the default) a block's task has its worker acknowledge at once what the JVM sends
+    (`storage.worker_socket`, what that does is tested in tests/spark_runner/test_worker_socket.py); the
+    option survives the Spark options ``read_stream`` passes."""
+    import dataclasses
+    import gc
+
+    from storage.splitter import spark_source
+    from storage.splitter.spark_source import SplitterStreamReader, _options
+
+    started: list[int] = []
+    monkeypatch.setattr(spark_source, "acknowledge_arrivals_at_once", lambda: started.append(1))
+    make_input(tmp_path, files=1)
+    config = dataclasses.replace(FileSplitter(str(tmp_path), settle=0).config, quick_ack=quick_ack)
+    config = SplitterConfig.from_options(_options(config))
+    reader = SplitterStreamReader(config, rows="chunks")
+    start = reader.initialOffset()
+    [partition] = reader.partitions(start, reader.latestOffset(start, reader.getDefaultReadLimit()))
+    try:
+        assert list(reader.read(partition))
+    finally:
+        gc.unfreeze()  # read() froze this test process's objects
+    assert started == ([1] if quick_ack else [])
 
 
 def collect_stream(frame, checkpoint) -> list[tuple]:

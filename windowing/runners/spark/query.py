@@ -23,7 +23,7 @@ from .worker import NS_PER_US, packed_output, per_ms
 from .worker_python import check_worker_python, on_workers
 
 COMBINE_CONF = "windowing.spark.combine"
-#: Whether Spark's Python workers acknowledge at once what the JVM sends them over TCP (`worker_socket`).
+#: Whether Spark's Python workers acknowledge at once what the JVM sends them over TCP (`storage.worker_socket`).
 QUICK_ACK_CONF = "windowing.spark.quickAck"
 #: How each bucket's state value is compressed (`windowing.state_codec.COMPRESSIONS`), like Spark's own
 #: ``spark.sql.streaming.stateStore.compression.codec`` for its files; a restart reads any of them.

@@ -30,12 +30,12 @@ def on_workers(function: Callable[..., Any], quick_ack: bool = True) -> Callable
     Spark source does the same (``storage.splitter.spark_source``).
 
     With ``quick_ack`` the first call in a worker process has it acknowledge at once what the JVM
-    sends it over TCP (`worker_socket`): each exchange with the worker otherwise waited up to 40 ms.
+    sends it over TCP (`storage.worker_socket`): each exchange with the worker otherwise waited up to 40 ms.
     """
     from pyspark import cloudpickle
 
     payload, hint = cloudpickle.dumps(function), worker_import_hint()  # type: ignore[no-untyped-call]
-    worker_socket = f"{__package__}.worker_socket"  # by name: the closure is pickled by value
+    worker_socket = "storage.worker_socket"  # by name: the closure is pickled by value, and loads with the standard library
     loaded: list[Callable[..., Any]] = []
 
     def load() -> Callable[..., Any]:

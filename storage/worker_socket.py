@@ -5,9 +5,13 @@ on that connection up to pyspark 4.3 at least, the stall SPARK-51667 fixed only 
 ``transformWithStateInPandas``'s state server), so a small write waits for the ACK of the one
 before; the worker's kernel, seeing a request-and-answer exchange, delays that ACK by 40 ms.
 Every exchange of a task with its worker (the rows, then the timed-out keys of a stateful task)
-could wait that long for bytes already written: a small micro-batch of this runner took 1.59 to
-1.76 times native's latency with them, 1.29 to 1.36 without (docs/spark.md, "Python workers over TCP"). The JVM's end cannot be
-reached from Python; the worker's can: ``TCP_QUICKACK``, set when data has arrived, sends the
+could wait that long for bytes already written: a small micro-batch of the windowing runner took 1.59
+to 1.76 times native's latency with them, 1.29 to 1.36 without (docs/spark.md, "Python workers over
+TCP"), and the splitter's Spark source, which exchanges once per block, read faster too
+(docs/splitter.md, "Speed"). Both start it in their workers (`windowing.runners.spark.worker_python`,
+`storage.splitter.spark_source`); it lives here, below both, and needs the standard library only.
+
+The JVM's end cannot be reached from Python; the worker's can: ``TCP_QUICKACK``, set when data has arrived, sends the
 pending ACK and leaves the delayed mode, so the JVM's next write goes out at once. Linux only
 (``epoll``, ``TCP_QUICKACK``); elsewhere, and over a Unix domain socket
 (``spark.python.unix.domain.socket.enabled``), nothing is done.
