@@ -41,7 +41,7 @@ def stage_times(log: Path, first_batch: int, last_batch: int) -> dict[str, dict[
     """From the event log under ``log``: per side and stage (``before shuffle``, ``stateful``), the stage's wall
     milliseconds and its tasks' (wall, JVM CPU) milliseconds, for micro-batches ``first_batch..last_batch``."""
     events = [json.loads(line) for path in sorted(log.rglob("*")) if path.is_file() and not path.name.startswith(".")
-              and "appstatus" not in path.name for line in path.open()]
+              and "appstatus" not in path.name for line in path.read_text().splitlines()]
     stage_of: dict[int, tuple[str, str]] = {}  # stage id: (side, kind)
     for event in events:
         if event["Event"] == "SparkListenerJobStart":

@@ -11,9 +11,9 @@ TCP"), and the splitter's Spark source, which exchanges once per block, read fas
 (docs/splitter.md, "Speed"). Both start it in their workers (`windowing.runners.spark.worker_python`,
 `storage.splitter.spark_source`); it lives here, below both, and needs the standard library only.
 
-The JVM's end cannot be reached from Python; the worker's can: ``TCP_QUICKACK``, set when data has arrived, sends the
-pending ACK and leaves the delayed mode, so the JVM's next write goes out at once. Linux only
-(``epoll``, ``TCP_QUICKACK``); elsewhere, and over a Unix domain socket
+The JVM's end cannot be reached from Python; the worker's can: ``TCP_QUICKACK``, set when data
+has arrived, sends the pending ACK and leaves the delayed mode, so the JVM's next write goes out
+at once. Linux only (``epoll``, ``TCP_QUICKACK``); elsewhere, and over a Unix domain socket
 (``spark.python.unix.domain.socket.enabled``), nothing is done.
 """
 

@@ -1,5 +1,6 @@
-"""The workers' end of their TCP connection to Spark's JVM (`worker_socket`): which sockets it
-takes, that it lets go of them, and that the runner's functions start it in Spark's workers.
+"""The workers' end of their TCP connection to Spark's JVM (`storage.worker_socket`): which sockets
+it takes, that it lets go of them, and that the runner's functions start it in Spark's workers (the
+splitter's source starting it: tests/splitter/test_spark_source.py).
 What it is for, fewer waits for delayed ACKs, is a matter of time, measured by
 ``benchmarks/spark_bench.py`` (docs/spark.md, "Python workers over TCP"), not asserted here."""
 
