@@ -25,7 +25,9 @@ do-nothing Python of the engine's shape on ``applyInPandasWithState`` (with and 
 ``mapInArrow`` before the shuffle), the least any runner built on that API pays, with their CPU seconds
 (JVM and Python together) beside the engine's. ``--foreach-batch`` adds `foreach_batch_shape`: the same
 stream through ``foreachBatch`` instead, each micro-batch a batch query handed to Python and nothing done
-with it (another shape than ``api.md``'s, for comparison). ``--uncompressed-state`` adds the engine with its
+with it (another shape than ``api.md``'s, for comparison); ``--foreach-batch-runner`` adds the sketch of a runner of
+that shape doing the windowing (`foreach_batch_runner`: the engine's step per bucket, its windows in files between
+micro-batches, Spark's own partial aggregation before the shuffle for fixed windows). ``--uncompressed-state`` adds the engine with its
 state values uncompressed (``windowing.spark.stateCompression=none``). ``--baseline REV`` adds the engine of
 git revision ``REV`` (its ``windowing/`` package under another name, `baseline_package`) beside this checkout's:
 separate runs of the two drift on a shared machine more than most changes move them, sides of one session do
@@ -55,6 +57,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from foreach_batch_runner import foreach_batch_runner  # noqa: E402
 from spark_cpu import cpu_seconds, jvm_pid  # noqa: E402
 from worker_profile import innermost, start_profile, stop_profile  # noqa: E402
 
@@ -362,6 +365,8 @@ def main() -> None:
                         help="also run the FLOORS beside native and the engine: what a Python runner pays doing nothing")
     parser.add_argument("--foreach-batch", action="store_true",
                         help="also run foreach_batch_shape: the same data through foreachBatch, doing nothing")
+    parser.add_argument("--foreach-batch-runner", action="store_true",
+                        help="also run foreach_batch_runner: a sketch of a foreachBatch runner doing the windowing")
     parser.add_argument("--uncompressed-state", action="store_true",
                         help="also run engine_state_uncompressed: the engine with windowing.spark.stateCompression=none")
     parser.add_argument("--baseline", metavar="REV", default=None,
@@ -415,6 +420,7 @@ def main() -> None:
     runs: dict[tuple, list] = {}
     extra_sides = [(side, lambda shape, build=build: build) for side, build in FLOORS.items()] if args.floor else []
     extra_sides += [("foreachBatch shape", foreach_batch_shape)] if args.foreach_batch else []
+    extra_sides += [("foreachBatch runner sketch", lambda shape: foreach_batch_runner(shape, DELAY))] if args.foreach_batch_runner else []
     extra_sides += [("engine, state uncompressed", engine_state_uncompressed)] if args.uncompressed_state else []
     extra_sides += [(f"engine at {args.baseline}", engine_at(baseline))] if baseline else []
 

@@ -49,10 +49,10 @@ RUNS = {
 # output holds). Each costs a JVM start and its queries, tens of seconds.
 SPARK_RUNS = {
     "spark_bench.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "2", "--latency-events", "10",
-                        "--latency-batches", "2", "--floor", "--foreach-batch", "--baseline", "HEAD"], "--work",
+                        "--latency-batches", "2", "--floor", "--foreach-batch", "--foreach-batch-runner", "--baseline", "HEAD"], "--work",
                        r"(?m)floor folded ms/batch \(jobs\) (.|\n)*^ +20 +fixed +\d+ +\d+ +[\d.]+ (.|\n)*"
                        r"^ +20 +sessions +\d+ +\d+ +[\d.]+ (.|\n)*"
-                       r"latency of a micro-batch(.|\n)*engine at HEAD/native"),
+                       r"latency of a micro-batch(.|\n)*foreachBatch runner sketch/native(.|\n)*engine at HEAD/native"),
     "spark_stages.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "3", "--crossings", "1"], "--work",
                         r"(?m)^\W*native\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*^\W*floor folded\W+\d+(.|\n)*"
                         r"^\W*engine\W+\d+(.|\n)*\d+ ms in the JVM only, \d+ ms through a mapInArrow returning nothing"),
@@ -71,6 +71,8 @@ NOT_RUN = {
     "splitter_profile.py",
     # Helpers the Spark benchmarks import (the JVM's CPU time, py-spy over the workers): no script of their own.
     "spark_cpu.py", "worker_profile.py",
+    # spark_bench.py's --foreach-batch-runner side; its panes are checked against the engine's below.
+    "foreach_batch_runner.py",
 }
 
 
@@ -187,3 +189,40 @@ def test_collapsed_stacks_reads_frames_outermost_first(tmp_path: Path, monkeypat
                          "main (a.py:1);step (pkg/engine.py:41) 1\n")
     assert list(collapsed_stacks(collapsed))[1] == (["main (a.py:1)", "load (pkg/state.py:9)"], 2)
     assert innermost([collapsed]) == {"step (engine.py)": 8, "load (state.py)": 2}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("shape", ["fixed", "sessions"])
+def test_foreach_batch_runner_sketch_emits_the_engines_panes(spark, shape: str, tmp_path: Path, monkeypatch) -> None:
+    """The sketch spark_bench.py measures does the engine's work: on the benchmark's data, micro-batch by
+    micro-batch, it emits the engine's panes. The engine runs without micro-batches that bring no data, which no
+    ``foreachBatch`` function is called for: there it would also fire the windows the last input leaves due."""
+    import pandas as pd
+
+    spark_bench = _spark_bench(monkeypatch)
+    data = spark_bench.make_data(tmp_path, 6000, 30, 4, shape == "sessions")
+
+    def stream():
+        return spark.readStream.schema("key long, ts timestamp, amount long").option("maxFilesPerTrigger", 1).parquet(str(data))
+
+    written: list[pd.DataFrame] = []
+    sketch = spark_bench.foreach_batch_runner(shape, spark_bench.DELAY, lambda panes, batch_id: written.append(panes.toPandas()))
+    sketch(stream()).option("checkpointLocation", str(tmp_path / "sketch")).trigger(availableNow=True).start().awaitTermination()
+    engine = {"fixed": spark_bench.engine_fixed, "sessions": spark_bench.engine_sessions}[shape](stream())
+    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+    try:
+        query = (engine.writeStream.format("memory").queryName(f"engine_{shape}").outputMode("append")
+                 .option("checkpointLocation", str(tmp_path / "engine")).trigger(availableNow=True).start())
+        query.awaitTermination()
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataMicroBatches.enabled")
+    expected = spark.table(f"engine_{shape}").toPandas()
+    actual = pd.concat(written, ignore_index=True)
+    for bound in ("window_start", "window_end"):  # the sketch leaves them as microseconds, as the workers do
+        actual[bound] = pd.to_datetime(actual[bound], unit="us")
+        expected[bound] = pd.to_datetime(expected[bound]).astype("datetime64[us]").astype("datetime64[ns]")
+    assert len(written) == 4 and len(expected) > 0
+
+    def rows(panes: pd.DataFrame) -> list[tuple]:
+        return sorted(map(tuple, panes[list(expected.columns)].astype(str).to_numpy()))
+    assert rows(actual) == rows(expected)

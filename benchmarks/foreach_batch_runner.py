@@ -1,0 +1,121 @@
+"""A sketch of a runner of another shape than ``api.md``'s, measured beside the engine
+(``spark_bench.py --foreach-batch-runner``): what the ``foreachBatch`` shape costs doing the windowing.
+
+Each micro-batch reaches ``foreachBatch`` as a batch DataFrame. Spark's own aggregation folds the rows
+before the shuffle where the engine's combiner lifting is exact (fixed windows: a partial sum per bucket,
+key and window), with no Python before the shuffle; then one ``applyInPandas`` call per key bucket runs
+the engine's own step (`windowing.engine.step`, through the runner's `BucketStep`) on the bucket's rows
+and its windows, which live in a file per bucket and micro-batch between micro-batches, and the panes go
+to the ``noop`` sink. Every bucket gets a marker row in every micro-batch, so that it is called (and its
+windows fire) when it has no rows. The watermark is the runner's own: the largest event time of the
+micro-batches before, which each call writes beside its state, less the delay, as Spark computes its own.
+
+It is a sketch for the measurement, not a runner: it restarts from nothing (its files are not tied to
+Spark's checkpoint, so a replayed micro-batch is not recognised), fires nothing after the last input (no
+micro-batch without data reaches ``foreachBatch``), keeps no late data, knows no processing time, and takes
+the benchmark's columns (``key``, ``ts``, ``amount``, none null) and pipelines (``Sum`` in fixed windows
+or sessions, on-time panes). What it would take to make it one is in docs/spark.md ("Another shape").
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+#: Columns of the marker rows, one per bucket in every micro-batch: ``_m`` marks them.
+MARKER = "_m"
+
+
+def to_noop(panes, batch_id: int) -> None:
+    panes.write.format("noop").mode("overwrite").save()
+
+
+def foreach_batch_runner(shape: str, delay: str, sink=to_noop):
+    """``spark_bench``'s side for ``shape`` ("fixed" or "sessions"): a function of the stream returning its
+    ``DataStreamWriter``; ``delay`` is the watermark delay, as the engine's side is given it; ``sink`` writes a
+    micro-batch's panes (a batch DataFrame, window bounds as microseconds) and is given the batch id."""
+    def build(stream):
+        from pyspark import cloudpickle
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        from accumulations import Sum
+        from windowing import windowed
+        from windowing.runners.spark import plan_spark
+        from windowing.runners.spark.buckets import Bucketing, bucket_labels
+        from windowing.timeaxis import MIN_TIME
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Spark's workers do not have benchmarks/ on their path
+        count = int(stream.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        labels = bucket_labels(count)
+        pipeline = windowed(stream, time="ts", key="key")
+        pipeline = pipeline.fixed("1 minute") if shape == "fixed" else pipeline.sessions("5 minutes")
+        schema = T.StructType([T.StructField("key", T.LongType(), False), T.StructField("ts", T.TimestampType(), False),
+                               T.StructField("amount", T.LongType(), False)])
+        planned = plan_spark(pipeline.watermark(delay).strategy(Sum("amount")), schema, Bucketing(count))
+        step_of_bucket = dataclasses.replace(planned.adapter, packed=False)  # rows arrive as rows, not packed
+        delay_ns = int(step_of_bucket.plan.watermark_delay)
+        files = Path(tempfile.mkdtemp(prefix="foreach-batch-runner-"))
+        atexit.register(shutil.rmtree, files, True)
+        watermark = [MIN_TIME]  # nanoseconds, the driver's between micro-batches
+
+        def each_batch(batch, batch_id: int) -> None:
+            bucket = F.element_at(F.array(*[F.lit(int(label)) for label in labels]),
+                                  (F.pmod(F.xxhash64("key"), F.lit(count)) + 1).cast("int"))
+            rows = batch.select(bucket.alias("_b"), F.col("key").alias("_k0"), F.expr("unix_micros(ts)").alias("_t"),
+                                F.col("amount").alias("_v0"))
+            if planned.lifting is not None:
+                unit, offset = planned.lifting.unit, planned.lifting.offset
+                start = F.expr(f"floor((_t - {offset}) / {unit}) * {unit} + {offset}").cast("long")
+                rows = rows.groupBy("_b", "_k0", start.alias("start")).agg(F.sum("_v0").alias("_v0"), F.max("_t").alias("_tmax"))
+                rows = rows.select("_b", "_k0", F.col("start").alias("_t"), "_v0", "_tmax")
+            else:
+                rows = rows.withColumn("_tmax", F.col("_t"))
+            markers = batch.sparkSession.createDataFrame([(int(label), 0, 0, 0, 0, True) for label in labels],
+                                                         "_b int, _k0 long, _t long, _v0 long, _tmax long, _m boolean")
+            step = bucket_step(step_of_bucket, files, batch_id, watermark[0])
+            panes = rows.withColumn(MARKER, F.lit(False)).unionByName(markers).groupBy("_b").applyInPandas(step, planned.out_schema)
+            sink(panes, batch_id)
+            latest = [int(path.read_text()) for path in files.glob(f"*/{batch_id}.latest")]
+            if latest:
+                watermark[0] = max(watermark[0], max(latest) * 1000 - delay_ns)
+
+        return stream.writeStream.foreachBatch(each_batch)
+    return build
+
+
+def bucket_step(step_of_bucket, files: Path, batch_id: int, watermark: int):
+    """The ``applyInPandas`` function of micro-batch ``batch_id``: a bucket's windows from its latest file before
+    this micro-batch, the engine's step at ``watermark``, the windows into this micro-batch's file (written whole,
+    then renamed) and the largest event time of its rows beside them; the panes returned."""
+    def step_bucket(frame: pd.DataFrame) -> pd.DataFrame:
+        from windowing.engine import step
+
+        bucket = files / str(int(frame["_b"].iloc[0]))
+        bucket.mkdir(exist_ok=True)
+        rows = frame[~frame[MARKER].to_numpy()]
+        earlier = sorted((int(p.stem) for p in bucket.glob("*.state") if int(p.stem) < batch_id), reverse=True)
+        table = step_of_bucket.load((bucket / f"{earlier[0]}.state").read_bytes()) if earlier else step_of_bucket.fresh_state()
+        elements = step_of_bucket.elements([rows])
+        result = step(step_of_bucket.plan.spec, table, elements, watermark, 0)
+        _write(bucket / f"{batch_id}.state", step_of_bucket.save(result.state))
+        if len(rows):
+            _write(bucket / f"{batch_id}.latest", str(int(np.max(rows["_tmax"].to_numpy()))).encode())
+        for old in earlier[1:]:
+            (bucket / f"{old}.state").unlink(missing_ok=True)
+            (bucket / f"{old}.latest").unlink(missing_ok=True)
+        return step_of_bucket.output(result.panes, result.dropped, elements)
+    return step_bucket
+
+
+def _write(path: Path, data: bytes) -> None:
+    part = path.with_suffix(path.suffix + ".part")
+    part.write_bytes(data)
+    part.replace(path)
