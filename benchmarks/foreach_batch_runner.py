@@ -14,7 +14,8 @@ It is a sketch for the measurement, not a runner: it restarts from nothing (its 
 Spark's checkpoint, so a replayed micro-batch is not recognised), fires nothing after the last input (no
 micro-batch without data reaches ``foreachBatch``), keeps no late data, knows no processing time, and takes
 the benchmark's columns (``key``, ``ts``, ``amount``, none null) and pipelines (``Sum`` in fixed windows
-or sessions, on-time panes). What it would take to make it one is in docs/spark.md ("Another shape").
+or sessions, on-time panes). What it would take to make it one is in docs/spark.md ("A runner of that
+shape, sketched").
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-#: Columns of the marker rows, one per bucket in every micro-batch: ``_m`` marks them.
+#: The column that is true in the marker rows, one per bucket in every micro-batch, false in the input's.
 MARKER = "_m"
 
 
 def to_noop(panes, batch_id: int) -> None:
+    """The benchmark's sink: Spark computes the panes and writes nothing."""
     panes.write.format("noop").mode("overwrite").save()
 
 
