@@ -27,6 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import fsspec
 import numpy as np
 import pandas as pd
 
@@ -51,17 +52,18 @@ def foreach_batch_runner(shape: str, delay: str, sink=to_noop):
         from accumulations import Sum
         from windowing import windowed
         from windowing.runners.spark import plan_spark
-        from windowing.runners.spark.buckets import Bucketing, bucket_labels
+        from windowing.runners.spark.buckets import Bucketing
+        from windowing.runners.spark.query import _bucket  # the runner's own bucket column, so keys land alike
         from windowing.timeaxis import MIN_TIME
 
         cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Spark's workers do not have benchmarks/ on their path
         count = int(stream.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-        labels = bucket_labels(count)
+        bucketing = Bucketing(count)
         pipeline = windowed(stream, time="ts", key="key")
         pipeline = pipeline.fixed("1 minute") if shape == "fixed" else pipeline.sessions("5 minutes")
         schema = T.StructType([T.StructField("key", T.LongType(), False), T.StructField("ts", T.TimestampType(), False),
                                T.StructField("amount", T.LongType(), False)])
-        planned = plan_spark(pipeline.watermark(delay).strategy(Sum("amount")), schema, Bucketing(count))
+        planned = plan_spark(pipeline.watermark(delay).strategy(Sum("amount")), schema, bucketing)
         step_of_bucket = dataclasses.replace(planned.adapter, packed=False)  # rows arrive as rows, not packed
         delay_ns = int(step_of_bucket.plan.watermark_delay)
         files = Path(tempfile.mkdtemp(prefix="foreach-batch-runner-"))
@@ -69,8 +71,7 @@ def foreach_batch_runner(shape: str, delay: str, sink=to_noop):
         watermark = [MIN_TIME]  # nanoseconds, the driver's between micro-batches
 
         # Columns built once: a micro-batch pays only for its DataFrame calls, each analysed by the driver.
-        label_of = F.array(*[F.lit(int(label)) for label in labels])
-        bucket = F.element_at(label_of, (F.pmod(F.xxhash64("key"), F.lit(count)) + 1).cast("int")).alias("_b")
+        bucket = _bucket(["key"], bucketing).alias("_b")
         micros, no, zero = F.expr("unix_micros(ts)"), F.lit(False), F.lit(0).cast("long")
         if planned.lifting is not None:
             unit, offset = planned.lifting.unit, planned.lifting.offset
@@ -87,6 +88,7 @@ def foreach_batch_runner(shape: str, delay: str, sink=to_noop):
             def rows_of(batch):
                 return batch.select(*row)
         # Made by Spark from a range, not sent from Python: a local relation cost about 20 ms a micro-batch.
+        label_of = F.array(*[F.lit(int(label)) for label in bucketing.labels()])
         marker = [F.element_at(label_of, (F.col("id") + 1).cast("int")).alias("_b"), zero.alias("_k0"), zero.alias("_t"),
                   zero.alias("_v0"), zero.alias("_tmax"), F.lit(True).alias(MARKER)]
 
@@ -105,9 +107,10 @@ def foreach_batch_runner(shape: str, delay: str, sink=to_noop):
 
 def bucket_step(step_of_bucket, files: Path, batch_id: int, watermark: int):
     """The ``applyInPandas`` function of micro-batch ``batch_id``: a bucket's windows from its latest file before
-    this micro-batch, the engine's step at ``watermark``, the windows into this micro-batch's file (written whole,
-    then renamed) and the largest event time of its rows beside them; the panes returned."""
+    this micro-batch, the engine's step at ``watermark``, the windows into this micro-batch's file (whole or not at
+    all: `storage._fs.put_atomic`) and the largest event time of its rows beside them; the panes returned."""
     def step_bucket(frame: pd.DataFrame) -> pd.DataFrame:
+        from storage._fs import put_atomic
         from windowing.engine import step
 
         bucket = files / str(int(frame["_b"].iloc[0]))
@@ -117,17 +120,14 @@ def bucket_step(step_of_bucket, files: Path, batch_id: int, watermark: int):
         table = step_of_bucket.load((bucket / f"{earlier[0]}.state").read_bytes()) if earlier else step_of_bucket.fresh_state()
         elements = step_of_bucket.elements([rows])
         result = step(step_of_bucket.plan.spec, table, elements, watermark, 0)
-        _write(bucket / f"{batch_id}.state", step_of_bucket.save(result.state))
+        # Not made durable (no fsync), as Spark's state store does not on a local disk.
+        local = fsspec.filesystem("file")
+        put_atomic(local, str(bucket / f"{batch_id}.state"), step_of_bucket.save(result.state), durable=False)
         if len(rows):
-            _write(bucket / f"{batch_id}.latest", str(int(np.max(rows["_tmax"].to_numpy()))).encode())
+            put_atomic(local, str(bucket / f"{batch_id}.latest"), str(int(np.max(rows["_tmax"].to_numpy()))).encode(), durable=False)
         for old in earlier[1:]:
             (bucket / f"{old}.state").unlink(missing_ok=True)
             (bucket / f"{old}.latest").unlink(missing_ok=True)
         return step_of_bucket.output(result.panes, result.dropped, elements)
     return step_bucket
 
-
-def _write(path: Path, data: bytes) -> None:
-    part = path.with_suffix(path.suffix + ".part")
-    part.write_bytes(data)
-    part.replace(path)
