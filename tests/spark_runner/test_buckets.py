@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 
+import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from accumulations import Count, Sum
 from windowing import windowed
 from windowing.runners.spark import BUCKETS_CONF, PLACEMENT_CONF, bucket_labels
+from windowing.runners.spark.buckets import Bucketing
 
 from .helpers import assert_same_panes, events, partition_when_output
 from .streaming import read_sink, start, write_batch
@@ -50,6 +54,32 @@ def test_the_labels_of_n_buckets_land_one_to_one_on_n_hash_partitions(spark, cou
     placed = frame.repartition(count, "label").select("bucket", F.spark_partition_id().alias("partition")).collect()
     assert sorted((r.bucket, r.partition) for r in placed) == [(i, i) for i in range(count)]
     assert len(set(labels.tolist())) == count and labels.min() >= 0
+
+
+INTEGER_KEYS = {"big": ("bigint", pa.int64(), 64), "i": ("int", pa.int32(), 32), "small": ("smallint", pa.int16(), 16),
+                "tiny": ("tinyint", pa.int8(), 8)}
+
+
+def _integers(bits: int):
+    return st.one_of(st.none(), st.integers(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1), st.sampled_from([0, -1, 1]))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(st.tuples(*[_integers(bits) for _, _, bits in INTEGER_KEYS.values()]), min_size=1, max_size=40),
+       combinations=st.lists(st.lists(st.sampled_from(list(INTEGER_KEYS)), min_size=1, max_size=3), min_size=1, max_size=4),
+       count=st.sampled_from([2, 3, 4, 7, 200]))
+def test_a_worker_labels_integer_keys_with_the_bucket_spark_would(spark, rows, combinations, count):
+    """Before the shuffle a worker computes an integer key's bucket itself (`combine.with_buckets`), so
+    that the JVM ships one column fewer: every key, nulls and extremes included, of every integer type
+    and combination of them, gets the label Spark's ``pmod(xxhash64(keys), count)`` gives it (`query._bucket`)."""
+    from windowing.runners.spark.query import _bucket
+
+    bucketing = Bucketing(count)
+    frame = spark.createDataFrame(rows, ", ".join(f"{name} {ddl}" for name, (ddl, _, _) in INTEGER_KEYS.items()))
+    by_spark = frame.select(*[_bucket(keys, bucketing).alias(f"b{i}") for i, keys in enumerate(combinations)]).collect()
+    arrow = {name: pa.array([row[i] for row in rows], arrow_type) for i, (name, (_, arrow_type, _)) in enumerate(INTEGER_KEYS.items())}
+    for i, keys in enumerate(combinations):
+        assert bucketing.labels_of([arrow[k] for k in keys], len(rows)).tolist() == [row[f"b{i}"] for row in by_spark], keys
 
 
 def test_by_default_each_bucket_has_its_own_shuffle_partition_in_the_stateful_step(spark, tmp_path):

@@ -137,10 +137,13 @@ def test_restarts_from_the_checkpoint_emit_exactly_the_uninterrupted_panes(spark
     assert_same_panes(read_sink(spark, sink), uninterrupted)
 
 
-def _restarts_with_each(spark, where, build, setting: str, values: tuple[str, str, str]) -> None:
-    """The query stopped twice and restarted from its checkpoint, ``setting`` set to each of ``values`` in turn,
-    emits exactly the panes of the query run through with the setting unset."""
-    parts = [events(ROWS[i:i + 3]) for i in range(0, len(ROWS), 3)] + [events([("z", 300, 0)])]
+def _restarts_with_each(spark, where, build, setting: str, values: tuple[str, str, str], parts=None,
+                        restarts: tuple[int, int] = (2, 4)) -> None:
+    """The query stopped twice (before part ``restarts[0]`` and part ``restarts[1]`` of ``parts``) and restarted
+    from its checkpoint, ``setting`` set to each of ``values`` in turn, emits exactly the panes of the query run
+    through with the setting unset."""
+    if parts is None:
+        parts = [events(ROWS[i:i + 3]) for i in range(0, len(ROWS), 3)] + [events([("z", 300, 0)])]
     source, sink, checkpoint = where()
     _feed(start(spark, source, sink, checkpoint, build), source, parts)
     uninterrupted = read_sink(spark, sink)
@@ -148,7 +151,7 @@ def _restarts_with_each(spark, where, build, setting: str, values: tuple[str, st
 
     source, sink, checkpoint = where()
     try:
-        for (first, last), value in zip(((0, 2), (2, 4), (4, len(parts))), values):
+        for (first, last), value in zip(((0, restarts[0]), restarts, (restarts[1], len(parts))), values):
             spark.conf.set(setting, value)
             _feed(start(spark, source, sink, checkpoint, build), source, parts[first:last], first)
     finally:
@@ -167,6 +170,27 @@ def test_a_checkpoint_restarts_with_packing_switched_off_or_on(spark, where):
             .aggregate(total=Sum("amount"), n=Count())
 
     _restarts_with_each(spark, where, build, COMBINE_CONF, ("false", "true", "false"))
+
+
+@pytest.mark.parametrize("shape", ["fixed", "sessions"])
+def test_a_checkpoint_of_integer_keys_restarts_with_packing_switched_off_or_on(spark, where, shape):
+    """With packing or lifting a worker computes an integer key's bucket before the shuffle, without it the
+    JVM does (`combine.with_buckets`): a checkpoint of either restarts as the other only if both put every
+    key in the same bucket. Each key's window is open across both restarts: a key put in another bucket
+    would leave its first elements in the old bucket's state, and its window would fire twice, split."""
+    from pyspark.sql import functions as F
+
+    from windowing.runners.spark import COMBINE_CONF
+
+    def build(s):
+        pipeline = windowed(s.withColumn("user", F.col("user").cast("long")), time="ts", key="user")
+        pipeline = pipeline.fixed("10 seconds") if shape == "fixed" else pipeline.sessions("5 seconds")
+        return pipeline.watermark("5 seconds").aggregate(total=Sum("amount"), top=Max("amount"))
+
+    users = [str(k * 7_919_000_003 - 150_000_000_000) for k in range(40)]
+    parts = [events([(user, second, k + second) for k, user in enumerate(users)]) for second in (1, 2, 3)]
+    _restarts_with_each(spark, where, build, COMBINE_CONF, ("false", "true", "false"),
+                        parts + [events([("0", 300, 0)])], restarts=(1, 2))
 
 
 def test_a_checkpoint_restarts_with_another_state_compression(spark, where):

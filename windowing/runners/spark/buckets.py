@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...errors import WindowingConfigError
 
@@ -42,6 +44,14 @@ class Bucketing:
         if self.placement == NUMBERS:
             return np.arange(self.count, dtype=np.int32)
         return bucket_labels(self.count)
+
+    def labels_of(self, keys: Sequence[pa.Array | pa.ChunkedArray], rows: int) -> np.ndarray:
+        """The group label of each of ``rows`` rows with integer ``keys`` (none: not keyed), as the JVM
+        labels them (`query._bucket`)."""
+        labels = self.labels()
+        if not keys or self.count == 1:
+            return np.full(rows, labels[0], dtype=np.int32)
+        return labels[bucket_numbers(keys, self.count)].astype(np.int32, copy=False)
 
     def same_labels(self, count: int, placement: str) -> bool:
         """Whether ``count`` buckets placed by ``placement`` group every key under the same label as these."""
@@ -85,6 +95,60 @@ def _murmur3_int(values: np.ndarray, seed: int = 42) -> np.ndarray:
         h = (h ^ (h >> np.uint32(13))) * np.uint32(0xC2B2AE35)
         h = h ^ (h >> np.uint32(16))
     return h.view(np.int32)
+
+
+#: The primes of Spark's xxHash64 (``XXH64``), unsigned.
+_XXH_P1, _XXH_P2, _XXH_P3, _XXH_P4, _XXH_P5 = (np.uint64(p) for p in (
+    0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5))
+#: The seed of Spark's ``xxhash64()``.
+_XXH_SEED = 42
+
+
+def bucket_numbers(keys: Sequence[pa.Array | pa.ChunkedArray], count: int) -> np.ndarray:
+    """``pmod(xxhash64(*keys), count)`` of integer key columns (Arrow int8 to int64, nulls and all) as Spark
+    computes it, so that a worker puts each key in the bucket the JVM would (`query._bucket`).
+
+    Spark hashes a bigint with ``XXH64.hashLong`` and a smaller integer, widened to int, with ``hashInt``,
+    each column seeded with the hash of the columns before it (42 for the first); a null leaves the hash
+    as it is. ``tests/spark_runner/test_buckets.py`` checks it against Spark's own.
+    """
+    n = len(keys[0]) if keys else 0
+    hashed = np.full(n, _XXH_SEED, dtype=np.uint64)
+    for key in keys:
+        if not pa.types.is_integer(key.type) or pa.types.is_unsigned_integer(key.type):
+            raise TypeError(f"bucket_numbers hashes Spark's integer columns, not {key.type}")
+        values = pc.fill_null(key, 0).to_numpy()
+        nulls = pc.is_null(key).to_numpy(zero_copy_only=False)
+        if key.type == pa.int64():
+            hashed = np.where(nulls, hashed, _xxh64_long(values.view(np.uint64), hashed))
+        else:
+            hashed = np.where(nulls, hashed, _xxh64_int(values.astype(np.int32).view(np.uint32).astype(np.uint64), hashed))
+    return np.mod(hashed.view(np.int64), count)
+
+
+def _rotl(x: np.ndarray, bits: int) -> np.ndarray:
+    return (x << np.uint64(bits)) | (x >> np.uint64(64 - bits))
+
+
+def _xxh64_long(values: np.ndarray, seed: np.ndarray) -> np.ndarray:
+    """``XXH64.hashLong`` of each of ``values`` (a bigint's bits) with its own seed, wrapping as Java's longs do."""
+    h = seed + (_XXH_P5 + np.uint64(8))
+    h ^= _rotl(values * _XXH_P2, 31) * _XXH_P1
+    return _xxh64_mix(_rotl(h, 27) * _XXH_P1 + _XXH_P4)
+
+
+def _xxh64_int(values: np.ndarray, seed: np.ndarray) -> np.ndarray:
+    """``XXH64.hashInt`` of each of ``values`` (an int's 32 bits, zero-extended) with its own seed."""
+    h = seed + (_XXH_P5 + np.uint64(4))
+    h ^= values * _XXH_P1
+    return _xxh64_mix(_rotl(h, 23) * _XXH_P2 + _XXH_P3)
+
+
+def _xxh64_mix(h: np.ndarray) -> np.ndarray:
+    """xxHash64's final avalanche (``fmix``)."""
+    h = (h ^ (h >> np.uint64(33))) * _XXH_P2
+    h = (h ^ (h >> np.uint64(29))) * _XXH_P3
+    return h ^ (h >> np.uint64(32))
 
 
 def bucketing_of(source: Any, keyed: bool) -> Bucketing:

@@ -57,6 +57,7 @@ from ...reductions import group_outputs, group_reduce
 from ...spec import Aggregation
 from ...strategy import NamedAccumulation
 from ...windows import FixedWindows, SlidingWindows, WindowFn
+from .buckets import Bucketing
 from .wire import WIRE
 
 
@@ -199,6 +200,15 @@ def with_null_flags(batch: pa.RecordBatch, nullable: Iterable[str]) -> pa.Record
             names.append(name)
             arrays.append(column)
     return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def with_buckets(batches: Iterator[pa.RecordBatch], keys: int, bucketing: Bucketing) -> Iterator[pa.RecordBatch]:
+    """``batches`` of integer keys ``_k0`` to ``_k<keys - 1>`` (none: not keyed), as shipped, nulls and all,
+    each with its bucket's label as the first column, ``_b``: the JVM then ships one column fewer into Arrow
+    (`query`), and the label is the one it would have computed (`Bucketing.labels_of`)."""
+    for batch in batches:
+        labels = bucketing.labels_of([batch.column(name) for name in WIRE.keys(keys)], batch.num_rows)
+        yield pa.RecordBatch.from_arrays([pa.array(labels), *batch.columns], names=[WIRE.bucket, *batch.schema.names])
 
 
 def pack(batches: Iterator[pa.RecordBatch], bucket: str = WIRE.bucket, time: str = WIRE.time,

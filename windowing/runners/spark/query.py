@@ -14,7 +14,7 @@ from ...state_codec import COMPRESSIONS, checked_compression
 from ...strategy import Strategy
 from ...timeaxis import EPOCH_UNITS, MAX_MICROS, MAX_TIME, MIN_MICROS, MIN_TIME
 from .buckets import NUMBERS, Bucketing, bucketing_of
-from .combine import lift_and_pack, pack
+from .combine import lift_and_pack, pack, with_buckets
 from .output_types import integral
 from .planning import NEVER_BEHIND_MS, plan_spark
 from .results import JSON_OPTIONS, SparkRun, spark_run
@@ -65,7 +65,11 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         zero = F.lit(0).cast(source.schema[name].dataType)
         return [F.coalesce(_col(name), zero).alias(alias), _col(name).isNull().alias(WIRE.null_flag(alias))]
 
-    projected = [_bucket(keys, adapter.bucketing).alias(WIRE.bucket)]
+    # Where rows cross into Python before the shuffle anyway, an integer key's bucket is computed there
+    # (`combine.with_buckets`): each column the JVM writes into Arrow costs as much as the work on it.
+    buckets_in_python = flags_in_python and (adapter.bucketing.count == 1
+                                             or all(integral(source.schema[k].dataType) for k in keys))
+    projected = [] if buckets_in_python else [_bucket(keys, adapter.bucketing).alias(WIRE.bucket)]
     projected += [c for i, k in enumerate(keys) for c in shipped(k, WIRE.key(i))] or [F.lit(0).cast("long").alias(WIRE.key(0))]
     projected.append(_event_time(time, adapter.timestamp, source.isStreaming, strategy.time_unit,
                                  source.schema[time].dataType).alias(WIRE.time))
@@ -74,7 +78,11 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         projected.append(F.to_json(F.struct(*[_col(f.name) for f in source.schema.fields]), JSON_OPTIONS).alias(WIRE.element))
 
     frame = source.select(*projected)
-    latest = WIRE.time
+    latest, n_keys, bucketing = WIRE.time, len(keys), adapter.bucketing
+
+    def bucketed(batches: Iterator[Any]) -> Iterator[Any]:
+        return with_buckets(batches, n_keys, bucketing) if buckets_in_python else batches
+
     if sp.lifting is not None:
         from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -83,16 +91,17 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         streaming = source.isStreaming
 
         def combine_rows(batches: Iterator[Any]) -> Iterator[Any]:
-            return lift_and_pack(batches, how, lifted, checked=streaming)
+            return lift_and_pack(bucketed(batches), how, lifted, checked=streaming)
 
         frame, latest = frame.mapInArrow(on_workers(combine_rows, quick), _packed_schema(sp.lifted_schema)), WIRE.latest
     elif adapter.packed:
         streaming, nullable = source.isStreaming, adapter.nullable
 
         def pack_rows(batches: Iterator[Any]) -> Iterator[Any]:
-            return pack(batches, checked=streaming, nullable=nullable)
+            return pack(bucketed(batches), checked=streaming, nullable=nullable)
 
-        packed_schema = _packed_schema(_flagged_schema(frame.schema, nullable))
+        shipped_schema = _with_bucket(frame.schema) if buckets_in_python else frame.schema
+        packed_schema = _packed_schema(_flagged_schema(shipped_schema, nullable))
         frame, latest = frame.mapInArrow(on_workers(pack_rows, quick), packed_schema), WIRE.latest
 
     if not source.isStreaming:
@@ -263,6 +272,13 @@ def _packed_schema(schema: Any) -> Any:
 
     arrays = [f if f.name == WIRE.bucket else T.StructField(f.name, T.ArrayType(f.dataType)) for f in schema if f.name != WIRE.latest]
     return T.StructType(arrays + [T.StructField(WIRE.latest, T.LongType())])
+
+
+def _with_bucket(schema: Any) -> Any:
+    """``schema`` with ``_b`` first, as `combine.with_buckets` puts it."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(WIRE.bucket, T.IntegerType()), *schema.fields])
 
 
 def _flagged_schema(schema: Any, nullable: tuple[str, ...]) -> Any:
