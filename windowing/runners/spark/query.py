@@ -66,7 +66,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         return [F.coalesce(_col(name), zero).alias(alias), _col(name).isNull().alias(WIRE.null_flag(alias))]
 
     # Where rows cross into Python before the shuffle anyway, an integer key's bucket is computed there
-    # (`combine.with_buckets`): each column the JVM writes into Arrow costs as much as the work on it.
+    # (`combine.with_buckets`): one column fewer for the JVM to write into Arrow (docs/spark.md, "Packing").
     buckets_in_python = flags_in_python and (adapter.bucketing.count == 1
                                              or all(integral(source.schema[k].dataType) for k in keys))
     projected = [] if buckets_in_python else [_bucket(keys, adapter.bucketing).alias(WIRE.bucket)]
