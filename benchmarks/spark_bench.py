@@ -1,8 +1,8 @@
 """Spark benchmark: this engine versus Spark's native windowed aggregations, streaming.
 
 Same Parquet data for all, read as a stream with one file per micro-batch
-(``maxFilesPerTrigger=1``, ``trigger(availableNow=True)``), written to the
-``noop`` sink in append mode:
+(``maxFilesPerTrigger=1``, ``trigger(availableNow=True)``; ``--files-per-batch N`` writes the
+micro-batches' rows into N files each, N input partitions), written to the ``noop`` sink in append mode:
 
 - native fixed:    withWatermark + groupBy(key, window(ts, "1 minute")).agg(sum)
 - native sessions: withWatermark + groupBy(key, session_window(ts, "5 minutes")).agg(sum)
@@ -66,7 +66,7 @@ DELAY = "10 seconds"
 
 
 def make_data(root: Path, events: int, keys: int, files: int, sessions: bool, seed: int = 7) -> Path:
-    out = root / f"{'sessions' if sessions else 'fixed'}-{events}-{keys}"
+    out = root / f"{'sessions' if sessions else 'fixed'}-{events}-{keys}-{files}"
     if out.exists():
         return out
     rng = np.random.default_rng(seed)
@@ -94,14 +94,15 @@ def make_data(root: Path, events: int, keys: int, files: int, sessions: bool, se
     return out
 
 
-def run_query(spark, data: Path, build, checkpoint: Path) -> tuple[float, float, float, list[dict]]:
+def run_query(spark, data: Path, build, checkpoint: Path, files_per_batch: int = 1) -> tuple[float, float, float, list[dict]]:
     """Wall seconds, CPU seconds of the JVM and of Spark's Python processes, and the ``durationMs`` of every
     micro-batch that read rows (``triggerExecution``, the whole micro-batch; ``addBatch``, its Spark jobs; the
-    rest is Structured Streaming's bookkeeping: offsets, write-ahead log, commit, planning), of one query."""
+    rest is Structured Streaming's bookkeeping: offsets, write-ahead log, commit, planning), of one query that reads
+    ``files_per_batch`` files (input partitions) per micro-batch."""
     from pyspark.sql.streaming import DataStreamWriter
 
     shutil.rmtree(checkpoint, ignore_errors=True)
-    stream = spark.readStream.schema("key long, ts timestamp, amount long").option("maxFilesPerTrigger", 1).parquet(str(data))
+    stream = spark.readStream.schema("key long, ts timestamp, amount long").option("maxFilesPerTrigger", files_per_batch).parquet(str(data))
     jvm = jvm_pid(spark)
     cpu_before = cpu_seconds(jvm)
     began = time.perf_counter()
@@ -115,13 +116,14 @@ def run_query(spark, data: Path, build, checkpoint: Path) -> tuple[float, float,
     return seconds, cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1], batches
 
 
-def print_profile(spark, data: Path, build, checkpoint: Path, out: Path, case: str, top: int = 15) -> None:
+def print_profile(spark, data: Path, build, checkpoint: Path, out: Path, case: str, files_per_batch: int,
+                  top: int = 15) -> None:
     """One more run of ``build``, not timed, with py-spy on Spark's Python workers; the ``top`` innermost calls
     by share of the samples. Run after the timed rounds: the workers' first task pays their imports once, which
     the medians leave out, and py-spy's sampling slows the run it watches."""
     spy = start_profile(jvm_pid(spark), out)
     try:
-        run_query(spark, data, build, checkpoint)
+        run_query(spark, data, build, checkpoint, files_per_batch)
     finally:
         stop_profile(spy)
     counts = innermost([out])
@@ -359,6 +361,8 @@ def main() -> None:
     parser.add_argument("--shuffle-partitions", type=int, default=4)
     parser.add_argument("--windows", nargs="+", choices=["fixed", "sessions"], default=["fixed", "sessions"],
                         help="the window shapes to run (default: both)")
+    parser.add_argument("--files-per-batch", type=int, default=1,
+                        help="files per micro-batch, each its own input partition (default 1: the micro-batch in one task)")
     parser.add_argument("--latency-events", type=int, default=1000)
     parser.add_argument("--latency-batches", type=int, default=11)
     parser.add_argument("--floor", action="store_true",
@@ -380,7 +384,8 @@ def main() -> None:
                              "spark.python.unix.domain.socket.enabled=true")
     args = parser.parse_args()
     for name, value in (("--events", args.events), ("--rounds", args.rounds),
-                        ("--shuffle-partitions", args.shuffle_partitions), *(("--keys", k) for k in args.keys)):
+                        ("--shuffle-partitions", args.shuffle_partitions),
+                        ("--files-per-batch", args.files_per_batch), *(("--keys", k) for k in args.keys)):
         if value < 1:
             parser.error(f"{name} {value}: give at least 1")
     if args.batches < 2:  # the first micro-batch of each query plans it: the per-micro-batch figures leave it out
@@ -429,10 +434,11 @@ def main() -> None:
 
     for round_ in range(args.rounds):
         for keys, shape, native, engine in cases:
-            data = make_data(args.work, args.events, keys, args.batches, shape == "sessions")
+            data = make_data(args.work, args.events, keys, args.batches * args.files_per_batch, shape == "sessions")
             sides = sides_of(shape, native, engine)
             for side, build in sides if round_ % 2 == 0 else sides[::-1]:
-                runs.setdefault((keys, shape, side), []).append(run_query(spark, data, build, args.work / "chk"))
+                runs.setdefault((keys, shape, side), []).append(
+                    run_query(spark, data, build, args.work / "chk", args.files_per_batch))
             print(f"round {round_ + 1}: {keys} keys, {shape}: native {runs[keys, shape, 'native'][-1][0]:.1f} s, "
                   f"engine {runs[keys, shape, 'engine'][-1][0]:.1f} s", flush=True)
         for shape, native, engine in shapes:
@@ -444,8 +450,9 @@ def main() -> None:
 
     if args.profile:
         for keys, shape, _, engine in cases:
-            print_profile(spark, make_data(args.work, args.events, keys, args.batches, shape == "sessions"), engine,
-                          args.work / "chk", args.profile / f"{shape}-{keys}.txt", f"{keys} keys, {shape}")
+            print_profile(spark, make_data(args.work, args.events, keys, args.batches * args.files_per_batch, shape == "sessions"), engine,
+                          args.work / "chk", args.profile / f"{shape}-{keys}.txt", f"{keys} keys, {shape}",
+                          args.files_per_batch)
 
     def median(values: list[float]) -> float:
         return float(np.median(values))
@@ -471,7 +478,7 @@ def main() -> None:
                         for side, _ in extra_sides},
                      **{f"{side} ms/batch (jobs)": per_batch(runs[keys, shape, side]) for side, _ in extra_sides},
                      **{f"state B/window{'' if c == 'zstd' else ', uncompressed'}": round(state_bytes_per_window(
-                         make_data(args.work, args.events, keys, args.batches, shape == "sessions"), shape, c))
+                         make_data(args.work, args.events, keys, args.batches * args.files_per_batch, shape == "sessions"), shape, c))
                         for c in ("zstd", "none")[:1 + args.uncompressed_state]}})
     latency = [{"windows": shape, "native ms": round(median(runs["latency", shape, "native"])),
                 "engine ms": round(median(runs["latency", shape, "engine"])),
@@ -481,7 +488,8 @@ def main() -> None:
                for shape in args.windows]
     buckets = args.buckets if args.buckets is not None else f"{args.shuffle_partitions} (default: one per shuffle partition)"
     print()
-    print(f"{args.events} events, {args.batches} micro-batches, local[2], {args.shuffle_partitions} shuffle partitions, "
+    print(f"{args.events} events, {args.batches} micro-batches of {args.files_per_batch} file(s), local[2], "
+          f"{args.shuffle_partitions} shuffle partitions, "
           f"{buckets} buckets, medians of {args.rounds} interleaved rounds" + "".join(f", {c}" for c in args.conf))
     print(table(rows))
     print()

@@ -49,8 +49,10 @@ RUNS = {
 # output holds). Each costs a JVM start and its queries, tens of seconds.
 SPARK_RUNS = {
     "spark_bench.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "2", "--latency-events", "10",
-                        "--latency-batches", "2", "--floor", "--foreach-batch", "--foreach-batch-runner", "--baseline", "HEAD"], "--work",
-                       r"(?m)floor folded ms/batch \(jobs\) (.|\n)*^ +20 +fixed +\d+ +\d+ +[\d.]+ (.|\n)*"
+                        "--latency-batches", "2", "--files-per-batch", "2", "--floor", "--foreach-batch", "--foreach-batch-runner",
+                        "--baseline", "HEAD"], "--work",
+                       r"(?m)2 micro-batches of 2 file\(s\)(.|\n)*"
+                       r"floor folded ms/batch \(jobs\) (.|\n)*^ +20 +fixed +\d+ +\d+ +[\d.]+ (.|\n)*"
                        r"^ +20 +sessions +\d+ +\d+ +[\d.]+ (.|\n)*"
                        r"latency of a micro-batch(.|\n)*foreachBatch runner sketch/native(.|\n)*engine at HEAD/native"),
     "spark_stages.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "3", "--crossings", "1"], "--work",
