@@ -437,8 +437,11 @@ def main() -> None:
             data = make_data(args.work, args.events, keys, args.batches * args.files_per_batch, shape == "sessions")
             sides = sides_of(shape, native, engine)
             for side, build in sides if round_ % 2 == 0 else sides[::-1]:
-                runs.setdefault((keys, shape, side), []).append(
-                    run_query(spark, data, build, args.work / "chk", args.files_per_batch))
+                run = run_query(spark, data, build, args.work / "chk", args.files_per_batch)
+                if len(run[3]) != args.batches:  # every figure per micro-batch assumes the micro-batches asked for
+                    raise SystemExit(f"{side}, {keys} keys, {shape}: {len(run[3])} micro-batches read rows, "
+                                     f"{args.batches} of {args.files_per_batch} file(s) each expected")
+                runs.setdefault((keys, shape, side), []).append(run)
             print(f"round {round_ + 1}: {keys} keys, {shape}: native {runs[keys, shape, 'native'][-1][0]:.1f} s, "
                   f"engine {runs[keys, shape, 'engine'][-1][0]:.1f} s", flush=True)
         for shape, native, engine in shapes:
