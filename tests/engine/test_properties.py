@@ -547,6 +547,20 @@ def test_running_max_per_key_is_the_grouped_cummax(bound, data):
 
 
 @SETTINGS
+@given(code_bound=st.sampled_from([3, 2**16 + 1, 2**32 + 1]), time_bound=st.sampled_from([10, 2**62]), data=st.data())
+def test_sort_by_key_then_time_is_numpys_stable_lexsort(code_bound, time_bound, data):
+    # Codes just past 16 and 32 bits (whose low bits equal small codes') take the second radix pass and
+    # the int64 sort; times past 2**62 the order by time, then by key, where (key, time) does not fit in an int64.
+    from windowing.sessions import sort_by_key_then_time
+
+    code = st.one_of(st.integers(0, 3), st.integers(code_bound - 3, code_bound))
+    rows = data.draw(st.lists(st.tuples(code, st.integers(-time_bound, time_bound)), max_size=40))
+    codes = np.array([k for k, _ in rows], dtype=np.int64)
+    times = np.array([t for _, t in rows], dtype=np.int64)
+    assert list(sort_by_key_then_time(codes, times)) == list(np.lexsort((times, codes)))
+
+
+@SETTINGS
 @given(bound=st.sampled_from([10, 2**62]), data=st.data())
 def test_equal_window_groups_number_key_and_start_pairs_as_pandas_groupby_in_order_of_appearance(bound, data):
     from windowing.sessions import equal_window_groups
