@@ -409,14 +409,20 @@ def main() -> None:
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", "3g"))
-    if args.buckets is not None:
-        builder = builder.config("windowing.spark.buckets", str(args.buckets))
+    # The runner's own settings (windowing.spark.*) are the session's: given to the builder, they would reach
+    # the session too, but Spark's launcher warns "Ignoring non-Spark config property" for each of them.
+    session_settings = {} if args.buckets is None else {"windowing.spark.buckets": str(args.buckets)}
     for setting in args.conf:
         key, sep, value = setting.partition("=")
         if not sep:
             parser.error(f"--conf {setting!r}: give KEY=VALUE")
-        builder = builder.config(key, value)
+        if key.startswith("spark."):
+            builder = builder.config(key, value)
+        else:
+            session_settings[key] = value
     spark = builder.getOrCreate()
+    for key, value in session_settings.items():
+        spark.conf.set(key, value)
     spark.sparkContext.setLogLevel("ERROR")
 
     shapes = [(shape, native, engine) for shape, native, engine in
@@ -489,11 +495,14 @@ def main() -> None:
                 **{f"{side}/native": round(median(runs["latency", shape, side]) / median(runs["latency", shape, "native"]), 2)
                    for side, _ in extra_sides}}
                for shape in args.windows]
-    buckets = args.buckets if args.buckets is not None else f"{args.shuffle_partitions} (default: one per shuffle partition)"
+    # The settings as the session holds them (read back: the runner reads them there).
+    buckets = spark.conf.get("windowing.spark.buckets", None) or f"{args.shuffle_partitions} (default: one per shuffle partition)"
+    settings = [setting.partition("=")[0] for setting in args.conf]
     print()
     print(f"{args.events} events, {args.batches} micro-batches of {args.files_per_batch} file(s), local[2], "
           f"{args.shuffle_partitions} shuffle partitions, "
-          f"{buckets} buckets, medians of {args.rounds} interleaved rounds" + "".join(f", {c}" for c in args.conf))
+          f"{buckets} buckets, medians of {args.rounds} interleaved rounds"
+          + "".join(f", {key}={spark.conf.get(key, None)}" for key in settings))
     print(table(rows))
     print()
     print(f"latency of a micro-batch of {args.latency_events} events on {args.latency_events} keys "
