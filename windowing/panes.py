@@ -90,19 +90,18 @@ def emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, final
         column = table[name].copy()
         column[rows] = values
         table[name] = column
-    return assemble(spec, retractions, frame_of(pane))
+    return assemble(spec, retractions, pane)
 
 
-def assemble(spec: EngineSpec, retractions: list[pd.DataFrame], panes: pd.DataFrame | None) -> pd.DataFrame:
+def assemble(spec: EngineSpec, retractions: list[pd.DataFrame], panes: dict[str, np.ndarray] | None) -> pd.DataFrame:
     """Retractions of merged-away windows first, then each retraction right before its pane."""
-    parts = [*retractions, *([panes] if panes is not None else [])]
-    if not parts:
-        columns = spec.key_columns + ["start", "end"] + [a.name for a in spec.aggregations] + \
-            ["timing", "pane_index", "is_retraction"]
-        return pd.DataFrame({c: [] for c in columns})
-    out = pd.concat(parts, ignore_index=True)
-    if not retractions:  # already in window-table order; nothing to place
-        return out.drop(columns="_first")
+    if not retractions:  # the panes (columns) already in window-table order: one frame, nothing to place
+        if panes is None:
+            columns = spec.key_columns + ["start", "end"] + [a.name for a in spec.aggregations] + \
+                ["timing", "pane_index", "is_retraction"]
+            return pd.DataFrame({c: [] for c in columns})
+        return frame_of({name: values for name, values in panes.items() if name != "_first"})
+    out = pd.concat([*retractions, *([frame_of(panes)] if panes is not None else [])], ignore_index=True)
     order = out.sort_values(spec.key_columns + ["_first", "start", "end", "is_retraction"],
                             ascending=[True] * len(spec.key_columns) + [False, True, True, False], kind="stable").index
     return out.loc[order].drop(columns="_first").reset_index(drop=True)
