@@ -54,10 +54,10 @@ def sort_by_key_then_time(key_code: np.ndarray, times: np.ndarray) -> np.ndarray
 
     First by key code alone (`order_of_codes`, linear), then by (key, time) as one int64 with NumPy's
     stable sort (timsort): the first pass leaves each key's rows in one run in arrival order, which a
-    stream brings mostly in time order (the window table between steps: wholly), and timsort takes such
-    runs nearly as they are, where one stable sort of the int64 sorts a whole micro-batch that arrived
-    in time order (docs/spark.md, "Sessions sorted by key first"). Where (key, time) does not fit in an
-    int64: by time, then by key code.
+    stream brings mostly in time order, and timsort takes such runs nearly as they are, where one
+    stable sort of the int64 sorts a micro-batch that arrived in time order as if it were shuffled
+    (docs/spark.md, "Sessions sorted by key first"). Where (key, time) does not fit in an int64: by
+    time, then by key code.
     """
     if len(times) == 0:
         return np.arange(0)
