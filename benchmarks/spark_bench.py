@@ -438,9 +438,13 @@ def main() -> None:
     def sides_of(shape: str, native, engine) -> list[tuple]:
         return [("native", native), ("engine", engine)] + [(side, of_shape(shape)) for side, of_shape in extra_sides]
 
+    def case_data(keys: int, shape: str) -> Path:
+        """The case's data: ``--batches`` micro-batches of ``--files-per-batch`` files each."""
+        return make_data(args.work, args.events, keys, args.batches * args.files_per_batch, shape == "sessions")
+
     for round_ in range(args.rounds):
         for keys, shape, native, engine in cases:
-            data = make_data(args.work, args.events, keys, args.batches * args.files_per_batch, shape == "sessions")
+            data = case_data(keys, shape)
             sides = sides_of(shape, native, engine)
             for side, build in sides if round_ % 2 == 0 else sides[::-1]:
                 run = run_query(spark, data, build, args.work / "chk", args.files_per_batch)
@@ -459,7 +463,7 @@ def main() -> None:
 
     if args.profile:
         for keys, shape, _, engine in cases:
-            print_profile(spark, make_data(args.work, args.events, keys, args.batches * args.files_per_batch, shape == "sessions"), engine,
+            print_profile(spark, case_data(keys, shape), engine,
                           args.work / "chk", args.profile / f"{shape}-{keys}.txt", f"{keys} keys, {shape}",
                           args.files_per_batch)
 
@@ -487,7 +491,7 @@ def main() -> None:
                         for side, _ in extra_sides},
                      **{f"{side} ms/batch (jobs)": per_batch(runs[keys, shape, side]) for side, _ in extra_sides},
                      **{f"state B/window{'' if c == 'zstd' else ', uncompressed'}": round(state_bytes_per_window(
-                         make_data(args.work, args.events, keys, args.batches * args.files_per_batch, shape == "sessions"), shape, c))
+                         case_data(keys, shape), shape, c))
                         for c in ("zstd", "none")[:1 + args.uncompressed_state]}})
     latency = [{"windows": shape, "native ms": round(median(runs["latency", shape, "native"])),
                 "engine ms": round(median(runs["latency", shape, "engine"])),
