@@ -23,7 +23,9 @@ file each, the first batch, which plans the query, left out).
 ``--floor`` adds two more sides, `floor_folded` and `floor_unfolded`: the same stream through
 do-nothing Python of the engine's shape on ``applyInPandasWithState`` (with and without a
 ``mapInArrow`` before the shuffle), the least any runner built on that API pays, with their CPU seconds
-(JVM and Python together) beside the engine's. ``--foreach-batch`` adds `foreach_batch_shape`: the same
+(JVM and Python together) beside the engine's; ``--floor-transform-with-state`` adds the folded floor on
+``transformWithStateInPandas``, PySpark 4's other stateful API (its queries on the RocksDB state store, which that
+API requires). ``--foreach-batch`` adds `foreach_batch_shape`: the same
 stream through ``foreachBatch`` instead, each micro-batch a batch query handed to Python and nothing done
 with it (another shape than ``api.md``'s, for comparison); ``--foreach-batch-runner`` adds the sketch of a runner of
 that shape doing the windowing (`foreach_batch_runner`: the engine's step per bucket, its windows in files between
@@ -41,6 +43,7 @@ prints the calls they spent their samples in.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import io
 import os
@@ -49,6 +52,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -94,14 +98,19 @@ def make_data(root: Path, events: int, keys: int, files: int, sessions: bool, se
     return out
 
 
-def run_query(spark, data: Path, build, checkpoint: Path, files_per_batch: int = 1) -> tuple[float, float, float, list[dict]]:
+def run_query(spark, data: Path, build, checkpoints: Path, files_per_batch: int = 1) -> tuple[float, float, float, list[dict]]:
     """Wall seconds, CPU seconds of the JVM and of Spark's Python processes, and the ``durationMs`` of every
     micro-batch that read rows (``triggerExecution``, the whole micro-batch; ``addBatch``, its Spark jobs; the
     rest is Structured Streaming's bookkeeping: offsets, write-ahead log, commit, planning), of one query that reads
-    ``files_per_batch`` files (input partitions) per micro-batch."""
+    ``files_per_batch`` files (input partitions) per micro-batch.
+
+    The query's checkpoint is a new directory under ``checkpoints``: the RocksDB state store of a stopped query
+    may still upload into its checkpoint until the next maintenance (``stateStore.maintenanceInterval``), so a
+    directory shared by the queries, emptied for each, would get a stopped query's files."""
     from pyspark.sql.streaming import DataStreamWriter
 
-    shutil.rmtree(checkpoint, ignore_errors=True)
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    checkpoint = tempfile.mkdtemp(prefix="query-", dir=checkpoints)
     stream = spark.readStream.schema("key long, ts timestamp, amount long").option("maxFilesPerTrigger", files_per_batch).parquet(str(data))
     jvm = jvm_pid(spark)
     cpu_before = cpu_seconds(jvm)
@@ -116,14 +125,14 @@ def run_query(spark, data: Path, build, checkpoint: Path, files_per_batch: int =
     return seconds, cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1], batches
 
 
-def print_profile(spark, data: Path, build, checkpoint: Path, out: Path, case: str, files_per_batch: int,
+def print_profile(spark, data: Path, build, checkpoints: Path, out: Path, case: str, files_per_batch: int,
                   top: int = 15) -> None:
     """One more run of ``build``, not timed, with py-spy on Spark's Python workers; the ``top`` innermost calls
     by share of the samples. Run after the timed rounds: the workers' first task pays their imports once, which
     the medians leave out, and py-spy's sampling slows the run it watches."""
     spy = start_profile(jvm_pid(spark), out)
     try:
-        run_query(spark, data, build, checkpoint, files_per_batch)
+        run_query(spark, data, build, checkpoints, files_per_batch)
     finally:
         stop_profile(spy)
     counts = innermost([out])
@@ -235,6 +244,14 @@ def floor_folded(stream):
     """The least a runner of the engine's shape pays on ``applyInPandasWithState``, doing no windowing: every row
     crosses into Python once (a ``mapInArrow`` folding each partition's rows to one row per bucket, in Arrow),
     a shuffle, and one call per bucket (one per shuffle partition) that adds up its rows."""
+    return (_folded_to_buckets(stream).withWatermark("ts", DELAY).groupBy("bucket")
+            .applyInPandasWithState(_counting_rows(_quick_ack(stream)), "bucket int, n long", "n long", "append",
+                                    "EventTimeTimeout"))
+
+
+def _folded_to_buckets(stream):
+    """The floors' fold before the shuffle: a ``mapInArrow`` turning each Arrow batch's rows into one row per bucket
+    (its latest event time and its number of rows), in Arrow."""
     import pyarrow as pa
 
     labels, quick = _floor_labels(stream), _quick_ack(stream)
@@ -247,9 +264,7 @@ def floor_folded(stream):
                 [("ts", "max"), ("ts", "count")])
             yield from folded.rename_columns(["bucket", "ts", "n"]).to_batches()
 
-    return (stream.mapInArrow(fold, "bucket int, ts timestamp, n long").withWatermark("ts", DELAY).groupBy("bucket")
-            .applyInPandasWithState(_counting_rows(quick), "bucket int, n long", "n long", "append",
-                                    "EventTimeTimeout"))
+    return stream.mapInArrow(fold, "bucket int, ts timestamp, n long")
 
 
 def floor_unfolded(stream):
@@ -271,6 +286,59 @@ def _jvm_bucket(stream):
 
 
 FLOORS = {"floor folded": floor_folded, "floor unfolded": floor_unfolded}
+
+STATE_STORE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def floor_transform_with_state(stream):
+    """``floor_folded`` on PySpark 4's other stateful API, ``transformWithStateInPandas``: the same fold before the
+    shuffle, then one call per bucket that adds up its rows into a value state and sets an event-time timer (a
+    runner's next due window), which fires in a later micro-batch and does nothing. That API runs only on the
+    RocksDB state store, so this side's queries start with it (`SIDE_SETTINGS`)."""
+    from pyspark.sql.streaming import StatefulProcessor
+
+    quick = _quick_ack(stream)
+
+    class CountingProcessor(StatefulProcessor):
+        def init(self, handle) -> None:
+            self.handle = handle
+            self.count = handle.getValueState("n", "n long")
+
+        def handleInputRows(self, key, rows, timerValues):
+            _acknowledge(quick)
+            n = sum(int(frame["n"].sum()) for frame in rows)
+            before = self.count.get()
+            self.count.update((n + (before[0] if before else 0),))
+            self.handle.registerTimer(max(timerValues.getCurrentWatermarkInMs(), 0) + MINUTE_S * 1000)
+            yield pd.DataFrame({"bucket": [key[0]], "n": [n]})
+
+        def close(self) -> None:
+            pass
+
+    return (_folded_to_buckets(stream).withWatermark("ts", DELAY).groupBy("bucket")
+            .transformWithStateInPandas(CountingProcessor(), "bucket int, n long", "append", "EventTime"))
+
+
+# Settings a side's queries start with, the session's own restored after (`side_settings`).
+SIDE_SETTINGS = {"floor transformWithState": {STATE_STORE_PROVIDER: ROCKSDB_PROVIDER}}
+
+
+@contextlib.contextmanager
+def side_settings(spark, side: str):
+    """The session with ``side``'s `SIDE_SETTINGS` while its query runs."""
+    settings = SIDE_SETTINGS.get(side, {})
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def _counting_frame(quick: bool):
@@ -367,6 +435,9 @@ def main() -> None:
     parser.add_argument("--latency-batches", type=int, default=11)
     parser.add_argument("--floor", action="store_true",
                         help="also run the FLOORS beside native and the engine: what a Python runner pays doing nothing")
+    parser.add_argument("--floor-transform-with-state", action="store_true",
+                        help="also run floor_transform_with_state: the folded floor on transformWithStateInPandas "
+                             "(its queries on the RocksDB state store)")
     parser.add_argument("--foreach-batch", action="store_true",
                         help="also run foreach_batch_shape: the same data through foreachBatch, doing nothing")
     parser.add_argument("--foreach-batch-runner", action="store_true",
@@ -420,6 +491,7 @@ def main() -> None:
             builder = builder.config(key, value)
         else:
             session_settings[key] = value
+    shutil.rmtree(args.work / "chk", ignore_errors=True)  # the checkpoints of an earlier run (`run_query`)
     spark = builder.getOrCreate()
     for key, value in session_settings.items():
         spark.conf.set(key, value)
@@ -430,6 +502,7 @@ def main() -> None:
     cases = [(keys, shape, native, engine) for keys in args.keys for shape, native, engine in shapes]
     runs: dict[tuple, list] = {}
     extra_sides = [(side, lambda shape, build=build: build) for side, build in FLOORS.items()] if args.floor else []
+    extra_sides += [("floor transformWithState", lambda shape: floor_transform_with_state)] if args.floor_transform_with_state else []
     extra_sides += [("foreachBatch shape", foreach_batch_shape)] if args.foreach_batch else []
     extra_sides += [("foreachBatch runner sketch", lambda shape: foreach_batch_runner(shape, DELAY))] if args.foreach_batch_runner else []
     extra_sides += [("engine, state uncompressed", engine_state_uncompressed)] if args.uncompressed_state else []
@@ -447,7 +520,8 @@ def main() -> None:
             data = case_data(keys, shape)
             sides = sides_of(shape, native, engine)
             for side, build in sides if round_ % 2 == 0 else sides[::-1]:
-                run = run_query(spark, data, build, args.work / "chk", args.files_per_batch)
+                with side_settings(spark, side):
+                    run = run_query(spark, data, build, args.work / "chk", args.files_per_batch)
                 if len(run[3]) != args.batches:  # every figure per micro-batch assumes the micro-batches asked for
                     raise SystemExit(f"{side}, {keys} keys, {shape}: {len(run[3])} micro-batches read rows, "
                                      f"{args.batches} of {args.files_per_batch} file(s) each expected")
@@ -458,7 +532,8 @@ def main() -> None:
             data = make_data(args.work, args.latency_events * args.latency_batches, args.latency_events,
                              args.latency_batches, shape == "sessions")
             for side, build in sides_of(shape, native, engine):
-                batches = run_query(spark, data, build, args.work / "chk")[3][1:]  # the first batch plans the query
+                with side_settings(spark, side):
+                    batches = run_query(spark, data, build, args.work / "chk")[3][1:]  # the first batch plans the query
                 runs.setdefault(("latency", shape, side), []).extend(b["triggerExecution"] for b in batches)
 
     if args.profile:
@@ -513,6 +588,7 @@ def main() -> None:
           f"(median triggerExecution over {args.rounds} x {args.latency_batches - 1} batches)")
     print(table(latency))
     spark.stop()
+    shutil.rmtree(args.work / "chk", ignore_errors=True)
 
 
 def table(rows: list[dict]) -> str:

@@ -112,6 +112,7 @@ def main() -> None:
 
     log = args.work / "event-log"
     shutil.rmtree(log, ignore_errors=True)
+    shutil.rmtree(args.work / "chk", ignore_errors=True)  # the checkpoints of an earlier run (`spark_bench.run_query`)
     log.mkdir(parents=True)
     spark = (SparkSession.builder.master("local[2]").appName("spark_stages")
              .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
@@ -134,6 +135,7 @@ def main() -> None:
     spark.sparkContext.setLocalProperty(SIDE, None)
     jvm, python = crossing_ms(spark, sorted(data.glob("*.parquet"))[0], args.crossings)
     spark.stop()
+    shutil.rmtree(args.work / "chk", ignore_errors=True)
 
     times = stage_times(log, 1, args.batches - 1)
     print(f"\n{args.events} events, {args.keys} keys, {args.windows} windows, {args.batches} micro-batches, local[2], "
