@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -170,6 +171,38 @@ def test_spark_bench_finds_a_baseline_that_imports_windowing_by_name(tmp_path: P
     (tmp_path / "windowing" / "runners" / "spark.py").write_text("import numpy\n    from windowing.api import x\n")
     (tmp_path / "windowing" / "cli.py").write_text("import windowing_extras\n")
     assert spark_bench.absolute_imports(tmp_path) == ["windowing/runners/spark.py"]
+
+
+class _SessionConf:
+    """The part of ``SparkSession.conf`` that `spark_bench.side_settings` uses, over a dict."""
+
+    def __init__(self, settings: dict[str, str]) -> None:
+        self.settings = settings
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.settings.get(key, default)
+
+    def set(self, key: str, value: str) -> None:
+        self.settings[key] = value
+
+    def unset(self, key: str) -> None:
+        del self.settings[key]
+
+
+def test_spark_bench_side_settings_hold_while_the_side_runs_and_give_the_session_back(monkeypatch) -> None:
+    """The transformWithState floor's queries run on RocksDB, and the sides after it on the session's own store,
+    set or unset as it was, even when the side's query fails."""
+    spark_bench = _spark_bench(monkeypatch)
+    side, key = "floor transformWithState", spark_bench.STATE_STORE_PROVIDER
+    for before in ({key: "the session's own provider", "other": "x"}, {"other": "x"}):
+        spark = types.SimpleNamespace(conf=_SessionConf(dict(before)))
+        with pytest.raises(RuntimeError, match="the query failed"):
+            with spark_bench.side_settings(spark, side):
+                assert spark.conf.settings[key] == spark_bench.ROCKSDB_PROVIDER
+                raise RuntimeError("the query failed")
+        assert spark.conf.settings == before
+        with spark_bench.side_settings(spark, "engine"):  # a side with no settings of its own
+            assert spark.conf.settings == before
 
 
 def test_proc_stat_reads_a_command_name_with_spaces_and_parentheses(tmp_path: Path, monkeypatch) -> None:
