@@ -25,7 +25,8 @@ do-nothing Python of the engine's shape on ``applyInPandasWithState`` (with and 
 ``mapInArrow`` before the shuffle), the least any runner built on that API pays, with their CPU seconds
 (JVM and Python together) beside the engine's; ``--floor-transform-with-state`` adds the folded floor on
 ``transformWithStateInPandas``, PySpark 4's other stateful API (its queries on the RocksDB state store, which that
-API requires). ``--foreach-batch`` adds `foreach_batch_shape`: the same
+API requires); ``--floor-no-timeout`` the folded floor without the event-time timeout (`floor_no_timeout`: what
+Spark's pass over timed-out keys costs; no runner can go without it). ``--foreach-batch`` adds `foreach_batch_shape`: the same
 stream through ``foreachBatch`` instead, each micro-batch a batch query handed to Python and nothing done
 with it (another shape than ``api.md``'s, for comparison); ``--foreach-batch-runner`` adds the sketch of a runner of
 that shape doing the windowing (`foreach_batch_runner`: the engine's step per bucket, its windows in files between
@@ -240,13 +241,22 @@ def _counting_rows(quick: bool):
     return count_rows
 
 
-def floor_folded(stream):
+def floor_folded(stream, timeout: str = "EventTimeTimeout"):
     """The least a runner of the engine's shape pays on ``applyInPandasWithState``, doing no windowing: every row
     crosses into Python once (a ``mapInArrow`` folding each partition's rows to one row per bucket, in Arrow),
     a shuffle, and one call per bucket (one per shuffle partition) that adds up its rows."""
     return (_folded_to_buckets(stream).withWatermark("ts", DELAY).groupBy("bucket")
             .applyInPandasWithState(_counting_rows(_quick_ack(stream)), "bucket int, n long", "n long", "append",
-                                    "EventTimeTimeout"))
+                                    timeout))
+
+
+def floor_no_timeout(stream):
+    """``floor_folded`` without the event-time timeout: what Spark's pass over the timed-out keys costs. With a
+    timeout, every stateful task starts a second exchange with a Python worker after the rows', even when no key
+    has timed out (pyspark 4.3's ``FlatMapGroupsInPandasWithStateExec.processTimedOutState``). No runner can do
+    without it: without a timeout a bucket is called only in micro-batches that bring it rows, so a window would
+    not fire when the watermark passes it, nor at all after the last input."""
+    return floor_folded(stream, "NoTimeout")
 
 
 def _folded_to_buckets(stream):
@@ -438,6 +448,9 @@ def main() -> None:
     parser.add_argument("--floor-transform-with-state", action="store_true",
                         help="also run floor_transform_with_state: the folded floor on transformWithStateInPandas "
                              "(its queries on the RocksDB state store)")
+    parser.add_argument("--floor-no-timeout", action="store_true",
+                        help="also run floor_no_timeout: the folded floor without the event-time timeout, whose "
+                             "pass over the timed-out keys costs every stateful task a second exchange with Python")
     parser.add_argument("--foreach-batch", action="store_true",
                         help="also run foreach_batch_shape: the same data through foreachBatch, doing nothing")
     parser.add_argument("--foreach-batch-runner", action="store_true",
@@ -503,6 +516,7 @@ def main() -> None:
     runs: dict[tuple, list] = {}
     extra_sides = [(side, lambda shape, build=build: build) for side, build in FLOORS.items()] if args.floor else []
     extra_sides += [("floor transformWithState", lambda shape: floor_transform_with_state)] if args.floor_transform_with_state else []
+    extra_sides += [("floor no timeout", lambda shape: floor_no_timeout)] if args.floor_no_timeout else []
     extra_sides += [("foreachBatch shape", foreach_batch_shape)] if args.foreach_batch else []
     extra_sides += [("foreachBatch runner sketch", lambda shape: foreach_batch_runner(shape, DELAY))] if args.foreach_batch_runner else []
     extra_sides += [("engine, state uncompressed", engine_state_uncompressed)] if args.uncompressed_state else []

@@ -51,12 +51,13 @@ RUNS = {
 SPARK_RUNS = {
     "spark_bench.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "2", "--latency-events", "10",
                         "--latency-batches", "2", "--files-per-batch", "2", "--floor", "--floor-transform-with-state",
-                        "--foreach-batch", "--foreach-batch-runner",
+                        "--floor-no-timeout", "--foreach-batch", "--foreach-batch-runner",
                         "--baseline", "HEAD", "--conf", "windowing.spark.quickAck=true"], "--work",
                        r"(?m)2 micro-batches of 2 file\(s\).*, windowing.spark.quickAck=true$(.|\n)*"
                        r"floor folded ms/batch \(jobs\) (.|\n)*^ +20 +fixed +\d+ +\d+ +[\d.]+ (.|\n)*"
                        r"^ +20 +sessions +\d+ +\d+ +[\d.]+ (.|\n)*"
-                       r"latency of a micro-batch(.|\n)*floor transformWithState/native(.|\n)*foreachBatch runner sketch/native"
+                       r"latency of a micro-batch(.|\n)*floor transformWithState/native(.|\n)*floor no timeout/native"
+                       r"(.|\n)*foreachBatch runner sketch/native"
                        r"(.|\n)*engine at HEAD/native"),
     "spark_stages.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "3", "--crossings", "1"], "--work",
                         r"(?m)^\W*native\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*^\W*floor folded\W+\d+(.|\n)*"
