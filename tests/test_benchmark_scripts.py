@@ -206,6 +206,58 @@ def test_spark_bench_side_settings_hold_while_the_side_runs_and_give_the_session
             assert spark.conf.settings == before
 
 
+class _RecordingQuery:
+    """A streaming query of `run_query`'s fakes: started with the options its writer was given."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options, self.recentProgress = options, []
+
+    def awaitTermination(self) -> None:
+        pass
+
+
+class _RecordingWriter:
+    """``DataFrame.writeStream`` of `run_query`'s fakes: records each query's checkpoint directory as it starts,
+    with what that directory holds then."""
+
+    def __init__(self, started: list[tuple[Path, list[str]]]) -> None:
+        self.started, self.options = started, {}
+
+    def __getattr__(self, name: str):  # format, outputMode, trigger: nothing to record
+        return lambda *args, **kwargs: self
+
+    def option(self, key: str, value: str) -> "_RecordingWriter":
+        self.options[key] = value
+        return self
+
+    def start(self) -> _RecordingQuery:
+        checkpoint = Path(self.options["checkpointLocation"])
+        self.started.append((checkpoint, sorted(p.name for p in checkpoint.iterdir())))
+        (checkpoint / "offsets").mkdir()  # what a query leaves behind, for a stopped query's store to add to
+        return _RecordingQuery(self.options)
+
+
+def test_spark_bench_run_query_starts_every_query_in_a_new_empty_checkpoint(tmp_path: Path, monkeypatch) -> None:
+    """A stopped query's RocksDB store may still upload into its own checkpoint: the next query must not share it."""
+    spark_bench = _spark_bench(monkeypatch)
+    monkeypatch.setattr(spark_bench, "jvm_pid", lambda spark: 0)
+    monkeypatch.setattr(spark_bench, "cpu_seconds", lambda pid: (0.0, 0.0))
+    started: list[tuple[Path, list[str]]] = []
+
+    class Stream:
+        def __getattr__(self, name: str):  # readStream's schema, option, parquet
+            return lambda *args, **kwargs: self
+
+    spark = types.SimpleNamespace(readStream=Stream())
+    build = lambda stream: types.SimpleNamespace(writeStream=_RecordingWriter(started))  # noqa: E731
+    for _ in range(2):
+        spark_bench.run_query(spark, tmp_path / "data", build, tmp_path / "chk")
+    (first, first_held), (second, second_held) = started
+    assert first != second and first.parent == second.parent == tmp_path / "chk"
+    assert first_held == second_held == []
+    assert (first / "offsets").is_dir()  # the first query's directory left as it was, not emptied under it
+
+
 def test_proc_stat_reads_a_command_name_with_spaces_and_parentheses(tmp_path: Path, monkeypatch) -> None:
     """The name sits in parentheses in /proc/<pid>/stat; the fields are read after its last one."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
