@@ -207,10 +207,9 @@ def test_spark_bench_side_settings_hold_while_the_side_runs_and_give_the_session
 
 
 class _RecordingQuery:
-    """A streaming query of `run_query`'s fakes: started with the options its writer was given."""
+    """A streaming query of `run_query`'s fakes: ends at once, having made no progress."""
 
-    def __init__(self, options: dict[str, str]) -> None:
-        self.options, self.recentProgress = options, []
+    recentProgress: list[dict] = []
 
     def awaitTermination(self) -> None:
         pass
@@ -234,7 +233,7 @@ class _RecordingWriter:
         checkpoint = Path(self.options["checkpointLocation"])
         self.started.append((checkpoint, sorted(p.name for p in checkpoint.iterdir())))
         (checkpoint / "offsets").mkdir()  # what a query leaves behind, for a stopped query's store to add to
-        return _RecordingQuery(self.options)
+        return _RecordingQuery()
 
 
 def test_spark_bench_run_query_starts_every_query_in_a_new_empty_checkpoint(tmp_path: Path, monkeypatch) -> None:
