@@ -139,3 +139,39 @@ def test_null_flags_made_in_arrow_keep_every_value_exact_and_flag_exactly_the_nu
     assert flagged.column("_k0").type == width and flagged.column("_k0").null_count == 0
     assert flagged.column("_k0_null").to_pylist() == [v is None for v in values]
     assert flagged.column("_k0").to_pylist() == [0 if v is None else v for v in values]
+
+
+def _packed_rows(batches) -> list[tuple]:
+    """The rows in packed batches, unpacked, each with its packed row's bucket (a null flag's null list: no
+    null in that packed row); sorted."""
+    out = []
+    for batch in batches:
+        table = pa.Table.from_batches([batch])
+        for i, bucket in enumerate(table["_b"].to_pylist()):
+            rows = len(table["_t"][i].as_py())
+            cells = [table[name][i].as_py() or [False] * rows for name in table.column_names if name not in ("_b", "_tmax")]
+            out += [(bucket, *row) for row in zip(*cells)]
+    return sorted(out, key=repr)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=rows, value_nulls=st.booleans(), floats=st.booleans(), count=st.sampled_from([1, 2, 3, 200]))
+def test_rows_bucketed_after_the_fold_are_packed_as_rows_bucketed_before_it(rows, value_nulls, floats, count):
+    """``lift_and_pack`` with a ``bucketing`` gets rows without their bucket and labels the folded rows (or, where
+    pandas folds: a null value, a float sum, the rows): the same packed rows as when every row came labelled,
+    as `with_buckets` labels them, null keys included."""
+    from windowing.runners.spark.buckets import Bucketing
+    from windowing.runners.spark.combine import with_buckets
+
+    aggregations = {**AGGREGATIONS, "spent": Sum("price")} if floats else AGGREGATIONS
+    plan = _plan(aggregations)
+    lifted, bucketing = to_arrow_schema(plan.lifted_schema), Bucketing(count)
+    keys, times, amounts, key_null = (list(c) for c in zip(*rows))
+    amount_nulls = [value_nulls and i % 3 == 0 for i in range(len(keys))]
+    shipped = _shipped(plan, keys, times, amounts, key_nulls=key_null, amount_nulls=amount_nulls).drop(["_b"])
+    unlabelled = shipped.to_batches(max_chunksize=7)
+    labelled = list(with_buckets(iter(unlabelled), 1, bucketing))
+    after = list(lift_and_pack(iter(unlabelled), plan.lifting, lifted, bucketing=bucketing))
+    before = list(lift_and_pack(iter(labelled), plan.lifting, lifted))
+    assert _packed_rows(after) == _packed_rows(before)
+    assert {b.num_rows for b in after} == {b.num_rows for b in before}

@@ -262,24 +262,40 @@ def _packed(table: pa.Table, bucket: str, time: str, checked: bool) -> pa.Record
 
 
 def lift_and_pack(batches: Iterator[pa.RecordBatch], how: Lifting, lifted: pa.Schema,
-                  checked: bool = True) -> Iterator[pa.RecordBatch]:
+                  checked: bool = True, bucketing: Bucketing | None = None) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: `lift` the rows (in Arrow where `arrow_folded` can), then `pack` the
     lifted rows (of Arrow schema ``lifted``); the columns ``how.nullable`` arrive with their nulls
-    (`with_null_flags`)."""
+    (`with_null_flags`). With ``bucketing`` the rows arrive without their bucket, integer keys only, and
+    get it as `with_buckets` would give it, after the fold where Arrow folds (`arrow_folded`)."""
     parts = [with_null_flags(batch, how.nullable) for batch in batches if batch.num_rows]
     if not parts:
         return
     table = pa.Table.from_batches(parts)
-    folded = arrow_folded(table, how, lifted)
+    folded = arrow_folded(table, how, lifted, bucketing)
     if folded is None:
+        if bucketing is not None:
+            table = with_bucket_column(table, how, bucketing)
         yield from pack((pa.RecordBatch.from_pandas(frame, schema=lifted, preserve_index=False)
                          for frame in lift(iter([table.to_pandas()]), how)), checked=checked)
     else:
         yield from pack(iter(folded.combine_chunks().to_batches()), checked=checked)
 
 
-def arrow_folded(table: pa.Table, how: Lifting, lifted: pa.Schema) -> pa.Table | None:
+def with_bucket_column(table: pa.Table, how: Lifting, bucketing: Bucketing) -> pa.Table:
+    """``table`` (integer keys, nullable ones as value and null flag) with its rows' bucket labels first, as ``_b``."""
+    keys = []
+    for key in how.key_columns:
+        values = table[key]
+        if key in how.nullable:
+            values = pc.if_else(table[WIRE.null_flag(key)], pa.scalar(None, values.type), values)
+        keys.append(values)
+    return table.add_column(0, WIRE.bucket, pa.array(bucketing.labels_of(keys, table.num_rows)))
+
+
+def arrow_folded(table: pa.Table, how: Lifting, lifted: pa.Schema, bucketing: Bucketing | None = None) -> pa.Table | None:
     """`lift` by pyarrow's hash aggregation, without pandas, or None where it might differ from `lift`.
+    With ``bucketing`` the rows have no bucket column: the folded rows get it (`with_bucket_column`), which
+    hashes as many keys as the fold leaves, and it follows the key, so it splits no fold.
 
     The same rows (in another order): it applies only where every aggregated column is an integer
     column with no null in this partition (a float sum's rounding would depend on the order of
@@ -312,7 +328,11 @@ def arrow_folded(table: pa.Table, how: Lifting, lifted: pa.Schema) -> pa.Table |
                              pa.array((t - how.offset) // how.unit * how.unit + how.offset))
     units = units.append_column(WIRE.latest, table[WIRE.time])
     folds = sorted(set(results.values())) + [(WIRE.latest, "max")]
-    grouped = units.group_by(_unit_columns(how), use_threads=False).aggregate(folds)
+    by = _unit_columns(how)
+    if bucketing is None:
+        grouped = units.group_by(by, use_threads=False).aggregate(folds)
+    else:
+        grouped = with_bucket_column(units.group_by(by[1:], use_threads=False).aggregate(folds), how, bucketing)
     columns = []
     for field in lifted:
         if field.name in results:

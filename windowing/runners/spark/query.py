@@ -91,7 +91,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         streaming = source.isStreaming
 
         def combine_rows(batches: Iterator[Any]) -> Iterator[Any]:
-            return lift_and_pack(bucketed(batches), how, lifted, checked=streaming)
+            return lift_and_pack(batches, how, lifted, checked=streaming, bucketing=bucketing if buckets_in_python else None)
 
         frame, latest = frame.mapInArrow(on_workers(combine_rows, quick), _packed_schema(sp.lifted_schema)), WIRE.latest
     elif adapter.packed:
