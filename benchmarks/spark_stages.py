@@ -13,6 +13,9 @@ It also times what moving one micro-batch's rows into a Python worker and back c
 query over one micro-batch's file written to the ``noop`` sink, once in the JVM only and once through a
 ``mapInArrow`` that returns nothing (median of ``--crossings`` runs each). Every runner that folds rows in
 Python before the shuffle pays that crossing, which native Spark's partial aggregation does not.
+
+``--baseline REV`` adds the engine of git revision ``REV`` as one more side (``spark_bench.baseline_package``): a
+change to one stage shows there beside the same stage of the code before it, in the same session.
 """
 
 from __future__ import annotations
@@ -96,6 +99,8 @@ def main() -> None:
     parser.add_argument("--shuffle-partitions", type=int, default=4)
     parser.add_argument("--crossings", type=int, default=10)
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
+    parser.add_argument("--baseline", metavar="REV", default=None,
+                        help="also run the engine of git revision REV (its windowing/ package) beside this checkout's")
     args = parser.parse_args()
     for name, value in (("--events", args.events), ("--keys", args.keys), ("--rounds", args.rounds),
                         ("--shuffle-partitions", args.shuffle_partitions), ("--crossings", args.crossings)):
@@ -108,6 +113,10 @@ def main() -> None:
     # Spark's workers unpickle the sides' functions by reference to this directory's spark_bench module.
     here = str(Path(__file__).resolve().parent)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+    try:
+        baseline = bench.baseline_package(args.baseline, args.work) if args.baseline else None  # before the workers start
+    except ValueError as err:
+        parser.error(str(err))
     from pyspark.sql import SparkSession
 
     log = args.work / "event-log"
@@ -127,6 +136,8 @@ def main() -> None:
     sides = [("native", bench.native_sessions if sessions else bench.native_fixed),
              ("floor folded", bench.floor_folded),
              ("engine", bench.engine_sessions if sessions else bench.engine_fixed)]
+    if baseline is not None:
+        sides.append((f"engine at {args.baseline}", bench.engine_at(baseline)(args.windows)))
     for round_ in range(args.rounds):
         for side, build in sides if round_ % 2 == 0 else sides[::-1]:
             spark.sparkContext.setLocalProperty(SIDE, side)  # the query's thread inherits it, so its jobs carry it

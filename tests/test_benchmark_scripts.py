@@ -59,9 +59,11 @@ SPARK_RUNS = {
                        r"latency of a micro-batch(.|\n)*floor transformWithState/native(.|\n)*floor no timeout/native"
                        r"(.|\n)*foreachBatch runner sketch/native"
                        r"(.|\n)*engine at HEAD/native"),
-    "spark_stages.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "3", "--crossings", "1"], "--work",
+    "spark_stages.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "3", "--crossings", "1",
+                         "--baseline", "HEAD"], "--work",
                         r"(?m)^\W*native\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*^\W*floor folded\W+\d+(.|\n)*"
-                        r"^\W*engine\W+\d+(.|\n)*\d+ ms in the JVM only, \d+ ms through a mapInArrow returning nothing"),
+                        r"^\W*engine\W+\d+(.|\n)*^\W*engine at HEAD\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*"
+                        r"\d+ ms in the JVM only, \d+ ms through a mapInArrow returning nothing"),
     "splitter_bench.py": (["--size-gb", "0.011", "--configs", "1:2"], None,
                           r"data: \d+ MiB, 160,000 lines(.|\n)*\| 1 MiB, 2: \d+, \d+ \| splitter, all 4 columns \| [\d.]+ \|"),
     "splitter_start_cost.py": (["--repeat", "1"], None,
