@@ -265,8 +265,8 @@ def lift_and_pack(batches: Iterator[pa.RecordBatch], how: Lifting, lifted: pa.Sc
                   checked: bool = True, bucketing: Bucketing | None = None) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: `lift` the rows (in Arrow where `arrow_folded` can), then `pack` the
     lifted rows (of Arrow schema ``lifted``); the columns ``how.nullable`` arrive with their nulls
-    (`with_null_flags`). With ``bucketing`` the rows arrive without their bucket, integer keys only, and
-    get it as `with_buckets` would give it, after the fold where Arrow folds (`arrow_folded`)."""
+    (`with_null_flags`). With ``bucketing`` the rows arrive without their bucket and get the one `with_buckets`
+    would give them (`with_bucket_column`), after the fold where Arrow folds (`arrow_folded`)."""
     parts = [with_null_flags(batch, how.nullable) for batch in batches if batch.num_rows]
     if not parts:
         return
@@ -282,7 +282,8 @@ def lift_and_pack(batches: Iterator[pa.RecordBatch], how: Lifting, lifted: pa.Sc
 
 
 def with_bucket_column(table: pa.Table, how: Lifting, bucketing: Bucketing) -> pa.Table:
-    """``table`` (integer keys, nullable ones as value and null flag) with its rows' bucket labels first, as ``_b``."""
+    """``table`` with its rows' bucket labels first, as ``_b`` (`Bucketing.labels_of`): its keys are integers, nullable
+    ones as value and null flag (`with_null_flags`), or of any type with one bucket, where nothing is hashed."""
     keys = []
     for key in how.key_columns:
         values = table[key]
