@@ -25,8 +25,8 @@ AGGREGATIONS = {"total": Sum("amount"), "n": Count(), "present": Count("amount")
                 "high": Max("amount"), "small_total": Sum("small")}
 
 
-def _plan(aggregations: dict, sliding: bool = False):
-    builder = windowed(None, time="ts", key="key")
+def _plan(aggregations: dict, sliding: bool = False, keys: tuple[str, ...] = ("key",)):
+    builder = windowed(None, time="ts", key=list(keys))
     builder = builder.sliding(10, every=5) if sliding else builder.fixed(10)
     plan = plan_spark(builder.strategy(**aggregations), SCHEMA, 4)
     assert plan.lifting is not None
@@ -43,6 +43,8 @@ def _shipped(plan, keys, times, amounts, key_nulls=None, amount_nulls=None, pric
     inputs = {"amount": pa.array(amounts, pa.int64(), mask=amount_nulls),
               "small": pa.array(np.asarray(amounts) % 1000, pa.int32()),
               "price": pa.array(np.asarray(amounts if price is None else price, dtype=np.float64))}
+    if len(plan.lifting.key_columns) == 2:  # keyed by ("key", "small")
+        columns["_k1"] = inputs["small"]
     for i, column in enumerate(plan.input_columns):
         if column is not None:
             columns[f"_v{i}"] = inputs[column]
@@ -155,22 +157,23 @@ def _packed_rows(batches) -> list[tuple]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(rows=rows, value_nulls=st.booleans(), floats=st.booleans(), count=st.sampled_from([1, 2, 3, 200]))
-def test_rows_bucketed_after_the_fold_are_packed_as_rows_bucketed_before_it(rows, value_nulls, floats, count):
+@given(rows=rows, value_nulls=st.booleans(), floats=st.booleans(), count=st.sampled_from([1, 2, 3, 200]),
+       keys=st.sampled_from([("key",), ("key", "small")]))
+def test_rows_bucketed_after_the_fold_are_packed_as_rows_bucketed_before_it(rows, value_nulls, floats, count, keys):
     """``lift_and_pack`` with a ``bucketing`` gets rows without their bucket and labels the folded rows (or, where
     pandas folds: a null value, a float sum, the rows): the same packed rows as when every row came labelled,
-    as `with_buckets` labels them, null keys included."""
+    as `with_buckets` labels them, null keys and a second key column (an int after a bigint) included."""
     from windowing.runners.spark.buckets import Bucketing
     from windowing.runners.spark.combine import with_buckets
 
     aggregations = {**AGGREGATIONS, "spent": Sum("price")} if floats else AGGREGATIONS
-    plan = _plan(aggregations)
+    plan = _plan(aggregations, keys=keys)
     lifted, bucketing = to_arrow_schema(plan.lifted_schema), Bucketing(count)
-    keys, times, amounts, key_null = (list(c) for c in zip(*rows))
-    amount_nulls = [value_nulls and i % 3 == 0 for i in range(len(keys))]
-    shipped = _shipped(plan, keys, times, amounts, key_nulls=key_null, amount_nulls=amount_nulls).drop(["_b"])
+    key_values, times, amounts, key_null = (list(c) for c in zip(*rows))
+    amount_nulls = [value_nulls and i % 3 == 0 for i in range(len(key_values))]
+    shipped = _shipped(plan, key_values, times, amounts, key_nulls=key_null, amount_nulls=amount_nulls).drop(["_b"])
     unlabelled = shipped.to_batches(max_chunksize=7)
-    labelled = list(with_buckets(iter(unlabelled), 1, bucketing))
+    labelled = list(with_buckets(iter(unlabelled), len(keys), bucketing))
     after = list(lift_and_pack(iter(unlabelled), plan.lifting, lifted, bucketing=bucketing))
     before = list(lift_and_pack(iter(labelled), plan.lifting, lifted))
     assert _packed_rows(after) == _packed_rows(before)
