@@ -42,16 +42,23 @@ def acknowledge_arrivals_at_once() -> None:
     if not (hasattr(socket, "TCP_QUICKACK") and hasattr(select, "epoll")):
         return
     sockets: list[socket.socket] = []
+    arrivals = None
     try:
         sockets = _loopback_tcp_sockets()
         for sock in sockets:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sockets:  # set up here, not in the thread: on return the helper holds all it will hold
+            arrivals = select.epoll()
+            for sock in sockets:
+                arrivals.register(sock.fileno(), select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLET)
     except OSError:
         for sock in sockets:
             sock.close()
+        if arrivals is not None:
+            arrivals.close()
         return
-    if sockets:
-        threading.Thread(target=_acknowledge, args=(sockets,), name="windowing-quickack", daemon=True).start()
+    if arrivals is not None:
+        threading.Thread(target=_acknowledge, args=(arrivals, sockets), name="windowing-quickack", daemon=True).start()
 
 
 def _loopback_tcp_sockets() -> list[socket.socket]:
@@ -79,13 +86,11 @@ def _loopback_tcp_sockets() -> list[socket.socket]:
     return list(found.values())
 
 
-def _acknowledge(sockets: list[socket.socket]) -> None:
-    """Wait for data to arrive on ``sockets`` (edge-triggered: once per arrival, whether or not the
-    worker has read it yet) and acknowledge it at once; stop with the last connection closed."""
+def _acknowledge(arrivals: select.epoll, sockets: list[socket.socket]) -> None:
+    """Wait for data to arrive on ``sockets``, registered with ``arrivals`` (edge-triggered: once per arrival,
+    whether or not the worker has read it yet) and acknowledge it at once; stop with the last connection closed."""
     by_fd = {sock.fileno(): sock for sock in sockets}
-    with select.epoll() as arrivals:
-        for fd in by_fd:
-            arrivals.register(fd, select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLET)
+    with arrivals:
         while by_fd:
             for fd, events in arrivals.poll():
                 try:

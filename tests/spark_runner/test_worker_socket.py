@@ -70,6 +70,14 @@ def test_the_helper_takes_the_loopback_connection_only_and_lets_go_when_it_close
     assert not report["alive"] and report["left"] == 0
 
 
+def test_the_helper_holds_its_descriptors_when_the_call_returns_before_its_thread_runs():
+    """Its epoll and its duplicates are made by the call, not by the thread, so the count above waits on
+    nothing: here the thread never starts (kept, not started), and the call still took all three."""
+    never_started = "unstarted = []\nthreading.Thread.start = lambda self: unstarted.append(self)\n"
+    report = _in_fresh_process(never_started + "acknowledge_arrivals_at_once()")
+    assert report["helpers"] == 0 and report["taken"] == 3 and report["nodelay"] == [True, True]
+
+
 def test_a_function_shipped_without_quick_ack_leaves_the_sockets_alone():
     ship = ("import pickle; from pyspark import cloudpickle; from windowing.runners.spark.worker_python import on_workers\n"
             "shipped = pickle.loads(cloudpickle.dumps(on_workers(lambda rows: sum(rows), {flag})))\n"
