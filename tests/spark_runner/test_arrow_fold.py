@@ -145,14 +145,18 @@ def test_null_flags_made_in_arrow_keep_every_value_exact_and_flag_exactly_the_nu
 
 def _packed_rows(batches) -> list[tuple]:
     """The rows in packed batches, unpacked, each with its packed row's bucket (a null flag's null list: no
-    null in that packed row); sorted."""
+    null in that packed row; any other null list fails); sorted."""
+    from windowing.runners.spark.wire import WIRE
+
     out = []
     for batch in batches:
         table = pa.Table.from_batches([batch])
+        names = [name for name in table.column_names if name not in ("_b", "_tmax")]
         for i, bucket in enumerate(table["_b"].to_pylist()):
-            rows = len(table["_t"][i].as_py())
-            cells = [table[name][i].as_py() or [False] * rows for name in table.column_names if name not in ("_b", "_tmax")]
-            out += [(bucket, *row) for row in zip(*cells)]
+            cells = {name: table[name][i].as_py() for name in names}
+            rows = len(cells["_t"])
+            out += [(bucket, *row) for row in zip(*[[False] * rows if cell is None and WIRE.is_null_flag(name) else cell
+                                                     for name, cell in cells.items()])]
     return sorted(out, key=repr)
 
 
