@@ -19,7 +19,8 @@ median milliseconds of a micro-batch and of its Spark jobs, every side (``addBat
 Streaming's bookkeeping, the same work for every side), state bytes per open window (one
 bucket's window table encoded), and the latency of a small micro-batch: the median
 ``triggerExecution`` time of micro-batches of ``--latency-events`` events on as many keys (one
-file each, the first batch, which plans the query, left out).
+file each, the first batch, which plans the query, left out). Last, every side against native in each round
+(`round_by_round`): the drift within the run, beside the medians.
 ``--floor`` adds two more sides, `floor_folded` and `floor_unfolded`: the same stream through
 do-nothing Python of the engine's shape on ``applyInPandasWithState`` (with and without a
 ``mapInArrow`` before the shuffle), the least any runner built on that API pays, with their CPU seconds
@@ -588,6 +589,14 @@ def main() -> None:
                 **{f"{side}/native": round(median(runs["latency", shape, side]) / median(runs["latency", shape, "native"]), 2)
                    for side, _ in extra_sides}}
                for shape in args.windows]
+    compared = ["engine", *(side for side, _ in extra_sides)]
+    rounds = [{"keys": keys, "windows": shape, "side": side, "/native, round by round": round_by_round(
+                   [r[0] for r in runs[keys, shape, "native"]], [r[0] for r in runs[keys, shape, side]])}
+              for keys, shape, _, _ in cases for side in compared]
+    rounds += [{"keys": args.latency_events, "windows": f"{shape}, latency", "side": side,
+                "/native, round by round": round_by_round(runs["latency", shape, side], runs["latency", shape, "native"],
+                                                         args.latency_batches - 1)}
+               for shape in args.windows for side in compared]
     # The settings as the session holds them (read back: the runner reads them there).
     buckets = spark.conf.get("windowing.spark.buckets", None) or f"{args.shuffle_partitions} (default: one per shuffle partition)"
     settings = [setting.partition("=")[0] for setting in args.conf]
@@ -601,8 +610,24 @@ def main() -> None:
     print(f"latency of a micro-batch of {args.latency_events} events on {args.latency_events} keys "
           f"(median triggerExecution over {args.rounds} x {args.latency_batches - 1} batches)")
     print(table(latency))
+    print()
+    print("each side against native in each round (throughput: native's time over the side's; latency: the side's "
+          "median over native's)")
+    print(table(rounds))
     spark.stop()
     shutil.rmtree(args.work / "chk", ignore_errors=True)
+
+
+def round_by_round(numerator: list[float], denominator: list[float], per_round: int = 1) -> str:
+    """The ratio of two sides' medians in each round, ``per_round`` figures of each side a round, as text.
+
+    Each round runs every side once, one after the other, so a round's ratio compares queries that ran minutes
+    apart, while the medians over rounds above pair sides that ran up to the whole run apart: the spread of
+    these ratios is the drift within the run, the margin by which a target is met or missed in it."""
+    if len(numerator) != len(denominator) or len(numerator) % per_round:
+        raise ValueError(f"{len(numerator)} and {len(denominator)} figures: not rounds of {per_round} each")
+    return " ".join(f"{np.median(numerator[i:i + per_round]) / np.median(denominator[i:i + per_round]):.2f}"
+                    for i in range(0, len(numerator), per_round))
 
 
 def table(rows: list[dict]) -> str:

@@ -58,7 +58,9 @@ SPARK_RUNS = {
                        r"^ +20 +sessions +\d+ +\d+ +[\d.]+ (.|\n)*"
                        r"latency of a micro-batch(.|\n)*floor transformWithState/native(.|\n)*floor no timeout/native"
                        r"(.|\n)*foreachBatch runner sketch/native"
-                       r"(.|\n)*engine at HEAD/native"),
+                       r"(.|\n)*engine at HEAD/native(.|\n)*round by round"
+                       r"(.|\n)*^ +20 +sessions +engine at HEAD +[\d.]+ *$"
+                       r"(.|\n)*^ +10 +fixed, latency +floor folded +[\d.]+ *$"),
     "spark_stages.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "3", "--crossings", "1",
                          "--baseline", "HEAD"], "--work",
                         r"(?m)^\W*native\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*^\W*floor folded\W+\d+(.|\n)*"
@@ -158,6 +160,15 @@ def test_spark_bench_baseline_runs_the_engine_of_a_revision_under_its_own_name(t
     frame = pd.DataFrame({"k": [1, 1, 2], "t": [1, 2, 15], "x": [3, 4, 5]})
     panes = baseline.windowed(frame, time="t", key="k").fixed(10).aggregate(Sum("x"))
     assert list(zip(panes["k"], panes["window_start"], panes["value"])) == [(1, 0, 7), (2, 10, 5)]
+
+
+def test_spark_bench_pairs_the_sides_round_by_round(monkeypatch) -> None:
+    spark_bench = _spark_bench(monkeypatch)
+    assert spark_bench.round_by_round([2.0, 3.0], [1.0, 4.0]) == "2.00 0.75"
+    # latency: two timed micro-batches a round, each round's medians compared
+    assert spark_bench.round_by_round([10, 30, 5, 5], [10, 10, 20, 40], per_round=2) == "2.00 0.17"
+    with pytest.raises(ValueError, match="3 and 4 figures: not rounds of 2 each"):
+        spark_bench.round_by_round([1, 2, 3], [1, 2, 3, 4], per_round=2)
 
 
 def test_spark_bench_refuses_a_baseline_git_does_not_know(tmp_path: Path, monkeypatch) -> None:
