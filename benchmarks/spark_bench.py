@@ -12,8 +12,10 @@ micro-batches' rows into N files each, N input partitions), written to the ``noo
 The runner's defaults: no ``windowing.spark.*`` setting (one key bucket per shuffle partition)
 unless ``--buckets`` is given. Rounds are interleaved (native then engine for every case, the
 order swapped every other round) in one SparkSession, and each figure is the median over the
-rounds. Event times advance through the data with bounded out-of-order jitter; for sessions
-every key alternates 10 minutes of activity and 10 minutes of pause, so sessions close. Also
+rounds, after ``--warmup-rounds`` (default 1) not counted: the session's first query of a shape paid
+the JVM's warm-up (native's first query took twice its later time), which fell on whichever side ran
+first. Event times advance through the data with bounded out-of-order jitter; for sessions every key
+alternates 10 minutes of activity and 10 minutes of pause, so sessions close. Also
 reported: CPU seconds of Spark's JVM and of its Python processes per query (``spark_cpu``), the
 median milliseconds of a micro-batch and of its Spark jobs, every side (``addBatch``; the rest is Structured
 Streaming's bookkeeping, the same work for every side), state bytes per open window (one
@@ -436,6 +438,9 @@ def main() -> None:
     parser.add_argument("--keys", type=int, nargs="+", default=[1000, 100_000])
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--warmup-rounds", type=int, default=1,
+                        help="rounds run first and not counted (default 1): the session's first query of each shape "
+                             "pays the JVM's warm-up, which fell on whichever side ran first")
     parser.add_argument("--buckets", type=int, default=None, help="windowing.spark.buckets (default: unset)")
     parser.add_argument("--shuffle-partitions", type=int, default=4)
     parser.add_argument("--windows", nargs="+", choices=["fixed", "sessions"], default=["fixed", "sessions"],
@@ -468,6 +473,8 @@ def main() -> None:
                         help="a Spark setting of the benchmark's session (repeatable), e.g. "
                              "spark.python.unix.domain.socket.enabled=true")
     args = parser.parse_args()
+    if args.warmup_rounds < 0:
+        parser.error(f"--warmup-rounds {args.warmup_rounds}: give 0 or more")
     for name, value in (("--events", args.events), ("--rounds", args.rounds),
                         ("--shuffle-partitions", args.shuffle_partitions),
                         ("--files-per-batch", args.files_per_batch), *(("--keys", k) for k in args.keys)):
@@ -530,7 +537,9 @@ def main() -> None:
         """The case's data: ``--batches`` micro-batches of ``--files-per-batch`` files each."""
         return make_data(args.work, args.events, keys, args.batches * args.files_per_batch, shape == "sessions")
 
-    for round_ in range(args.rounds):
+    for round_ in range(-args.warmup_rounds, args.rounds):
+        kept = runs if round_ >= 0 else {}  # a warm-up round's figures are thrown away
+        name = f"round {round_ + 1}" if round_ >= 0 else "warm-up round"
         for keys, shape, native, engine in cases:
             data = case_data(keys, shape)
             sides = sides_of(shape, native, engine)
@@ -540,16 +549,16 @@ def main() -> None:
                 if len(run[3]) != args.batches:  # every figure per micro-batch assumes the micro-batches asked for
                     raise SystemExit(f"{side}, {keys} keys, {shape}: {len(run[3])} micro-batches read rows, "
                                      f"{args.batches} of {args.files_per_batch} file(s) each expected")
-                runs.setdefault((keys, shape, side), []).append(run)
-            print(f"round {round_ + 1}: {keys} keys, {shape}: native {runs[keys, shape, 'native'][-1][0]:.1f} s, "
-                  f"engine {runs[keys, shape, 'engine'][-1][0]:.1f} s", flush=True)
+                kept.setdefault((keys, shape, side), []).append(run)
+            print(f"{name}: {keys} keys, {shape}: native {kept[keys, shape, 'native'][-1][0]:.1f} s, "
+                  f"engine {kept[keys, shape, 'engine'][-1][0]:.1f} s", flush=True)
         for shape, native, engine in shapes:
             data = make_data(args.work, args.latency_events * args.latency_batches, args.latency_events,
                              args.latency_batches, shape == "sessions")
             for side, build in sides_of(shape, native, engine):
                 with side_settings(spark, side):
                     batches = run_query(spark, data, build, args.work / "chk")[3][1:]  # the first batch plans the query
-                runs.setdefault(("latency", shape, side), []).extend(b["triggerExecution"] for b in batches)
+                kept.setdefault(("latency", shape, side), []).extend(b["triggerExecution"] for b in batches)
 
     if args.profile:
         for keys, shape, _, engine in cases:
@@ -603,7 +612,7 @@ def main() -> None:
     print()
     print(f"{args.events} events, {args.batches} micro-batches of {args.files_per_batch} file(s), local[2], "
           f"{args.shuffle_partitions} shuffle partitions, "
-          f"{buckets} buckets, medians of {args.rounds} interleaved rounds"
+          f"{buckets} buckets, medians of {args.rounds} interleaved rounds after {args.warmup_rounds} not counted"
           + "".join(f", {key}={spark.conf.get(key, None)}" for key in settings))
     print(table(rows))
     print()
