@@ -7,7 +7,8 @@ session settings, interleaved rounds) and splits each micro-batch's jobs into th
 the shuffle (the scan, and native's partial aggregation or the runner's ``mapInArrow`` fold; one task, since a
 micro-batch is one Parquet file of one row group) and the stateful one after it (one task per shuffle
 partition). For each it prints the median stage time (submission to completion) and the median task's wall
-and JVM CPU milliseconds, over the micro-batches after the first (which plans the query), every round.
+and JVM CPU milliseconds, over the micro-batches after the first (which plans the query), every round after
+``--warmup-rounds`` not counted (default 1, as ``spark_bench.py``'s: the JVM's warm-up fell on the first side).
 
 It also times what moving one micro-batch's rows into a Python worker and back costs by itself: a batch
 query over one micro-batch's file written to the ``noop`` sink, once in the JVM only and once through a
@@ -96,6 +97,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--windows", choices=["fixed", "sessions"], default="fixed")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup-rounds", type=int, default=1,
+                        help="rounds run first and not counted (default 1), as spark_bench.py's")
     parser.add_argument("--shuffle-partitions", type=int, default=4)
     parser.add_argument("--crossings", type=int, default=10)
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
@@ -106,6 +109,8 @@ def main() -> None:
                         ("--shuffle-partitions", args.shuffle_partitions), ("--crossings", args.crossings)):
         if value < 1:
             parser.error(f"{name} {value}: give at least 1")
+    if args.warmup_rounds < 0:
+        parser.error(f"--warmup-rounds {args.warmup_rounds}: give 0 or more")
     if args.batches < 3:
         parser.error(f"--batches {args.batches}: give at least 3 (the first micro-batch plans the query and is left out)")
 
@@ -138,11 +143,12 @@ def main() -> None:
              ("engine", bench.engine_sessions if sessions else bench.engine_fixed)]
     if baseline is not None:
         sides.append((f"engine at {args.baseline}", bench.engine_at(baseline)(args.windows)))
-    for round_ in range(args.rounds):
+    for round_ in range(-args.warmup_rounds, args.rounds):
         for side, build in sides if round_ % 2 == 0 else sides[::-1]:
-            spark.sparkContext.setLocalProperty(SIDE, side)  # the query's thread inherits it, so its jobs carry it
+            # The query's thread inherits the label, so its jobs carry it; a warm-up round's label is never read.
+            spark.sparkContext.setLocalProperty(SIDE, side if round_ >= 0 else f"warm-up: {side}")
             bench.run_query(spark, data, build, args.work / "chk")
-        print(f"round {round_ + 1} done", flush=True)
+        print(f"round {round_ + 1} done" if round_ >= 0 else "warm-up round done", flush=True)
     spark.sparkContext.setLocalProperty(SIDE, None)
     jvm, python = crossing_ms(spark, sorted(data.glob("*.parquet"))[0], args.crossings)
     spark.stop()
@@ -151,7 +157,7 @@ def main() -> None:
     times = stage_times(log, 1, args.batches - 1)
     print(f"\n{args.events} events, {args.keys} keys, {args.windows} windows, {args.batches} micro-batches, local[2], "
           f"{args.shuffle_partitions} shuffle partitions; medians over micro-batches 1 to {args.batches - 1} "
-          f"of {args.rounds} interleaved rounds")
+          f"of {args.rounds} interleaved rounds after {args.warmup_rounds} not counted")
     rows = []
     for side, _ in sides:
         row: dict[str, object] = {"side": side}

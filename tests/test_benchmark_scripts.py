@@ -64,7 +64,8 @@ SPARK_RUNS = {
                        r"(.|\n)*^ +10 +fixed, latency +floor folded +[\d.]+ *$"),
     "spark_stages.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "3", "--crossings", "1",
                          "--baseline", "HEAD"], "--work",
-                        r"(?m)^\W*native\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*^\W*floor folded\W+\d+(.|\n)*"
+                        r"(?m)^warm-up round done\n^round 1 done(.|\n)*interleaved rounds after 1 not counted\n"
+                        r"(.|\n)*^\W*native\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*^\W*floor folded\W+\d+(.|\n)*"
                         r"^\W*engine\W+\d+(.|\n)*^\W*engine at HEAD\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*"
                         r"\d+ ms in the JVM only, \d+ ms through a mapInArrow returning nothing"),
     "splitter_bench.py": (["--size-gb", "0.011", "--configs", "1:2"], None,
