@@ -13,7 +13,7 @@ The runner's defaults: no ``windowing.spark.*`` setting (one key bucket per shuf
 unless ``--buckets`` is given. Rounds are interleaved (native then engine for every case, the
 order swapped every other round) in one SparkSession, and each figure is the median over the
 rounds, after ``--warmup-rounds`` (default 1) not counted: the session's first query of a shape paid
-the JVM's warm-up (native's first query took up to three times its later time), which fell on whichever side ran
+the JVM's warm-up (native's first query took about three times its later time), which fell on whichever side ran
 first. Event times advance through the data with bounded out-of-order jitter; for sessions every key
 alternates 10 minutes of activity and 10 minutes of pause, so sessions close. Also
 reported: CPU seconds of Spark's JVM and of its Python processes per query (``spark_cpu``), the
