@@ -9,6 +9,10 @@ micro-batch is one Parquet file of one row group) and the stateful one after it 
 partition). For each it prints the median stage time (submission to completion) and the median task's wall
 and JVM CPU milliseconds, over the micro-batches after the first (which plans the query), every round after
 ``--warmup-rounds`` not counted (default 1, as ``spark_bench.py``'s: the JVM's warm-up fell on the first side).
+A second table splits the stateful task by Spark's own metrics of it (`STATEFUL_METRICS`): the rows' processing
+with the exchanges with Python, the state store's commit, the time Python workers ran. ``--floor-no-timeout`` adds
+``spark_bench.floor_no_timeout``, the folded floor without Spark's pass over timed-out keys: beside the folded
+floor, what that pass costs a task.
 
 It also times what moving one micro-batch's rows into a Python worker and back costs by itself: a batch
 query over one micro-batch's file written to the ``noop`` sink, once in the JVM only and once through a
@@ -39,11 +43,16 @@ import spark_bench as bench  # noqa: E402
 
 SIDE = "spark_stages.side"
 BATCH = "streaming.sql.batchId"  # set by Structured Streaming on every job of a micro-batch
+#: Spark's own metrics of a stateful task, milliseconds: the rows' processing (with a timeout, the timed-out keys'
+#: too; on ``applyInPandasWithState`` the exchanges with the Python worker), the state store's commit, and the
+#: time Python workers ran (Spark 4.1 and later; none for native Spark's stateful operators).
+STATEFUL_METRICS = ("time to update", "time to commit changes", "time to run Python workers")
 
 
 def stage_times(log: Path, first_batch: int, last_batch: int) -> dict[str, dict[str, list[tuple[float, ...]]]]:
     """From the event log under ``log``: per side and stage (``before shuffle``, ``stateful``), the stage's wall
-    milliseconds and its tasks' (wall, JVM CPU) milliseconds, for micro-batches ``first_batch..last_batch``."""
+    milliseconds and its tasks' (wall, JVM CPU) milliseconds, for micro-batches ``first_batch..last_batch``; and
+    per side, each stateful task's `STATEFUL_METRICS` (``stateful metrics``; None where the task has none)."""
     events = [json.loads(line) for path in sorted(log.rglob("*")) if path.is_file() and not path.name.startswith(".")
               and "appstatus" not in path.name for line in path.read_text().splitlines()]
     stage_of: dict[int, tuple[str, str]] = {}  # stage id: (side, kind)
@@ -67,7 +76,20 @@ def stage_times(log: Path, first_batch: int, last_batch: int) -> dict[str, dict[
             side, kind = stage_of[event["Stage ID"]]
             task, metrics = event["Task Info"], event["Task Metrics"]
             out[side][f"{kind} task"].append((task["Finish Time"] - task["Launch Time"], metrics["Executor CPU Time"] / 1e6))
+            if kind == "stateful":
+                updates = {item["Name"]: item.get("Update") for item in task.get("Accumulables", [])}
+                out[side]["stateful metrics"].append(tuple(
+                    None if updates.get(name) is None else float(updates[name]) for name in STATEFUL_METRICS))
     return out
+
+
+def stateful_row(side: str, tasks: list[tuple[float, ...]], metrics: list[tuple[float | None, ...]]) -> dict[str, object]:
+    """A side's stateful tasks, median wall milliseconds and median of each of `STATEFUL_METRICS`."""
+    row: dict[str, object] = {"side": side, "task wall ms": round(float(np.median([t[0] for t in tasks])))}
+    for i, name in enumerate(STATEFUL_METRICS):
+        values = [m[i] for m in metrics if m[i] is not None]
+        row[f"{name} ms"] = round(float(np.median(values))) if values else "-"
+    return row
 
 
 def crossing_ms(spark, file: Path, runs: int) -> tuple[float, float]:
@@ -104,6 +126,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
     parser.add_argument("--baseline", metavar="REV", default=None,
                         help="also run the engine of git revision REV (its windowing/ package) beside this checkout's")
+    parser.add_argument("--floor-no-timeout", action="store_true",
+                        help="also run spark_bench.floor_no_timeout: the folded floor without Spark's timeout pass")
     args = parser.parse_args()
     for name, value in (("--events", args.events), ("--keys", args.keys), ("--rounds", args.rounds),
                         ("--shuffle-partitions", args.shuffle_partitions), ("--crossings", args.crossings)):
@@ -141,6 +165,8 @@ def main() -> None:
     sides = [("native", bench.native_sessions if sessions else bench.native_fixed),
              ("floor folded", bench.floor_folded),
              ("engine", bench.engine_sessions if sessions else bench.engine_fixed)]
+    if args.floor_no_timeout:
+        sides.insert(2, ("floor no timeout", bench.floor_no_timeout))
     if baseline is not None:
         sides.append((f"engine at {args.baseline}", bench.engine_at(baseline)(args.windows)))
     for round_ in range(-args.warmup_rounds, args.rounds):
@@ -169,6 +195,10 @@ def main() -> None:
             row[f"{kind}: task JVM CPU ms"] = round(float(np.median([t[1] for t in tasks])))
         rows.append(row)
     print(bench.table(rows))
+    print("\nthe stateful tasks by Spark's own metrics (median ms per task; time to update: the rows and the timed-out "
+          "keys, with the Python exchanges; \"-\": the side's tasks have no such metric)")
+    print(bench.table([stateful_row(side, times[side]["stateful task"], times[side]["stateful metrics"])
+                       for side, _ in sides]))
     print(f"\none micro-batch's file ({args.events // args.batches} rows) to the noop sink, batch query, median of "
           f"{args.crossings}: {jvm:.0f} ms in the JVM only, {python:.0f} ms through a mapInArrow returning nothing")
 

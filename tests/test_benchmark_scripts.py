@@ -64,10 +64,13 @@ SPARK_RUNS = {
                        r"(.|\n)*^ +20 +sessions +engine at HEAD +[\d.]+ *$"
                        r"(.|\n)*^ +10 +fixed, latency +floor folded +[\d.]+ *$"),
     "spark_stages.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "3", "--crossings", "1",
-                         "--baseline", "HEAD"], "--work",
+                         "--baseline", "HEAD", "--floor-no-timeout"], "--work",
                         r"(?m)^warm-up round done\n^round 1 done(.|\n)*interleaved rounds after 1 not counted\n"
                         r"(.|\n)*^\W*native\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*^\W*floor folded\W+\d+(.|\n)*"
+                        r"^\W*floor no timeout\W+\d+(.|\n)*"
                         r"^\W*engine\W+\d+(.|\n)*^\W*engine at HEAD\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*"
+                        r"^the stateful tasks by Spark's own metrics(.|\n)*^ *native +\d+ +\d+ +\d+ +- *$(.|\n)*"
+                        r"^ *floor no timeout +\d+ +\d+ +\d+ +\d+ *$(.|\n)*^ *engine +\d+ +\d+ +\d+ +\d+ *$(.|\n)*"
                         r"\d+ ms in the JVM only, \d+ ms through a mapInArrow returning nothing"),
     "splitter_bench.py": (["--size-gb", "0.011", "--configs", "1:2"], None,
                           r"data: \d+ MiB, 160,000 lines(.|\n)*\| 1 MiB, 2: \d+, \d+ \| splitter, all 4 columns \| [\d.]+ \|"),
@@ -157,6 +160,38 @@ def test_spark_stages_counts_only_the_labelled_jobs_of_the_micro_batches_asked(t
     assert list(times) == ["native"]
     assert times["native"]["before shuffle stage"] == [(20,), (40,)]
     assert times["native"]["before shuffle task"] == [(10, 2.0), (20, 4.0)]
+
+
+def test_spark_stages_reads_spark_s_metrics_of_the_stateful_tasks(tmp_path: Path, monkeypatch) -> None:
+    """Each stateful task's update, commit and Python times, as Spark logged them; a side whose tasks lack one
+    (native Spark runs no Python) gets "-", not a zero."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    import spark_stages
+
+    def stateful_job(stage: int, side: str, metrics: dict[str, object]) -> list[dict]:
+        return [{"Event": "SparkListenerJobStart", "Properties": {spark_stages.BATCH: "1", spark_stages.SIDE: side},
+                 "Stage Infos": [{"Stage ID": stage, "Parent IDs": [stage - 1]}]},
+                {"Event": "SparkListenerTaskEnd", "Stage ID": stage,
+                 "Task Info": {"Launch Time": 0, "Finish Time": 70,
+                               "Accumulables": [{"Name": name, "Update": value} for name, value in metrics.items()]
+                               + [{"Name": "number of output rows", "Update": 5}]},
+                 "Task Metrics": {"Executor CPU Time": 1e7}}]
+
+    events = (stateful_job(2, "native", {"time to update": 14, "time to commit changes": "31"})
+              + stateful_job(4, "floor folded", {"time to update": 18, "time to commit changes": 38,
+                                                 "time to run Python workers": 15})
+              + stateful_job(6, "floor folded", {"time to update": 20, "time to commit changes": 36,
+                                                 "time to run Python workers": 17}))
+    (tmp_path / "app").write_text("\n".join(json.dumps(event) for event in events))
+    times = spark_stages.stage_times(tmp_path, 1, 1)
+    assert times["native"]["stateful metrics"] == [(14.0, 31.0, None)]
+    assert spark_stages.stateful_row("native", times["native"]["stateful task"], times["native"]["stateful metrics"]) \
+        == {"side": "native", "task wall ms": 70, "time to update ms": 14, "time to commit changes ms": 31,
+            "time to run Python workers ms": "-"}
+    floor = spark_stages.stateful_row("floor folded", times["floor folded"]["stateful task"],
+                                      times["floor folded"]["stateful metrics"])
+    assert floor["time to update ms"] == 19 and floor["time to run Python workers ms"] == 16
 
 
 def test_kv_call_overhead_refuses_fewer_keys_than_its_largest_call(tmp_path: Path) -> None:
