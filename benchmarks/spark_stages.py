@@ -45,7 +45,7 @@ SIDE = "spark_stages.side"
 BATCH = "streaming.sql.batchId"  # set by Structured Streaming on every job of a micro-batch
 #: Spark's own metrics of a stateful task, milliseconds: the rows' processing (with a timeout, the timed-out keys'
 #: too; on ``applyInPandasWithState`` the exchanges with the Python worker), the state store's commit, and the
-#: time Python workers ran (Spark 4.1 and later; none for native Spark's stateful operators).
+#: time Python workers ran (logged by pyspark 4.3's Spark; none for native Spark's stateful operators).
 STATEFUL_METRICS = ("time to update", "time to commit changes", "time to run Python workers")
 
 
