@@ -102,6 +102,20 @@ def make_data(root: Path, events: int, keys: int, files: int, sessions: bool, se
     return out
 
 
+def split_settings(settings: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``--conf KEY=VALUE`` settings as the session builder's (``spark.*``) and the session's (the runner's own
+    ``windowing.spark.*``: given to the builder they would reach the session too, but Spark's launcher warns
+    "Ignoring non-Spark config property" for each); a setting without ``=`` is refused by name."""
+    builder: dict[str, str] = {}
+    session: dict[str, str] = {}
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep:
+            raise ValueError(f"--conf {setting!r}: give KEY=VALUE")
+        (builder if key.startswith("spark.") else session)[key] = value
+    return builder, session
+
+
 def run_query(spark, data: Path, build, checkpoints: Path, files_per_batch: int = 1) -> tuple[float, float, float, list[dict]]:
     """Wall seconds, CPU seconds of the JVM and of Spark's Python processes, and the ``durationMs`` of every
     micro-batch that read rows (``triggerExecution``, the whole micro-batch; ``addBatch``, its Spark jobs; the
@@ -501,17 +515,14 @@ def main() -> None:
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", "3g"))
-    # The runner's own settings (windowing.spark.*) are the session's: given to the builder, they would reach
-    # the session too, but Spark's launcher warns "Ignoring non-Spark config property" for each of them.
-    session_settings = {} if args.buckets is None else {"windowing.spark.buckets": str(args.buckets)}
-    for setting in args.conf:
-        key, sep, value = setting.partition("=")
-        if not sep:
-            parser.error(f"--conf {setting!r}: give KEY=VALUE")
-        if key.startswith("spark."):
-            builder = builder.config(key, value)
-        else:
-            session_settings[key] = value
+    try:
+        builder_settings, session_settings = split_settings(args.conf)
+    except ValueError as err:
+        parser.error(str(err))
+    for key, value in builder_settings.items():
+        builder = builder.config(key, value)
+    if args.buckets is not None:
+        session_settings["windowing.spark.buckets"] = str(args.buckets)
     shutil.rmtree(args.work / "chk", ignore_errors=True)  # the checkpoints of an earlier run (`run_query`)
     spark = builder.getOrCreate()
     for key, value in session_settings.items():

@@ -12,7 +12,7 @@ and JVM CPU milliseconds, over the micro-batches after the first (which plans th
 A second table splits the stateful task by Spark's own metrics of it (`STATEFUL_METRICS`): the rows' processing
 with the exchanges with Python, the state store's commit, the time Python workers ran. ``--floor-no-timeout`` adds
 ``spark_bench.floor_no_timeout``, the folded floor without Spark's pass over timed-out keys: beside the folded
-floor, what that pass costs a task.
+floor, what that pass costs a task. ``--conf KEY=VALUE`` sets a Spark setting of the session, as in ``spark_bench.py``.
 
 It also times what moving one micro-batch's rows into a Python worker and back costs by itself: a batch
 query over one micro-batch's file written to the ``noop`` sink, once in the JVM only and once through a
@@ -128,6 +128,8 @@ def main() -> None:
                         help="also run the engine of git revision REV (its windowing/ package) beside this checkout's")
     parser.add_argument("--floor-no-timeout", action="store_true",
                         help="also run spark_bench.floor_no_timeout: the folded floor without Spark's timeout pass")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting of the session (repeatable), as spark_bench.py's --conf")
     args = parser.parse_args()
     for name, value in (("--events", args.events), ("--keys", args.keys), ("--rounds", args.rounds),
                         ("--shuffle-partitions", args.shuffle_partitions), ("--crossings", args.crossings)):
@@ -137,6 +139,10 @@ def main() -> None:
         parser.error(f"--warmup-rounds {args.warmup_rounds}: give 0 or more")
     if args.batches < 3:
         parser.error(f"--batches {args.batches}: give at least 3 (the first micro-batch plans the query and is left out)")
+    try:
+        builder_settings, session_settings = bench.split_settings(args.conf)
+    except ValueError as err:
+        parser.error(str(err))
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     # Spark's workers unpickle the sides' functions by reference to this directory's spark_bench module.
@@ -152,12 +158,19 @@ def main() -> None:
     shutil.rmtree(log, ignore_errors=True)
     shutil.rmtree(args.work / "chk", ignore_errors=True)  # the checkpoints of an earlier run (`spark_bench.run_query`)
     log.mkdir(parents=True)
-    spark = (SparkSession.builder.master("local[2]").appName("spark_stages")
-             .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "3g")
-             .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", str(log))
-             .config("spark.eventLog.compress", "false").getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("spark_stages")
+               .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "3g")
+               .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", str(log))
+               .config("spark.eventLog.compress", "false"))
+    for key, value in builder_settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    for key, value in session_settings.items():
+        spark.conf.set(key, value)
+    # The settings as the session holds them (read back, as spark_bench.py prints them).
+    settings = "".join(f", {key}={spark.conf.get(key, None)}" for key in [*builder_settings, *session_settings])
     spark.sparkContext.setLogLevel("ERROR")
 
     sessions = args.windows == "sessions"
@@ -184,7 +197,8 @@ def main() -> None:
     times = stage_times(log, 1, args.batches - 1)
     print(f"\n{args.events} events, {args.keys} keys, {args.windows} windows, {args.batches} micro-batches, local[2], "
           f"{args.shuffle_partitions} shuffle partitions; medians over micro-batches 1 to {args.batches - 1} "
-          f"of {args.rounds} interleaved rounds after {args.warmup_rounds} not counted")
+          f"of {args.rounds} interleaved rounds after {args.warmup_rounds} not counted"
+          + settings)
     rows = []
     for side, _ in sides:
         row: dict[str, object] = {"side": side}

@@ -64,8 +64,9 @@ SPARK_RUNS = {
                        r"(.|\n)*^ +20 +sessions +engine at HEAD +[\d.]+ *$"
                        r"(.|\n)*^ +10 +fixed, latency +floor folded +[\d.]+ *$"),
     "spark_stages.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "3", "--crossings", "1",
-                         "--baseline", "HEAD", "--floor-no-timeout"], "--work",
-                        r"(?m)^warm-up round done\n^round 1 done(.|\n)*interleaved rounds after 1 not counted\n"
+                         "--baseline", "HEAD", "--floor-no-timeout", "--conf", "windowing.spark.quickAck=true"], "--work",
+                        r"(?m)^warm-up round done\n^round 1 done(.|\n)*interleaved rounds after 1 not counted, "
+                        r"windowing.spark.quickAck=true\n"
                         r"(.|\n)*^\W*native\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*^\W*floor folded\W+\d+(.|\n)*"
                         r"^\W*floor no timeout\W+\d+(.|\n)*"
                         r"^\W*engine\W+\d+(.|\n)*^\W*engine at HEAD\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*"
@@ -129,6 +130,19 @@ def test_splitter_scripts_refuse_a_size_that_writes_no_line(script: str, tmp_pat
     assert done.returncode == 2
     assert "--size-gb 0.001 writes no line: each of the 16 files holds whole blocks of 695,000 bytes; give at least 0.0107" \
         in done.stderr
+
+
+@pytest.mark.parametrize("script", ["spark_bench.py", "spark_stages.py"])
+def test_spark_scripts_refuse_a_setting_without_a_value(script: str, tmp_path: Path) -> None:
+    done = _run(script, ["--conf", "spark.sql.shuffle.partitions"], tmp_path)
+    assert done.returncode == 2
+    assert "--conf 'spark.sql.shuffle.partitions': give KEY=VALUE" in done.stderr
+
+
+def test_spark_bench_gives_spark_s_settings_to_the_builder_and_the_runner_s_to_the_session(monkeypatch) -> None:
+    spark_bench = _spark_bench(monkeypatch)
+    assert spark_bench.split_settings(["spark.a=1", "windowing.spark.quickAck=false", "spark.b=x=y"]) == (
+        {"spark.a": "1", "spark.b": "x=y"}, {"windowing.spark.quickAck": "false"})
 
 
 @pytest.mark.parametrize("script", ["spark_bench.py", "spark_stages.py"])
