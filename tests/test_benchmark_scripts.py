@@ -13,6 +13,7 @@ venv lacks.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -140,7 +141,7 @@ def test_spark_scripts_refuse_a_setting_without_a_value(script: str, tmp_path: P
 
 
 def test_spark_bench_gives_spark_s_settings_to_the_builder_and_the_runner_s_to_the_session(monkeypatch) -> None:
-    spark_bench = _spark_bench(monkeypatch)
+    spark_bench = _spark_script(monkeypatch)
     assert spark_bench.split_settings(["spark.a=1", "windowing.spark.quickAck=false", "spark.b=x=y"]) == (
         {"spark.a": "1", "spark.b": "x=y"}, {"windowing.spark.quickAck": "false"})
 
@@ -154,9 +155,7 @@ def test_spark_scripts_refuse_a_negative_warmup(script: str, tmp_path: Path) -> 
 
 def test_spark_stages_counts_only_the_labelled_jobs_of_the_micro_batches_asked(tmp_path: Path, monkeypatch) -> None:
     """A warm-up round's jobs run unlabelled: left out, as is a micro-batch outside the range."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    monkeypatch.setattr(sys, "path", list(sys.path))  # spark_stages adds to the path when imported: undone after
-    import spark_stages
+    spark_stages = _spark_script(monkeypatch, "spark_stages")
 
     def job(job_stage: int, batch: int, side: str | None) -> list[dict]:
         properties = {spark_stages.BATCH: str(batch), **({spark_stages.SIDE: side} if side else {})}
@@ -179,9 +178,7 @@ def test_spark_stages_counts_only_the_labelled_jobs_of_the_micro_batches_asked(t
 def test_spark_stages_reads_spark_s_metrics_of_the_stateful_tasks(tmp_path: Path, monkeypatch) -> None:
     """Each stateful task's update, commit and Python times, as Spark logged them; a side whose tasks lack one
     (native Spark runs no Python) gets "-", not a zero."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    import spark_stages
+    spark_stages = _spark_script(monkeypatch, "spark_stages")
 
     def stateful_job(stage: int, side: str, metrics: dict[str, object]) -> list[dict]:
         return [{"Event": "SparkListenerJobStart", "Properties": {spark_stages.BATCH: "1", spark_stages.SIDE: side},
@@ -220,22 +217,20 @@ def test_kv_bench_refuses_an_engine_it_does_not_know(tmp_path: Path) -> None:
     assert "--engines: 'leveldb' is none of kv, kv-arrow, rocksdict, sqlite" in done.stderr
 
 
-def _spark_bench(monkeypatch: pytest.MonkeyPatch):
-    """benchmarks/spark_bench.py as a module (it starts Spark only in ``main``), its path changes undone after."""
+def _spark_script(monkeypatch: pytest.MonkeyPatch, name: str = "spark_bench"):
+    """benchmarks/<name>.py as a module (spark_bench.py and spark_stages.py start Spark only in ``main``), the
+    path changes of importing it undone after."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-    import spark_bench
-    return spark_bench
+    return importlib.import_module(name)
 
 
 def test_spark_bench_baseline_runs_the_engine_of_a_revision_under_its_own_name(tmp_path: Path, monkeypatch) -> None:
-    import importlib
-
     import pandas as pd
 
     from accumulations import Sum
-    spark_bench = _spark_bench(monkeypatch)
+    spark_bench = _spark_script(monkeypatch)
     name = spark_bench.baseline_package("HEAD", tmp_path)  # any commit; HEAD is in a shallow clone too
     assert name.startswith("windowing_at_") and str(tmp_path / "baselines") in os.environ["PYTHONPATH"].split(os.pathsep)
     baseline = importlib.import_module(name)
@@ -246,7 +241,7 @@ def test_spark_bench_baseline_runs_the_engine_of_a_revision_under_its_own_name(t
 
 
 def test_spark_bench_pairs_the_sides_round_by_round(monkeypatch) -> None:
-    spark_bench = _spark_bench(monkeypatch)
+    spark_bench = _spark_script(monkeypatch)
     assert spark_bench.round_by_round([2.0, 3.0], [1.0, 4.0]) == "2.00 0.75"
     # latency: two timed micro-batches a round, each round's medians compared
     assert spark_bench.round_by_round([10, 30, 5, 5], [10, 10, 20, 40], per_round=2) == "2.00 0.17"
@@ -255,14 +250,14 @@ def test_spark_bench_pairs_the_sides_round_by_round(monkeypatch) -> None:
 
 
 def test_spark_bench_refuses_a_baseline_git_does_not_know(tmp_path: Path, monkeypatch) -> None:
-    spark_bench = _spark_bench(monkeypatch)
+    spark_bench = _spark_script(monkeypatch)
     with pytest.raises(ValueError, match=r"--baseline 'no-such-revision': git knows no such commit here"):
         spark_bench.baseline_package("no-such-revision", tmp_path)
 
 
 def test_spark_bench_finds_a_baseline_that_imports_windowing_by_name(tmp_path: Path, monkeypatch) -> None:
     """Such a package would run this checkout's code under the baseline's name: `baseline_package` refuses it."""
-    spark_bench = _spark_bench(monkeypatch)
+    spark_bench = _spark_script(monkeypatch)
     (tmp_path / "windowing" / "runners").mkdir(parents=True)
     (tmp_path / "windowing" / "__init__.py").write_text("from .api import windowed\n")
     (tmp_path / "windowing" / "runners" / "spark.py").write_text("import numpy\n    from windowing.api import x\n")
@@ -289,7 +284,7 @@ class _SessionConf:
 def test_spark_bench_side_settings_hold_while_the_side_runs_and_give_the_session_back(monkeypatch) -> None:
     """The transformWithState floor's queries run on RocksDB, and the sides after it on the session's own store,
     set or unset as it was, even when the side's query fails."""
-    spark_bench = _spark_bench(monkeypatch)
+    spark_bench = _spark_script(monkeypatch)
     side, key = "floor transformWithState", spark_bench.STATE_STORE_PROVIDER
     for before in ({key: "the session's own provider", "other": "x"}, {"other": "x"}):
         spark = types.SimpleNamespace(conf=_SessionConf(dict(before)))
@@ -334,7 +329,7 @@ class _RecordingWriter:
 
 def test_spark_bench_run_query_starts_every_query_in_a_new_empty_checkpoint(tmp_path: Path, monkeypatch) -> None:
     """A stopped query's RocksDB store may still upload into its own checkpoint: the next query must not share it."""
-    spark_bench = _spark_bench(monkeypatch)
+    spark_bench = _spark_script(monkeypatch)
     monkeypatch.setattr(spark_bench, "jvm_pid", lambda spark: 0)
     monkeypatch.setattr(spark_bench, "cpu_seconds", lambda pid: (0.0, 0.0))
     started: list[tuple[Path, list[str]]] = []
@@ -386,7 +381,7 @@ def test_foreach_batch_runner_sketch_emits_the_engines_panes(spark, shape: str, 
     ``foreachBatch`` function is called for: there it would also fire the windows the last input leaves due."""
     import pandas as pd
 
-    spark_bench = _spark_bench(monkeypatch)
+    spark_bench = _spark_script(monkeypatch)
     data = spark_bench.make_data(tmp_path, 6000, 30, 4, shape == "sessions")
 
     def stream():
