@@ -56,8 +56,8 @@ def sort_by_key_then_time(key_code: np.ndarray, times: np.ndarray) -> np.ndarray
     stable sort (timsort): the first pass leaves each key's rows in one run in arrival order, which a
     stream brings mostly in time order, and timsort takes such runs nearly as they are, where one
     stable sort of the int64 sorts a micro-batch that arrived in time order as if it were shuffled
-    (docs/spark.md, "Sessions sorted by key first"). Where (key, time) does not fit in an int64: by
-    time, then by key code.
+    (docs/spark_benchmark_history.md, "Sessions sorted by key first"). Where (key, time) does not fit
+    in an int64: by time, then by key code.
     """
     if len(times) == 0:
         return np.arange(0)
