@@ -548,9 +548,8 @@ def main() -> None:
         """The case's data: ``--batches`` micro-batches of ``--files-per-batch`` files each."""
         return make_data(args.work, args.events, keys, args.batches * args.files_per_batch, shape == "sessions")
 
-    for round_ in range(-args.warmup_rounds, args.rounds):
-        kept = runs if round_ >= 0 else {}  # a warm-up round's figures are thrown away
-        name = f"round {round_ + 1}" if round_ >= 0 else "warm-up round"
+    for round_, name, counted in planned_rounds(args.warmup_rounds, args.rounds):
+        kept = runs if counted else {}  # a warm-up round's figures are thrown away
         for keys, shape, native, engine in cases:
             data = case_data(keys, shape)
             sides = sides_of(shape, native, engine)
@@ -636,6 +635,14 @@ def main() -> None:
     print(table(rounds))
     spark.stop()
     shutil.rmtree(args.work / "chk", ignore_errors=True)
+
+
+def planned_rounds(warmup_rounds: int, rounds: int) -> list[tuple[int, str, bool]]:
+    """Each round's number (the warm-up rounds' negative, so the sides' order still alternates), its name as
+    printed, and whether its figures count: the ``warmup_rounds`` come first and do not, as the session's first
+    query of a shape pays the JVM's warm-up."""
+    return [(round_, f"round {round_ + 1}" if round_ >= 0 else "warm-up round", round_ >= 0)
+            for round_ in range(-warmup_rounds, rounds)]
 
 
 def round_by_round(numerator: list[float], denominator: list[float], per_round: int = 1) -> str:

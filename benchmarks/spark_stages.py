@@ -182,13 +182,13 @@ def main() -> None:
         sides.insert(2, ("floor no timeout", bench.floor_no_timeout))
     if baseline is not None:
         sides.append((f"engine at {args.baseline}", bench.engine_at(baseline)(args.windows)))
-    for round_ in range(-args.warmup_rounds, args.rounds):
+    for round_, name, counted in bench.planned_rounds(args.warmup_rounds, args.rounds):
         for side, build in sides if round_ % 2 == 0 else sides[::-1]:
             # The query's thread inherits the label, so its jobs carry it; a warm-up round's jobs go unlabelled,
             # and `stage_times` leaves them out.
-            spark.sparkContext.setLocalProperty(SIDE, side if round_ >= 0 else None)
+            spark.sparkContext.setLocalProperty(SIDE, side if counted else None)
             bench.run_query(spark, data, build, args.work / "chk")
-        print(f"round {round_ + 1} done" if round_ >= 0 else "warm-up round done", flush=True)
+        print(f"{name} done", flush=True)
     spark.sparkContext.setLocalProperty(SIDE, None)
     jvm, python = crossing_ms(spark, sorted(data.glob("*.parquet"))[0], args.crossings)
     spark.stop()

@@ -51,8 +51,8 @@ RUNS = {
 # Scripts that start their own local Spark: (tiny arguments, the work directory's option or None, a pattern their
 # output holds). Each costs a JVM start and its queries, tens of seconds.
 SPARK_RUNS = {
-    # No warm-up round here (spark_stages.py's run below has one): every side of spark_bench.py runs once, the
-    # longest of these runs.
+    # No warm-up round here, the longest of these runs (every side runs once): `planned_rounds` is checked below,
+    # and spark_stages.py's run, which uses it too, has one.
     "spark_bench.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--warmup-rounds", "0", "--batches", "2",
                         "--latency-events", "10",
                         "--latency-batches", "2", "--files-per-batch", "2", "--floor", "--floor-transform-with-state",
@@ -241,6 +241,13 @@ def test_spark_bench_baseline_runs_the_engine_of_a_revision_under_its_own_name(t
     frame = pd.DataFrame({"k": [1, 1, 2], "t": [1, 2, 15], "x": [3, 4, 5]})
     panes = baseline.windowed(frame, time="t", key="k").fixed(10).aggregate(Sum("x"))
     assert list(zip(panes["k"], panes["window_start"], panes["value"])) == [(1, 0, 7), (2, 10, 5)]
+
+
+def test_spark_bench_runs_the_warm_up_rounds_first_and_does_not_count_them(monkeypatch) -> None:
+    spark_bench = _spark_script(monkeypatch)
+    assert spark_bench.planned_rounds(1, 2) == [(-1, "warm-up round", False), (0, "round 1", True),
+                                                (1, "round 2", True)]
+    assert spark_bench.planned_rounds(0, 1) == [(0, "round 1", True)]
 
 
 def test_spark_bench_pairs_the_sides_round_by_round(monkeypatch) -> None:
