@@ -1,6 +1,6 @@
 """Milliseconds per call of the Spark runner's stateful function, without Spark.
 
-    .venv/bin/python benchmarks/step_bench.py [--steps 100]
+    .venv/bin/python benchmarks/step_bench.py [--steps 100] [--baseline REV --repeats 3]
 
 One call is what ``BucketStep.run_stream`` does for a bucket in a micro-batch:
 decode the bucket's window table, take the new elements, run the engine step,
@@ -12,14 +12,22 @@ the watermark passed. With packed rows the number of calls, not of rows, is
 what the bucket count changes (docs/spark.md, "Key buckets"), so this is the
 cost one more bucket adds to every micro-batch. No JVM: pyspark's own cost per
 call (about 2 ms by our brief; not measured here) comes on top.
+
+``--baseline REV`` times the ``windowing/`` package of git revision ``REV`` too (as ``spark_bench.py``'s
+``--baseline``), each shape ``--repeats`` times, the two sides taking turns: this machine's speed drifts by
+a third between minutes, more than a change of a millisecond a call, so only sides timed side by side
+compare. Each cell is then the median of the repeats.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -29,17 +37,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 MINUTE_US = 60_000_000
 
 
-def ms_per_call(keys: int, elements: int, steps: int, seed: int = 1) -> tuple[float, float, int]:
+def ms_per_call(keys: int, elements: int, steps: int, seed: int = 1, package: str = "windowing") -> tuple[float, float, int]:
     """Mean wall milliseconds of a call with ``elements`` new elements, and of the call without
     elements that follows in the next (no-data) micro-batch at the moved watermark, over ``steps``
-    pairs after 20 warm-up pairs; and the open windows at the end."""
+    pairs after 20 warm-up pairs; and the open windows at the end. ``package``: the engine's package
+    (`spark_bench.baseline_package` names another revision's)."""
     from pyspark.sql import types as T
 
     from accumulations import Sum
-    from windowing import windowed
-    from windowing.engine import step
-    from windowing.runners.spark import plan_spark
-    from windowing.runners.spark.wire import WIRE
+
+    windowed = importlib.import_module(package).windowed
+    step = importlib.import_module(f"{package}.engine").step
+    plan_spark = importlib.import_module(f"{package}.runners.spark").plan_spark
+    WIRE = importlib.import_module(f"{package}.runners.spark.wire").WIRE
 
     schema = T.StructType([T.StructField("key", T.LongType()), T.StructField("ts", T.TimestampType()),
                            T.StructField("amount", T.LongType())])
@@ -75,13 +85,36 @@ def ms_per_call(keys: int, elements: int, steps: int, seed: int = 1) -> tuple[fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--baseline", metavar="REV", default=None,
+                        help="also time the windowing/ package of git revision REV, taking turns with this checkout's")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="times each shape per side, the sides taking turns (default 3 with --baseline, else 1)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
     args = parser.parse_args()
-    print("| keys in the bucket | elements per call | ms per call with elements | ms per call without (next watermark) "
-          "| open windows |")
-    print("| --- | --- | --- | --- | --- |")
+    repeats = (3 if args.baseline else 1) if args.repeats is None else args.repeats
+    if repeats < 1:
+        parser.error(f"--repeats must be at least 1, not {repeats}")
+    sides = [("this checkout", "windowing")]
+    if args.baseline:
+        from spark_bench import baseline_package
+
+        try:
+            sides.append((f"at {args.baseline}", baseline_package(args.baseline, args.work)))
+        except ValueError as err:
+            parser.error(str(err))
+    side_column = "| side " if len(sides) > 1 else ""
+    print(f"{side_column}| keys in the bucket | elements per call | ms per call with elements | ms per call without "
+          "(next watermark) | open windows |")
+    print("| --- " * (5 + bool(side_column)) + "|")
     for keys, elements in ((31, 500), (31, 15_600), (3_125, 15_600)):
-        data, no_data, windows = ms_per_call(keys, elements, args.steps)
-        print(f"| {keys:,} | {elements:,} | {data:.1f} | {no_data:.1f} | {windows:,} |", flush=True)
+        timed: dict[str, list[tuple[float, float, int]]] = {name: [] for name, _ in sides}
+        for repeat in range(repeats):
+            for name, package in sides if repeat % 2 == 0 else sides[::-1]:
+                timed[name].append(ms_per_call(keys, elements, args.steps, package=package))
+        for name, _ in sides:
+            data, no_data = (statistics.median(run[i] for run in timed[name]) for i in (0, 1))
+            side = f"| {name} " if side_column else ""
+            print(f"{side}| {keys:,} | {elements:,} | {data:.1f} | {no_data:.1f} | {timed[name][0][2]:,} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -127,6 +127,20 @@ def test_spark_script_runs_and_prints_its_table(script: str, args: list[str], wo
     assert "Ignoring non-Spark config property" not in done.stderr
 
 
+def test_step_bench_times_a_baseline_side_by_side_and_refuses_no_repeat(tmp_path: Path) -> None:
+    """``--baseline``: a row per side and shape, each side's open windows as this checkout's (the same calls)."""
+    done = _run("step_bench.py", ["--steps", "1", "--baseline", "HEAD", "--repeats", "2", "--work", str(tmp_path / "work")],
+                tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = re.findall(r"(?m)^\| (this checkout|at HEAD) \| ([\d,]+) \| ([\d,]+) \| [\d.]+ \| [\d.]+ \| ([\d,]+) \|$", done.stdout)
+    assert [(side, keys, elements) for side, keys, elements, _ in rows] == [
+        (side, keys, elements) for keys, elements in (("31", "500"), ("31", "15,600"), ("3,125", "15,600"))
+        for side in ("this checkout", "at HEAD")], done.stdout
+    assert rows[0][3] == rows[1][3] and rows[4][3] == rows[5][3] == "3,125"
+    refused = _run("step_bench.py", ["--repeats", "0"], tmp_path)
+    assert refused.returncode == 2 and "--repeats must be at least 1, not 0" in refused.stderr
+
+
 @pytest.mark.parametrize("script", ["splitter_bench.py", "splitter_profile.py"])
 def test_splitter_scripts_refuse_a_size_that_writes_no_line(script: str, tmp_path: Path) -> None:
     """Refused before Spark starts, so splitter_profile's check runs here without its profilers."""
