@@ -7,13 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accumulations import Max, Min, Sum, ToList
 from triggers import AfterCount, AfterWatermark, AtWatermark, OrFinally
-from windowing import windowed
+from windowing import state_codec, windowed
 from windowing.engine import step
 from windowing.errors import WindowingConfigError
 from windowing.runners.spark import NUMBERS, PARTITIONS, Bucketing, plan_spark
@@ -70,6 +71,35 @@ def test_a_large_table_is_stored_compressed_as_the_plan_says_and_decodes():
         sizes[compression] = len(blob)
         _assert_tables_equal(saving.load(blob), table)
     assert sizes["zstd"] < sizes["lz4"] < sizes["none"] / 3, sizes
+
+
+@pytest.mark.parametrize("rows, on_the_pool", [(31, False), (20_000, True)])
+def test_a_table_has_the_same_bytes_and_decodes_alike_on_arrows_thread_pool_or_off_it(monkeypatch, rows, on_the_pool):
+    """A small table is compressed and decompressed off Arrow's thread pool, a large one on it (`THREADED_ROWS`,
+    `THREADED_BYTES`: the pool's hand-over costs more than a small table's codec work); neither the bytes nor
+    the table read back may depend on which."""
+    rng = np.random.default_rng(5)
+    table = pd.DataFrame({"_k0": rng.integers(0, 2**40, rows), "start": rng.integers(0, 2**60, rows),
+                          "n_pending": rng.integers(0, 9, rows), "closed": rng.integers(0, 2, rows).astype(bool)})
+    threads = []
+
+    def recorded(options):
+        class Recorded(options):  # a subclass: pyarrow checks the type it is handed
+            def __init__(self, **kwargs):
+                threads.append(kwargs["use_threads"])
+                super().__init__(**kwargs)
+        return Recorded
+
+    monkeypatch.setattr(pa.ipc, "IpcWriteOptions", recorded(pa.ipc.IpcWriteOptions))
+    monkeypatch.setattr(pa.ipc, "IpcReadOptions", recorded(pa.ipc.IpcReadOptions))
+    blob = encode(table, 4)
+    _assert_tables_equal(decode(blob)[0], table)
+    assert threads == [on_the_pool, on_the_pool]
+    monkeypatch.setattr(state_codec, "THREADED_ROWS", 0 if not on_the_pool else rows + 1)
+    monkeypatch.setattr(state_codec, "THREADED_BYTES", 0 if not on_the_pool else len(blob))
+    assert encode(table, 4) == blob
+    _assert_tables_equal(decode(blob)[0], table)
+    assert threads[2:] == [not on_the_pool, not on_the_pool]
 
 
 @pytest.mark.parametrize("given, message", [

@@ -103,8 +103,9 @@ class BucketStep:
 
     def panes(self, panes: pd.DataFrame) -> pd.DataFrame:
         out: dict[str, Any] = {}
+        sources = dict(panes.items())  # not panes[...]: a lookup on a new frame builds its column index's hash table
         for col in self.columns:
-            values = panes[col.source]
+            values = sources[col.source]
             if col.kind == "time":
                 raw = values.to_numpy(dtype=np.int64)
                 out[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw).to_numpy()
