@@ -29,11 +29,13 @@ do-nothing Python of the engine's shape on ``applyInPandasWithState`` (with and 
 (JVM and Python together) beside the engine's; ``--floor-transform-with-state`` adds the folded floor on
 ``transformWithStateInPandas``, PySpark 4's other stateful API (its queries on the RocksDB state store, which that
 API requires); ``--floor-no-timeout`` the folded floor without the event-time timeout (`floor_no_timeout`: what
-Spark's pass over timed-out keys costs; no runner can go without it). ``--foreach-batch`` adds `foreach_batch_shape`: the same
-stream through ``foreachBatch`` instead, each micro-batch a batch query handed to Python and nothing done
-with it (another shape than ``api.md``'s, for comparison); ``--foreach-batch-runner`` adds the sketch of a runner of
-that shape doing the windowing (`foreach_batch_runner`: the engine's step per bucket, its windows in files between
-micro-batches, Spark's own partial aggregation before the shuffle for fixed windows). ``--uncompressed-state`` adds the engine with its
+Spark's pass over timed-out keys costs; no runner can go without it); ``--floor-packed`` the engine's own query with a
+stateful call that does nothing (`floor_packed`: every element shipped, as sessions must be).
+``--foreach-batch`` adds `foreach_batch_shape`: the same stream through ``foreachBatch`` instead, each micro-batch a
+batch query handed to Python and nothing done with it (another shape than ``api.md``'s, for comparison);
+``--foreach-batch-runner`` adds the sketch of a runner of that shape doing the windowing (`foreach_batch_runner`: the
+engine's step per bucket, its windows in files between micro-batches, Spark's own partial aggregation before the
+shuffle for fixed windows). ``--uncompressed-state`` adds the engine with its
 state values uncompressed (``windowing.spark.stateCompression=none``). ``--baseline REV`` adds the engine of
 git revision ``REV`` (its ``windowing/`` package under another name, `baseline_package`) beside this checkout's:
 separate runs of the two drift on a shared machine more than most changes move them, sides of one session do
@@ -401,6 +403,37 @@ def foreach_batch_shape(shape: str):
     return build
 
 
+def floor_packed(shape: str):
+    """The engine's own query, lifted and packed as the runner does it (`windowing.runners.spark.combine`), with a
+    stateful call that takes in its bucket's rows and does nothing with them (``--floor-packed``): no element
+    frame, no step, no state, no timeout set. For sessions, which no exact fold can lift, this is the least an
+    exact runner of the engine's shape on ``applyInPandasWithState`` pays: every element crosses into Python before
+    the shuffle and again after it, where `floor_folded` ships one row per bucket."""
+    import dataclasses
+    from unittest import mock
+
+    from windowing.runners.spark import query
+    from windowing.runners.spark.worker import BucketStep
+
+    engine, plan_spark = {"fixed": engine_fixed, "sessions": engine_sessions}[shape], query.plan_spark
+
+    class DiscardingStep(BucketStep):
+        def run_stream(self, key, frames, state):
+            for _ in frames:  # pyspark turns each packed row's Arrow into pandas as it is taken
+                pass
+            return iter(())
+
+    def planned(*args, **kwargs):
+        plan = plan_spark(*args, **kwargs)
+        fields = {field.name: getattr(plan.adapter, field.name) for field in dataclasses.fields(plan.adapter)}
+        return dataclasses.replace(plan, adapter=DiscardingStep(**fields))
+
+    def build(stream):
+        with mock.patch.object(query, "plan_spark", planned):  # the plan is made when the query is defined
+            return engine(stream)
+    return build
+
+
 def engine_state_uncompressed(shape: str):
     """The engine with ``windowing.spark.stateCompression=none`` (``--uncompressed-state``): its buckets' state
     values as plain Arrow, as before they were compressed."""
@@ -468,6 +501,9 @@ def main() -> None:
     parser.add_argument("--floor-transform-with-state", action="store_true",
                         help="also run floor_transform_with_state: the folded floor on transformWithStateInPandas "
                              "(its queries on the RocksDB state store)")
+    parser.add_argument("--floor-packed", action="store_true",
+                        help="also run floor_packed: the engine's query, lifted and packed, with a stateful call that "
+                             "does nothing with its rows (the least an exact runner of sessions pays on this API)")
     parser.add_argument("--floor-no-timeout", action="store_true",
                         help="also run floor_no_timeout: the folded floor without the event-time timeout, whose "
                              "pass over the timed-out keys costs every stateful task a second exchange with Python")
@@ -536,6 +572,7 @@ def main() -> None:
     extra_sides = [(side, lambda shape, build=build: build) for side, build in FLOORS.items()] if args.floor else []
     extra_sides += [("floor transformWithState", lambda shape: floor_transform_with_state)] if args.floor_transform_with_state else []
     extra_sides += [("floor no timeout", lambda shape: floor_no_timeout)] if args.floor_no_timeout else []
+    extra_sides += [("floor packed", floor_packed)] if args.floor_packed else []
     extra_sides += [("foreachBatch shape", foreach_batch_shape)] if args.foreach_batch else []
     extra_sides += [("foreachBatch runner sketch", lambda shape: foreach_batch_runner(shape, DELAY))] if args.foreach_batch_runner else []
     extra_sides += [("engine, state uncompressed", engine_state_uncompressed)] if args.uncompressed_state else []

@@ -13,7 +13,9 @@ venv lacks.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import json
 import os
 import re
@@ -56,13 +58,14 @@ SPARK_RUNS = {
     "spark_bench.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--warmup-rounds", "0", "--batches", "2",
                         "--latency-events", "10",
                         "--latency-batches", "2", "--files-per-batch", "2", "--floor", "--floor-transform-with-state",
-                        "--floor-no-timeout", "--foreach-batch", "--foreach-batch-runner",
+                        "--floor-no-timeout", "--floor-packed", "--foreach-batch", "--foreach-batch-runner",
                         "--baseline", "HEAD", "--conf", "windowing.spark.quickAck=true"], "--work",
                        r"(?m)^round 1: 20 keys, fixed(.|\n)*"
                        r"2 micro-batches of 2 file\(s\).*rounds after 0 not counted, windowing.spark.quickAck=true$(.|\n)*"
                        r"floor folded ms/batch \(jobs\) (.|\n)*^ +20 +fixed +\d+ +\d+ +[\d.]+ (.|\n)*"
                        r"^ +20 +sessions +\d+ +\d+ +[\d.]+ (.|\n)*"
                        r"latency of a micro-batch(.|\n)*floor transformWithState/native(.|\n)*floor no timeout/native"
+                       r"(.|\n)*floor packed/native"
                        r"(.|\n)*foreachBatch runner sketch/native"
                        r"(.|\n)*engine at HEAD/native(.|\n)*round by round"
                        r"(.|\n)*^ +20 +sessions +engine at HEAD +[\d.]+ *$"
@@ -432,3 +435,35 @@ def test_foreach_batch_runner_sketch_emits_the_engines_panes(spark, shape: str, 
     def rows(panes: pd.DataFrame) -> list[tuple]:
         return sorted(map(tuple, panes[list(expected.columns)].astype(str).to_numpy()))
     assert rows(actual) == rows(expected)
+
+
+@pytest.mark.parametrize("shape", ["fixed", "sessions"])
+def test_floor_packed_runs_the_engines_query_and_ships_every_row_to_a_call_that_keeps_nothing(spark, shape: str,
+                                                                                              tmp_path: Path, monkeypatch) -> None:
+    """spark_bench.py's ``--floor-packed`` side: the runner's own query (the same stages before the stateful step),
+    whose stateful call takes in every row and emits, keeps and schedules nothing, where the engine's emits panes
+    and keeps windows."""
+    spark_bench = _spark_script(monkeypatch)
+    data = spark_bench.make_data(tmp_path, 6000, 30, 3, shape == "sessions")
+    engine = {"fixed": spark_bench.engine_fixed, "sessions": spark_bench.engine_sessions}[shape]
+
+    def run(name: str, build) -> tuple[int, list[dict], str]:
+        stream = spark.readStream.schema("key long, ts timestamp, amount long").option("maxFilesPerTrigger", 1).parquet(str(data))
+        query = (build(stream).writeStream.format("memory").queryName(f"{name}_{shape}").outputMode("append")
+                 .option("checkpointLocation", str(tmp_path / name)).trigger(availableNow=True).start())
+        query.awaitTermination()
+        plan = io.StringIO()
+        with contextlib.redirect_stdout(plan):
+            query.explain()
+        return spark.table(f"{name}_{shape}").count(), query.recentProgress, plan.getvalue()
+
+    panes, floor_progress, floor_plan = run("floor", spark_bench.floor_packed(shape))
+    engine_panes, engine_progress, engine_plan = run("engine", engine)
+    assert panes == 0 and engine_panes > 0
+    for progress in (floor_progress, engine_progress):
+        assert sum(p["numInputRows"] for p in progress) == 6000
+    # The same plan: the runner's mapInArrow (lift or pack) before the shuffle, then the stateful step.
+    for plan in (floor_plan, engine_plan):
+        assert "MapInArrow" in plan and "FlatMapGroupsInPandasWithState" in plan, plan
+    states = [max(p["stateOperators"][0]["numRowsTotal"] for p in progress) for progress in (floor_progress, engine_progress)]
+    assert states[0] == 0 and states[1] > 0
