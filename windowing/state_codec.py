@@ -76,10 +76,9 @@ COMPRESSIONS = ("zstd", "lz4", "none")
 #: Whether this pyarrow was built with a codec (a name the tests can stand in for, as pyarrow's type is immutable).
 _codec_available = pa.Codec.is_available
 _HEADER = struct.Struct("<4sHI")
-#: Tables of at least this many rows, and bodies of at least this many bytes, are compressed and decompressed on
-#: Arrow's thread pool. Below, handing the buffers to the pool costs more than it saves: with a bucket's table of
-#: 31 rows (16 columns) a call of `encode` or `decode` took about 0.25 ms longer on the pool; at 10k rows the pool
-#: was faster (measured on this machine's 2 cores, docs/spark.md, "Compressed state values").
+#: Tables of at least this many rows are compressed, and bodies of at least this many bytes decompressed, on Arrow's
+#: thread pool. Below, handing each column's buffers to the pool costs more than compressing them: docs/spark.md,
+#: "Compressed state values".
 THREADED_ROWS, THREADED_BYTES = 4096, 32 << 10
 #: Python types an object column may hold (besides None) to be stored as Arrow values; one per column.
 _VALUE_TYPES = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_(),
