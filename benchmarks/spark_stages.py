@@ -12,7 +12,9 @@ and JVM CPU milliseconds, over the micro-batches after the first (which plans th
 A second table splits the stateful task by Spark's own metrics of it (`STATEFUL_METRICS`): the rows' processing
 with the exchanges with Python, the state store's commit, the time Python workers ran. ``--floor-no-timeout`` adds
 ``spark_bench.floor_no_timeout``, the folded floor without Spark's pass over timed-out keys: beside the folded
-floor, what that pass costs a task. ``--conf KEY=VALUE`` sets a Spark setting of the session, as in ``spark_bench.py``.
+floor, what that pass costs a task. ``--floor-packed`` adds ``spark_bench.floor_packed``, the engine's own query whose
+stateful call does nothing: beside the engine, what its step costs each stage. ``--conf KEY=VALUE`` sets a Spark
+setting of the session, as in ``spark_bench.py``.
 
 It also times what moving one micro-batch's rows into a Python worker and back costs by itself: a batch
 query over one micro-batch's file written to the ``noop`` sink, once in the JVM only and once through a
@@ -128,6 +130,8 @@ def main() -> None:
                         help="also run the engine of git revision REV (its windowing/ package) beside this checkout's")
     parser.add_argument("--floor-no-timeout", action="store_true",
                         help="also run spark_bench.floor_no_timeout: the folded floor without Spark's timeout pass")
+    parser.add_argument("--floor-packed", action="store_true",
+                        help="also run spark_bench.floor_packed: the engine's query with a stateful call that does nothing")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting of the session (repeatable), as spark_bench.py's --conf")
     args = parser.parse_args()
@@ -180,6 +184,8 @@ def main() -> None:
              ("engine", bench.engine_sessions if sessions else bench.engine_fixed)]
     if args.floor_no_timeout:
         sides.insert(2, ("floor no timeout", bench.floor_no_timeout))
+    if args.floor_packed:
+        sides.insert(-1, ("floor packed", bench.floor_packed(args.windows)))
     if baseline is not None:
         sides.append((f"engine at {args.baseline}", bench.engine_at(baseline)(args.windows)))
     for round_, name, counted in bench.planned_rounds(args.warmup_rounds, args.rounds):

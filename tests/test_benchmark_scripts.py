@@ -71,14 +71,16 @@ SPARK_RUNS = {
                        r"(.|\n)*^ +20 +sessions +engine at HEAD +[\d.]+ *$"
                        r"(.|\n)*^ +10 +fixed, latency +floor folded +[\d.]+ *$"),
     "spark_stages.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "3", "--crossings", "1",
-                         "--baseline", "HEAD", "--floor-no-timeout", "--conf", "windowing.spark.quickAck=true"], "--work",
+                         "--baseline", "HEAD", "--floor-no-timeout", "--floor-packed", "--conf", "windowing.spark.quickAck=true"],
+                        "--work",
                         r"(?m)^warm-up round done\n^round 1 done(.|\n)*interleaved rounds after 1 not counted, "
                         r"windowing.spark.quickAck=true\n"
                         r"(.|\n)*^\W*native\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*^\W*floor folded\W+\d+(.|\n)*"
-                        r"^\W*floor no timeout\W+\d+(.|\n)*"
+                        r"^\W*floor no timeout\W+\d+(.|\n)*^\W*floor packed\W+\d+(.|\n)*"
                         r"^\W*engine\W+\d+(.|\n)*^\W*engine at HEAD\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+\W+\d+(.|\n)*"
                         r"^the stateful tasks by Spark's own metrics(.|\n)*^ *native +\d+ +\d+ +\d+ +- *$(.|\n)*"
-                        r"^ *floor no timeout +\d+ +\d+ +\d+ +\d+ *$(.|\n)*^ *engine +\d+ +\d+ +\d+ +\d+ *$(.|\n)*"
+                        r"^ *floor no timeout +\d+ +\d+ +\d+ +\d+ *$(.|\n)*^ *floor packed +\d+ +\d+ +\d+ +\d+ *$(.|\n)*"
+                        r"^ *engine +\d+ +\d+ +\d+ +\d+ *$(.|\n)*"
                         r"\d+ ms in the JVM only, \d+ ms through a mapInArrow returning nothing"),
     "splitter_bench.py": (["--size-gb", "0.011", "--configs", "1:2"], None,
                           r"data: \d+ MiB, 160,000 lines(.|\n)*\| 1 MiB, 2: \d+, \d+ \| splitter, all 4 columns \| [\d.]+ \|"),
