@@ -42,6 +42,10 @@ RUNS = {
                             r"\| keys per call \| get_many \(list\) \|(.|\n)*\| per key \(slope 1k to 10k\) \|"),
     "packed_output_memory.py": (["--panes", "1000"], r"1,000 panes: the frame \d+ bytes a pane, packed"),
     "splitter_newline_search.py": (["--repeat", "1"], r"\| numpy flatnonzero \(used\) \| [\d.]+ ms \|"),
+    "state_codec_threads.py": (["--repeats", "1"],
+                               r"the codec's thresholds: 4,096 rows to encode, 32,768 bytes to decode on the pool(.|\n)*"
+                               r"\| 31 \| [\d,]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| no, no \|(.|\n)*"
+                               r"\| 100,000 \| [\d,]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| yes, yes \|"),
     "step_bench.py": (["--steps", "1"],
                       r"\| keys in the bucket \| elements per call \|(.|\n)*\| 3,125 \| 15,600 \| [\d.]+ \| [\d.]+ \| 3,125 \|"),
     "window_state_build_memory.py": (["--sessions", "1000", "--per-batch", "100"],
@@ -143,6 +147,11 @@ def test_step_bench_times_a_baseline_side_by_side_and_refuses_no_repeat(tmp_path
         for side in ("this checkout", "at HEAD")], done.stdout
     assert rows[0][3] == rows[1][3] and rows[4][3] == rows[5][3] == "3,125"
     refused = _run("step_bench.py", ["--repeats", "0"], tmp_path)
+    assert refused.returncode == 2 and "--repeats must be at least 1, not 0" in refused.stderr
+
+
+def test_state_codec_threads_refuses_no_repeat(tmp_path: Path) -> None:
+    refused = _run("state_codec_threads.py", ["--repeats", "0"], tmp_path)
     assert refused.returncode == 2 and "--repeats must be at least 1, not 0" in refused.stderr
 
 
