@@ -43,7 +43,7 @@ RUNS = {
     "packed_output_memory.py": (["--panes", "1000"], r"1,000 panes: the frame \d+ bytes a pane, packed"),
     "splitter_newline_search.py": (["--repeat", "1"], r"\| numpy flatnonzero \(used\) \| [\d.]+ ms \|"),
     "state_codec_threads.py": (["--repeats", "1"],
-                               r"the codec's thresholds: 4,096 rows to encode, 32,768 bytes to decode on the pool(.|\n)*"
+                               r"the codec's thresholds: 4,096 rows to encode, 81,920 bytes to decode on the pool(.|\n)*"
                                r"\| 31 \| [\d,]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| no, no \|(.|\n)*"
                                r"\| 100,000 \| [\d,]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| yes, yes \|"),
     "step_bench.py": (["--steps", "1"],

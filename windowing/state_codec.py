@@ -76,10 +76,10 @@ COMPRESSIONS = ("zstd", "lz4", "none")
 #: Whether this pyarrow was built with a codec (a name the tests can stand in for, as pyarrow's type is immutable).
 _codec_available = pa.Codec.is_available
 _HEADER = struct.Struct("<4sHI")
-#: Tables of at least this many rows are compressed, and bodies of at least this many bytes decompressed, on Arrow's
-#: thread pool. Below, handing each column's buffers to the pool costs more than compressing them: docs/spark.md,
-#: "Compressed state values".
-THREADED_ROWS, THREADED_BYTES = 4096, 32 << 10
+#: Tables of at least this many rows are compressed, and bodies of at least this many bytes (about such a table's)
+#: decompressed, on Arrow's thread pool. Below, handing each column's buffers to the pool costs more than the codec's
+#: work: docs/spark.md, "Compressed state values" (`benchmarks/state_codec_threads.py`).
+THREADED_ROWS, THREADED_BYTES = 4096, 80 << 10
 #: Python types an object column may hold (besides None) to be stored as Arrow values; one per column.
 _VALUE_TYPES = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_(),
                 np.int64: pa.int64(), np.float64: pa.float64(), np.bool_: pa.bool_()}
