@@ -9,12 +9,12 @@ micro-batches' rows into N files each, N input partitions), written to the ``noo
 - engine fixed / engine sessions: windowed(...).fixed / .sessions with the default
   on-time trigger, the same watermark delay, ``aggregate(Sum("amount"))``.
 
-The runner's defaults: no ``windowing.spark.*`` setting (one key bucket per shuffle partition)
-unless ``--buckets`` is given. Rounds are interleaved (native then engine for every case, the
-order swapped every other round) in one SparkSession, and each figure is the median over the
-rounds, after ``--warmup-rounds`` (default 1) not counted: the session's first query of a shape paid
-the JVM's warm-up (native's first query took about three times its later time), which fell on whichever side ran
-first. Event times advance through the data with bounded out-of-order jitter; for sessions every key
+The runner's defaults: no ``windowing.spark.*`` setting (one key bucket per shuffle partition, at most one per
+core of ``local[2]`` dividing the partitions: 2 buckets with an even number of partitions) unless ``--buckets``
+is given. Rounds are interleaved (native then engine for every case, the order swapped every other round) in one
+SparkSession, and each figure is the median over the rounds, after ``--warmup-rounds`` (default 1) not counted:
+the session's first query of a shape paid the JVM's warm-up (native's first query took about three times its later
+time), which fell on whichever side ran first. Event times advance through the data with bounded out-of-order jitter; for sessions every key
 alternates 10 minutes of activity and 10 minutes of pause, so sessions close. Also
 reported: CPU seconds of Spark's JVM and of its Python processes per query (``spark_cpu``), the
 median milliseconds of a micro-batch and of its Spark jobs, every side (``addBatch``; the rest is Structured
@@ -232,9 +232,15 @@ def engine_at(package: str):
 
 
 def _floor_labels(stream) -> np.ndarray:
-    from windowing.runners.spark.buckets import bucket_labels
+    from windowing.runners.spark.buckets import bucketing_of
 
-    return bucket_labels(int(stream.sparkSession.conf.get("spark.sql.shuffle.partitions")))
+    return bucketing_of(stream, keyed=True).labels()  # the engine's buckets
+
+
+def _default_buckets(spark) -> int:
+    from windowing.runners.spark.buckets import bucketing_of
+
+    return bucketing_of(spark.range(1), keyed=True).count
 
 
 def _quick_ack(stream) -> bool:
@@ -263,7 +269,7 @@ def _counting_rows(quick: bool):
 def floor_folded(stream, timeout: str = "EventTimeTimeout"):
     """The least a runner of the engine's shape pays on ``applyInPandasWithState``, doing no windowing: every row
     crosses into Python once (a ``mapInArrow`` folding each partition's rows to one row per bucket, in Arrow),
-    a shuffle, and one call per bucket (one per shuffle partition) that adds up its rows."""
+    a shuffle, and one call per bucket (the engine's buckets) that adds up its rows."""
     return (_folded_to_buckets(stream).withWatermark("ts", DELAY).groupBy("bucket")
             .applyInPandasWithState(_counting_rows(_quick_ack(stream)), "bucket int, n long", "n long", "append",
                                     timeout))
@@ -654,7 +660,7 @@ def main() -> None:
                                                          args.latency_batches - 1)}
                for shape in args.windows for side in compared]
     # The settings as the session holds them (read back: the runner reads them there).
-    buckets = spark.conf.get("windowing.spark.buckets", None) or f"{args.shuffle_partitions} (default: one per shuffle partition)"
+    buckets = spark.conf.get("windowing.spark.buckets", None) or f"{_default_buckets(spark)} (default)"
     settings = [setting.partition("=")[0] for setting in args.conf]
     print()
     print(f"{args.events} events, {args.batches} micro-batches of {args.files_per_batch} file(s), local[2], "

@@ -1,8 +1,9 @@
-"""Key buckets on Spark: one per shuffle partition by default, each on its own partition, and a
-checkpoint's bucket count kept across restarts (docs/spark.md, "Key buckets")."""
+"""Key buckets on Spark: one per shuffle partition by default (fewer on a local master with fewer cores),
+each on its own partition, and a checkpoint's bucket count kept across restarts (docs/spark.md, "Key buckets")."""
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pyarrow as pa
@@ -12,8 +13,8 @@ from hypothesis import strategies as st
 
 from accumulations import Count, Sum
 from windowing import windowed
-from windowing.runners.spark import BUCKETS_CONF, PLACEMENT_CONF, bucket_labels
-from windowing.runners.spark.buckets import Bucketing
+from windowing.runners.spark import BUCKETS_CONF, PLACEMENT_CONF, bucket_labels, buckets
+from windowing.runners.spark.buckets import Bucketing, bucketing_of, default_bucket_count, local_cores
 
 from .helpers import assert_same_panes, events, partition_when_output
 from .streaming import read_sink, start, write_batch
@@ -99,13 +100,16 @@ def test_by_default_each_bucket_has_its_own_shuffle_partition_in_the_stateful_st
 
 
 def test_a_restart_with_other_shuffle_partitions_is_refused_in_its_first_batch_and_restarts_with_the_named_count(
-        spark, tmp_path):
+        spark, tmp_path, monkeypatch):
     """Spark keeps a checkpoint's shuffle partitions whatever the session says; the default bucket count
     follows the session's setting when the query is defined, so a changed setting would move keys to
     other buckets. The first micro-batch refuses it, naming the count to set, and nothing is lost.
 
     That batch holds only key g, whose bucket of 3 has a label no bucket of 2 has (1; 2 buckets are
-    labelled 2 and 0): its group has no state to tell the other count. The checked bucket's does."""
+    labelled 2 and 0): its group has no state to tell the other count. The checked bucket's does.
+    As on a cluster's master: on the suite's ``local[2]`` 3 partitions would make 1 bucket (at most one
+    per core, dividing the partitions: tested below)."""
+    monkeypatch.setattr(buckets, "local_cores", lambda master: None)
     parts = PARTS[:2] + [events([("g", 33, 1)])] + PARTS[2:]
     source, sink, checkpoint = _where(tmp_path)
     _feed(start(spark, source, sink, checkpoint, _pipeline), source, parts)
@@ -131,3 +135,46 @@ def test_a_restart_with_other_shuffle_partitions_is_refused_in_its_first_batch_a
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
         spark.conf.unset(BUCKETS_CONF)
     assert_same_panes(read_sink(spark, sink).drop(columns="partition"), uninterrupted)
+
+
+@pytest.mark.parametrize("partitions, cores, count", [
+    (200, 2, 2), (200, 8, 8), (200, 12, 10), (200, 3, 2), (3, 2, 1), (2, 2, 2), (4, 8, 4), (7, 1, 1), (200, None, 200)])
+def test_a_local_master_gets_at_most_a_bucket_per_core_dividing_the_shuffle_partitions(partitions, cores, count):
+    """More buckets than a local master's cores only add Python calls on the same cores; a divisor of the
+    partitions, so that each bucket keeps a partition of its own. No cores known (a cluster): one per partition."""
+    assert default_bucket_count(partitions, cores) == count
+
+
+@pytest.mark.parametrize("master, cores", [
+    ("local", 1), ("local[2]", 2), ("local[16]", 16), ("local[3, 4]", 3), ("local[*]", os.cpu_count()),
+    ("local[*,2]", os.cpu_count()), ("local-cluster[2,1,1024]", None), ("yarn", None), ("spark://host:7077", None),
+    ("sc://localhost", None), (None, None)])
+def test_the_cores_of_a_local_master_are_its_threads_and_a_cluster_has_none_fixed(master, cores):
+    assert local_cores(master) == cores
+
+
+def test_with_more_shuffle_partitions_than_local_cores_each_core_gets_one_bucket_on_its_own_partition(spark, tmp_path):
+    """Spark's own default of 200 shuffle partitions on the suite's ``local[2]`` (here 8): 2 buckets, not 8, each
+    on its own partition of the 8, and the panes of a run with one bucket per partition."""
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "8")
+    try:
+        source, sink, checkpoint = _where(tmp_path)
+        spark.conf.set(BUCKETS_CONF, "8")
+        try:
+            _feed(start(spark, source, sink, checkpoint, _pipeline), source, PARTS)
+        finally:
+            spark.conf.unset(BUCKETS_CONF)
+        one_per_partition = read_sink(spark, sink)
+        bucketing = bucketing_of(spark.range(1), keyed=True)
+        source, sink, checkpoint = _where(tmp_path)
+        _feed(start(spark, source, sink, checkpoint, _pipeline), source, PARTS)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    assert (bucketing.count, bucketing.origin) == (2, "windowing.spark.buckets unset: spark.sql.shuffle.partitions=8, "
+                                                      "at most one per core of the local master local[2], dividing the "
+                                                      "partitions")
+    panes = read_sink(spark, sink)
+    assert len(set(one_per_partition["partition"])) > 2  # 8 buckets spread over more partitions than 2
+    assert len(set(panes["partition"])) == 2 and set(panes["partition"]) <= set(range(8))
+    assert_same_panes(panes.drop(columns="partition"), one_per_partition.drop(columns="partition"))

@@ -4,6 +4,8 @@ raw key, so that one Python call runs the vectorized engine step over all keys o
 from __future__ import annotations
 
 import functools
+import os
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -16,6 +18,7 @@ from ...errors import WindowingConfigError
 BUCKETS_CONF = "windowing.spark.buckets"
 PLACEMENT_CONF = "windowing.spark.bucketPlacement"
 SHUFFLE_PARTITIONS_CONF = "spark.sql.shuffle.partitions"
+MASTER_CONF = "spark.master"
 
 
 #: Spark's own default shuffle partitions: the default bucket count where the setting holds no number.
@@ -152,7 +155,8 @@ def _xxh64_mix(h: np.ndarray) -> np.ndarray:
 
 
 def bucketing_of(source: Any, keyed: bool) -> Bucketing:
-    """``windowing.spark.buckets`` if set, else one bucket per shuffle partition (docs/spark.md, "Key buckets")."""
+    """``windowing.spark.buckets`` if set, else one bucket per shuffle partition, fewer on a local master
+    with fewer cores (`default_bucket_count`; docs/spark.md, "Key buckets")."""
     conf = source.sparkSession.conf
     placement = conf.get(PLACEMENT_CONF, PARTITIONS)
     if placement not in (PARTITIONS, NUMBERS):
@@ -164,15 +168,45 @@ def bucketing_of(source: Any, keyed: bool) -> Bucketing:
     raw = conf.get(BUCKETS_CONF, None)
     if raw is None:
         partitions = _positive_int(conf.get(SHUFFLE_PARTITIONS_CONF))  # its built-in default if unset
+        setting = f"{SHUFFLE_PARTITIONS_CONF}={partitions}"
         if partitions is None:  # not a number, e.g. Databricks' "auto"
-            return Bucketing(SPARK_SHUFFLE_PARTITIONS, placement, f"{BUCKETS_CONF} unset and {SHUFFLE_PARTITIONS_CONF} "
-                             f"not a number: Spark's default of {SPARK_SHUFFLE_PARTITIONS}")
-        return Bucketing(partitions, placement, f"{BUCKETS_CONF} unset: one per shuffle partition, "
-                                                f"{SHUFFLE_PARTITIONS_CONF}={partitions}")
+            partitions, setting = SPARK_SHUFFLE_PARTITIONS, (f"{SHUFFLE_PARTITIONS_CONF} not a number: Spark's default "
+                                                             f"of {SPARK_SHUFFLE_PARTITIONS}")
+        master = conf.get(MASTER_CONF, None)
+        count = default_bucket_count(partitions, local_cores(master))
+        if count == partitions:
+            return Bucketing(count, placement, f"{BUCKETS_CONF} unset: one per shuffle partition, {setting}")
+        return Bucketing(count, placement, f"{BUCKETS_CONF} unset: {setting}, at most one per core of the local "
+                                           f"master {master}, dividing the partitions")
     value = _positive_int(raw)
     if value is None:
         raise WindowingConfigError(f"{BUCKETS_CONF}={raw!r} must be a positive integer (the number of key buckets)")
     return Bucketing(value, placement, f"{BUCKETS_CONF}={value}")
+
+
+def default_bucket_count(partitions: int, cores: int | None) -> int:
+    """One bucket per shuffle partition, except where ``cores`` (a local master's) are fewer: then the
+    largest divisor of ``partitions`` not above ``cores``.
+
+    On one machine a bucket beyond the cores is one more Python call a micro-batch on the same cores
+    (Spark's default of 200 shuffle partitions made 200 calls on a laptop's few cores). A divisor, so
+    that `bucket_labels` still puts every bucket on a partition of its own. A cluster keeps one per
+    partition: its cores can grow after the query starts, and the count is fixed in the checkpoint.
+    """
+    if cores is None or cores >= partitions:
+        return partitions
+    return max(d for d in range(1, cores + 1) if partitions % d == 0)
+
+
+def local_cores(master: str | None) -> int | None:
+    """The worker threads of a local master (``local``, ``local[n]``, ``local[*]``, ``local[n, retries]``), None for
+    any other (a cluster's, ``local-cluster[...]`` included, or unknown)."""
+    if master == "local":
+        return 1
+    found = re.fullmatch(r"local\[\s*(\d+|\*)\s*(?:,\s*\d+\s*)?\]", master or "")
+    if found is None:
+        return None
+    return (os.cpu_count() or 1) if found.group(1) == "*" else max(1, int(found.group(1)))
 
 
 def _positive_int(raw: Any) -> int | None:
