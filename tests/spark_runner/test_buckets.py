@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
@@ -178,3 +179,21 @@ def test_with_more_shuffle_partitions_than_local_cores_each_core_gets_one_bucket
     assert len(set(one_per_partition["partition"])) > 2  # 8 buckets spread over more partitions than 2
     assert len(set(panes["partition"])) == 2 and set(panes["partition"]) <= set(range(8))
     assert_same_panes(panes.drop(columns="partition"), one_per_partition.drop(columns="partition"))
+
+
+class _Conf:
+    """A session's settings as a server that refuses to read ``spark.master`` holds them (Databricks' serverless)."""
+
+    def __init__(self, settings: dict[str, str]) -> None:
+        self.settings = settings
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        if key == "spark.master":
+            raise RuntimeError("[CONFIG_NOT_AVAILABLE] Configuration spark.master is not available.")
+        return self.settings.get(key, default)
+
+
+def test_a_server_that_will_not_name_its_master_gets_one_bucket_per_shuffle_partition():
+    source = SimpleNamespace(sparkSession=SimpleNamespace(conf=_Conf({"spark.sql.shuffle.partitions": "200"})))
+    assert bucketing_of(source, keyed=True) == Bucketing(
+        200, origin="windowing.spark.buckets unset: one per shuffle partition, spark.sql.shuffle.partitions=200")

@@ -172,7 +172,7 @@ def bucketing_of(source: Any, keyed: bool) -> Bucketing:
         if partitions is None:  # not a number, e.g. Databricks' "auto"
             partitions, setting = SPARK_SHUFFLE_PARTITIONS, (f"{SHUFFLE_PARTITIONS_CONF} not a number: Spark's default "
                                                              f"of {SPARK_SHUFFLE_PARTITIONS}")
-        master = conf.get(MASTER_CONF, None)
+        master = _master(conf)
         count = default_bucket_count(partitions, local_cores(master))
         if count == partitions:
             return Bucketing(count, placement, f"{BUCKETS_CONF} unset: one per shuffle partition, {setting}")
@@ -196,6 +196,15 @@ def default_bucket_count(partitions: int, cores: int | None) -> int:
     if cores is None or cores >= partitions:
         return partitions
     return max(d for d in range(1, cores + 1) if partitions % d == 0)
+
+
+def _master(conf: Any) -> str | None:
+    """The session's master, or None where the server will not say (a Connect server may refuse to
+    read Spark's settings, as ``CONFIG_NOT_AVAILABLE``): then one bucket per partition."""
+    try:
+        return conf.get(MASTER_CONF, None)
+    except Exception:  # classic and Connect raise different classes: not local then
+        return None
 
 
 def local_cores(master: str | None) -> int | None:
