@@ -182,18 +182,31 @@ def test_with_more_shuffle_partitions_than_local_cores_each_core_gets_one_bucket
 
 
 class _Conf:
-    """A session's settings as a server that refuses to read ``spark.master`` holds them (Databricks' serverless)."""
+    """A session's settings; without ``spark.master`` reading it fails, as on a Connect server that will not say."""
 
     def __init__(self, settings: dict[str, str]) -> None:
         self.settings = settings
 
     def get(self, key: str, default: str | None = None) -> str | None:
-        if key == "spark.master":
+        if key == "spark.master" and key not in self.settings:
             raise RuntimeError("[CONFIG_NOT_AVAILABLE] Configuration spark.master is not available.")
         return self.settings.get(key, default)
 
 
-def test_a_server_that_will_not_name_its_master_gets_one_bucket_per_shuffle_partition():
-    source = SimpleNamespace(sparkSession=SimpleNamespace(conf=_Conf({"spark.sql.shuffle.partitions": "200"})))
-    assert bucketing_of(source, keyed=True) == Bucketing(
-        200, origin="windowing.spark.buckets unset: one per shuffle partition, spark.sql.shuffle.partitions=200")
+@pytest.mark.parametrize("settings, count, origin", [
+    ({"spark.sql.shuffle.partitions": "200"}, 200,
+     "windowing.spark.buckets unset: one per shuffle partition, spark.sql.shuffle.partitions=200"),
+    ({"spark.sql.shuffle.partitions": "auto"}, 200,
+     "windowing.spark.buckets unset: one per shuffle partition, spark.sql.shuffle.partitions not a number: Spark's "
+     "default of 200"),
+    ({"spark.sql.shuffle.partitions": "auto", "spark.master": "local[4]"}, 4,
+     "windowing.spark.buckets unset: spark.sql.shuffle.partitions not a number: Spark's default of 200, at most one "
+     "per core of the local master local[4], dividing the partitions"),
+    ({"spark.sql.shuffle.partitions": "200", "spark.master": "yarn"}, 200,
+     "windowing.spark.buckets unset: one per shuffle partition, spark.sql.shuffle.partitions=200"),
+])
+def test_the_default_count_and_where_it_came_from_when_the_master_is_unknown_or_the_partitions_no_number(
+        settings, count, origin):
+    """A session that will not name its master is taken for a cluster's: one bucket per partition."""
+    source = SimpleNamespace(sparkSession=SimpleNamespace(conf=_Conf(settings)))
+    assert bucketing_of(source, keyed=True) == Bucketing(count, origin=origin)
