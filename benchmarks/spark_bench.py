@@ -36,7 +36,9 @@ batch query handed to Python and nothing done with it (another shape than ``api.
 ``--foreach-batch-runner`` adds the sketch of a runner of that shape doing the windowing (`foreach_batch_runner`: the
 engine's step per bucket, its windows in files between micro-batches, Spark's own partial aggregation before the
 shuffle for fixed windows). ``--uncompressed-state`` adds the engine with its
-state values uncompressed (``windowing.spark.stateCompression=none``). ``--baseline REV`` adds the engine of
+state values uncompressed (``windowing.spark.stateCompression=none``); ``--engine-conf KEY=VALUE`` the engine
+with session settings of its own while its queries start (say Spark's
+``spark.sql.execution.arrow.maxBytesPerBatch``), beside the engine without. ``--baseline REV`` adds the engine of
 git revision ``REV`` (its ``windowing/`` package under another name, `baseline_package`) beside this checkout's:
 separate runs of the two drift on a shared machine more than most changes move them, sides of one session do
 not. ``--profile DIR`` runs the engine
@@ -110,12 +112,20 @@ def split_settings(settings: list[str]) -> tuple[dict[str, str], dict[str, str]]
     "Ignoring non-Spark config property" for each); a setting without ``=`` is refused by name."""
     builder: dict[str, str] = {}
     session: dict[str, str] = {}
+    for key, value in parsed_settings(settings, "--conf").items():
+        (builder if key.startswith("spark.") else session)[key] = value
+    return builder, session
+
+
+def parsed_settings(settings: list[str], option: str) -> dict[str, str]:
+    """``KEY=VALUE`` settings as a dict; a setting without ``=`` is refused naming ``option`` and the setting."""
+    parsed: dict[str, str] = {}
     for setting in settings:
         key, sep, value = setting.partition("=")
         if not sep:
-            raise ValueError(f"--conf {setting!r}: give KEY=VALUE")
-        (builder if key.startswith("spark.") else session)[key] = value
-    return builder, session
+            raise ValueError(f"{option} {setting!r}: give KEY=VALUE")
+        parsed[key] = value
+    return parsed
 
 
 def run_query(spark, data: Path, build, checkpoints: Path, files_per_batch: int = 1) -> tuple[float, float, float, list[dict]]:
@@ -360,9 +370,8 @@ SIDE_SETTINGS = {"floor transformWithState": {STATE_STORE_PROVIDER: ROCKSDB_PROV
 
 
 @contextlib.contextmanager
-def side_settings(spark, side: str):
-    """The session with ``side``'s `SIDE_SETTINGS` while its query runs."""
-    settings = SIDE_SETTINGS.get(side, {})
+def side_settings(spark, settings: dict[str, str]):
+    """The session with a side's ``settings`` (`SIDE_SETTINGS`, ``--engine-conf``) while its query runs."""
     before = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
@@ -519,6 +528,9 @@ def main() -> None:
                         help="also run foreach_batch_runner: a sketch of a foreachBatch runner doing the windowing")
     parser.add_argument("--uncompressed-state", action="store_true",
                         help="also run engine_state_uncompressed: the engine with windowing.spark.stateCompression=none")
+    parser.add_argument("--engine-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="also run the engine with these session settings while its queries start (repeatable: "
+                             "one side with all of them), beside the engine without: a setting's effect within one run")
     parser.add_argument("--baseline", metavar="REV", default=None,
                         help="also run the engine of git revision REV (its windowing/ package) beside this checkout's")
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark_bench"))
@@ -559,6 +571,7 @@ def main() -> None:
                .config("spark.driver.memory", "3g"))
     try:
         builder_settings, session_settings = split_settings(args.conf)
+        engine_conf = parsed_settings(args.engine_conf, "--engine-conf")
     except ValueError as err:
         parser.error(str(err))
     for key, value in builder_settings.items():
@@ -583,6 +596,11 @@ def main() -> None:
     extra_sides += [("foreachBatch runner sketch", lambda shape: foreach_batch_runner(shape, DELAY))] if args.foreach_batch_runner else []
     extra_sides += [("engine, state uncompressed", engine_state_uncompressed)] if args.uncompressed_state else []
     extra_sides += [(f"engine at {args.baseline}", engine_at(baseline))] if baseline else []
+    settings_of = dict(SIDE_SETTINGS)
+    if engine_conf:
+        engine_side = "engine, " + ", ".join(f"{key}={value}" for key, value in engine_conf.items())
+        extra_sides.append((engine_side, lambda shape: {"fixed": engine_fixed, "sessions": engine_sessions}[shape]))
+        settings_of[engine_side] = engine_conf
 
     def sides_of(shape: str, native, engine) -> list[tuple]:
         return [("native", native), ("engine", engine)] + [(side, of_shape(shape)) for side, of_shape in extra_sides]
@@ -597,7 +615,7 @@ def main() -> None:
             data = case_data(keys, shape)
             sides = sides_of(shape, native, engine)
             for side, build in sides if round_ % 2 == 0 else sides[::-1]:
-                with side_settings(spark, side):
+                with side_settings(spark, settings_of.get(side, {})):
                     run = run_query(spark, data, build, args.work / "chk", args.files_per_batch)
                 if len(run[3]) != args.batches:  # every figure per micro-batch assumes the micro-batches asked for
                     raise SystemExit(f"{side}, {keys} keys, {shape}: {len(run[3])} micro-batches read rows, "
@@ -609,7 +627,7 @@ def main() -> None:
             data = make_data(args.work, args.latency_events * args.latency_batches, args.latency_events,
                              args.latency_batches, shape == "sessions")
             for side, build in sides_of(shape, native, engine):
-                with side_settings(spark, side):
+                with side_settings(spark, settings_of.get(side, {})):
                     batches = run_query(spark, data, build, args.work / "chk")[3][1:]  # the first batch plans the query
                 kept.setdefault(("latency", shape, side), []).extend(b["triggerExecution"] for b in batches)
 

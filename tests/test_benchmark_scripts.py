@@ -63,7 +63,8 @@ SPARK_RUNS = {
                         "--latency-events", "10",
                         "--latency-batches", "2", "--files-per-batch", "2", "--floor", "--floor-transform-with-state",
                         "--floor-no-timeout", "--floor-packed", "--foreach-batch", "--foreach-batch-runner",
-                        "--baseline", "HEAD", "--conf", "windowing.spark.quickAck=true"], "--work",
+                        "--baseline", "HEAD", "--conf", "windowing.spark.quickAck=true",
+                        "--engine-conf", "spark.sql.execution.arrow.maxBytesPerBatch=2147483647"], "--work",
                        r"(?m)^round 1: 20 keys, fixed(.|\n)*"
                        r"2 micro-batches of 2 file\(s\).*rounds after 0 not counted, windowing.spark.quickAck=true$(.|\n)*"
                        r"floor folded ms/batch \(jobs\) (.|\n)*^ +20 +fixed +\d+ +\d+ +[\d.]+ (.|\n)*"
@@ -71,8 +72,9 @@ SPARK_RUNS = {
                        r"latency of a micro-batch(.|\n)*floor transformWithState/native(.|\n)*floor no timeout/native"
                        r"(.|\n)*floor packed/native"
                        r"(.|\n)*foreachBatch runner sketch/native"
-                       r"(.|\n)*engine at HEAD/native(.|\n)*round by round"
-                       r"(.|\n)*^ +20 +sessions +engine at HEAD +[\d.]+ *$"
+                       r"(.|\n)*engine at HEAD/native(.|\n)*engine, spark.sql.execution.arrow.maxBytesPerBatch=2147483647/native"
+                       r"(.|\n)*round by round(.|\n)*^ +20 +sessions +engine at HEAD +[\d.]+ *$"
+                       r"(.|\n)*^ +20 +sessions +engine, spark.sql.execution.arrow.maxBytesPerBatch=2147483647 +[\d.]+ *$"
                        r"(.|\n)*^ +10 +fixed, latency +floor folded +[\d.]+ *$"),
     "spark_stages.py": (["--events", "4000", "--keys", "20", "--rounds", "1", "--batches", "3", "--crossings", "1",
                          "--baseline", "HEAD", "--floor-no-timeout", "--floor-packed", "--conf", "windowing.spark.quickAck=true"],
@@ -327,12 +329,20 @@ def test_spark_bench_side_settings_hold_while_the_side_runs_and_give_the_session
     for before in ({key: "the session's own provider", "other": "x"}, {"other": "x"}):
         spark = types.SimpleNamespace(conf=_SessionConf(dict(before)))
         with pytest.raises(RuntimeError, match="the query failed"):
-            with spark_bench.side_settings(spark, side):
+            with spark_bench.side_settings(spark, spark_bench.SIDE_SETTINGS[side]):
                 assert spark.conf.settings[key] == spark_bench.ROCKSDB_PROVIDER
                 raise RuntimeError("the query failed")
         assert spark.conf.settings == before
-        with spark_bench.side_settings(spark, "engine"):  # a side with no settings of its own
+        with spark_bench.side_settings(spark, {}):  # a side with no settings of its own
             assert spark.conf.settings == before
+
+
+def test_spark_bench_engine_conf_is_parsed_and_refused_by_name_without_a_value(monkeypatch) -> None:
+    spark_bench = _spark_script(monkeypatch)
+    assert spark_bench.parsed_settings(["spark.a=1", "windowing.b=x=y"], "--engine-conf") == {
+        "spark.a": "1", "windowing.b": "x=y"}
+    with pytest.raises(ValueError, match="--engine-conf 'spark.a': give KEY=VALUE"):
+        spark_bench.parsed_settings(["spark.a"], "--engine-conf")
 
 
 class _RecordingQuery:
