@@ -597,6 +597,7 @@ def main() -> None:
     extra_sides += [("engine, state uncompressed", engine_state_uncompressed)] if args.uncompressed_state else []
     extra_sides += [(f"engine at {args.baseline}", engine_at(baseline))] if baseline else []
     settings_of = dict(SIDE_SETTINGS)
+    held: dict[str, dict[str, str | None]] = {}  # each side's settings as the session held them while its query ran
     if engine_conf:
         engine_side = "engine, " + ", ".join(f"{key}={value}" for key, value in engine_conf.items())
         extra_sides.append((engine_side, lambda shape: {"fixed": engine_fixed, "sessions": engine_sessions}[shape]))
@@ -617,6 +618,7 @@ def main() -> None:
             for side, build in sides if round_ % 2 == 0 else sides[::-1]:
                 with side_settings(spark, settings_of.get(side, {})):
                     run = run_query(spark, data, build, args.work / "chk", args.files_per_batch)
+                    held[side] = {key: spark.conf.get(key, None) for key in settings_of.get(side, {})}
                 if len(run[3]) != args.batches:  # every figure per micro-batch assumes the micro-batches asked for
                     raise SystemExit(f"{side}, {keys} keys, {shape}: {len(run[3])} micro-batches read rows, "
                                      f"{args.batches} of {args.files_per_batch} file(s) each expected")
@@ -685,6 +687,9 @@ def main() -> None:
           f"{args.shuffle_partitions} shuffle partitions, "
           f"{buckets} buckets, medians of {args.rounds} interleaved rounds after {args.warmup_rounds} not counted"
           + "".join(f", {key}={spark.conf.get(key, None)}" for key in settings))
+    for side, side_held in held.items():
+        if side_held:
+            print(f"{side}: its queries ran with " + ", ".join(f"{key}={value}" for key, value in side_held.items()))
     print(table(rows))
     print()
     print(f"latency of a micro-batch of {args.latency_events} events on {args.latency_events} keys "

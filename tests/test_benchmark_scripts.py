@@ -67,6 +67,8 @@ SPARK_RUNS = {
                         "--engine-conf", "spark.sql.execution.arrow.maxBytesPerBatch=2147483647"], "--work",
                        r"(?m)^round 1: 20 keys, fixed(.|\n)*"
                        r"2 micro-batches of 2 file\(s\).*rounds after 0 not counted, windowing.spark.quickAck=true$(.|\n)*"
+                       r"^engine, spark.sql.execution.arrow.maxBytesPerBatch=2147483647: its queries ran with "
+                       r"spark.sql.execution.arrow.maxBytesPerBatch=2147483647$(.|\n)*"
                        r"floor folded ms/batch \(jobs\) (.|\n)*^ +20 +fixed +\d+ +\d+ +[\d.]+ (.|\n)*"
                        r"^ +20 +sessions +\d+ +\d+ +[\d.]+ (.|\n)*"
                        r"latency of a micro-batch(.|\n)*floor transformWithState/native(.|\n)*floor no timeout/native"
