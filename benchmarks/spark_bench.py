@@ -194,6 +194,9 @@ def engine_sessions(stream, package: str = "windowing"):
     return windowed(stream, time="ts", key="key").sessions("5 minutes").watermark(DELAY).aggregate(Sum("amount"))
 
 
+ENGINES = {"fixed": engine_fixed, "sessions": engine_sessions}  # the engine's query of each window shape
+
+
 def baseline_package(revision: str, work: Path) -> str:
     """The ``windowing/`` package of git revision ``revision`` as a package named ``windowing_at_<commit>``,
     importable here and by Spark's Python workers (on ``PYTHONPATH``, so set before the session starts).
@@ -236,7 +239,7 @@ def absolute_imports(directory: Path) -> list[str]:
 def engine_at(package: str):
     """``--baseline``'s side: the engine of ``package`` (`baseline_package`) on the same query."""
     def of_shape(shape: str):
-        engine = {"fixed": engine_fixed, "sessions": engine_sessions}[shape]
+        engine = ENGINES[shape]
         return lambda stream: engine(stream, package)
     return of_shape
 
@@ -430,7 +433,7 @@ def floor_packed(shape: str):
     from windowing.runners.spark import query
     from windowing.runners.spark.worker import BucketStep
 
-    engine, plan_spark = {"fixed": engine_fixed, "sessions": engine_sessions}[shape], query.plan_spark
+    engine, plan_spark = ENGINES[shape], query.plan_spark
 
     class DiscardingStep(BucketStep):
         def run_stream(self, key, frames, state):
@@ -454,7 +457,7 @@ def engine_state_uncompressed(shape: str):
     values as plain Arrow, as before they were compressed."""
     from windowing.runners.spark import STATE_COMPRESSION_CONF
 
-    engine = {"fixed": engine_fixed, "sessions": engine_sessions}[shape]
+    engine = ENGINES[shape]
 
     def build(stream):
         conf = stream.sparkSession.conf
@@ -600,7 +603,7 @@ def main() -> None:
     held: dict[str, dict[str, str | None]] = {}  # each side's settings as the session held them while its query ran
     if engine_conf:
         engine_side = "engine, " + ", ".join(f"{key}={value}" for key, value in engine_conf.items())
-        extra_sides.append((engine_side, lambda shape: {"fixed": engine_fixed, "sessions": engine_sessions}[shape]))
+        extra_sides.append((engine_side, ENGINES.__getitem__))
         settings_of[engine_side] = engine_conf
 
     def sides_of(shape: str, native, engine) -> list[tuple]:
