@@ -197,7 +197,7 @@ class KillExecutorAt:
 def windowed_query(spark, work: Path) -> None:
     """The Spark runner's panes (fixed windows, ``tests.spark_runner``) into a Parquet sink; an executor dies."""
     from tests.spark_runner.streaming import SCHEMA as EVENTS
-    from tests.spark_runner.streaming import write_batch
+    from tests.spark_runner.streaming import batch_inputs, write_batch
     from tests.spark_runner.test_spark_stream import _on_time
 
     for i, part in enumerate(pane_parts()):
@@ -209,7 +209,7 @@ def windowed_query(spark, work: Path) -> None:
     query.awaitTermination()
     if query.exception() is not None:
         raise query.exception()
-    inputs = [p["numInputRows"] for p in sorted(query.recentProgress, key=lambda p: p["batchId"])]
+    inputs = batch_inputs(query)
     (work / "inputs.json").write_text(json.dumps(inputs))
 
 

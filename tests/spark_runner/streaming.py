@@ -85,10 +85,16 @@ def run_all(query, source: Path, parts: list[pd.DataFrame]) -> list[int]:
 
 
 def batch_inputs(query) -> list[int]:
-    """Rows read by each micro-batch the query ran, in order."""
+    """Rows read by each micro-batch the query ran, in order.
+
+    A trigger that found nothing to run also reports progress (at once, then every
+    ``spark.sql.streaming.noDataProgressEventInterval``), with no rows and the id of the batch still to
+    come: only a batch that ran, a no-data batch included, has ``addBatch`` among its durations.
+    """
     # Over Spark Connect a progress's fields are attributes (its item lookup gives None); classic gives dicts.
     field = lambda progress, name: getattr(progress, name) if hasattr(progress, name) else progress[name]
-    return [field(p, "numInputRows") for p in sorted(query.recentProgress, key=lambda p: field(p, "batchId"))]
+    ran = [p for p in query.recentProgress if "addBatch" in field(p, "durationMs")]
+    return [field(p, "numInputRows") for p in sorted(ran, key=lambda p: field(p, "batchId"))]
 
 
 def mirror(parts: list[pd.DataFrame], inputs: list[int], build, late: bool = False):
@@ -98,11 +104,9 @@ def mirror(parts: list[pd.DataFrame], inputs: list[int], build, late: bool = Fal
     """
     from windowing import TestStream
 
-    from .helpers import events
-
     stream, files = TestStream(), iter(parts)
     for n in inputs:
-        stream = stream.add_elements(next(files) if n else events([]))
+        stream = stream.add_elements(next(files) if n else parts[0].iloc[:0])
     result = build(stream)
     panes = result.panes if late else result
     panes = panes[panes["step"] < len(stream.actions)]  # Spark's stream has no end of input
