@@ -123,7 +123,9 @@ def timed(frame, jvm: int, cpu_of: Callable[[int], tuple[float, float]] = cpu_se
     wait_for_source_runners(jvm)
     after = cpu_of(jvm)
     batches = [p for p in query.recentProgress if p["numInputRows"]]
-    processing = sum(p["durationMs"]["triggerExecution"] for p in query.recentProgress) / 1000
+    # A trigger that ran no micro-batch is reported too, without ``addBatch``: not processing.
+    ran = [p for p in query.recentProgress if "addBatch" in p["durationMs"]]
+    processing = sum(p["durationMs"]["triggerExecution"] for p in ran) / 1000
     return Run(seconds, processing, after[0] - cpu[0], after[1] - cpu[1], len(batches)), query
 
 
