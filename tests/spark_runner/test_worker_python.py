@@ -85,3 +85,51 @@ def test_an_accumulation_whose_module_the_workers_lack_fails_the_query_with_the_
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop(name, None)
+
+
+@pytest.mark.spark
+def test_a_workers_task_finds_no_zip_importer_for_pyspark_to_invalidate(spark):
+    """pyspark 3.5's worker calls importlib.invalidate_caches() before every task, and on Python 3.11 each
+    cached zip importer then read its archive's directory again (pyspark's zips and Spark's core jar): about
+    30 ms a task. The runner's functions leave none in the cache (run by make test-spark35 on pyspark 3.5)."""
+    def zip_importers(rows):
+        import sys
+        import zipimport
+
+        import pandas as pd
+
+        for _ in rows:
+            pass
+        cached = [entry for entry, importer in sys.path_importer_cache.items() if isinstance(importer, zipimport.zipimporter)]
+        yield pd.DataFrame({"zips_on_path": [sum(entry.endswith((".zip", ".jar")) for entry in sys.path)],
+                            "zip_importers_cached": [len(cached)]})
+
+    seen = spark.range(8, numPartitions=4).mapInPandas(on_workers(zip_importers),
+                                                      "zips_on_path long, zip_importers_cached long").toPandas()
+    assert (seen.zips_on_path > 0).all(), seen  # the workers' path holds archives, so the check can fail
+    assert (seen.zip_importers_cached == 0).all(), seen
+
+
+def test_an_archive_on_the_path_still_imports_after_its_importer_was_dropped(tmp_path):
+    """Dropped from the cache, a zip's importer is made anew by the next import that needs the archive."""
+    import zipfile
+
+    archive = tmp_path / "modules.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("first_in_zip.py", "VALUE = 1\n")
+        zipped.writestr("second_in_zip.py", "VALUE = 2\n")
+    shipped = tmp_path / "function.pickle"
+    from pyspark import cloudpickle
+
+    shipped.write_bytes(cloudpickle.dumps(on_workers(lambda rows: rows)))
+    script = ("import pickle, sys, zipimport\n"
+              f"sys.path.insert(0, {str(archive)!r})\n"
+              "import first_in_zip\n"
+              "cached = lambda: sum(isinstance(i, zipimport.zipimporter) for i in sys.path_importer_cache.values())\n"
+              "before = cached()\n"
+              f"pickle.loads(open({str(shipped)!r}, 'rb').read())(None)\n"
+              "after = cached()\n"
+              "import second_in_zip\n"
+              "print(before, after, first_in_zip.VALUE + second_in_zip.VALUE)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["1", "0", "3"], done.stdout + done.stderr

@@ -29,6 +29,12 @@ def on_workers(function: Callable[..., Any], quick_ack: bool = True) -> Callable
     frozen, the collector skips it. Reference counting still frees frozen objects. The splitter's
     Spark source does the same (``storage.splitter.spark_source``).
 
+    Each call also drops the zip archives' importers from ``sys.path_importer_cache``: pyspark 3.5's worker
+    calls ``importlib.invalidate_caches()`` before every task, and on Python 3.11 a zip importer in that cache
+    then reads its archive's whole directory again (pyspark's zips and Spark's core jar, on the workers'
+    path): about 30 ms a task here (docs/spark.md, "Python workers on pyspark 3.5"). A later import from an
+    archive makes its importer anew.
+
     With ``quick_ack`` the first call in a worker process has it acknowledge at once what the JVM
     sends it over TCP (`storage.worker_socket`): each exchange with the worker otherwise waited up to 40 ms.
     """
@@ -42,6 +48,8 @@ def on_workers(function: Callable[..., Any], quick_ack: bool = True) -> Callable
         import gc
         import importlib
         import pickle
+        import sys
+        import zipimport
 
         if not loaded:
             try:
@@ -51,6 +59,9 @@ def on_workers(function: Callable[..., Any], quick_ack: bool = True) -> Callable
                                           f"({type(err).__name__}: {err}). {hint}") from err
             if quick_ack:
                 importlib.import_module(worker_socket).acknowledge_arrivals_at_once()
+        for entry, importer in list(sys.path_importer_cache.items()):  # after the imports of loading
+            if isinstance(importer, zipimport.zipimporter):
+                del sys.path_importer_cache[entry]
         gc.freeze()
         return loaded[0]
 
