@@ -90,8 +90,8 @@ def test_an_accumulation_whose_module_the_workers_lack_fails_the_query_with_the_
 @pytest.mark.spark
 def test_a_workers_task_finds_no_zip_importer_for_pyspark_to_invalidate(spark):
     """pyspark 3.5's worker calls importlib.invalidate_caches() before every task, and on Python 3.11 each
-    cached zip importer then read its archive's directory again (pyspark's zips and Spark's core jar): about
-    30 ms a task. The runner's functions leave none in the cache (run by make test-spark35 on pyspark 3.5)."""
+    cached zip importer then read its archive's directory again (pyspark's zips and Spark's core jar). The
+    runner's functions leave none in the cache (run by make test-spark35 on pyspark 3.5)."""
     def zip_importers(rows):
         import sys
         import zipimport
