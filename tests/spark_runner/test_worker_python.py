@@ -96,11 +96,13 @@ def test_a_workers_task_finds_no_zip_importer_for_pyspark_to_invalidate(spark):
         import sys
         import zipimport
 
+        # First: reading the rows may import what a new worker has not imported yet, making importers anew
+        # for the next task's invalidation to reload once; a worker's later tasks import nothing new.
+        cached = [entry for entry, importer in sys.path_importer_cache.items() if isinstance(importer, zipimport.zipimporter)]
         import pandas as pd
 
         for _ in rows:
             pass
-        cached = [entry for entry, importer in sys.path_importer_cache.items() if isinstance(importer, zipimport.zipimporter)]
         yield pd.DataFrame({"zips_on_path": [sum(entry.endswith((".zip", ".jar")) for entry in sys.path)],
                             "zip_importers_cached": [len(cached)]})
 
