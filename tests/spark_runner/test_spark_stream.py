@@ -172,6 +172,20 @@ def test_a_checkpoint_restarts_with_packing_switched_off_or_on(spark, where):
     _restarts_with_each(spark, where, build, COMBINE_CONF, ("false", "true", "false"))
 
 
+def test_a_checkpoint_of_lifted_counts_restarts_with_lifting_switched_off_or_on(spark, where):
+    """Lifted, a ``Count`` of fixed windows accumulates partial counts as a ``Sum``, under another column of the
+    window table and another pipeline in the state row: a checkpoint of either restarts as the other
+    (`worker.SwitchedLayout`), each window's count carried across both restarts."""
+    from windowing.runners.spark import COMBINE_CONF
+
+    def build(s):
+        return windowed(s, time="ts", key="user").fixed("10 seconds").watermark("5 seconds") \
+            .aggregate(total=Sum("amount"), n=Count(), filled=Count("amount"))
+
+    _restarts_with_each(spark, where, build, COMBINE_CONF, ("false", "true", "false"))
+    _restarts_with_each(spark, where, build, COMBINE_CONF, ("true", "false", "true"))
+
+
 @pytest.mark.parametrize("shape", ["fixed", "sessions"])
 def test_a_checkpoint_of_integer_keys_restarts_with_packing_switched_off_or_on(spark, where, shape):
     """With packing or lifting a worker computes an integer key's bucket before the shuffle, without it the

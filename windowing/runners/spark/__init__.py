@@ -25,9 +25,10 @@ no pyspark.
 """
 
 from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, Bucketing, bucket_labels
+from .combine import COMBINE_CONF
 from .output_types import SparkTyped, output_type, spark_typed
 from .planning import SparkPlan, plan_spark
-from .query import COMBINE_CONF, QUICK_ACK_CONF, STATE_COMPRESSION_CONF, run_spark
+from .query import QUICK_ACK_CONF, STATE_COMPRESSION_CONF, run_spark
 from .results import SparkRun, late_data_of, panes_of
 from .worker import BucketStep, pipeline_of, stacked, uses_processing_time
 from .worker_python import worker_import_hint

@@ -60,6 +60,9 @@ from ...windows import FixedWindows, SlidingWindows, WindowFn
 from .buckets import Bucketing
 from .wire import WIRE
 
+#: Whether rows are lifted and packed before the shuffle (default true); a checkpoint restarts with it switched.
+COMBINE_CONF = "windowing.spark.combine"
+
 
 @dataclass(frozen=True)
 class Lifting:

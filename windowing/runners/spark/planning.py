@@ -11,14 +11,16 @@ import numpy as np
 
 from ...errors import WindowingConfigError
 from ...plan import Plan, check_columns, engine_aggregations, make_plan
+from ...spec import EngineSpec
 from ...state_codec import COMPRESSIONS
 from ...strategy import Strategy
 from ...timeaxis import TimeAxis
+from ...window_table import accumulator_columns
 from .buckets import Bucketing
 from .combine import Lifting, lifted_aggregations, lifting
 from .output_types import integral, numpy_dtype, output_type
 from .wire import WIRE
-from .worker import ELEMENT, KIND, NS_PER_US, REASON, BucketStep, OutputColumn, per_ms, uses_processing_time
+from .worker import ELEMENT, KIND, NS_PER_US, REASON, BucketStep, OutputColumn, SwitchedLayout, per_ms, pipeline_of, uses_processing_time
 
 # Shift of the watermark's helper column when Spark must drop no row (late-data output, the global
 # window): 100 years, so Spark drops only rows more than 100 years behind the watermark. Not more:
@@ -88,16 +90,18 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     may_be_null = {f.name for f in schema.fields if f.nullable and integral(f.dataType)}
     nullable = tuple([WIRE.key(i) for i, k in enumerate(keys) if k in may_be_null]
                      + [WIRE.value(i) for i, (_, acc) in enumerate(aggregations) if acc.column in may_be_null])
-    how = None
-    if combine and not late_data:
-        how = lifting(strategy.windowing.window_fn(axis), strategy.trigger, engine_aggregations(aggregations, dtypes),
-                      strategy.n_keys, NS_PER_US if timestamp else 1, nullable)
-    if how is None:
-        plan = make_plan(strategy, axis, dtypes)
-    else:  # the stateful step runs the lifted aggregations, over the folded rows' columns
+    liftable = None if late_data else lifting(
+        strategy.windowing.window_fn(axis), strategy.trigger, engine_aggregations(aggregations, dtypes),
+        strategy.n_keys, NS_PER_US if timestamp else 1, nullable)
+    how = liftable if combine else None
+    plan = unlifted_plan = make_plan(strategy, axis, dtypes)
+    switched = None
+    if liftable is not None:  # lifted, the stateful step runs the lifted aggregations, over the folded rows' columns
         lifted = lifted_aggregations(aggregations)
         counted = {str(acc.column) for (_, acc), (_, old) in zip(lifted, aggregations) if acc is not old}  # Sum(partial_count(i))
-        plan = make_plan(strategy, axis, {**dtypes, **{c: np.dtype(np.int64) for c in counted}}, lifted)
+        lifted_plan = make_plan(strategy, axis, {**dtypes, **{c: np.dtype(np.int64) for c in counted}}, lifted)
+        plan, other = (lifted_plan, unlifted_plan) if combine else (unlifted_plan, lifted_plan)
+        switched = switched_layout(other.spec, plan.spec, strategy.window_state, combine=not combine)
     value_types = [output_type(name, acc, types.get(acc.column) if acc.column else None) for name, acc in aggregations]
     lifted_fields = None
     if how is not None:
@@ -136,12 +140,23 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     pt_mode = uses_processing_time(plan.spec)
     bucketing = buckets if isinstance(buckets, Bucketing) else Bucketing(buckets)
     adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, bucketing, pt_mode, late_data, packed=combine,
-                         nullable=nullable, window_state=strategy.window_state, state_compression=state_compression)
+                         nullable=nullable, window_state=strategy.window_state, state_compression=state_compression,
+                         switched=switched)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
                      "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
                      NEVER_BEHIND_MS if late_data else horizon_ms(plan, per_ms(timestamp)),
                      how, T.StructType(lifted_fields) if lifted_fields else None,
                      tuple(acc.column for _, acc in aggregations))
+
+
+def switched_layout(other: EngineSpec, spec: EngineSpec, window_state: Any, combine: bool) -> SwitchedLayout | None:
+    """How a table written by ``other``'s plan (``windowing.spark.combine`` set to ``combine``) reads as ``spec``'s;
+    None where both write the same (only a lifted ``Count`` differs: `combine.lifted_aggregations`)."""
+    written, now = pipeline_of(other, window_state), pipeline_of(spec, window_state)
+    if written == now:
+        return None
+    columns = list(zip(accumulator_columns(other), accumulator_columns(spec), strict=True))
+    return SwitchedLayout(written, {old: new for old, new in columns if old != new}, combine)
 
 
 def horizon_ms(plan: Plan, per_ms: int) -> int:

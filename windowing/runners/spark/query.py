@@ -14,7 +14,7 @@ from ...state_codec import COMPRESSIONS, checked_compression
 from ...strategy import Strategy
 from ...timeaxis import EPOCH_UNITS, MAX_MICROS, MAX_TIME, MIN_MICROS, MIN_TIME
 from .buckets import NUMBERS, Bucketing, bucketing_of
-from .combine import lift_and_pack, pack, with_buckets
+from .combine import COMBINE_CONF, lift_and_pack, pack, with_buckets
 from .output_types import integral
 from .planning import NEVER_BEHIND_MS, plan_spark
 from .results import JSON_OPTIONS, SparkRun, spark_run
@@ -22,7 +22,6 @@ from .wire import WIRE
 from .worker import NS_PER_US, packed_output, per_ms
 from .worker_python import check_worker_python, on_workers
 
-COMBINE_CONF = "windowing.spark.combine"
 #: Whether Spark's Python workers acknowledge at once what the JVM sends them over TCP (`storage.worker_socket`).
 QUICK_ACK_CONF = "windowing.spark.quickAck"
 #: How each bucket's state value is compressed (`windowing.state_codec.COMPRESSIONS`), like Spark's own

@@ -26,7 +26,7 @@ from ...timeaxis import MAX_TIME, MIN_TIME
 from ...window_state import KeyedStepResult, keyed_step
 from ...window_table import empty_state
 from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
-from .combine import CHECKED_BUCKET, nulls_restored
+from .combine import CHECKED_BUCKET, COMBINE_CONF, nulls_restored
 from .old_checkpoints import without_float_integers
 from .wire import WIRE
 
@@ -35,6 +35,23 @@ NS_PER_US = 1_000
 # ``run()``'s output: panes and dropped elements in one frame, told apart by ``kind``.
 KIND, REASON, ELEMENT = "kind", "reason", "element"
 PANE, LATE = "PANE", "LATE"
+
+
+@dataclass(frozen=True)
+class SwitchedLayout:
+    """The bucket's window table as the query writes it with ``windowing.spark.combine`` the other way.
+
+    Lifted, a ``Count`` accumulates partial counts as a ``Sum`` (`combine.lifted_aggregations`): the same
+    int64 column under another name, and another pipeline in the state row (`pipeline_of`). A checkpoint
+    written that way restarts with its columns renamed instead of being refused as another pipeline's.
+    """
+
+    pipeline: dict[str, str]
+    """What the state row says where written that way (`pipeline_of`)."""
+    renamed: dict[str, str]
+    """That table's columns to this query's, where their names differ."""
+    combine: bool
+    """The setting that writes it."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,8 @@ class BucketStep:
     without rows, for what `load` checks (pipeline, buckets). None: the whole table is in the state row."""
     state_compression: str = COMPRESSIONS[0]
     """How the state row's table is compressed (`windowing.state_codec.encode`); any is read back."""
+    switched: SwitchedLayout | None = None
+    """The table as written with ``windowing.spark.combine`` the other way, where that differs."""
 
     @property
     def buckets(self) -> int:
@@ -159,6 +178,13 @@ class BucketStep:
     def load(self, blob: bytes) -> pd.DataFrame:
         table, meta = decode(blob)
         written_by, pipeline = meta.get("pipeline"), pipeline_of(self.plan.spec, self.window_state)
+        if self.switched is not None and written_by == self.switched.pipeline:
+            if self.window_state is not None:  # the windows in the store keep that table's columns
+                raise WindowingConfigError(
+                    f"the checkpoint's state was written with {COMBINE_CONF}={str(self.switched.combine).lower()}, and "
+                    "with .window_state(store) its windows keep that layout in the store: set it back to restart "
+                    "from this checkpoint, or start from a new checkpoint")
+            table, written_by = table.rename(columns=self.switched.renamed), pipeline
         if written_by is not None and written_by != pipeline:
             changed = "; ".join(f"{part} {written_by.get(part)} then, {pipeline.get(part)} now"
                                 for part in dict.fromkeys([*pipeline, *written_by]) if written_by.get(part) != pipeline.get(part))
