@@ -490,3 +490,31 @@ def test_floor_packed_runs_the_engines_query_and_ships_every_row_to_a_call_that_
         assert "MapInArrow" in plan and "FlatMapGroupsInPandasWithState" in plan, plan
     states = [max(p["stateOperators"][0]["numRowsTotal"] for p in progress) for progress in (floor_progress, engine_progress)]
     assert states[0] == 0 and states[1] > 0
+
+
+def test_splitter_bench_counts_only_the_triggers_that_ran_a_batch_as_processing(monkeypatch) -> None:
+    """Spark reports a trigger that found nothing to run as progress too, with its ``triggerExecution`` but no
+    ``addBatch`` and no rows: not a micro-batch, so not the query's processing seconds."""
+    splitter_bench = _spark_script(monkeypatch, "splitter_bench")
+    monkeypatch.setattr(splitter_bench, "wait_for_source_runners", lambda jvm: None)
+    progress = [
+        {"numInputRows": 0, "durationMs": {"triggerExecution": 5_000}},  # idle: the first trigger found nothing yet
+        {"numInputRows": 700, "durationMs": {"addBatch": 900, "triggerExecution": 1_000}},
+        {"numInputRows": 300, "durationMs": {"addBatch": 400, "triggerExecution": 500}},
+        {"numInputRows": 0, "durationMs": {"addBatch": 10, "triggerExecution": 250}},  # a no-data batch that ran
+    ]
+
+    class Query:
+        recentProgress = progress
+
+        def awaitTermination(self) -> None:
+            pass
+
+    class Frame:
+        class writeStream:  # noqa: N801 - pyspark's names
+            format = trigger = staticmethod(lambda *args, **kwargs: Frame.writeStream)
+            start = staticmethod(lambda: Query())
+
+    run, _ = splitter_bench.timed(Frame(), jvm=0, cpu_of=lambda jvm: (1.0, 2.0))
+    assert run.processing == 1.75
+    assert run.batches == 2
