@@ -207,6 +207,44 @@ def test_a_checkpoint_of_integer_keys_restarts_with_packing_switched_off_or_on(s
                         parts + [events([("0", 300, 0)])], restarts=(1, 2))
 
 
+ROCKSDB = {
+    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+}
+
+
+@pytest.mark.parametrize("shape", ["fixed, lifted", "sessions with late firings, packed"])
+def test_on_rocksdb_with_changelog_checkpointing_a_restarted_query_emits_the_uninterrupted_panes(spark, where, shape):
+    """docs/databricks.md advises the RocksDB state store with changelog checkpointing: there each bucket's state
+    row and timeout are written as changelog entries and read back by replaying them at a restart. Stopped twice
+    and restarted from its checkpoint, the query on RocksDB emits exactly the panes of the query run through on
+    Spark's default store."""
+    provider = "spark.sql.streaming.stateStore.providerClass"
+
+    def build(s):
+        pipeline = windowed(s, time="ts", key="user")
+        if shape.startswith("fixed"):
+            return pipeline.fixed("10 seconds").watermark("5 seconds").aggregate(total=Sum("amount"), n=Count())
+        return (pipeline.sessions("5 seconds").watermark("5 seconds").allowed_lateness("20 seconds")
+                .trigger(AtWatermark().with_late_firings_every(1)).accumulating_and_retracting()
+                .aggregate(total=Sum("amount"), n=Count()))
+
+    made = []
+
+    def recorded_where():
+        made.append(where())
+        return made[-1]
+
+    spark.conf.set(*list(ROCKSDB.items())[1])
+    try:
+        _restarts_with_each(spark, recorded_where, build, provider, (ROCKSDB[provider],) * 3)
+    finally:
+        spark.conf.unset(list(ROCKSDB)[1])
+    uninterrupted, restarted = (paths[2] / "state" for paths in made)
+    assert not list(uninterrupted.rglob("*.changelog")), "the reference ran on the default store"
+    assert list(restarted.rglob("*.changelog")), "the restarted query ran on RocksDB with changelog checkpointing"
+
+
 def test_a_checkpoint_restarts_with_another_state_compression(spark, where):
     """Each of ``windowing.spark.stateCompression``'s codecs writes the buckets' state values, and a restart
     reads whichever the checkpoint holds: the panes are the uninterrupted query's (of the default, zstd)."""
