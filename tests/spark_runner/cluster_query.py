@@ -72,10 +72,11 @@ def pipeline(source, work: Path):
             .aggregate(total=Sum("amount"), n=Count(), executor=where_run(work)))
 
 
-def main(work: Path) -> None:
-    from .streaming import batch_inputs, start
+def main(work: Path, store: str) -> None:
+    """``store``: ``default`` (Spark's own state store) or ``rocksdb`` (with changelog checkpointing)."""
+    from .streaming import ROCKSDB_CHANGELOG, batch_inputs, start
 
-    spark = sparks.session(sparks.CLUSTER, "cluster-query")
+    spark = sparks.session(sparks.CLUSTER, "cluster-query", **({} if store == "default" else ROCKSDB_CHANGELOG))
     (work / "app_id").write_text(spark.sparkContext.applicationId)
     inputs, restarts = [], 0
     while True:
@@ -96,4 +97,4 @@ def main(work: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2])

@@ -16,6 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 SCHEMA = "user string, ts timestamp, amount long"
+# The state store docs/databricks.md advises: RocksDB, writing changelogs per micro-batch (open-source provider).
+ROCKSDB_CHANGELOG = {
+    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+}
 
 
 def write_batch(source: Path, index: int, frame: pd.DataFrame) -> None:

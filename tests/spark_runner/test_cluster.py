@@ -27,16 +27,19 @@ PARTS[3] = events(ROWS[12:16] + [("a", 39, BLOCK)])
 PARTS += [events([("a", 44, 1), ("b", 45, 2)]), events([("z", 300, 0)])]
 
 
-def test_a_killed_executor_mid_batch_leaves_exactly_the_uninterrupted_panes(tmp_path):
+@pytest.mark.parametrize("store", ["default", "rocksdb"])
+def test_a_killed_executor_mid_batch_leaves_exactly_the_uninterrupted_panes(tmp_path, store):
     """SIGKILL to the executor JVM running key a's stateful task, inside that task: Spark runs the task
     again on the other executor (or the query restarts from its checkpoint), which loads the bucket's
-    state from the checkpoint; the panes are exactly the pandas runner's over the same micro-batches."""
+    state from the checkpoint; the panes are exactly the pandas runner's over the same micro-batches. On
+    Spark's default state store and on RocksDB with changelog checkpointing (docs/databricks.md's advice),
+    where the other executor rebuilds the bucket's state from the checkpoint's changelogs."""
     now = time.time()
     for i, part in enumerate(PARTS):  # one file per micro-batch, in this order (by modification time)
         write_batch(tmp_path / "in", i, part)
         os.utime(tmp_path / "in" / f"part-{i:05d}.parquet", (now - 100 + i, now - 100 + i))
     (tmp_path / "armed").touch()
-    driver = sparks.start_driver("tests.spark_runner.cluster_query", str(tmp_path))
+    driver = sparks.start_driver("tests.spark_runner.cluster_query", str(tmp_path), store)
     try:
         alive = lambda: driver.poll() is None
         app = sparks.wait_for(lambda: (tmp_path / "app_id").exists() and (tmp_path / "app_id").read_text(),
@@ -62,3 +65,4 @@ def test_a_killed_executor_mid_batch_leaves_exactly_the_uninterrupted_panes(tmp_
     assert_same_panes(panes.drop(columns=["batch", "executor"]), expected)
     blocked = panes[(panes["user"] == "a") & (panes["total"] >= BLOCK)]  # key a's window made after the kill
     assert len(blocked) == 1 and blocked["executor"].iloc[0] != killed  # on the other executor (or a new one)
+    assert bool(list((tmp_path / "chk" / "state").rglob("*.changelog"))) == (store == "rocksdb")

@@ -22,7 +22,7 @@ from triggers import AfterCount, AtWatermark, Repeatedly
 from windowing import windowed
 
 from .helpers import assert_same_late_data, assert_same_panes, events, frozen_when_output
-from .streaming import mirror, read_sink, run_all, start, start_run, write_batch
+from .streaming import ROCKSDB_CHANGELOG, mirror, read_sink, run_all, start, start_run, write_batch
 
 pytestmark = pytest.mark.spark
 
@@ -207,12 +207,6 @@ def test_a_checkpoint_of_integer_keys_restarts_with_packing_switched_off_or_on(s
                         parts + [events([("0", 300, 0)])], restarts=(1, 2))
 
 
-ROCKSDB = {
-    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-}
-
-
 @pytest.mark.parametrize("shape", ["fixed, lifted", "sessions with late firings, packed"])
 def test_on_rocksdb_with_changelog_checkpointing_a_restarted_query_emits_the_uninterrupted_panes(spark, where, shape):
     """docs/databricks.md advises the RocksDB state store with changelog checkpointing: there each bucket's state
@@ -235,11 +229,11 @@ def test_on_rocksdb_with_changelog_checkpointing_a_restarted_query_emits_the_uni
         made.append(where())
         return made[-1]
 
-    spark.conf.set(*list(ROCKSDB.items())[1])
+    spark.conf.set(*list(ROCKSDB_CHANGELOG.items())[1])
     try:
-        _restarts_with_each(spark, recorded_where, build, provider, (ROCKSDB[provider],) * 3)
+        _restarts_with_each(spark, recorded_where, build, provider, (ROCKSDB_CHANGELOG[provider],) * 3)
     finally:
-        spark.conf.unset(list(ROCKSDB)[1])
+        spark.conf.unset(list(ROCKSDB_CHANGELOG)[1])
     uninterrupted, restarted = (paths[2] / "state" for paths in made)
     assert not list(uninterrupted.rglob("*.changelog")), "the reference ran on the default store"
     assert list(restarted.rglob("*.changelog")), "the restarted query ran on RocksDB with changelog checkpointing"
