@@ -213,7 +213,7 @@ def test_on_rocksdb_with_changelog_checkpointing_a_restarted_query_emits_the_uni
     row and timeout are written as changelog entries and read back by replaying them at a restart. Stopped twice
     and restarted from its checkpoint, the query on RocksDB emits exactly the panes of the query run through on
     Spark's default store."""
-    provider = "spark.sql.streaming.stateStore.providerClass"
+    provider, changelog = ROCKSDB_CHANGELOG
 
     def build(s):
         pipeline = windowed(s, time="ts", key="user")
@@ -229,11 +229,11 @@ def test_on_rocksdb_with_changelog_checkpointing_a_restarted_query_emits_the_uni
         made.append(where())
         return made[-1]
 
-    spark.conf.set(*list(ROCKSDB_CHANGELOG.items())[1])
+    spark.conf.set(changelog, ROCKSDB_CHANGELOG[changelog])
     try:
         _restarts_with_each(spark, recorded_where, build, provider, (ROCKSDB_CHANGELOG[provider],) * 3)
     finally:
-        spark.conf.unset(list(ROCKSDB_CHANGELOG)[1])
+        spark.conf.unset(changelog)
     uninterrupted, restarted = (paths[2] / "state" for paths in made)
     assert not list(uninterrupted.rglob("*.changelog")), "the reference ran on the default store"
     assert list(restarted.rglob("*.changelog")), "the restarted query ran on RocksDB with changelog checkpointing"
