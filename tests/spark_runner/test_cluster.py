@@ -33,7 +33,7 @@ def test_a_killed_executor_mid_batch_leaves_exactly_the_uninterrupted_panes(tmp_
     again on the other executor (or the query restarts from its checkpoint), which loads the bucket's
     state from the checkpoint; the panes are exactly the pandas runner's over the same micro-batches. On
     Spark's default state store and on RocksDB with changelog checkpointing (docs/databricks.md's advice),
-    where the other executor rebuilds the bucket's state from the checkpoint's changelogs."""
+    where the other executor loads the bucket's state from the checkpoint's RocksDB files."""
     now = time.time()
     for i, part in enumerate(PARTS):  # one file per micro-batch, in this order (by modification time)
         write_batch(tmp_path / "in", i, part)
