@@ -186,6 +186,30 @@ def test_a_checkpoint_of_lifted_counts_restarts_with_lifting_switched_off_or_on(
     _restarts_with_each(spark, where, build, COMBINE_CONF, ("true", "false", "true"))
 
 
+def test_a_checkpoint_of_aggregate_with_counts_restarts_as_run(spark, where):
+    """``aggregate()`` lifts a ``Count``, ``run()`` never does (it judges every input row): a query restarted as
+    ``run()`` from ``aggregate()``'s checkpoint, to get the late data from then on, carries each open window's
+    count on; the panes of both are those of ``aggregate()`` run through."""
+    def pipeline(s):
+        return windowed(s, time="ts", key="user").fixed("10 seconds").watermark("5 seconds")
+
+    aggs = {"total": Sum("amount"), "n": Count()}
+    parts = [events([("a", 1, 5), ("a", 3, 1), ("b", 4, 2)]), events([("a", 6, 2), ("b", 8, 1), ("c", 9, 4)]),
+             events([("a", 12, 1)]), events([("z", 300, 0)])]  # [0, 10) is open across the restart
+    source, sink, checkpoint = where()
+    _feed(start(spark, source, sink, checkpoint, lambda s: pipeline(s).aggregate(**aggs)), source, parts)
+    uninterrupted = read_sink(spark, sink)
+    assert {("a", 8, 3), ("b", 3, 2), ("c", 4, 1)} <= set(zip(uninterrupted["user"], uninterrupted["total"], uninterrupted["n"]))
+
+    source, sink, checkpoint = where()
+    _feed(start(spark, source, sink, checkpoint, lambda s: pipeline(s).aggregate(**aggs)), source, parts[:2])
+    as_run = sink.parent / "run"
+    _feed(start_run(spark, source, as_run, checkpoint, lambda s: pipeline(s).run(**aggs)), source, parts[2:], 2)
+    assert read_sink(spark, as_run / "late").empty
+    assert_same_panes(pd.concat([read_sink(spark, sink), read_sink(spark, as_run / "panes")], ignore_index=True),
+                      uninterrupted)
+
+
 @pytest.mark.parametrize("shape", ["fixed", "sessions"])
 def test_a_checkpoint_of_integer_keys_restarts_with_packing_switched_off_or_on(spark, where, shape):
     """With packing or lifting a worker computes an integer key's bucket before the shuffle, without it the

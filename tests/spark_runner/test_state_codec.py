@@ -326,36 +326,42 @@ def test_a_checkpoint_of_another_pipeline_is_refused_naming_what_changed(change,
         other.adapter.load(blob)
 
 
-@pytest.mark.parametrize("written_lifted", [True, False])
-def test_a_checkpoint_of_counts_reads_with_lifting_switched(written_lifted, tmp_path):
-    """Lifted, a ``Count`` is a ``Sum`` of partial counts in another column: the table written either way reads
-    back with this query's columns and the same counts; with ``.window_state(store)``, whose windows keep the
-    written columns, the restart is refused naming the setting to set back."""
+LIFTED, UNLIFTED, RUN = {"combine": True}, {"combine": False}, {"combine": True, "late_data": True}
+
+
+@pytest.mark.parametrize("written, reading", [(LIFTED, UNLIFTED), (UNLIFTED, LIFTED), (LIFTED, RUN), (RUN, LIFTED)])
+def test_a_checkpoint_of_counts_reads_with_lifting_switched(written, reading, tmp_path):
+    """Lifted, a ``Count`` is a ``Sum`` of partial counts in another column: ``aggregate()`` lifts unless
+    ``windowing.spark.combine=false``, ``run()`` never does. The table written either way reads back with this
+    query's columns and the same counts; with ``.window_state(store)``, whose windows keep the written columns,
+    the restart is refused naming what wrote them."""
     from storage import KVStore
 
     frame = events([("a", 1, 5), ("b", 3, 1), ("a", 12, 7)])
     w = windowed(frame, time="ts", key="user").fixed("10 seconds")
 
-    def adapter(combine, pipeline=w):
-        return plan_spark(pipeline.strategy(total=Sum("amount"), n=Count()), spark_schema(frame), 4, combine=combine).adapter
+    def adapter(how, pipeline=w):
+        return plan_spark(pipeline.strategy(total=Sum("amount"), n=Count()), spark_schema(frame), 4, **how).adapter
 
-    written, reading = adapter(written_lifted), adapter(not written_lifted)
+    writer, reader = adapter(written), adapter(reading)
     elements = pd.DataFrame({WIRE.key(0): ["a", "b", "a"], WIRE.time: T0 + np.array([1, 3, 8]) * 10**9,
                              WIRE.value(0): [5, 1, 7]})
-    if written_lifted:  # folded rows carry their partial counts
+    if written is LIFTED:  # folded rows carry their partial counts
         elements[WIRE.value(1)] = [2, 1, 1]
-    table = step(written.plan.spec, written.fresh_state(), elements, T0, 0).state
-    read = reading.load(written.save(table))
-    assert list(read.columns) == list(reading.fresh_state().columns)
-    counts = ["a1.sum", "a1.count"] if written_lifted else ["a1.count", "a1.sum"]
-    expected = [3, 1] if written_lifted else [2, 1]
+    table = step(writer.plan.spec, writer.fresh_state(), elements, T0, 0).state
+    read = reader.load(writer.save(table))
+    assert list(read.columns) == list(reader.fresh_state().columns)
+    counts = ["a1.sum", "a1.count"] if written is LIFTED else ["a1.count", "a1.sum"]
+    expected = [3, 1] if written is LIFTED else [2, 1]
     assert table[counts[0]].tolist() == read[counts[1]].tolist() == expected
     assert read.drop(columns=counts[1]).equals(table.drop(columns=counts[0]))
 
     stored = w.window_state(KVStore(str(tmp_path / "store")))
-    with pytest.raises(WindowingConfigError, match=rf"written with windowing.spark.combine={str(written_lifted).lower()}, "
-                                                   r"and with .window_state\(store\) its windows keep that layout"):
-        adapter(not written_lifted, stored).load(adapter(written_lifted, stored).save(table))
+    what = (r"aggregate\(\) with windowing.spark.combine=true, which lifts" if written is LIFTED
+            else r"run\(\) or aggregate\(\) with windowing.spark.combine=false, which do not lift")
+    with pytest.raises(WindowingConfigError, match=rf"written by {what}, and with .window_state\(store\) its windows keep "
+                                                   r"that layout in the store: restart it that way"):
+        adapter(reading, stored).load(adapter(written, stored).save(table))
 
 
 def test_the_pipeline_description_stays_as_checkpoints_store_it():

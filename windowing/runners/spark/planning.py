@@ -17,7 +17,7 @@ from ...strategy import Strategy
 from ...timeaxis import TimeAxis
 from ...window_table import accumulator_columns
 from .buckets import Bucketing
-from .combine import Lifting, lifted_aggregations, lifting
+from .combine import COMBINE_CONF, Lifting, lifted_aggregations, lifting
 from .output_types import integral, numpy_dtype, output_type
 from .wire import WIRE
 from .worker import ELEMENT, KIND, NS_PER_US, REASON, BucketStep, OutputColumn, SwitchedLayout, per_ms, pipeline_of, uses_processing_time
@@ -90,18 +90,20 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     may_be_null = {f.name for f in schema.fields if f.nullable and integral(f.dataType)}
     nullable = tuple([WIRE.key(i) for i, k in enumerate(keys) if k in may_be_null]
                      + [WIRE.value(i) for i, (_, acc) in enumerate(aggregations) if acc.column in may_be_null])
-    liftable = None if late_data else lifting(
-        strategy.windowing.window_fn(axis), strategy.trigger, engine_aggregations(aggregations, dtypes),
-        strategy.n_keys, NS_PER_US if timestamp else 1, nullable)
-    how = liftable if combine else None
+    liftable = lifting(strategy.windowing.window_fn(axis), strategy.trigger, engine_aggregations(aggregations, dtypes),
+                       strategy.n_keys, NS_PER_US if timestamp else 1, nullable)
+    how = liftable if combine and not late_data else None  # run() needs every input row in the stateful step
     plan = unlifted_plan = make_plan(strategy, axis, dtypes)
     switched = None
     if liftable is not None:  # lifted, the stateful step runs the lifted aggregations, over the folded rows' columns
         lifted = lifted_aggregations(aggregations)
         counted = {str(acc.column) for (_, acc), (_, old) in zip(lifted, aggregations) if acc is not old}  # Sum(partial_count(i))
         lifted_plan = make_plan(strategy, axis, {**dtypes, **{c: np.dtype(np.int64) for c in counted}}, lifted)
-        plan, other = (lifted_plan, unlifted_plan) if combine else (unlifted_plan, lifted_plan)
-        switched = switched_layout(other.spec, plan.spec, strategy.window_state, combine=not combine)
+        if how is None:
+            other, written_by = lifted_plan, f"aggregate() with {COMBINE_CONF}=true, which lifts"
+        else:
+            plan, other, written_by = lifted_plan, unlifted_plan, f"run() or aggregate() with {COMBINE_CONF}=false, which do not lift"
+        switched = switched_layout(other.spec, plan.spec, strategy.window_state, written_by)
     value_types = [output_type(name, acc, types.get(acc.column) if acc.column else None) for name, acc in aggregations]
     lifted_fields = None
     if how is not None:
@@ -149,14 +151,14 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                      tuple(acc.column for _, acc in aggregations))
 
 
-def switched_layout(other: EngineSpec, spec: EngineSpec, window_state: Any, combine: bool) -> SwitchedLayout | None:
-    """How a table written by ``other``'s plan (``windowing.spark.combine`` set to ``combine``) reads as ``spec``'s;
-    None where both write the same (only a lifted ``Count`` differs: `combine.lifted_aggregations`)."""
+def switched_layout(other: EngineSpec, spec: EngineSpec, window_state: Any, written_by: str) -> SwitchedLayout | None:
+    """How a table written by ``other``'s plan (by ``written_by``) reads as ``spec``'s; None where both write the
+    same (only a lifted ``Count`` differs: `combine.lifted_aggregations`)."""
     written, now = pipeline_of(other, window_state), pipeline_of(spec, window_state)
     if written == now:
         return None
     columns = list(zip(accumulator_columns(other), accumulator_columns(spec), strict=True))
-    return SwitchedLayout(written, {old: new for old, new in columns if old != new}, combine)
+    return SwitchedLayout(written, {old: new for old, new in columns if old != new}, written_by)
 
 
 def horizon_ms(plan: Plan, per_ms: int) -> int:

@@ -26,7 +26,7 @@ from ...timeaxis import MAX_TIME, MIN_TIME
 from ...window_state import KeyedStepResult, keyed_step
 from ...window_table import empty_state
 from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
-from .combine import CHECKED_BUCKET, COMBINE_CONF, nulls_restored
+from .combine import CHECKED_BUCKET, nulls_restored
 from .old_checkpoints import without_float_integers
 from .wire import WIRE
 
@@ -39,7 +39,8 @@ PANE, LATE = "PANE", "LATE"
 
 @dataclass(frozen=True)
 class SwitchedLayout:
-    """The bucket's window table as the query writes it with ``windowing.spark.combine`` the other way.
+    """The bucket's window table as the same pipeline writes it lifted where this query does not, or the other
+    way round: ``aggregate()`` lifts, unless ``windowing.spark.combine=false``; ``run()`` never does.
 
     Lifted, a ``Count`` accumulates partial counts as a ``Sum`` (`combine.lifted_aggregations`): the same
     int64 column under another name, and another pipeline in the state row (`pipeline_of`). A checkpoint
@@ -50,8 +51,8 @@ class SwitchedLayout:
     """What the state row says where written that way (`pipeline_of`)."""
     renamed: dict[str, str]
     """That table's columns to this query's, where their names differ."""
-    combine: bool
-    """The setting that writes it."""
+    written_by: str
+    """What writes it, for a refusal's message."""
 
 
 @dataclass(frozen=True)
@@ -181,9 +182,8 @@ class BucketStep:
         if self.switched is not None and written_by == self.switched.pipeline:
             if self.window_state is not None:  # the windows in the store keep that table's columns
                 raise WindowingConfigError(
-                    f"the checkpoint's state was written with {COMBINE_CONF}={str(self.switched.combine).lower()}, and "
-                    "with .window_state(store) its windows keep that layout in the store: set it back to restart "
-                    "from this checkpoint, or start from a new checkpoint")
+                    f"the checkpoint's state was written by {self.switched.written_by}, and with .window_state(store) "
+                    "its windows keep that layout in the store: restart it that way, or start from a new checkpoint")
             table, written_by = table.rename(columns=self.switched.renamed), pipeline
         if written_by is not None and written_by != pipeline:
             changed = "; ".join(f"{part} {written_by.get(part)} then, {pipeline.get(part)} now"
