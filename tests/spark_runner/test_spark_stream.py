@@ -206,8 +206,8 @@ def test_a_checkpoint_of_aggregate_with_counts_restarts_as_run(spark, where):
     as_run = sink.parent / "run"
     _feed(start_run(spark, source, as_run, checkpoint, lambda s: pipeline(s).run(**aggs)), source, parts[2:], 2)
     assert read_sink(spark, as_run / "late").empty
-    assert_same_panes(pd.concat([read_sink(spark, sink), read_sink(spark, as_run / "panes")], ignore_index=True),
-                      uninterrupted)
+    both = [panes for panes in (read_sink(spark, sink), read_sink(spark, as_run / "panes")) if len(panes)]
+    assert_same_panes(pd.concat(both, ignore_index=True), uninterrupted)  # pandas 2 warns at concatenating an empty frame
 
 
 @pytest.mark.parametrize("shape", ["fixed", "sessions"])
