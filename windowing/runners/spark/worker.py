@@ -93,7 +93,8 @@ class BucketStep:
     state_compression: str = COMPRESSIONS[0]
     """How the state row's table is compressed (`windowing.state_codec.encode`); any is read back."""
     switched: SwitchedLayout | None = None
-    """The table as written with ``windowing.spark.combine`` the other way, where that differs."""
+    """The table as this pipeline writes it lifted where this query does not, or the other way round
+    (`SwitchedLayout`); None where both write the same."""
 
     @property
     def buckets(self) -> int:

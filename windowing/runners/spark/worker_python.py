@@ -32,8 +32,8 @@ def on_workers(function: Callable[..., Any], quick_ack: bool = True) -> Callable
     Each call also drops the zip archives' importers from ``sys.path_importer_cache``: pyspark 3.5's worker
     calls ``importlib.invalidate_caches()`` before every task, and on Python 3.11 a zip importer in that cache
     then reads its archive's whole directory again (pyspark's zips and Spark's core jar, on the workers'
-    path), which made the engine's micro-batch at 1k keys 557 ms where it now takes 351 (docs/spark.md,
-    "Python workers on pyspark 3.5"). A later import from an archive makes its importer anew.
+    path), which made the engine's micro-batch at 1k keys 557 ms where it now takes 351 with fixed windows
+    (617 and 389 with sessions; docs/spark.md, "Python workers on pyspark 3.5"). A later import from an archive makes its importer anew.
 
     With ``quick_ack`` the first call in a worker process has it acknowledge at once what the JVM
     sends it over TCP (`storage.worker_socket`): each exchange with the worker otherwise waited up to 40 ms.
