@@ -12,12 +12,14 @@
   reports the real attempt, so the duplicate's files must vanish;
   batch 3, partition 0's task kills its executor's JVM mid-write.
   Each fault happens once (a lost executor makes Spark run the stage again, from attempt 0).
-  Then a streaming ``windowed(...)`` query (the Spark runner) into a Parquet sink, its
-  executor killed mid-batch. Then each sink's query runs on over ``in/4..5`` and stops at a
+  Then two streaming ``windowed(...)`` queries (the Spark runner) into Parquet sinks, one after
+  the other, each with its executor killed mid-batch: one on Spark's default state store, one on
+  RocksDB with changelog checkpointing (``WINDOWED``). Then each sink's query runs on over ``in/4..5`` and stops at a
   point of batch 4 (in a task or in the driver's commit) until the test kills this process.
 * ``resume``: the same queries, restarted from their checkpoints, run to the end.
 
-Everything the test checks is in the work directory: the sinks, ``markers/`` and ``inputs.json``.
+Everything the test checks is in the work directory: the sinks, ``markers/`` and each windowed
+query's ``<name>-inputs.json``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import pyarrow as pa
 from storage.file_sink import ColumnBuckets, FileSink, RollingPolicy
 from storage.file_sink.tasks import TaskInfo, write_task
 from tests import sparks
+from tests.spark_runner.streaming import ROCKSDB_CHANGELOG
 
 KEY = b"cluster-test-key"  # 16 bytes
 ROWS_PER_FILE = 300
@@ -177,9 +180,10 @@ def pane_parts() -> list:
 
 @dataclass(frozen=True)
 class KillExecutorAt:
-    """Kill the executor of partition 0's task, once, when it starts writing batch ``batch_id``."""
+    """Kill the executor of query ``name``'s partition 0 task, once, when it starts writing batch ``batch_id``."""
 
     work: str
+    name: str
     batch_id: int
 
     def __call__(self, phase: str, batch_id: int) -> None:
@@ -188,29 +192,41 @@ class KillExecutorAt:
         context = TaskContext.get()
         if context is None or (phase, batch_id) != ("task_started", self.batch_id):
             return
-        mark(self.work, f"panes-b{batch_id}-p{context.partitionId()}-t{context.taskAttemptId()}-started")
-        if context.partitionId() == 0 and not marked(self.work, f"panes-b{batch_id}-killed-executor"):
-            mark(self.work, f"panes-b{batch_id}-killed-executor")
+        mark(self.work, f"{self.name}-b{batch_id}-p{context.partitionId()}-t{context.taskAttemptId()}-started")
+        if context.partitionId() == 0 and not marked(self.work, f"{self.name}-b{batch_id}-killed-executor"):
+            mark(self.work, f"{self.name}-b{batch_id}-killed-executor")
             kill_my_executor()
 
 
-def windowed_query(spark, work: Path) -> None:
-    """The Spark runner's panes (fixed windows, ``tests.spark_runner``) into a Parquet sink; an executor dies."""
+#: The windowed queries, by name (their sink, checkpoint and markers): the session settings each starts with.
+WINDOWED = {"panes": {}, "panes-rocksdb": ROCKSDB_CHANGELOG}
+
+
+def windowed_query(spark, work: Path, name: str) -> None:
+    """The Spark runner's panes (fixed windows, ``tests.spark_runner``) into a Parquet sink; an executor dies.
+    The query starts with ``WINDOWED[name]``'s settings, which it keeps (Spark copies the session at start)."""
     from tests.spark_runner.streaming import SCHEMA as EVENTS
     from tests.spark_runner.streaming import batch_inputs, write_batch
     from tests.spark_runner.test_spark_stream import _on_time
 
-    for i, part in enumerate(pane_parts()):
-        write_batch(work / "events", i, part)
-    sink = FileSink(str(work / "panes"), format="parquet")
+    if not (work / "events").exists():
+        for i, part in enumerate(pane_parts()):
+            write_batch(work / "events", i, part)
+    sink = FileSink(str(work / name), format="parquet")
     events = spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 1).parquet(str(work / "events"))
-    query = sink.start(_on_time(events), checkpoint_location=str(work / "checkpoints" / "panes"),
-                       trigger={"availableNow": True}, hook=KillExecutorAt(str(work), 1))
+    settings = WINDOWED[name]
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        query = sink.start(_on_time(events), checkpoint_location=str(work / "checkpoints" / name),
+                           trigger={"availableNow": True}, hook=KillExecutorAt(str(work), name, 1))
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
     query.awaitTermination()
     if query.exception() is not None:
         raise query.exception()
-    inputs = batch_inputs(query)
-    (work / "inputs.json").write_text(json.dumps(inputs))
+    (work / f"{name}-inputs.json").write_text(json.dumps(batch_inputs(query)))
 
 
 def main(work: Path, mode: str) -> None:
@@ -232,7 +248,8 @@ def main(work: Path, mode: str) -> None:
             start(spark, work, name, sink, Faults(str(work), name, sink)).awaitTermination()
         publish_inputs(work, FAULT_FILES)
         queries = [start(spark, work, name, sink, Faults(str(work), name, sink)) for name, sink in by_name.items()]
-        windowed_query(spark, work)  # meanwhile: one executor kill may serve several queries
+        for name in WINDOWED:  # meanwhile: one executor kill may serve several queries
+            windowed_query(spark, work, name)
         for query in queries:
             query.awaitTermination()
         publish_inputs(work, ALL_FILES)

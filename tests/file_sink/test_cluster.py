@@ -19,7 +19,7 @@ import pytest
 from storage.file_sink.codec import decompress, unseal
 from storage.file_sink.formats import FORMATS
 from tests import sparks
-from tests.file_sink.cluster_driver import ALL_FILES, KILL_POINTS, ROWS_PER_FILE, pane_parts, sinks
+from tests.file_sink.cluster_driver import ALL_FILES, KILL_POINTS, ROWS_PER_FILE, WINDOWED, pane_parts, sinks
 
 pytestmark = pytest.mark.spark
 
@@ -101,18 +101,23 @@ def test_the_faults_happened(cluster_run, name):
     assert (work / "markers" / "resumed").exists()
 
 
-def test_a_windowed_query_with_an_executor_killed_ends_with_the_pandas_runners_panes(cluster_run):
+@pytest.mark.parametrize("name", list(WINDOWED))
+def test_a_windowed_query_with_an_executor_killed_ends_with_the_pandas_runners_panes(cluster_run, name):
+    """On Spark's default state store (``panes``) and on RocksDB with changelog checkpointing
+    (``panes-rocksdb``, docs/databricks.md's advice), whose changelog files the checkpoint must hold."""
     from storage.file_sink import FileSink
     from tests.spark_runner.helpers import assert_same_panes
     from tests.spark_runner.streaming import mirror
     from tests.spark_runner.test_spark_stream import _on_time
 
     work = cluster_run
-    assert (work / "markers" / "panes-b1-killed-executor").exists() and started(work, "panes-b1-p0") >= 2
-    inputs = json.loads((work / "inputs.json").read_text())
+    assert (work / "markers" / f"{name}-b1-killed-executor").exists() and started(work, f"{name}-b1-p0") >= 2
+    inputs = json.loads((work / f"{name}-inputs.json").read_text())
     expected = mirror(pane_parts(), inputs, _on_time)
-    actual = FileSink(str(work / "panes"), format="parquet").read()
+    actual = FileSink(str(work / name), format="parquet").read()
     for column in ("window_start", "window_end"):  # Spark's timestamps, with the session's zone, UTC
         actual[column] = actual[column].dt.tz_convert("UTC").dt.tz_localize(None)
     assert len(expected) > 0
     assert_same_panes(actual, pd.DataFrame(expected))
+    changelogs = list((work / "checkpoints" / name / "state").rglob("*.changelog"))
+    assert bool(changelogs) == (name == "panes-rocksdb")
