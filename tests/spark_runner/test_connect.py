@@ -19,7 +19,7 @@ def connect_url():
         yield url
 
 
-@pytest.mark.parametrize("scenario", ["batch", "stream_with_watermark", "stream_with_builder_watermark", "file_sink",
-                                      "splitter"])
+@pytest.mark.parametrize("scenario", ["batch", "stream_with_watermark", "stream_with_builder_watermark",
+                                      "stream_aggregate_then_run", "file_sink", "splitter"])
 def test_over_spark_connect(connect_url, tmp_path, scenario):
     sparks.run_driver("tests.spark_runner.connect_driver", scenario, connect_url, str(tmp_path))
