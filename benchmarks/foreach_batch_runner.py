@@ -14,7 +14,7 @@ It is a sketch for the measurement, not a runner: it restarts from nothing (its 
 Spark's checkpoint, so a replayed micro-batch is not recognised), fires nothing after the last input (no
 micro-batch without data reaches ``foreachBatch``), keeps no late data, knows no processing time, and takes
 the benchmark's columns (``key``, ``ts``, ``amount``, none null) and pipelines (``Sum`` in fixed windows
-or sessions, on-time panes). What it would take to make it one is in docs/spark.md ("A runner of that
+or sessions, on-time panes). What it would take to make it one is in docs/spark_benchmark.md ("A runner of that
 shape, sketched").
 """
 

@@ -128,7 +128,8 @@ def test_run_on_a_batch_dataframe_gives_the_panes_and_no_late_data(spark):
 
 def test_the_workers_exempt_lasting_objects_from_the_garbage_collector(spark):
     """Each function the runner hands Spark's Python workers starts with ``gc.freeze()``: pyspark runs
-    a full ``gc.collect()`` after every task (docs/spark.md, "Benchmark")."""
+    a full ``gc.collect()`` after every task (docs/spark_benchmark_history.md, "Earlier runs, with a set
+    bucket count")."""
     frame = spark.createDataFrame(events(ROWS))
     panes = windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(frozen=frozen_when_output())
     assert panes.select("frozen").toPandas()["frozen"].tolist() == [True] * 6

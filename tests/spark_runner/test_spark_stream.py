@@ -504,7 +504,7 @@ def test_a_stream_without_a_watermark_is_refused(spark, where):
 
 
 def test_the_stateful_workers_exempt_lasting_objects_from_the_garbage_collector(spark, where):
-    """``applyInPandasWithState``'s function starts with ``gc.freeze()`` too (docs/spark.md, "Benchmark")."""
+    """``applyInPandasWithState``'s function starts with ``gc.freeze()`` too (docs/spark_benchmark_history.md)."""
     source, sink, checkpoint = where()
     build = lambda stream: windowed(stream, time="ts", key="user").fixed("10 seconds").watermark("5 seconds") \
         .aggregate(frozen=frozen_when_output())

@@ -320,7 +320,7 @@ def packed_output(frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
 
     pyspark's ``applyInPandasWithState`` pads every output row with a count row and an empty state
     row, built as Python lists and object columns: that cost about 3 us a row, a third of the
-    workers' Python time at 100k keys, more than the engine step (docs/spark.md, "Benchmark").
+    workers' Python time at 100k keys, more than the engine step (docs/spark.md, "After the step: packed output").
     A packed row is one row whichever the panes.
     """
     for frame in frames:
