@@ -64,26 +64,37 @@ def _stream(spark, work: Path, prepare, build, pandas_build) -> None:
     """Feed ``PARTS`` one file and micro-batch each, ``run().output`` into a Parquet sink, the query stopped
     and started again from its checkpoint after the second file; compare panes and late data with the
     pandas runner over the micro-batches Spark ran."""
-    source, out, checkpoint = work / "in", work / "out", work / "chk"
-    source.mkdir(parents=True)
-    inputs: list[int] = []
-    for first, last in ((0, 2), (2, len(PARTS))):
-        stream = prepare(spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source)))
-        query = (build(stream).output.writeStream.format("parquet").option("path", str(out))
-                 .option("checkpointLocation", str(checkpoint)).outputMode("append").start())
-        try:
-            for i in range(first, last):
-                write_batch(source, i, PARTS[i])
-                query.processAllAvailable()
-            inputs += batch_inputs(query)
-        finally:
-            query.stop()
-    assert sum(inputs) == sum(map(len, PARTS))
+    out, checkpoint = work / "out", work / "chk"
+
+    def start(stream):
+        return (build(prepare(stream)).output.writeStream.format("parquet").option("path", str(out))
+                .option("checkpointLocation", str(checkpoint)).outputMode("append").start())
+
+    inputs = _in_two_runs(spark, work / "in", PARTS, (start, start))
     panes, late = _panes_and_late(pd.read_parquet(out))
     expected_panes, expected_late = mirror(PARTS, inputs, pandas_build, late=True)
     assert len(expected_late) > 0, "the scenario has late data"
     assert_same_panes(panes, expected_panes)
     assert_same_late_data(late, expected_late)
+
+
+def _in_two_runs(spark, source: Path, parts: list[pd.DataFrame], starts) -> list[int]:
+    """Write ``parts`` into ``source`` one file and micro-batch each, read by the query ``starts[0]`` starts on
+    the stream for the first two and, after it stopped, by the one ``starts[1]`` starts for the rest (from
+    the same checkpoint); the rows each micro-batch read."""
+    source.mkdir(parents=True)
+    inputs: list[int] = []
+    for (first, last), start in zip(((0, 2), (2, len(parts))), starts):
+        query = start(spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source)))
+        try:
+            for i in range(first, last):
+                write_batch(source, i, parts[i])
+                query.processAllAvailable()
+            inputs += batch_inputs(query)
+        finally:
+            query.stop()
+    assert sum(inputs) == sum(map(len, parts))
+    return inputs
 
 
 def _panes_and_late(output: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -114,24 +125,15 @@ def stream_aggregate_then_run(spark, work: Path) -> None:
     aggs = {"total": Sum("amount"), "n": Count()}
     parts = [events([("a", 1, 5), ("a", 3, 1), ("b", 4, 2)]), events([("a", 6, 2), ("c", 9, 4), ("a", 12, 1), ("b", 16, 3)]),
              events([("a", 14, 2), ("c", 18, 1)]), events([("b", 2, 7), ("a", 25, 1)]), events([("z", 300, 0)])]
-    source = work / "in"
-    source.mkdir(parents=True)
-    inputs: list[int] = []
-    for (first, last), side, build in (((0, 2), "aggregate", lambda s: pipeline(s).aggregate(**aggs)),
-                                       ((2, len(parts)), "run", lambda s: pipeline(s).run(**aggs).output)):
-        stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
+
+    def into(side: str, build):
         # foreachBatch, not a file sink: Spark's file sink keeps its own log in its directory, which a
         # restart into another directory does not find ("Unable to find batch .../_spark_metadata/0").
-        query = (build(stream).writeStream.foreachBatch(_write_into(work / side))
-                 .option("checkpointLocation", str(work / "chk")).outputMode("append").start())
-        try:
-            for i in range(first, last):
-                write_batch(source, i, parts[i])
-                query.processAllAvailable()
-            inputs += batch_inputs(query)
-        finally:
-            query.stop()
-    assert sum(inputs) == sum(map(len, parts))
+        return lambda stream: (build(stream).writeStream.foreachBatch(_write_into(work / side))
+                               .option("checkpointLocation", str(work / "chk")).outputMode("append").start())
+
+    inputs = _in_two_runs(spark, work / "in", parts, (into("aggregate", lambda s: pipeline(s).aggregate(**aggs)),
+                                                       into("run", lambda s: pipeline(s).run(**aggs).output)))
     before = pd.read_parquet(work / "aggregate").drop(columns="batch")
     after, late = _panes_and_late(pd.read_parquet(work / "run").drop(columns="batch"))
     expected_panes, expected_late = mirror(parts, inputs, lambda s: pipeline(s).run(**aggs), late=True)
