@@ -27,8 +27,10 @@ step as Java does:
 Where Python's state machines and Java's differ, Java is followed:
 - ``AfterWatermark`` in a merged window is late only if it was late in every merged window and
   the watermark passed the merged window's end (Java's ``AfterWatermarkStateMachine.onMerge``);
-  Python takes any. Otherwise the early trigger goes on with the merged state and the late one
-  starts afresh.
+  Python takes any. A merged window that never ran it (an ``AfterEach`` still at an earlier
+  sub-trigger there) holds no state of it and was not late: Java's finished bit of its early
+  trigger is unset there. Otherwise the early trigger goes on with the merged state and the late
+  one starts afresh.
 - ``AfterProcessingTime`` is ready once processing time passed its delay, whatever called it,
   and stays ready until reset, as Java's finished bit makes it (Python fires it from its timer only).
 
@@ -54,6 +56,9 @@ DROPPED_LATE = "beyond allowed lateness"
 DROPPED_CLOSED = "window closed (trigger finished)"
 
 
+IN_EVERY_MERGED_WINDOW = "@in every merged window"
+
+
 class Clock:
     """The step's processing time and watermark, read by the triggers below."""
 
@@ -69,6 +74,8 @@ class JavaAfterWatermark(bt.AfterWatermark):
     """Beam's AfterWatermark with Java's merge: late only if every merged window was late."""
 
     EARLY_TAG = bt._CombiningValueStateTag("is_early", any)
+    #: Read only: whether this trigger was late in every window of the merge under way (`Store.get_state`).
+    LATE_IN_EVERY_MERGED_WINDOW = bt._CombiningValueStateTag("is_late" + IN_EVERY_MERGED_WINDOW, all)
 
     def __init__(self, clock: Clock, early=None, late=None):
         super().__init__(early, late)
@@ -83,8 +90,10 @@ class JavaAfterWatermark(bt.AfterWatermark):
         super().on_element(element, window, context)
 
     def on_merge(self, to_be_merged, merge_result, context):
+        # Java's finishedInAllMergingWindows: a merged window that never ran this trigger (say an
+        # AfterEach still at an earlier sub-trigger there) holds no state of it, and counts as not late.
         if self.late and context.get_state(self.LATE_TAG) and not (
-                self.is_late(context) and _time(self.clock.watermark) >= merge_result.end):
+                context.get_state(self.LATE_IN_EVERY_MERGED_WINDOW) and _time(self.clock.watermark) >= merge_result.end):
             context.clear_state(self.LATE_TAG)  # late in some merged windows only: early again
             context.add_state(self.EARLY_TAG, True)
             self.late.reset(merge_result, bt.NestedContext(context, "late"))
@@ -166,6 +175,7 @@ class Store(bt.SimpleState):
         self.clock = clock
         self.tags: dict = defaultdict(lambda: defaultdict(list))
         self.timers: dict = defaultdict(dict)
+        self.merged_windows: list[dict] = []  # the state of each window of the merge under way, before its union
 
     def set_timer(self, window, name, time_domain, timestamp, dynamic_timer_tag=""):
         if time_domain == TimeDomain.WATERMARK and _int(timestamp) <= self.clock.watermark:
@@ -184,6 +194,10 @@ class Store(bt.SimpleState):
         self.tags[window][tag.tag].append(value)
 
     def get_state(self, window, tag):
+        if tag.tag.endswith(IN_EVERY_MERGED_WINDOW):  # JavaAfterWatermark.LATE_IN_EVERY_MERGED_WINDOW
+            prefix = tag.tag.removesuffix("is_late" + IN_EVERY_MERGED_WINDOW)
+            return all(any(tags.get(prefix + "is_late", [])) and not any(tags.get(prefix + "is_early", []))
+                       for tags in self.merged_windows)
         values = self.tags[window][tag.tag]
         if isinstance(tag, bt._CombiningValueStateTag):
             return tag.combine_fn.apply(values)
@@ -195,6 +209,7 @@ class Store(bt.SimpleState):
     def merge(self, sources, result) -> None:
         """Union the state of ``sources`` into ``result``; their processing-time timers go with it,
         their end-of-window timers are cancelled (``ReduceFnRunner.onMerge``)."""
+        self.merged_windows = [{tag: list(values) for tag, values in self.tags.get(window, {}).items()} for window in sources]
         for window in sources:
             if window == result:
                 continue
