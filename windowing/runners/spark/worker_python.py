@@ -26,8 +26,8 @@ def on_workers(function: Callable[..., Any], quick_ack: bool = True) -> Callable
     task, and each one walked every object alive in the worker, the modules and classes of pandas,
     pyarrow and pyspark included: a large part of this runner's Python time (``benchmarks/spark_bench.py``,
     docs/spark_benchmark_history.md, "Earlier runs, with a set bucket count"). What is alive when a task's
-    function starts is such lasting state; frozen, the collector skips it. Reference counting still frees frozen objects. The splitter's
-    Spark source does the same (``storage.splitter.spark_source``).
+    function starts is such lasting state; frozen, the collector skips it. Reference counting still frees
+    frozen objects. The splitter's Spark source does the same (``storage.splitter.spark_source``).
 
     Each call also drops the zip archives' importers from ``sys.path_importer_cache``: pyspark 3.5's worker
     calls ``importlib.invalidate_caches()`` before every task, and on Python 3.11 a zip importer in that cache
