@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .base import NO_TIME, Column, Fired, ToInternal, Trigger, TriggerContext, checked_trigger, set_field
+from .base import Column, Fired, ToInternal, Trigger, TriggerContext, checked_trigger, set_field
 from .errors import WindowingConfigError
 
 
@@ -165,11 +165,6 @@ class AfterEach(_Sequence):
         ctx["index"] = index
         return Fired.finishing(rows & (index >= len(self.children)), *fired)
 
-    def processing_timers(self, ctx: TriggerContext) -> list[np.ndarray]:
-        """The current sub-trigger's timers only: the earlier ones finished, the later ones have not started."""
-        return [np.where(ctx["index"] == i, timer, NO_TIME)
-                for i, child in enumerate(self.children) for timer in child.processing_timers(ctx.sub(str(i)))]
-
 
 @dataclass(frozen=True)
 class OrFinally(_Composite):
@@ -281,12 +276,6 @@ class AfterWatermark(_Composite):
         dst["late"] = still_late
         if self.late is not None:  # Repeatedly shares its child's state: resetting the child resets both
             self.late.reset(dst.sub("late"), ~still_late)
-
-    def processing_timers(self, ctx: TriggerContext) -> list[np.ndarray]:
-        """The timers of the phase the window is in: early before the ON_TIME pane, late after."""
-        is_late = ctx["late"]
-        return [np.where(in_phase, timer, NO_TIME) for role, phase, in_phase in self._phase_rows(~is_late, is_late)
-                for timer in phase.processing_timers(ctx.sub(role))]
 
     def __repr__(self) -> str:
         parts = [f"{role}={t!r}" for role, t in (("early", self.early), ("late", self.late)) if t is not None]

@@ -17,7 +17,8 @@ The methods mirror Beam's ``TriggerFn``: ``on_elements`` (Beam's
 returns where it set an end-of-window timer), ``merge`` (``on_merge``),
 ``should_fire``, ``on_fire`` (returns a `Fired`: where the trigger finished and
 where its firing must emit a pane even if nothing arrived), ``reset`` and
-``processing_timers`` (the pending processing-time timers).
+``processing_timers`` (the pending processing-time timers, which outlive a reset as
+Java's do, until ``consume_due_timers``).
 
 A trigger is a frozen dataclass: a value, equal and hashed by its fields, safe
 to share between pipelines and to pickle into Spark workers. ``resolve``
@@ -43,11 +44,16 @@ Merge = Literal["sum", "min", "max", "any", "all"]
 
 @dataclass(frozen=True)
 class Column:
-    """One column of trigger state: its dtype, its value in a fresh window, how merges combine it."""
+    """One column of trigger state: its dtype, its value in a fresh window, how merges combine it.
+
+    ``earlier``: for a column added after the first release, its value in a window table written
+    before (a Spark checkpoint), from the state that table holds, seen through the trigger's context.
+    """
 
     dtype: Any
     default: Any
     merge: Merge
+    earlier: Callable[["TriggerContext"], np.ndarray] | None = None
 
 
 class TriggerContext:
@@ -256,11 +262,21 @@ class Trigger(ABC):
             child.merge(src.sub(role), groups, dst.sub(role))
 
     def processing_timers(self, ctx: TriggerContext) -> list[np.ndarray]:
-        """Each pending processing-time timer of the tree (a time at which ``should_fire`` may turn
-        true), per window, NO_TIME where unset; past ones included, until the trigger fires or
-        resets. Only the timers of the sub-triggers in charge count (the current one of an
-        ``AfterEach``, the early or late one of an ``AfterWatermark``)."""
+        """Each pending processing-time timer of the tree (a time at which the window must be
+        evaluated), per window, NO_TIME where unset.
+
+        A timer stays pending until it is due, whatever its trigger did since (fired, reset, or left
+        in charge of a sibling: an ``AfterEach`` moved on, an ``AfterWatermark`` past its early
+        phase): Beam Java cannot delete a trigger's timer, and when due it wakes the window, whose
+        root trigger is then asked whether to fire. The step that evaluates a due timer consumes it
+        (`consume_due_timers`).
+        """
         return [timer for role, child in self.named_children() for timer in child.processing_timers(ctx.sub(role))]
+
+    def consume_due_timers(self, ctx: TriggerContext, rows: np.ndarray) -> None:
+        """Forget, on ``rows``, the timers due at ``ctx.processing_time``: the step has evaluated their windows."""
+        for role, child in self.named_children():
+            child.consume_due_timers(ctx.sub(role), rows)
 
     def timer_due(self, ctx: TriggerContext) -> np.ndarray:
         """Where a processing-time timer is due (at or before ``ctx.processing_time``): the runner
@@ -276,8 +292,8 @@ class Trigger(ABC):
         true; NO_TIME if none.
 
         ``ctx.processing_time`` is that of the step that made the state, which evaluated every window
-        with a due timer: a time at or before it was due then, and did not fire only because a
-        composite held it back (``AfterAll`` waiting for a count). Reporting it would call the window
+        with a due timer: a time at or before it was due then (`AtWatermark`'s next periodic firing
+        stays until it fires, where a composite held it back). Reporting it would call the window
         again in every step for nothing, so it is left out (``future_timers``).
         """
         out = np.full(len(ctx), NO_TIME, dtype=np.int64)

@@ -110,15 +110,23 @@ class AfterCount(Trigger):
 
 
 _FIRED = np.iinfo(np.int64).min
-"""``fire_at`` of an AfterProcessingTime that fired: due (before every processing time), with no timer."""
+"""``fire_at`` of an AfterProcessingTime that fired: due (before every processing time) until reset."""
+
+
+def _live_timer(ctx: TriggerContext) -> np.ndarray:
+    """An `AfterProcessingTime`'s timer in a window table written before its ``timer`` column: that
+    release kept only the timer of a trigger that had not fired nor been reset since."""
+    return np.where(ctx["fire_at"] == _FIRED, NO_TIME, ctx["fire_at"])
 
 
 @dataclass(frozen=True)
 class AfterProcessingTime(Trigger):
     """Fires once ``delay`` of processing time after the first element of the pane; then finishes.
 
-    Merged windows keep the earliest pending firing time (Beam). Once fired it reports no timer:
-    a runner need not call the window again for it.
+    Merged windows keep the earliest pending firing time (Beam). Its timer (``timer``, beside the
+    firing time ``fire_at``) outlives a reset until it is due, as in Beam Java, whose
+    ``TriggerTimers`` cannot delete it: when due it wakes the window, whichever sub-trigger is in
+    charge by then (docs/engine.md, "Steps").
     """
 
     delay: Duration
@@ -129,7 +137,7 @@ class AfterProcessingTime(Trigger):
         set_field(self, "delay", parse_duration("AfterProcessingTime(delay)", self.delay))
 
     def own_columns(self) -> dict[str, Column]:
-        return {"fire_at": Column(np.int64, NO_TIME, "min")}
+        return {"fire_at": Column(np.int64, NO_TIME, "min"), "timer": Column(np.int64, NO_TIME, "min", earlier=_live_timer)}
 
     def resolve(self, to_internal: ToInternal) -> AfterProcessingTime:
         return replace(self, delay_units=to_internal("AfterProcessingTime(delay)", self.delay))
@@ -137,7 +145,9 @@ class AfterProcessingTime(Trigger):
     def on_elements(self, ctx: TriggerContext, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
         start = rows & (ctx["fire_at"] == NO_TIME)
         assert self.delay_units is not None, "AfterProcessingTime runs resolved (Trigger.resolve)"
-        ctx.put("fire_at", start, _plus(ctx.processing_time, self.delay_units))
+        fire_at = _plus(ctx.processing_time, self.delay_units)
+        ctx.put("fire_at", start, fire_at)
+        ctx.put("timer", start, fire_at)
         return np.zeros(len(ctx), dtype=bool)
 
     def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
@@ -147,8 +157,14 @@ class AfterProcessingTime(Trigger):
         ctx.put("fire_at", rows, _FIRED)
         return Fired.finishing(rows.copy())
 
+    def reset(self, ctx: TriggerContext, rows: np.ndarray) -> None:
+        ctx.put("fire_at", rows, NO_TIME)  # the timer stays until due
+
     def processing_timers(self, ctx: TriggerContext) -> list[np.ndarray]:
-        return [np.where(ctx["fire_at"] == _FIRED, NO_TIME, ctx["fire_at"])]
+        return [ctx["timer"]]
+
+    def consume_due_timers(self, ctx: TriggerContext, rows: np.ndarray) -> None:
+        ctx.put("timer", rows & (ctx["timer"] <= ctx.processing_time), NO_TIME)
 
     def counts_elements(self) -> bool:
         return False  # starts its delay at the pane's first element, however many arrive
@@ -259,6 +275,8 @@ class AtWatermark(Trigger):
         dst["late"] = dst["late"] & dst.past_end()
 
     def processing_timers(self, ctx: TriggerContext) -> list[np.ndarray]:
+        """The next periodic firing of the phase the window is in: the seed operator's schedule, not a timer
+        Beam sets, so it stays pending past its time until the window fires (nothing consumes it)."""
         return [np.where(ctx["late"], ctx["late_next"], ctx["early_next"])]
 
     def counts_elements(self) -> bool:

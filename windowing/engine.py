@@ -73,6 +73,8 @@ def step(spec: EngineSpec, state: pd.DataFrame, elements: pd.DataFrame, watermar
     fire = spec.trigger.should_fire(ctx, due) if due.any() else np.zeros(n, dtype=bool)
     firing = spec.trigger.on_fire(ctx, fire) if fire.any() else Fired.nothing(n)
     finished = firing.finished
+    if spec.trigger.uses_processing_time():
+        spec.trigger.consume_due_timers(ctx, np.ones(n, dtype=bool))
     table.update(ctx.columns)
 
     timing = window_timings(table, watermark)

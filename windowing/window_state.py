@@ -10,8 +10,8 @@ timer index says are due. Each key has one index entry ``E`` at the earliest wat
 `keys_to_step` must step it (a window's end while it owes its ON_TIME pane or has an end-of-window
 timer, its end plus the allowed lateness: its purge); with processing-time triggers also ``P`` at
 its earliest timer after the processing time of the step that wrote it, and ``D`` while a timer at
-or before that time is still pending (a composite held its firing back: such a key is stepped in
-every step, as the trigger asks). Windows are independent per key and a key's windows are stepped
+or before that time is still pending (`AtWatermark`'s periodic firing, which a composite held back:
+such a key is stepped in every step, as the trigger asks). Windows are independent per key and a key's windows are stepped
 together (session merges, a closed window beside a new one), so stepping the touched keys equals
 stepping the whole table. The step reads their records (one ``get_many``), runs
 `windowing.engine.step` on them alone, and writes back the records whose bytes changed and the
@@ -55,9 +55,11 @@ from .errors import WindowingConfigError
 from .spec import EngineSpec
 from .state_codec import pickled
 from .timeaxis import MAX_TIME, add_saturating
-from .window_table import table_columns
+from .window_table import current_layout, table_columns
 
 RECORD, DUE, PROCESSING, PENDING, UNDO = b"K", b"E", b"P", b"D", b"U"
+LAYOUT = 1
+"""The layout of the rows of the records this release writes (`_Record.layout`)."""
 _ABSENT, _PRESENT = b"\x00", b"\x01"
 _BIAS = 1 << 63
 _U64 = struct.Struct(">Q")
@@ -149,6 +151,9 @@ class _Record:
     next_processing: int | None
     pending: bool
     rows: tuple[tuple[Any, ...], ...]
+    layout: int = 0
+    """`LAYOUT` for rows with every column of `table_columns`; 0 (records written before it) for rows without
+    the trigger state columns added since (`windowing.window_table.current_layout` fills them)."""
 
     def index(self, key: bytes) -> list[bytes]:
         """The index entries that stand for this record."""
@@ -160,7 +165,7 @@ class _Record:
         return entries
 
     def encoded(self) -> bytes:
-        return pickled((self.due, self.next_processing, self.pending, self.rows))
+        return pickled((self.due, self.next_processing, self.pending, self.rows, self.layout))
 
     @staticmethod
     def decoded(blob: bytes) -> _Record:
@@ -185,7 +190,7 @@ def records_of(spec: EngineSpec, table: pd.DataFrame, processing_time: int) -> d
                np.logical_or.reduceat(past[order], firsts).tolist()]
     lasts = [*firsts[1:].tolist(), len(rows)]
     return {keys[code]: _Record(key_due, None if next_processing == NO_TIME else next_processing, pending,
-                                tuple(rows[first:last]))
+                                tuple(rows[first:last]), LAYOUT)
             for code, (key_due, next_processing, pending, first, last)
             in enumerate(zip(*per_key, firsts.tolist(), lasts))}
 
@@ -253,19 +258,30 @@ def keys_to_step(spec: EngineSpec, view: _View, elements: pd.DataFrame, watermar
 def windows_of(spec: EngineSpec, template: pd.DataFrame, records: Iterable[_Record]) -> pd.DataFrame:
     """The window table of ``records``' rows, with ``template``'s columns and dtypes.
 
-    A record's row holds its cells in the order of `table_columns`; a record written before
-    `EngineSpec.keeps_last_outputs` holds each window's last outputs whether the pipeline needs them
-    or not, which are left out here where it does not (a store holds such records until a step
-    rewrites their key).
+    A record's row holds its cells in the order of `table_columns`; one written before `LAYOUT` lacks the
+    trigger state columns added since, and one written before `EngineSpec.keeps_last_outputs` holds each
+    window's last outputs whether the pipeline needs them or not: `windowing.window_table.current_layout`
+    brings them up to date (a store holds such records until a step rewrites their key).
     """
     names = list(template.columns)
-    rows = [row for record in records for row in record.rows]
+    rows: list[tuple[Any, ...]] = []
+    earlier: list[tuple[Any, ...]] = []
+    for record in records:
+        (rows if record.layout == LAYOUT else earlier).extend(record.rows)
     if any(len(row) != len(names) for row in rows):
-        rows = _current_width(spec, names, rows)
+        raise _another_pipelines(len(next(row for row in rows if len(row) != len(names))), len(names))
+    table = _frame(template, names, rows)
+    if not earlier:
+        return table
+    return pd.concat([table, *_earlier_windows(spec, template, earlier)], ignore_index=True)
+
+
+def _frame(template: pd.DataFrame, names: list[str], rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    """The columns ``names`` of ``rows``, with ``template``'s dtypes (object for a column it lacks)."""
     cells = list(zip(*rows)) if rows else [()] * len(names)
     columns: dict[str, Any] = {}
     for name, values in zip(names, cells):
-        dtype = template[name].dtype
+        dtype = template[name].dtype if name in template else np.dtype(object)
         if not isinstance(dtype, np.dtype):  # a key column of a pandas dtype (strings, nullable integers)
             columns[name] = pd.Series(list(values), dtype=dtype)
         elif dtype.kind == "O":
@@ -275,21 +291,25 @@ def windows_of(spec: EngineSpec, template: pd.DataFrame, records: Iterable[_Reco
     return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))
 
 
-def _current_width(spec: EngineSpec, names: list[str], rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """``rows`` with the cells of the columns ``names``: those written with every last output lose them."""
-    written = table_columns(spec, last_outputs=True)
-    kept = [written.index(name) for name in names]
-    out = []
-    for row in rows:
-        if len(row) == len(written) != len(names):
-            row = tuple(row[i] for i in kept)
-        elif len(row) != len(names):
-            raise WindowingConfigError(
-                f"the window state's records hold {len(row)} cells per window, not the {len(names)} of this "
-                "pipeline's window table: the store was written by another pipeline; restore the pipeline, or "
-                "start from a new checkpoint and an empty store")
-        out.append(row)
-    return out
+def _earlier_windows(spec: EngineSpec, template: pd.DataFrame, rows: list[tuple[Any, ...]]) -> list[pd.DataFrame]:
+    """The windows of rows written before `LAYOUT`, in this release's layout: their cells are those of
+    `table_columns` but for the trigger state columns added since, with every last output or the pipeline's."""
+    added = {name for name, column in spec.trigger.columns().items() if column.earlier is not None}
+    layouts = {len(written): written for written in (
+        [name for name in table_columns(spec, last_outputs=last_outputs) if name not in added]
+        for last_outputs in (True, spec.keeps_last_outputs))}
+    widths = {len(row) for row in rows}
+    if not widths <= set(layouts):
+        raise _another_pipelines(min(widths - set(layouts)), len(template.columns))
+    return [current_layout(spec, _frame(template, layouts[width], [row for row in rows if len(row) == width]))
+            for width in sorted(widths)]
+
+
+def _another_pipelines(cells: int, expected: int) -> WindowingConfigError:
+    return WindowingConfigError(
+        f"the window state's records hold {cells} cells per window, not the {expected} of this "
+        "pipeline's window table: the store was written by another pipeline; restore the pipeline, or "
+        "start from a new checkpoint and an empty store")
 
 
 def keyed_step(spec: EngineSpec, template: pd.DataFrame, elements: pd.DataFrame, watermark: int, processing_time: int,

@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from triggers import TriggerContext
+
 from . import columns
 from .errors import WindowingConfigError
 from .reductions import object_array
@@ -79,7 +81,8 @@ def current_layout(spec: EngineSpec, state: pd.DataFrame) -> pd.DataFrame:
 
     A table written by an earlier release (a Spark checkpoint) holds the last outputs ``o<i>`` whether
     or not the pipeline needs them (dropped here where it does not); it may name its trigger state by the
-    position of each nested trigger (``t.0.0.count``, `Trigger.numbered_columns`) and lack the
+    position of each nested trigger (``t.0.0.count``, `Trigger.numbered_columns`), lack trigger state
+    columns added since (filled from the state it holds: `triggers.Column.earlier`) and lack the
     ``held`` and ``end_timer`` columns. Its windows then count as holding back the watermark while
     they hold elements and the watermark has not passed their end, and as waiting for the
     watermark to pass their end: as that release did, which evaluated every window in every step.
@@ -88,24 +91,35 @@ def current_layout(spec: EngineSpec, state: pd.DataFrame) -> pd.DataFrame:
     if list(state.columns) == names:
         return state
     have = set(state.columns)
-    trigger_names = {name for name in names if name.startswith("t.")}
-    if trigger_names <= have:
+    trigger_columns = spec.trigger.columns()
+    required = {name for name, column in trigger_columns.items() if column.earlier is None}
+    if required <= have:
         source = {name: name for name in names}
     else:
         numbered = spec.trigger.numbered_columns()
-        if not set(numbered.values()) <= have:
+        if not {numbered[name] for name in required} <= have:
             raise WindowingConfigError(
                 f"the stored window table has trigger state {sorted(c for c in have if c.startswith('t.'))}, not that of "
-                f"{spec.trigger!r} ({sorted(trigger_names)}): restore the pipeline, or start from a new checkpoint")
+                f"{spec.trigger!r} ({sorted(trigger_columns)}): restore the pipeline, or start from a new checkpoint")
         source = {name: numbered.get(name, name) for name in names}
     defaults = {"held": lambda: (state["n_pending"] > 0) & ~state["on_time_done"],
                 "end_timer": lambda: ~state["on_time_done"] & ~state["closed"]}
-    missing = [name for name in names if source[name] not in have and name not in defaults]
+    added = [name for name, column in trigger_columns.items() if column.earlier is not None and source[name] not in have]
+    missing = [name for name in names if source[name] not in have and name not in defaults and name not in added]
     if missing:
         raise WindowingConfigError(f"the stored window table lacks the columns {missing}: it was not written by "
                                    "this pipeline; restore the pipeline, or start from a new checkpoint")
-    return pd.DataFrame({name: state[source[name]] if source[name] in have else defaults[name]()
-                         for name in names}, index=state.index)
+    out = {name: state[source[name]] if source[name] in have else defaults[name]()
+           for name in names if name not in added}
+    if added:
+        trigger_state = {name: np.asarray(values) for name, values in out.items() if name.startswith("t.")}
+        for name in added:
+            prefix = name[:name.rindex(".") + 1]
+            earlier = trigger_columns[name].earlier
+            assert earlier is not None  # `added` holds only such columns
+            context = TriggerContext(trigger_state, state["end"].to_numpy(), 0, 0, prefix)
+            out[name] = pd.Series(earlier(context), index=state.index).astype(trigger_columns[name].dtype)
+    return pd.DataFrame({name: out[name] for name in names}, index=state.index)
 
 
 def frame_of(columns: dict[str, np.ndarray], copy: bool | None = None) -> pd.DataFrame:

@@ -21,11 +21,12 @@ from hypothesis import strategies as st
 import accumulations
 from accumulations import Count, Distinct, Sum, ToList, TopN, ToSet
 from storage import KVStore
-from triggers import AfterAll, AfterCount, AfterProcessingTime, Repeatedly, TriggerContext
-from windowing import TestStream, windowed
+from triggers import AfterAll, AfterCount, AfterProcessingTime, AtWatermark, Repeatedly, TriggerContext
+from windowing import TestStream, window_state, windowed
 from windowing.engine import lateness_horizon, step
 from windowing.errors import WindowingConfigError
 from windowing.spec import EngineSpec
+from windowing.state_codec import pickled
 from windowing.window_state import (
     RECORD,
     UNDO,
@@ -197,14 +198,15 @@ def test_the_index_picks_the_due_keys_and_stepping_them_equals_stepping_the_whol
 
 
 def test_a_key_whose_due_timer_a_composite_holds_back_is_stepped_in_every_step(tmp_path):
-    """``AfterAll`` holds back its processing-time child's firing until the count is reached too: the timer stays
-    pending after its time, and the trigger is called again in every step (the ``D`` index entries)."""
+    """``AfterAll`` holds back its periodic child's early firing until the count is reached too: `AtWatermark`'s
+    next firing stays pending after its time, and the trigger is called again in every step (the ``D`` index
+    entries). An `AfterProcessingTime`'s timer is spent once due, as Beam's."""
     stream = (TestStream().add_elements(pd.DataFrame({"k": ["a", "b"], "t": [1, 2], "x": [1, 2]}))
               .advance_processing_time(5).advance_processing_time(1).advance_processing_time(1)
               .add_elements(pd.DataFrame({"k": ["a"], "t": [3], "x": [3]})).advance_processing_time(1))
-    pipeline = windowed(stream, time="t", key="k").global_window().trigger(Repeatedly(AfterAll(AfterProcessingTime(2),
-                                                                                                 AfterCount(2))))
-    run_checked(pipeline, KVStore(str(tmp_path / "kv")), c=ToList("x"))
+    for early in (AtWatermark().with_early_firings_every(2), AfterProcessingTime(2)):
+        pipeline = windowed(stream, time="t", key="k").global_window().trigger(Repeatedly(AfterAll(early, AfterCount(2))))
+        run_checked(pipeline, KVStore(str(tmp_path / repr(early))), c=ToList("x"))
 
 
 class CountingBucket:
@@ -321,6 +323,7 @@ def test_a_store_written_with_every_windows_last_outputs_goes_on_without_them(tm
     with KVStore(str(tmp_path / "before")).open(0) as bucket:
         with monkeypatch.context() as earlier_release:
             earlier_release.setattr(EngineSpec, "keeps_last_outputs", property(lambda spec: True))
+            earlier_release.setattr(window_state, "LAYOUT", 0)
             old_template = empty_state(spec, [np.dtype(object)])
             before = [keyed_step(spec, old_template, elements, watermark, 0, bucket, i).panes
                       for i, (elements, watermark) in enumerate(batches[:2])]
@@ -331,6 +334,34 @@ def test_a_store_written_with_every_windows_last_outputs_goes_on_without_them(tm
                   for i, (elements, watermark) in enumerate(batches) if i >= 3]
     assert [len(panes) for panes in today] == [0, 1, 0, 2, 3]
     for got, want in zip(before + after, today):
+        pd.testing.assert_frame_equal(got, want)
+
+
+def test_a_store_written_before_the_processing_time_timer_column_goes_on_with_the_timers_it_held(tmp_path, monkeypatch):
+    """Records written before `LAYOUT` lack each `AfterProcessingTime`'s ``timer`` (that release kept its firing
+    time only, and no timer once it fired or was reset): read today, they hold the timers of their firing times,
+    and the windows go on as in an uninterrupted run. The first batch writes its records as that release did;
+    b's timer (5) must wake it at 6, when only a has new elements."""
+    spec = _sessions_spec(Repeatedly(AfterProcessingTime(5)))
+    template = empty_state(spec, [np.dtype(object)])
+    batches = [(_elements(["a", "b"], [0, 1], [1, 2]), 0), (_elements(["a"], [3], [3]), 6),
+               (_elements(["b"], [30], [4]), 7), (_elements([], [], []), 12)]
+    timer = list(template.columns).index("t.timer")
+    runs = []
+    for name in ("today", "before"):
+        with KVStore(str(tmp_path / name)).open(0) as bucket, monkeypatch.context() as earlier_release:
+            if name == "before":
+                earlier_release.setattr(_Record, "encoded", lambda record: pickled((
+                    record.due, record.next_processing, record.pending, tuple(row[:timer] + row[timer + 1:] for row in record.rows))))
+            panes = [keyed_step(spec, template, *batches[0], 0, bucket, 0).panes]
+            earlier_release.undo()
+            assert _row_widths(bucket) == {len(template.columns) - (name == "before")}
+            panes += [keyed_step(spec, template, elements, 0, processing_time, bucket, i).panes
+                      for i, (elements, processing_time) in enumerate(batches) if i >= 1]
+        runs.append(panes)
+    today, before = runs
+    assert [sorted(zip(p["_k0"], p["value"].map(tuple))) for p in today] == [[], [("a", (1, 3)), ("b", (2,))], [], [("b", (4,))]]
+    for got, want in zip(before, today):
         pd.testing.assert_frame_equal(got, want)
 
 

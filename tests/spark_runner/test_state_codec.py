@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections import Counter, namedtuple
 from pathlib import Path
 
@@ -13,14 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accumulations import Count, Max, Min, Sum, ToList
-from triggers import AfterCount, AfterWatermark, AtWatermark, OrFinally
+from triggers import NO_TIME, AfterCount, AfterWatermark, AtWatermark, OrFinally
 from windowing import state_codec, windowed
-from windowing.engine import step
+from windowing.engine import next_timers, step
 from windowing.errors import WindowingConfigError
 from windowing.runners.spark import NUMBERS, PARTITIONS, Bucketing, plan_spark
 from windowing.runners.spark.wire import WIRE
 from windowing.state_codec import COMPRESSIONS, MAGIC, checked_compression, decode, encode
 from windowing.timeaxis import MAX_TIME
+from windowing.window_table import current_layout
 
 from .helpers import events, shipped, spark_schema
 
@@ -214,6 +216,37 @@ def test_nested_trigger_state_resumes_whether_numbered_by_position_or_named_by_r
     again = plan.adapter.elements([shipped(events([("a", 8, 2000)]), plan).drop(columns="_wm_ms")])
     panes = step(plan.adapter.plan.spec, once.state, again, T0 + 10 * 10**9, 0).panes
     assert sorted(zip(panes["_k0"], panes["total"], panes["pane_index"])) == [("a", 3114, 2)]
+
+
+def _processing_time_sample():
+    spec = importlib.util.spec_from_file_location("processing_time_sample", SAMPLES / "processing_time_sample.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_table_written_before_the_processing_time_timer_column_resumes_with_the_timers_it_held():
+    """Until c1a7665 a window table kept an `AfterProcessingTime`'s firing time only (``fire_at``); today
+    its timer (``timer``) also outlives a reset, as in Beam Java. The sample (written by c1a7665, never
+    regenerated: data/processing_time_sample.py) resumes with the timers it held, the table today's code
+    makes from the same steps: a's first delay fired (no timer), its second is due at 8 s, b's at 11 s."""
+    sample = _processing_time_sample()
+    blob = (SAMPLES / "state_v3_processing_time.bin").read_bytes()
+    stored, _ = decode(blob)
+    assert [c for c in stored.columns if c.startswith("t.")] == ["t.index", "t.0.fire_at", "t.1.fire_at"]
+    adapter = sample.plan().adapter
+    spec = adapter.plan.spec
+    resumed = current_layout(spec, adapter.load(blob))
+    _assert_tables_equal(resumed, current_layout(spec, adapter.load(sample.written())))
+    timers = {key: (first, second) for key, first, second in zip(resumed["_k0"], resumed["t.0.timer"], resumed["t.1.timer"])}
+    assert timers == {"a": (NO_TIME, 8 * sample.SECOND), "b": (11 * sample.SECOND, NO_TIME)}
+    totals = []
+    for made_at, now in ((6, 8), (8, 11)):  # the processing time of the step that made the table, the next timer's
+        assert next_timers(spec, resumed, made_at * sample.SECOND)[1] == now * sample.SECOND
+        result = step(spec, resumed, adapter.elements([]), sample.T0, now * sample.SECOND)
+        totals.append(sorted(zip(result.panes["_k0"], result.panes["total"])))
+        resumed = result.state
+    assert totals == [[("a", 2)], [("b", 4)]]
 
 
 _CELLS = st.one_of(st.none(), st.integers(), st.floats(allow_nan=True), st.text(), st.booleans(),
