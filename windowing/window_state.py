@@ -11,10 +11,10 @@ timer index says are due. Each key has one index entry ``E`` at the earliest wat
 timer, its end plus the allowed lateness: its purge); with processing-time triggers also ``P`` at
 its earliest timer after the processing time of the step that wrote it, and ``D`` while a timer at
 or before that time is still pending (`AtWatermark`'s periodic firing, which a composite held back:
-such a key is stepped in every step, as the trigger asks). Windows are independent per key and a key's windows are stepped
-together (session merges, a closed window beside a new one), so stepping the touched keys equals
-stepping the whole table. The step reads their records (one ``get_many``), runs
-`windowing.engine.step` on them alone, and writes back the records whose bytes changed and the
+such a key is stepped in every step, as the trigger asks). Windows are independent per key and a
+key's windows are stepped together (session merges, a closed window beside a new one), so stepping
+the touched keys equals stepping the whole table. The step reads their records (one ``get_many``),
+runs `windowing.engine.step` on them alone, and writes back the records whose bytes changed and the
 index entries that moved.
 
 Exactly once, without versions: every store key batch N writes or deletes gets an undo record
