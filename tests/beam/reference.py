@@ -34,6 +34,10 @@ Where Python's state machines and Java's differ, Java is followed:
 - ``AfterProcessingTime`` is ready once processing time passed its delay, whatever called it,
   and stays ready until reset, as Java's finished bit makes it (Python fires it from its timer only).
 
+Processing-time timers stay one per trigger, as the Python SDK keys them (and the engine keeps them);
+Java keys a window's timers by their time. Where a timer that its trigger set again would wake and fire a
+window in Java, the run is flagged (`Outcome.corners`), as is a merge into a closed window.
+
 `BeamJava.run` returns the panes and dropped elements of a `tests.beam.pipelines.Pipeline` in the
 pandas runner's terms.
 """
@@ -175,11 +179,17 @@ class Store(bt.SimpleState):
         self.clock = clock
         self.tags: dict = defaultdict(lambda: defaultdict(list))
         self.timers: dict = defaultdict(dict)
+        # Processing-time timers a trigger set again before they were due: Java keys a window's timers by their
+        # time and keeps them, the Python SDK (and so this store, and the engine) one per trigger (`BeamJava.on_timers`).
+        self.superseded: dict = defaultdict(set)
         self.merged_windows: list[dict] = []  # the state of each window of the merge under way, before its union
 
     def set_timer(self, window, name, time_domain, timestamp, dynamic_timer_tag=""):
         if time_domain == TimeDomain.WATERMARK and _int(timestamp) <= self.clock.watermark:
             return  # Java sets an end-of-window timer only before the watermark reaches the end
+        earlier = self.timers[window].get((name, time_domain))
+        if time_domain == TimeDomain.REAL_TIME and earlier is not None and earlier != timestamp:
+            self.superseded[window].add(earlier)
         self.timers[window][(name, time_domain)] = timestamp
 
     def clear_timer(self, window, name, time_domain, dynamic_timer_tag=""):
@@ -219,10 +229,12 @@ class Store(bt.SimpleState):
                 if domain == TimeDomain.REAL_TIME:
                     mine = self.timers[result].get((name, domain))
                     self.timers[result][(name, domain)] = when if mine is None else min(mine, when)
+            self.superseded[result] |= self.superseded.pop(window, set())
 
     def forget(self, window) -> None:
         self.tags.pop(window, None)
         self.timers.pop(window, None)
+        self.superseded.pop(window, None)
 
 
 @dataclass
@@ -247,7 +259,7 @@ class Key:
 class Outcome:
     panes: list = field(default_factory=list)  # (step, key, start, end, value, timing, pane_index)
     dropped: list = field(default_factory=list)  # (step, key, time, value, start, end, reason)
-    corners: set = field(default_factory=set)  # situations where Beam Java loses data (see `merge`)
+    corners: set = field(default_factory=set)  # where Beam Java differs by design (`merge`, `on_timers`)
 
 
 class BeamJava:
@@ -370,7 +382,15 @@ class BeamJava:
             timers = key.store.timers.get(window, {})
             due = [k for k, when in timers.items()
                    if (_int(when) <= watermark if k[1] == TimeDomain.WATERMARK else when <= now)]
+            superseded = key.store.superseded[window]
+            woken_by_superseded = any(when <= now for when in superseded)
+            superseded -= {when for when in superseded if when <= now}
             if not due:
+                context = key.store.at(window, self.clock)
+                if woken_by_superseded and not state.closed and self.trigger.should_fire(
+                        TimeDomain.WATERMARK, _time(watermark), window, context):
+                    # Java's own timer of that time wakes the window and fires it here; we wake it later.
+                    self.out.corners.add("woken by a timer its trigger set again (Java keeps both)")
                 continue
             for k in due:
                 timers.pop(k)
