@@ -269,7 +269,7 @@ def windows_of(spec: EngineSpec, template: pd.DataFrame, records: Iterable[_Reco
     for record in records:
         (rows if record.layout == LAYOUT else earlier).extend(record.rows)
     if any(len(row) != len(names) for row in rows):
-        raise _another_pipelines(len(next(row for row in rows if len(row) != len(names))), len(names))
+        raise _written_by_another_pipeline(len(next(row for row in rows if len(row) != len(names))), len(names))
     table = _frame(template, names, rows)
     if not earlier:
         return table
@@ -300,12 +300,12 @@ def _earlier_windows(spec: EngineSpec, template: pd.DataFrame, rows: list[tuple[
         for last_outputs in (True, spec.keeps_last_outputs))}
     widths = {len(row) for row in rows}
     if not widths <= set(layouts):
-        raise _another_pipelines(min(widths - set(layouts)), len(template.columns))
+        raise _written_by_another_pipeline(min(widths - set(layouts)), len(template.columns))
     return [current_layout(spec, _frame(template, layouts[width], [row for row in rows if len(row) == width]))
             for width in sorted(widths)]
 
 
-def _another_pipelines(cells: int, expected: int) -> WindowingConfigError:
+def _written_by_another_pipeline(cells: int, expected: int) -> WindowingConfigError:
     return WindowingConfigError(
         f"the window state's records hold {cells} cells per window, not the {expected} of this "
         "pipeline's window table: the store was written by another pipeline; restore the pipeline, or "

@@ -386,9 +386,8 @@ class BeamJava:
             woken_by_superseded = any(when <= now for when in superseded)
             superseded -= {when for when in superseded if when <= now}
             if not due:
-                context = key.store.at(window, self.clock)
                 if woken_by_superseded and not state.closed and self.trigger.should_fire(
-                        TimeDomain.WATERMARK, _time(watermark), window, context):
+                        TimeDomain.WATERMARK, _time(watermark), window, key.store.at(window, self.clock)):
                     # Java's own timer of that time wakes the window and fires it here; we wake it later.
                     self.out.corners.add("woken by a timer its trigger set again (Java keeps both)")
                 continue
