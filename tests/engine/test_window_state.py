@@ -370,12 +370,13 @@ def _row_widths(bucket) -> set[int]:
     return {len(row) for record in records for row in record.rows}
 
 
-def test_records_of_another_width_are_refused_by_name():
+@pytest.mark.parametrize("layout", [0, window_state.LAYOUT], ids=["written before LAYOUT", "LAYOUT"])
+def test_records_of_another_width_are_refused_by_name(layout):
     spec = _sessions_spec()
     template = empty_state(spec, [np.dtype(object)])
     with pytest.raises(WindowingConfigError, match=f"hold 3 cells per window, not the {len(template.columns)} of this "
                                                    "pipeline's window table: the store was written by another pipeline"):
-        windows_of(spec, template, [_Record(0, None, False, (("a", 0, 10),))])
+        windows_of(spec, template, [_Record(0, None, False, (("a", 0, 10),), layout)])
 
 
 def test_a_batch_behind_the_store_is_refused(tmp_path):
