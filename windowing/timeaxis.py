@@ -26,6 +26,8 @@ MIN_TIME = int(np.iinfo(np.int64).min) + 1  # pd.Timestamp.min in ns; iinfo.min 
 MAX_TIME = int(NO_TIME)
 MIN_MICROS, MAX_MICROS = -(-MIN_TIME // 1000), MAX_TIME // 1000
 """The least and greatest whole microsecond on the axis (an epoch instant read with a unit)."""
+NUMERIC_RANGE = f"64-bit integers from {MIN_TIME}, before {MAX_TIME}, the end of time"
+"""The times a numeric column may hold, for the errors that refuse the others."""
 
 EPOCH_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1}
 """``windowed(time_unit=...)``: microseconds per unit of a column of epoch instants (``ns``
@@ -117,12 +119,12 @@ class TimeAxis:
             return micros * 1000
         if self.kind == "datetime":
             values = series.dt.tz_convert("UTC").dt.tz_localize(None) if self.tz else series
-            outside = (values < pd.Timestamp.min) | (values > pd.Timestamp.max)
+            outside = (values < pd.Timestamp.min) | (values >= pd.Timestamp.max)
             if outside.any():
                 raise WindowingConfigError(
                     f"time column {self.column!r}{where} has {int(outside.sum())} time(s) outside the engine's "
-                    f"nanosecond range ({pd.Timestamp.min} to {pd.Timestamp.max}), the first "
-                    f"{series[outside].iloc[0]}")
+                    f"nanosecond range (from {pd.Timestamp.min}, before {pd.Timestamp.max}, the end of time), the "
+                    f"first {series[outside].iloc[0]}")
             return values.astype("datetime64[ns]").to_numpy().view(np.int64)
         raw = series.to_numpy()
         if raw.dtype.kind == "f":
@@ -131,6 +133,14 @@ class TimeAxis:
                     f"time column {self.column!r}{where} holds non-integral numbers; use integers in one unit (e.g. "
                     "milliseconds), or give the unit of epoch instants, e.g. windowed(..., time_unit='s') for "
                     "time.time() seconds")
+        if raw.dtype.kind == "f":  # the whole floats inside 64 bits are inside the range
+            outside = (raw <= -(2.0**63)) | (raw >= 2.0**63)
+        else:
+            outside = (raw >= MAX_TIME) if raw.dtype.kind == "u" else (raw < MIN_TIME) | (raw >= MAX_TIME)
+        if outside.any():
+            raise WindowingConfigError(
+                f"time column {self.column!r}{where} has {int(outside.sum())} time(s) outside the engine's range "
+                f"({NUMERIC_RANGE}), the first {raw[outside][0]}")
         return raw.astype(np.int64)
 
     def _epoch_micros(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import WindowingConfigError
 from .timeaxis import MAX_TIME, MIN_TIME
+
+
+def behind_unit_start(times: np.ndarray, unit: int, offset: int) -> np.ndarray:
+    """How far each time lies past the start of its unit ``[offset + k*unit, offset + (k+1)*unit)``:
+    ``(times - offset) mod unit``, without the subtraction, which overflows near the ends of the axis."""
+    return np.mod(np.mod(times, unit) - offset % unit, unit)
+
+
+def cut_at_the_ends(times: np.ndarray, behind: np.ndarray | int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The windows ``[times - behind, times - behind + size)`` (``0 <= behind < size``), cut at the ends
+    of the axis instead of wrapping around: Beam's ``FixedWindows`` ends the last window of its axis
+    at the end of the global window too."""
+    ahead = size - behind
+    start = np.where(times < MIN_TIME + behind, MIN_TIME, times - behind)
+    end = np.where(times > MAX_TIME - ahead, MAX_TIME, times + ahead)
+    return start, end
 
 
 @dataclass(frozen=True)
@@ -49,8 +66,8 @@ class FixedWindows(WindowFn):
         return self.size
 
     def assign(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        start = times - np.mod(times - self.offset, self.size)
-        return np.arange(len(times)), start, start + self.size
+        start, end = cut_at_the_ends(times, behind_unit_start(times, self.size, self.offset), self.size)
+        return np.arange(len(times)), start, end
 
 
 @dataclass(frozen=True)
@@ -67,10 +84,17 @@ class SlidingWindows(WindowFn):
 
     def assign(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         per_element = self.size // self.every
-        last = times - np.mod(times - self.offset, self.every)
-        starts = (last[:, None] - self.every * np.arange(per_element)[None, :]).ravel()
+        behind = (behind_unit_start(times, self.every, self.offset)[:, None]
+                  + self.every * np.arange(per_element)[None, :]).ravel()
         index = np.repeat(np.arange(len(times)), per_element)
-        return index, starts, starts + self.size
+        too_early = times[index] < MIN_TIME + behind
+        if too_early.any():  # cut there, an element's windows would share a start, which identifies a window
+            raise WindowingConfigError(
+                f"sliding(size={self.size}, every={self.every}, offset={self.offset}): the element at {times[index[too_early][0]]} "
+                f"belongs to windows that start before the time axis does ({MIN_TIME}; nanoseconds for timestamps): "
+                "filter out times within one window of the start of the axis")
+        starts, ends = cut_at_the_ends(times[index], behind, self.size)
+        return index, starts, ends
 
 
 @dataclass(frozen=True)

@@ -168,6 +168,31 @@ def _assert_refused(spark, frame, combine: str, late_data: bool, message: str) -
         spark.conf.unset("windowing.spark.combine")
 
 
+@pytest.mark.parametrize("combine", ["true", "false"])
+@pytest.mark.parametrize("shape", ["fixed", "sliding"])
+def test_windows_at_the_ends_of_a_numeric_axis_are_the_pandas_runners_lifted_or_not(spark, combine, shape):
+    # The fold before the shuffle put a time in the first unit of the axis into a unit that wrapped around to its
+    # end. Sliding windows there would start before the axis (refused), so their earliest time is one slide later.
+    low, high = -(2**63) + (3 if shape == "fixed" else 25), 2**63 - 2
+    frame = pd.DataFrame({"user": ["a", "a", "b", "b", "a"], "ts": [high, high - 7, low, low + 4, 0], "amount": [1, 2, 4, 8, 16]})
+    build = {"fixed": lambda w: w.fixed(10), "sliding": lambda w: w.sliding(20, every=10)}[shape]
+    expected = build(windowed(frame, time="ts", key="user")).aggregate(total=Sum("amount"))
+    assert expected["window_end"].max() == 2**63 - 1
+    spark.conf.set("windowing.spark.combine", combine)
+    try:
+        result = build(windowed(spark.createDataFrame(frame).coalesce(1), time="ts", key="user")).aggregate(total=Sum("amount"))
+        assert_same_panes(result.toPandas(), expected)
+    finally:
+        spark.conf.unset("windowing.spark.combine")
+
+
+@pytest.mark.parametrize("ts", [2**63 - 1, -(2**63)], ids=["end of time", "below the axis"])
+def test_an_integer_event_time_at_either_end_of_64_bits_fails_the_query_naming_it(spark, ts):
+    frame = spark.createDataFrame([(1, 5), (ts, 7)], "t bigint, amount long").coalesce(1)  # see _assert_refused
+    with pytest.raises(Exception, match=rf"time column 't' holds {ts}, outside the engine's range \(64-bit integers from "):
+        windowed(frame, time="t").fixed(10).aggregate(Sum("amount")).collect()
+
+
 def test_a_missing_integer_event_time_fails_the_query_naming_the_column(spark):
     frame = spark.createDataFrame([(1, 5), (None, 7)], "t bigint, amount long").coalesce(1)  # see _assert_refused
     with pytest.raises(Exception, match=r"time column 't' has a missing value \(null\)"):

@@ -56,7 +56,7 @@ from triggers import Trigger
 from ...reductions import group_outputs, group_reduce
 from ...spec import Aggregation
 from ...strategy import NamedAccumulation
-from ...windows import FixedWindows, SlidingWindows, WindowFn
+from ...windows import FixedWindows, SlidingWindows, WindowFn, behind_unit_start, cut_at_the_ends
 from .buckets import Bucketing
 from .wire import WIRE
 
@@ -75,6 +75,11 @@ class Lifting:
     key_columns: tuple[str, ...]
     nullable: tuple[str, ...] = ()
     """The key and value columns that arrive (and leave) as a value and a null flag (`wire.WireSchema.null_flag`)."""
+
+    def unit_starts(self, times: np.ndarray) -> np.ndarray:
+        """The start of each time's unit, which stands for every time of the unit: the engine gives it
+        the same windows, also where the ends of the axis cut them (`cut_at_the_ends`)."""
+        return cut_at_the_ends(times, behind_unit_start(times, self.unit, self.offset), self.unit)[0]
 
 
 def with_nulls(frame: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
@@ -145,7 +150,7 @@ def lift(frames: Iterator[pd.DataFrame], how: Lifting) -> Iterator[pd.DataFrame]
         return
     data = pd.concat(parts, ignore_index=True)
     t = data[WIRE.time].to_numpy(dtype=np.int64)
-    data[WIRE.time] = (t - how.offset) // how.unit * how.unit + how.offset
+    data[WIRE.time] = how.unit_starts(t)
     data[WIRE.latest] = t
     nullable_values = [WIRE.value(i) for i in range(len(how.aggregations)) if WIRE.value(i) in how.nullable]
     data = with_nulls(data, nullable_values)  # keys are grouped by value and flag as they arrive
@@ -329,7 +334,7 @@ def arrow_folded(table: pa.Table, how: Lifting, lifted: pa.Schema, bucketing: Bu
         return None
     t = table[WIRE.time].to_numpy()
     units = table.set_column(table.schema.get_field_index(WIRE.time), WIRE.time,
-                             pa.array((t - how.offset) // how.unit * how.unit + how.offset))
+                             pa.array(how.unit_starts(t)))
     units = units.append_column(WIRE.latest, table[WIRE.time])
     folds = sorted(set(results.values())) + [(WIRE.latest, "max")]
     by = _unit_columns(how)

@@ -12,7 +12,7 @@ from ...errors import WindowingConfigError
 from ...plan import Plan
 from ...state_codec import COMPRESSIONS, checked_compression
 from ...strategy import Strategy
-from ...timeaxis import EPOCH_UNITS, MAX_MICROS, MAX_TIME, MIN_MICROS, MIN_TIME
+from ...timeaxis import EPOCH_UNITS, MAX_MICROS, MAX_TIME, MIN_MICROS, MIN_TIME, NUMERIC_RANGE
 from .buckets import NUMBERS, Bucketing, bucketing_of
 from .combine import COMBINE_CONF, lift_and_pack, pack, with_buckets
 from .output_types import integral
@@ -210,7 +210,8 @@ def _event_time(time: str, timestamp: bool, streaming: bool, epoch_unit: str | N
     A null time or a timestamp outside pandas' nanosecond range fails the query naming the column
     (the pandas runner refuses a missing time too): the workers would put a null in the 1970 window
     and overflow an outlying time into a wrong window. So does a streamed numeric time whose units,
-    taken as milliseconds, overflow the timestamp of Spark's watermark. With ``epoch_unit``
+    taken as milliseconds, overflow the timestamp of Spark's watermark, and a batch's numeric time at
+    either end of 64 bits (its window would not fit the axis). With ``epoch_unit``
     (``windowed(time_unit=...)``) the numbers become microseconds as `TimeAxis` makes them on pandas.
     """
     from pyspark.sql import functions as F
@@ -236,6 +237,11 @@ def _event_time(time: str, timestamp: bool, streaming: bool, epoch_unit: str | N
             F.lit(f"time column {time!r} holds "), column.cast("string"),
             F.lit(f", outside {low} to {high}: a streamed numeric time is taken as milliseconds for Spark's "
                   "watermark, which must be a timestamp; use a coarser unit, or filter such rows out before windowed()"))))
+    else:  # `TimeAxis.to_internal`'s range: the last instant of 64 bits is the end of time
+        checked = checked.when((value < MIN_TIME) | (value >= MAX_TIME), F.raise_error(F.concat(
+            F.lit(f"time column {time!r} holds "), column.cast("string"),
+            F.lit(f", outside the engine's range ({NUMERIC_RANGE}): "
+                  "filter such rows out before windowed()"))))
     return checked.otherwise(value)
 
 
