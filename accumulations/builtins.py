@@ -134,12 +134,11 @@ class _Numeric(Accumulation[Any, Any, Any]):
 
 
 def _add(acc: _Numeric, total: Any, value: Any) -> Any:
-    """``total + value`` on the per-window path; a value that does not add names the accumulation."""
+    """``total + value`` on the per-window path; a value that does not add names itself and what adds."""
     try:
         return total + value
     except TypeError:
-        raise TypeError(f"{acc!r}: cannot add {value!r} ({type(value).__name__}) of column {acc.column!r}; "
-                        f"{acc.needs}") from None
+        raise TypeError(f"cannot add {value!r} ({type(value).__name__}) of column {acc.column!r}; {acc.needs}") from None
 
 
 def _sum_dtype(kind: str) -> np.dtype:

@@ -36,13 +36,17 @@ class Plan:
 
 
 def check_columns(columns: list[str], strategy: Strategy) -> None:
-    """Every column the strategy names must exist."""
+    """Every column the strategy names must exist, once (a join may leave two of one name)."""
     wanted = [("time", strategy.time)] if isinstance(strategy.time, str) else []
     wanted += [("key", k) for k in strategy.keys or ()]
     wanted += [(f"{type(acc).__name__}(column)", acc.column) for _, acc in strategy.aggregations if acc.column is not None]
     for param, column in wanted:
         if column not in columns:
             raise WindowingConfigError(f"{param}={column!r} is not a column of the input; it has {list(columns)}")
+        if columns.count(column) > 1:
+            raise WindowingConfigError(
+                f"{param}={column!r} names {columns.count(column)} columns of the input; rename or drop all but one "
+                "(a join keeps the column of each side)")
 
 
 def make_plan(strategy: Strategy, axis: TimeAxis, dtypes: Mapping[str, Any],

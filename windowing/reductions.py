@@ -3,7 +3,8 @@ accumulators merged per group, and outputs compared for ``fire_only_updated_pane
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -78,9 +79,20 @@ def partial_accumulators(aggregations: tuple[Aggregation, ...], values: list[np.
                 out[columns.accumulator(i, fname)] = reduce_field(agg, lifted, group, n_groups, agg.fields[fname])
         else:
             acc = agg.accumulation
-            out[columns.accumulator(i)] = object_array(
-                [acc.accumulate_all(acc.default_accumulated_value(), vals) for vals in _split_by_group(column, group, n_groups)])
+            with values_it_cannot_take(agg):
+                out[columns.accumulator(i)] = object_array(
+                    [acc.accumulate_all(acc.default_accumulated_value(), vals) for vals in _split_by_group(column, group, n_groups)])
     return out
+
+
+@contextlib.contextmanager
+def values_it_cannot_take(agg: Aggregation) -> Iterator[None]:
+    """A value an accumulation cannot take (a TypeError: values that do not add, compare or hash, in a
+    column of Python objects) fails naming the output and the accumulation, its own error chained."""
+    try:
+        yield
+    except TypeError as error:
+        raise TypeError(f"aggregate({agg.name}={agg.accumulation!r}): {error}") from error
 
 
 def _split_by_group(column: pd.Series, group: np.ndarray, n_groups: int) -> list[list[Any]]:
@@ -105,9 +117,10 @@ def merge_accumulators(spec: EngineSpec, rows: dict[str, np.ndarray], group: np.
             acc = agg.accumulation
             merged: list[Any] = [None] * n_groups
             seen = np.zeros(n_groups, dtype=bool)
-            for g, value in zip(group, rows[columns.accumulator(i)]):
-                merged[g] = acc.merge(merged[g], value) if seen[g] else value
-                seen[g] = True
+            with values_it_cannot_take(agg):
+                for g, value in zip(group, rows[columns.accumulator(i)]):
+                    merged[g] = acc.merge(merged[g], value) if seen[g] else value
+                    seen[g] = True
             out[columns.accumulator(i)] = object_array(merged)
     return out
 

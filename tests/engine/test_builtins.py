@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from accumulations import Max, Mean, Min, Sum
+from accumulations import Max, Mean, Min, Sum, ToSet
 from triggers import AtWatermark
 from windowing import TestStream, WindowingConfigError, windowed
 
@@ -129,5 +129,24 @@ def test_a_column_an_accumulation_cannot_aggregate_is_refused_before_any_data(co
 
 
 def test_a_python_value_that_does_not_add_names_the_accumulation_and_column():
-    with pytest.raises(TypeError, match=r"Sum\('x'\): cannot add 'p' \(str\) of column 'x'; Sum adds numbers"):
+    with pytest.raises(TypeError, match=r"^aggregate\(total=Sum\('x'\)\): cannot add 'p' \(str\) of column 'x'; Sum adds numbers"):
         values_of(pd.Series([1, "p", 2], dtype=object), total=Sum("x"))
+
+
+@pytest.mark.parametrize("column, accumulation, message", [
+    (pd.Series([1, "p", 2], dtype=object), Min("x"), r"aggregate\(low=Min\('x'\)\): '<' not supported between instances of"),
+    (pd.Series([[1], [2], [3]], dtype=object), ToSet("x"), r"aggregate\(low=ToSet\('x'\)\): unhashable type: 'list'"),
+], ids=["values that do not compare", "values that do not hash"])
+def test_python_values_an_accumulation_cannot_take_name_the_output_and_the_accumulation(column, accumulation, message):
+    # They failed with Python's bare TypeError, naming neither.
+    with pytest.raises(TypeError, match="^" + message) as raised:
+        values_of(column, low=accumulation)
+    assert isinstance(raised.value.__cause__, TypeError)  # Python's own error stays chained
+
+
+def test_values_that_do_not_compare_across_steps_name_the_accumulation_where_windows_merge():
+    # The second step's accumulator of the window is merged with the first's: Min compares 'p' with 1 there.
+    stream = (TestStream().add_elements(pd.DataFrame({"k": ["a"], "ts": [1], "x": pd.Series(["p"], dtype=object)}))
+              .add_elements(pd.DataFrame({"k": ["a"], "ts": [2], "x": pd.Series([1], dtype=object)})))
+    with pytest.raises(TypeError, match=r"^aggregate\(low=Min\('x'\)\): '<' not supported between instances of"):
+        windowed(stream, time="ts", key="k").fixed(10).aggregate(low=Min("x"))

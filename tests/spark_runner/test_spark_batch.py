@@ -193,6 +193,12 @@ def test_an_integer_event_time_at_either_end_of_64_bits_fails_the_query_naming_i
         windowed(frame, time="t").fixed(10).aggregate(Sum("amount")).collect()
 
 
+def test_a_column_the_pipeline_reads_that_names_two_columns_is_refused_naming_it(spark):
+    frame = spark.createDataFrame([(1, 2, 3)]).toDF("ts", "x", "x")  # what a join of two frames with an x leaves
+    with pytest.raises(WindowingConfigError, match=r"Sum\(column\)='x' names 2 columns of the input; rename or drop all but one"):
+        windowed(frame, time="ts").fixed(10).aggregate(Sum("x"))
+
+
 def test_a_missing_integer_event_time_fails_the_query_naming_the_column(spark):
     frame = spark.createDataFrame([(1, 5), (None, 7)], "t bigint, amount long").coalesce(1)  # see _assert_refused
     with pytest.raises(Exception, match=r"time column 't' has a missing value \(null\)"):
