@@ -39,7 +39,8 @@ from .errors import WindowingConfigError
 NO_TIME = np.iinfo(np.int64).max
 """Timer value meaning "no timer set"; also the end of time."""
 
-Merge = Literal["sum", "min", "max", "any", "all"]
+Merge = Literal["sum", "min", "max", "any", "all", "union"]
+"""How a merge combines a column: ``union`` joins sorted tuples of times (None: no time) into one."""
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,15 @@ class Column:
 
     ``earlier``: for a column added after the first release, its value in a window table written
     before (a Spark checkpoint), from the state that table holds, seen through the trigger's context.
+    ``since``: the layout of window-state records (`windowing.window_state.LAYOUT`) that first holds
+    the column; a record of an earlier layout lacks it, and ``earlier`` gives it.
     """
 
     dtype: Any
     default: Any
     merge: Merge
     earlier: Callable[["TriggerContext"], np.ndarray] | None = None
+    since: int = 0
 
 
 class TriggerContext:
@@ -134,6 +138,12 @@ def future_timers(ctx: TriggerContext, times: np.ndarray) -> np.ndarray:
 
 def reduce_groups(values: np.ndarray, groups: np.ndarray, n_groups: int, how: Merge) -> np.ndarray:
     """Combine ``values`` of rows that share a group id; one result per group."""
+    if how == "union":
+        out = np.full(n_groups, None, dtype=object)
+        for group, times in zip(groups.tolist(), values.tolist()):
+            if times:
+                out[group] = tuple(sorted({*(out[group] or ()), *times}))
+        return out
     if how in ("sum", "any"):
         if values.dtype == bool:
             return np.bincount(groups, weights=values, minlength=n_groups) > 0

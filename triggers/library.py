@@ -16,8 +16,9 @@ another trigger, so it must not change.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -119,14 +120,29 @@ def _live_timer(ctx: TriggerContext) -> np.ndarray:
     return np.where(ctx["fire_at"] == _FIRED, NO_TIME, ctx["fire_at"])
 
 
+def _no_later_timers(ctx: TriggerContext) -> np.ndarray:
+    """An `AfterProcessingTime`'s later timers in a window table written before its ``later`` column: that
+    release kept one timer per trigger."""
+    return np.full(len(ctx), None, dtype=object)
+
+
+def _pending(timer: int, later: tuple[int, ...] | None, more: Iterable[int]) -> tuple[int, tuple[int, ...] | None]:
+    """A trigger's pending timers, ``timer`` the earliest (NO_TIME: none) and ``later`` the others, with
+    ``more``; one per time, as Beam Java keys a window's timers by their time."""
+    times = sorted({*(() if timer == NO_TIME else (timer,)), *(later or ()), *more})
+    return (times[0], tuple(times[1:]) or None) if times else (NO_TIME, None)
+
+
 @dataclass(frozen=True)
 class AfterProcessingTime(Trigger):
     """Fires once ``delay`` of processing time after the first element of the pane; then finishes.
 
-    Merged windows keep the earliest pending firing time (Beam). Its timer (``timer``, beside the
-    firing time ``fire_at``) outlives a reset until it is due, as in Beam Java, whose
-    ``TriggerTimers`` cannot delete it: when due it wakes the window, whichever sub-trigger is in
-    charge by then (docs/engine.md, "Steps").
+    Merged windows keep the earliest pending firing time (Beam). Its timer outlives a reset until it
+    is due, as in Beam Java, whose ``TriggerTimers`` cannot delete it: when due it wakes the window,
+    whichever sub-trigger is in charge by then (docs/engine.md, "Steps"). A trigger set again before
+    its earlier timer is due has both pending, as Java, which keys a window's timers by their time:
+    ``timer`` is the earliest (the one a runner waits for), ``later`` the others (a tuple, mostly
+    None). A merged window has every pending timer of the windows merged.
     """
 
     delay: Duration
@@ -137,7 +153,9 @@ class AfterProcessingTime(Trigger):
         set_field(self, "delay", parse_duration("AfterProcessingTime(delay)", self.delay))
 
     def own_columns(self) -> dict[str, Column]:
-        return {"fire_at": Column(np.int64, NO_TIME, "min"), "timer": Column(np.int64, NO_TIME, "min", earlier=_live_timer)}
+        return {"fire_at": Column(np.int64, NO_TIME, "min"),
+                "timer": Column(np.int64, NO_TIME, "min", earlier=_live_timer, since=1),
+                "later": Column(object, None, "union", earlier=_no_later_timers, since=2)}
 
     def resolve(self, to_internal: ToInternal) -> AfterProcessingTime:
         return replace(self, delay_units=to_internal("AfterProcessingTime(delay)", self.delay))
@@ -147,7 +165,8 @@ class AfterProcessingTime(Trigger):
         assert self.delay_units is not None, "AfterProcessingTime runs resolved (Trigger.resolve)"
         fire_at = _plus(ctx.processing_time, self.delay_units)
         ctx.put("fire_at", start, fire_at)
-        ctx.put("timer", start, fire_at)
+        ctx.put("timer", start & (ctx["timer"] == NO_TIME), fire_at)
+        self._add_pending(ctx, np.flatnonzero(start & (ctx["timer"] != fire_at)), itertools.repeat([fire_at]))
         return np.zeros(len(ctx), dtype=bool)
 
     def should_fire(self, ctx: TriggerContext, rows: np.ndarray) -> np.ndarray:
@@ -164,7 +183,28 @@ class AfterProcessingTime(Trigger):
         return [ctx["timer"]]
 
     def consume_due_timers(self, ctx: TriggerContext, rows: np.ndarray) -> None:
-        ctx.put("timer", rows & (ctx["timer"] <= ctx.processing_time), NO_TIME)
+        due = rows & (ctx["timer"] <= ctx.processing_time)
+        with_later = np.flatnonzero(due & ctx["later"].astype(bool))  # a tuple of times, or None
+        ctx.put("timer", due, NO_TIME)
+        if len(with_later):  # the earliest later timer not due yet is the one to wait for
+            later = ctx["later"]
+            ctx.put("later", due, None)
+            self._add_pending(ctx, with_later, [[t for t in later[row] if t > ctx.processing_time] for row in with_later])
+
+    def merge(self, src: TriggerContext, groups: np.ndarray, dst: TriggerContext) -> None:
+        super().merge(src, groups, dst)  # the earliest of each column, and the later timers' union
+        others = np.flatnonzero((src["timer"] != NO_TIME) & (src["timer"] != dst["timer"][groups]))
+        self._add_pending(dst, groups[others], [[t] for t in src["timer"][others].tolist()])
+
+    @staticmethod
+    def _add_pending(ctx: TriggerContext, rows: np.ndarray, times: Iterable[list[int]]) -> None:
+        """Add ``times[i]`` to the pending timers of window ``rows[i]`` (`_pending`)."""
+        if not len(rows):
+            return
+        timer, later = ctx["timer"].copy(), ctx["later"].copy()
+        for row, more in zip(rows.tolist(), times):
+            timer[row], later[row] = _pending(int(timer[row]), later[row], more)
+        ctx["timer"], ctx["later"] = timer, later
 
     def counts_elements(self) -> bool:
         return False  # starts its delay at the pane's first element, however many arrive

@@ -58,8 +58,9 @@ from .timeaxis import MAX_TIME, add_saturating
 from .window_table import current_layout, table_columns
 
 RECORD, DUE, PROCESSING, PENDING, UNDO = b"K", b"E", b"P", b"D", b"U"
-LAYOUT = 1
-"""The layout of the rows of the records this release writes (`_Record.layout`)."""
+LAYOUT = 2
+"""The layout of the rows of the records this release writes (`_Record.layout`): 1 added the processing-time
+trigger's ``timer``, 2 its ``later`` timers (`triggers.Column.since`)."""
 _ABSENT, _PRESENT = b"\x00", b"\x01"
 _BIAS = 1 << 63
 _U64 = struct.Struct(">Q")
@@ -152,8 +153,8 @@ class _Record:
     pending: bool
     rows: tuple[tuple[Any, ...], ...]
     layout: int = 0
-    """`LAYOUT` for rows with every column of `table_columns`; 0 (records written before it) for rows without
-    the trigger state columns added since (`windowing.window_table.current_layout` fills them)."""
+    """`LAYOUT` for rows with every column of `table_columns`; an earlier one (0: records written before layouts) for
+    rows without the trigger state columns added since (`windowing.window_table.current_layout` fills them)."""
 
     def index(self, key: bytes) -> list[bytes]:
         """The index entries that stand for this record."""
@@ -264,16 +265,17 @@ def windows_of(spec: EngineSpec, template: pd.DataFrame, records: Iterable[_Reco
     brings them up to date (a store holds such records until a step rewrites their key).
     """
     names = list(template.columns)
-    rows: list[tuple[Any, ...]] = []
-    earlier: list[tuple[Any, ...]] = []
+    by_layout: dict[int, list[tuple[Any, ...]]] = {LAYOUT: []}
     for record in records:
-        (rows if record.layout == LAYOUT else earlier).extend(record.rows)
+        by_layout.setdefault(record.layout, []).extend(record.rows)
+    rows = by_layout.pop(LAYOUT)
     if any(len(row) != len(names) for row in rows):
         raise _written_by_another_pipeline(len(next(row for row in rows if len(row) != len(names))), len(names))
     table = _frame(template, names, rows)
-    if not earlier:
+    if not by_layout:
         return table
-    return pd.concat([table, *_earlier_windows(spec, template, earlier)], ignore_index=True)
+    return pd.concat([table, *(frame for layout, earlier in sorted(by_layout.items())
+                               for frame in _earlier_windows(spec, template, layout, earlier))], ignore_index=True)
 
 
 def _frame(template: pd.DataFrame, names: list[str], rows: list[tuple[Any, ...]]) -> pd.DataFrame:
@@ -291,10 +293,11 @@ def _frame(template: pd.DataFrame, names: list[str], rows: list[tuple[Any, ...]]
     return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))
 
 
-def _earlier_windows(spec: EngineSpec, template: pd.DataFrame, rows: list[tuple[Any, ...]]) -> list[pd.DataFrame]:
-    """The windows of rows written before `LAYOUT`, in this release's layout: their cells are those of
-    `table_columns` but for the trigger state columns added since, with every last output or the pipeline's."""
-    added = {name for name, column in spec.trigger.columns().items() if column.earlier is not None}
+def _earlier_windows(spec: EngineSpec, template: pd.DataFrame, layout: int, rows: list[tuple[Any, ...]]) -> list[pd.DataFrame]:
+    """The windows of rows of an earlier ``layout``, in this release's: their cells are those of `table_columns`
+    but for the trigger state columns added since (`triggers.Column.since`), with every last output (records
+    written before layouts) or the pipeline's."""
+    added = {name for name, column in spec.trigger.columns().items() if column.since > layout}
     layouts = {len(written): written for written in (
         [name for name in table_columns(spec, last_outputs=last_outputs) if name not in added]
         for last_outputs in (True, spec.keeps_last_outputs))}

@@ -34,9 +34,11 @@ Where Python's state machines and Java's differ, Java is followed:
 - ``AfterProcessingTime`` is ready once processing time passed its delay, whatever called it,
   and stays ready until reset, as Java's finished bit makes it (Python fires it from its timer only).
 
-Processing-time timers stay one per trigger, as the Python SDK keys them (and the engine keeps them);
-Java keys a window's timers by their time. Where a timer that its trigger set again would wake and fire a
-window in Java, the run is flagged (`Outcome.corners`), as is a merge into a closed window.
+Processing-time timers are kept as Java keys them, by their time: a trigger set again before its earlier
+timer is due has both pending (the Python SDK keys them by trigger and keeps the later one). A merged window
+has every pending timer of the windows merged, as the Python SDK's state keeps them (Java lets those of the
+windows merged away fire and ignores them, and sets one at the earliest pending firing: docs/engine.md,
+"Differences left"). A merge into a closed window is flagged (`Outcome.corners`).
 
 `BeamJava.run` returns the panes and dropped elements of a `tests.beam.pipelines.Pipeline` in the
 pandas runner's terms.
@@ -180,7 +182,7 @@ class Store(bt.SimpleState):
         self.tags: dict = defaultdict(lambda: defaultdict(list))
         self.timers: dict = defaultdict(dict)
         # Processing-time timers a trigger set again before they were due: Java keys a window's timers by their
-        # time and keeps them, the Python SDK (and so this store, and the engine) one per trigger (`BeamJava.on_timers`).
+        # time and keeps them all (the Python SDK one per trigger, in ``timers``); they wake the window too.
         self.superseded: dict = defaultdict(set)
         self.merged_windows: list[dict] = []  # the state of each window of the merge under way, before its union
 
@@ -229,6 +231,8 @@ class Store(bt.SimpleState):
                 if domain == TimeDomain.REAL_TIME:
                     mine = self.timers[result].get((name, domain))
                     self.timers[result][(name, domain)] = when if mine is None else min(mine, when)
+                    if mine is not None and mine != when:  # the later one stays pending
+                        self.superseded[result].add(max(mine, when))
             self.superseded[result] |= self.superseded.pop(window, set())
 
     def forget(self, window) -> None:
@@ -385,11 +389,7 @@ class BeamJava:
             superseded = key.store.superseded[window]
             woken_by_superseded = any(when <= now for when in superseded)
             superseded -= {when for when in superseded if when <= now}
-            if not due:
-                if woken_by_superseded and not state.closed and self.trigger.should_fire(
-                        TimeDomain.WATERMARK, _time(watermark), window, key.store.at(window, self.clock)):
-                    # Java's own timer of that time wakes the window and fires it here; we wake it later.
-                    self.out.corners.add("woken by a timer its trigger set again (Java keeps both)")
+            if not due and not woken_by_superseded:
                 continue
             for k in due:
                 timers.pop(k)

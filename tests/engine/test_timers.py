@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from accumulations import Sum
-from triggers import NO_TIME, AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, Never, OrFinally, Repeatedly
-from windowing import windowed
+from triggers import NO_TIME, AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, Never, OrFinally, Repeatedly
+from windowing import TestStream, windowed
 from windowing.engine import next_timers, step
 from windowing.plan import make_plan, to_elements
 from windowing.timeaxis import MIN_TIME, TimeAxis
@@ -55,3 +55,16 @@ def test_a_timer_outlives_its_triggers_reset_until_due_as_in_beam_java():
     delete it) and wakes the window at 500, where it is spent; the AfterProcessingTime(5) after it never started."""
     trigger = AfterEach(AfterAny(AfterProcessingTime(500), AfterCount(1)), AfterProcessingTime(5))
     assert processing_timers(trigger, [10, 500]) == [500, 500, NO_TIME]
+
+
+def test_a_trigger_set_again_before_its_timer_is_due_has_both_timers_as_in_beam_java():
+    """Java keys a window's timers by their time: the early AfterAny, reset by its first pane, sets 3 and then 5,
+    and at 4 the timer of 3 wakes the window, whose AfterWatermark() in charge since the ON_TIME pane is satisfied:
+    it finishes on an empty pane (not emitted), and the last element is dropped. The engine kept the latest timer
+    only (5) and emitted that element in a LATE pane (the differential's reference, run by hand, agrees)."""
+    trigger = AfterEach(AfterWatermark(early=AfterAny(AfterCount(1), AfterProcessingTime(3))), AfterWatermark())
+    stream = (TestStream().add_elements(ONE.assign(ts=[1])).advance_processing_time(2).add_elements(ONE.assign(ts=[2]))
+              .advance_watermark_to(10).advance_processing_time(2).add_elements(ONE.assign(ts=[3], x=[4])))
+    result = windowed(stream, time="ts", key="k").fixed(10).allowed_lateness(20).discarding().trigger(trigger).run(Sum("x"))
+    assert result.panes[["value", "timing", "step"]].values.tolist() == [[1, "EARLY", 0], [1, "EARLY", 2], [0, "ON_TIME", 3]]
+    assert result.late_data[["x", "reason", "step"]].values.tolist() == [[4, "window closed (trigger finished)", 5]]

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import accumulations
 from accumulations import Count, Distinct, Sum, ToList, TopN, ToSet
 from storage import KVStore
-from triggers import AfterAll, AfterCount, AfterProcessingTime, AtWatermark, Repeatedly, TriggerContext
+from triggers import AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Repeatedly, TriggerContext
 from windowing import TestStream, window_state, windowed
 from windowing.engine import lateness_horizon, step
 from windowing.errors import WindowingConfigError
@@ -197,6 +197,19 @@ def test_the_index_picks_the_due_keys_and_stepping_them_equals_stepping_the_whol
     run_checked(pipeline, KVStore(str(tmp_path_factory.mktemp("kv"))), c=ToList("x"), s=Sum("x"))
 
 
+def test_a_trigger_set_again_before_its_timer_is_due_keeps_both_timers_in_the_store(tmp_path):
+    """The store's records hold an `AfterProcessingTime`'s later timers (a tuple in a cell), and its index wakes the
+    key at the earlier one: the case of `tests/engine/test_timers.py`, where the timer of 3 finishes the window at 4."""
+    trigger = AfterEach(AfterWatermark(early=AfterAny(AfterCount(1), AfterProcessingTime(3))), AfterWatermark())
+    one = pd.DataFrame({"k": ["a"], "ts": [1], "x": [1]})
+    stream = (TestStream().add_elements(one).advance_processing_time(2).add_elements(one.assign(ts=[2]))
+              .advance_watermark_to(10).advance_processing_time(2).add_elements(one.assign(ts=[3], x=[4])))
+    pipeline = windowed(stream, time="ts", key="k").fixed(10).allowed_lateness(20).discarding().trigger(trigger)
+    run_checked(pipeline, KVStore(str(tmp_path / "kv")), s=Sum("x"))
+    panes = pipeline.window_state(KVStore(str(tmp_path / "again"))).aggregate(s=Sum("x"))
+    assert panes[["s", "timing", "step"]].values.tolist() == [[1, "EARLY", 0], [1, "EARLY", 2], [0, "ON_TIME", 3]]
+
+
 def test_a_key_whose_due_timer_a_composite_holds_back_is_stepped_in_every_step(tmp_path):
     """``AfterAll`` holds back its periodic child's early firing until the count is reached too: `AtWatermark`'s
     next firing stays pending after its time, and the trigger is called again in every step (the ``D`` index
@@ -337,25 +350,30 @@ def test_a_store_written_with_every_windows_last_outputs_goes_on_without_them(tm
         pd.testing.assert_frame_equal(got, want)
 
 
-def test_a_store_written_before_the_processing_time_timer_column_goes_on_with_the_timers_it_held(tmp_path, monkeypatch):
-    """Records written before `LAYOUT` lack each `AfterProcessingTime`'s ``timer`` (that release kept its firing
-    time only, and no timer once it fired or was reset): read today, they hold the timers of their firing times,
-    and the windows go on as in an uninterrupted run. The first batch writes its records as that release did;
-    b's timer (5) must wake it at 6, when only a has new elements."""
+@pytest.mark.parametrize("layout, dropped", [(0, ("t.timer", "t.later")), (1, ("t.later",))],
+                         ids=["written before layouts", "layout 1"])
+def test_a_store_written_before_the_processing_time_timer_columns_goes_on_with_the_timers_it_held(
+        tmp_path, monkeypatch, layout, dropped):
+    """Records written before `LAYOUT` lack each `AfterProcessingTime`'s ``later`` timers (layout 1), and before
+    layouts its ``timer`` too (that release kept its firing time only, and no timer once it fired or was reset): read
+    today, they hold the timers of their firing times, and the windows go on as in an uninterrupted run. The first
+    batch writes its records as that release did; b's timer (5) must wake it at 6, when only a has new elements."""
     spec = _sessions_spec(Repeatedly(AfterProcessingTime(5)))
     template = empty_state(spec, [np.dtype(object)])
     batches = [(_elements(["a", "b"], [0, 1], [1, 2]), 0), (_elements(["a"], [3], [3]), 6),
                (_elements(["b"], [30], [4]), 7), (_elements([], [], []), 12)]
-    timer = list(template.columns).index("t.timer")
+    kept = [i for i, name in enumerate(template.columns) if name not in dropped]
+    assert len(kept) == len(template.columns) - len(dropped)
     runs = []
     for name in ("today", "before"):
         with KVStore(str(tmp_path / name)).open(0) as bucket, monkeypatch.context() as earlier_release:
             if name == "before":
                 earlier_release.setattr(_Record, "encoded", lambda record: pickled((
-                    record.due, record.next_processing, record.pending, tuple(row[:timer] + row[timer + 1:] for row in record.rows))))
+                    record.due, record.next_processing, record.pending, tuple(tuple(row[i] for i in kept) for row in record.rows),
+                    *([layout] if layout else []))))
             panes = [keyed_step(spec, template, *batches[0], 0, bucket, 0).panes]
             earlier_release.undo()
-            assert _row_widths(bucket) == {len(template.columns) - (name == "before")}
+            assert _row_widths(bucket) == {len(template.columns) - (name == "before") * len(dropped)}
             panes += [keyed_step(spec, template, elements, 0, processing_time, bucket, i).panes
                       for i, (elements, processing_time) in enumerate(batches) if i >= 1]
         runs.append(panes)
