@@ -142,7 +142,13 @@ class _Run:
             check_columns(list(frame.columns), self.strategy)
             times = plan.axis.to_internal(_event_times(self.strategy, frame), f" at action {index}" if self.is_stream else "")
             elements = to_elements(plan, frame, times)
-        result = self._engine_step(index, elements)
+        try:
+            result = self._engine_step(index, elements)
+        except TypeError as error:
+            unhashable = _unhashable_key(plan, frame, index if self.is_stream else None)
+            if unhashable is None:
+                raise
+            raise unhashable from error
         self.state = result.state
         panes = to_panes(plan, result.panes)
         panes["step"] = np.full(len(panes), index, dtype=np.int64)
@@ -190,6 +196,23 @@ class _SpilledRun(_Run):
     def _finish(self, index: int) -> None:
         # No replay follows a pandas run: the undo records of its last step go now.
         forget_undo(self.bucket, self.first_batch + 1 + index)
+
+
+def _unhashable_key(plan: Plan, frame: pd.DataFrame | None, action: int | None) -> WindowingConfigError | None:
+    """The error naming a key column whose values do not hash (lists, dicts: a key groups by equal values), for a
+    step that failed with a TypeError; None where every key hashes (the TypeError is another one). Looked for only
+    after a failure, so a step of keys that hash pays nothing for it."""
+    if frame is None:
+        return None
+    for name in plan.key_names or ():
+        try:
+            pd.factorize(frame[name].to_numpy())
+        except TypeError as error:
+            where = f" at action {action}" if action is not None else ""
+            return WindowingConfigError(
+                f"key column {name!r}{where} holds values that do not hash ({error}); a key groups elements by equal "
+                "values: make it a string or a tuple first, or take one of its fields as the key")
+    return None
 
 
 def _empty_like(plan: Plan, state: pd.DataFrame) -> pd.DataFrame:

@@ -95,6 +95,8 @@ def output_type(name: str, acc: Accumulation[Any, Any, Any], input_type: Any) ->
             return T.LongType()
         if isinstance(input_type, (T.FloatType, T.DoubleType)):
             return T.DoubleType()
+        if isinstance(input_type, T.DecimalType):  # Spark's sum of decimal(p, s) is decimal(p + 10, s), 38 digits at most
+            return T.DecimalType(min(38, input_type.precision + 10), input_type.scale) if kind == "sum" else input_type
     if kind == "extreme" and isinstance(input_type, (T.StringType, T.DateType, T.TimestampType, T.BooleanType)):
         return input_type
     if kind == "collection" and input_type is not None:
@@ -119,6 +121,8 @@ def _sampled_output_type(acc: Accumulation[Any, Any, Any], input_type: Any) -> A
     samples = [(T.BooleanType, True), (T.FloatType, 1.5), (T.DoubleType, 1.5), (T.StringType, "a"),
                (T.BinaryType, b"a"), (T.TimestampType, pd.Timestamp("2024-01-01")), (T.DateType, dt.date(2024, 1, 1))]
     sample = 1 if integral(input_type) else next((v for cls, v in samples if isinstance(input_type, cls)), None)
+    if sample is None and input_type is not None:  # no value of that type to run it on: the default would answer
+        return None
     try:
         return _python_value_type(acc.get_output(acc.accumulate(acc.default_accumulated_value(), sample)))
     except Exception:  # the code refuses the sample: the type stays to be stated

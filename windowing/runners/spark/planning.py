@@ -64,6 +64,12 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
             f"windowed(time={strategy.time!r}): on Spark give the event-time column's name; compute the column first with withColumn")
     check_columns([f.name for f in schema.fields], strategy)
     types = {f.name: f.dataType for f in schema.fields}
+    for key in strategy.keys or ():
+        if isinstance(types[key], (T.ArrayType, T.MapType, T.StructType)):  # pandas' lists and dicts do not hash
+            raise WindowingConfigError(
+                f"key column {key!r} has Spark type {types[key].simpleString()}; a key groups elements by equal values of "
+                "one kind (string, number, timestamp, ...): take a field or an element of it as the key (withColumn), "
+                "or make it a string with to_json")
     time_type = types[strategy.time]
     if strategy.time_unit is not None:
         if not (integral(time_type) or isinstance(time_type, (T.FloatType, T.DoubleType))):
