@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import decimal
 import os
 import uuid
 
@@ -16,6 +17,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyspark.sql import functions as F
 
 from accumulations import Count, Max, Min, Sum
 from triggers import AfterCount, AtWatermark, Repeatedly
@@ -279,6 +281,24 @@ def _with_late_data(source):
     # "window closed", beyond it as "beyond allowed lateness".
     return windowed(source, time="ts", key="user").fixed("10 seconds").watermark("5 seconds") \
         .allowed_lateness("10 seconds").trigger(AtWatermark()).run(total=Sum("amount"), n=Count())
+
+
+def test_a_decimal_column_streams_packed_and_sums_to_decimals_as_on_pandas(spark, where):
+    """Sessions pack every element before the shuffle, decimals included; Sum and Max come back decimal."""
+    source, sink, checkpoint = where()
+    parts = [events(ROWS[:5]), events(ROWS[5:9]), events(ROWS[9:])]
+    with_cents = [part.assign(amount=[decimal.Decimal(v) / 4 for v in part.amount]) for part in parts]
+
+    def build(frame):
+        return windowed(frame, time="ts", key="user").sessions("10 seconds").watermark("5 seconds") \
+            .aggregate(total=Sum("amount"), top=Max("amount"))
+
+    cents = (F.col("amount") / 4).cast("decimal(12,2)")
+    query = start(spark, source, sink, checkpoint, build, prepare=lambda stream: stream.withColumn("amount", cents))
+    inputs = run_all(query, source, parts)
+    actual = read_sink(spark, sink)
+    assert len(actual) and actual.total.map(type).eq(decimal.Decimal).all() and actual.top.map(type).eq(decimal.Decimal).all()
+    assert_same_panes(actual, mirror(with_cents, inputs, build))
 
 
 def test_late_data_on_spark_equals_the_pandas_runners_late_data(spark, where):
