@@ -296,6 +296,17 @@ def test_a_string_time_column_is_refused_with_its_type():
         plan_spark(windowed(None, time="ts").fixed(10).strategy(v=Sum("amount")), schema, 1)
 
 
+@pytest.mark.parametrize("spark_type", ["timestamp_ntz", "date"])
+def test_a_time_column_of_wall_times_or_dates_is_refused_pointing_to_the_cast(spark_type):
+    from pyspark.sql import types as T
+
+    time_type = {"timestamp_ntz": T.TimestampNTZType(), "date": T.DateType()}[spark_type]
+    schema = T.StructType([T.StructField("ts", time_type), T.StructField("amount", T.LongType())])
+    with pytest.raises(WindowingConfigError, match=rf"time column 'ts' has Spark type {spark_type}; it must be a timestamp or an "
+                                                   r"integer; cast it first, withColumn\('ts', col\('ts'\).cast\('timestamp'\)\)"):
+        plan_spark(windowed(None, time="ts").fixed(10).strategy(v=Sum("amount")), schema, 1)
+
+
 def test_a_packed_row_without_nulls_ships_no_null_flags():
     """Null flags cross the shuffle only in packed rows that hold a null; unpacking restores them."""
     from windowing.runners.spark.combine import pack

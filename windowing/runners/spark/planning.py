@@ -88,6 +88,9 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     else:
         hint = "; for epoch instants give their unit, e.g. windowed(..., time_unit='s')" if isinstance(
             time_type, (T.FloatType, T.DoubleType, T.DecimalType)) else ""
+        if isinstance(time_type, (T.TimestampNTZType, T.DateType)):
+            hint = (f"; cast it first, withColumn({strategy.time!r}, col({strategy.time!r}).cast('timestamp')): its wall time "
+                    "is then read in the session's time zone (spark.sql.session.timeZone)")
         raise WindowingConfigError(
             f"time column {strategy.time!r} has Spark type {time_type.simpleString()}; it must be a timestamp or an integer{hint}")
     dtypes = {name: numpy_dtype(t) for name, t in types.items()}
