@@ -117,6 +117,9 @@ def test_a_bad_duration_is_a_windowing_config_error_wherever_it_is_given(build, 
      r"time column 'ts' has 1 time\(s\) outside"),
     (lambda: windowed(TestStream().add_elements(DF).advance_watermark_to(5).advance_watermark_to(3), time="ts")
      .aggregate(Sum("x")), r"advance_watermark_to\(3\) at action 2 moves the watermark backwards"),
+    (lambda: windowed(TestStream().add_elements(DF).advance_processing_time(2**62).advance_processing_time(2**62), time="ts")
+     .aggregate(Sum("x")), r"advance_processing_time\(4611686018427387904\) at action 2 takes processing time to "
+                           r"9223372036854775808 \(in the axis's unit, .*\) since the start, beyond the time axis"),
 ])
 def test_running_refuses_inconsistent_configuration(run, message):
     with pytest.raises(ValueError, match=message):

@@ -121,6 +121,11 @@ class _Run:
                 self._step(index, None)
             else:
                 self.processing_time += axis.duration(f"advance_processing_time(duration) at action {index}", action.by)
+                if self.processing_time >= MAX_TIME:  # a timer there would be due at once: the axis's end is no time
+                    raise WindowingConfigError(
+                        f"advance_processing_time({action.by!r}) at action {index} takes processing time to "
+                        f"{self.processing_time} (in the axis's unit, nanoseconds for timestamps) since the start, beyond the "
+                        "time axis (64-bit integers)")
                 self._step(index, None)
         if self.watermark < MAX_TIME:  # end of input
             self.watermark = MAX_TIME
