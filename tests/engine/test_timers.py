@@ -7,6 +7,7 @@ calls the key again in every micro-batch for nothing.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -68,3 +69,15 @@ def test_a_trigger_set_again_before_its_timer_is_due_has_both_timers_as_in_beam_
     result = windowed(stream, time="ts", key="k").fixed(10).allowed_lateness(20).discarding().trigger(trigger).run(Sum("x"))
     assert result.panes[["value", "timing", "step"]].values.tolist() == [[1, "EARLY", 0], [1, "EARLY", 2], [0, "ON_TIME", 3]]
     assert result.late_data[["x", "reason", "step"]].values.tolist() == [[4, "window closed (trigger finished)", 5]]
+
+
+def test_a_merged_window_has_every_pending_timer_of_the_windows_merged():
+    """The merged window waits for the earliest timer and keeps the others, one per time (`later`)."""
+    from triggers import TriggerContext
+
+    trigger = AfterProcessingTime(5)
+    src = TriggerContext({"t.fire_at": np.array([NO_TIME, 9, NO_TIME]), "t.timer": np.array([4, 9, 7]),
+                          "t.later": np.array([(9, 12), None, None], dtype=object)}, np.array([10, 20, 30]), MIN_TIME, 0)
+    dst = TriggerContext(trigger.fresh_state(1), np.array([30]), MIN_TIME, 0)
+    trigger.merge(src, np.array([0, 0, 0]), dst)
+    assert (dst["timer"].tolist(), dst["later"].tolist(), dst["fire_at"].tolist()) == ([4], [(7, 9, 12)], [9])
