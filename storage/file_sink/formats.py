@@ -324,8 +324,8 @@ class Orc(_BulkFormat):
 class Avro(_BulkFormat):
     """Apache Avro object container files (fastavro); compression per block.
 
-    Every column is a nullable field: booleans, integers, floats, strings,
-    binary, dates, and timestamps (``timestamp-micros``, or
+    Every column is a nullable field: booleans, integers, floats, decimals
+    (``bytes`` with the ``decimal`` logical type), strings, binary, dates, and timestamps (``timestamp-micros``, or
     ``local-timestamp-micros`` without a time zone; ``-millis`` for ms;
     seconds widened, nanoseconds in microseconds as Parquet's). Dictionary
     (pandas category) columns are written as their values. The Arrow schema
@@ -409,12 +409,14 @@ def _avro_type(field: pa.Field) -> Any:
         return "bytes"
     if pa.types.is_date32(t):
         return {"type": "int", "logicalType": "date"}
+    if pa.types.is_decimal(t):  # Avro's decimal: the unscaled integer's two's-complement bytes
+        return {"type": "bytes", "logicalType": "decimal", "precision": t.precision, "scale": t.scale}
     if pa.types.is_timestamp(t):
         unit = "millis" if t.unit == "ms" else "micros"
         return {"type": "long", "logicalType": f"{'' if t.tz else 'local-'}timestamp-{unit}"}
     raise ValueError(
         f"avro format cannot write column {field.name!r} of type {field.type}; "
-        "cast it to a number, string, binary, date or timestamp, or use parquet"
+        "cast it to a number, decimal, string, binary, date or timestamp, or use parquet"
     )
 
 

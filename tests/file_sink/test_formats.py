@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import re
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
@@ -157,6 +158,24 @@ def test_avro_round_trips_its_types_and_is_plain_avro(tmp_path):
     assert types["small"] == "int" and types["n"] == "long" and types["timing"] == "string"
     assert reader.metadata["avro.codec"] == "deflate"
     assert records[1]["n"] is None and records[2]["timing"] == "EARLY"
+
+
+def test_avro_writes_decimals_with_avros_decimal_type(tmp_path):
+    import fastavro
+
+    values = [Decimal("1.50"), None, Decimal("-12345678901234567.89")]
+    wide = [Decimal("9" * 45), None, Decimal(-3)]  # beyond 38 digits: decimal256
+    table = pa.table({"price": pa.array(values, pa.decimal128(20, 2)), "wide": pa.array(wide, pa.decimal256(45, 0))})
+    sink = FileSink(str(tmp_path), format="avro")
+    sink.write(table)
+    assert sink.read().to_dict("list") == {"price": values, "wide": wide}
+    (path,) = sink.finished_files()
+    with open(path, "rb") as fh:  # any Avro reader sees the logical type and the same values
+        reader = fastavro.reader(fh)
+        records = list(reader)
+    types = {f["name"]: f["type"][1] for f in reader.writer_schema["fields"]}
+    assert types["price"] == {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 2}
+    assert [r["price"] for r in records] == values and [r["wide"] for r in records] == wide
 
 
 @pytest.mark.parametrize(
