@@ -45,9 +45,20 @@ def _iso_microseconds(column: pd.Series) -> pd.Series:
     return pd.Series(out, index=column.index, dtype=object)
 
 
+def _binary_as_base64(table: pa.Table) -> pa.Table:
+    """Binary columns as base64 text, as Spark's JSON writer gives them: JSON has no bytes, and bytes need not be
+    UTF-8."""
+    for i, field in enumerate(table.schema):
+        t = field.type
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+            text = [None if v is None else base64.b64encode(v).decode() for v in table.column(i).to_pylist()]
+            table = table.set_column(i, field.with_type(pa.string()), pa.array(text, pa.string()))
+    return table
+
+
 @dataclass(frozen=True)
 class JsonLines:
-    """One JSON object per line; timestamps in ISO 8601."""
+    """One JSON object per line; timestamps in ISO 8601, bytes in base64."""
 
     name: ClassVar[str] = "jsonl"
     suffix: ClassVar[str] = ".jsonl"
@@ -61,7 +72,7 @@ class JsonLines:
         return b""
 
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
-        table = _in_microseconds(self.name, table)
+        table = _binary_as_base64(_in_microseconds(self.name, table))
         encoded = arrow_json_lines(table)
         if encoded is not None:
             return encoded
@@ -69,7 +80,13 @@ class JsonLines:
         for i, dtype in enumerate(frame.dtypes):
             if isinstance(dtype, pd.DatetimeTZDtype) or (isinstance(dtype, np.dtype) and dtype.kind == "M"):
                 frame.isetitem(i, _iso_microseconds(frame.iloc[:, i]))
-        text = frame.to_json(orient="records", lines=True, date_format="iso", date_unit="us")
+        try:
+            text = frame.to_json(orient="records", lines=True, date_format="iso", date_unit="us")
+        except UnicodeDecodeError as bad:
+            raise ValueError(
+                f"jsonl format writes bytes inside lists or structs as text and found bytes that are not UTF-8 "
+                f"({bad}); encode them first (base64), or use parquet"
+            ) from bad
         data = text.encode()
         if data and not data.endswith(b"\n"):
             data += b"\n"
@@ -145,18 +162,33 @@ class Csv:
         pacsv.write_csv(table, sink, _CSV_ROWS)
         data = sink.getvalue().to_pybytes()
         ends = _line_ends(data)
-        if len(ends) == table.num_rows:
-            return data, ends
-        # A quoted value holds a newline: find the row ends one row at a time.
-        pieces = []
-        for i in range(table.num_rows):
-            one = pa.BufferOutputStream()
-            pacsv.write_csv(table.slice(i, 1), one, _CSV_ROWS)
-            pieces.append(one.getvalue().to_pybytes())
-        return b"".join(pieces), np.cumsum([len(p) for p in pieces])
+        if len(ends) != table.num_rows:
+            # A quoted value holds a newline: find the row ends one row at a time.
+            pieces = []
+            for i in range(table.num_rows):
+                one = pa.BufferOutputStream()
+                pacsv.write_csv(table.slice(i, 1), one, _CSV_ROWS)
+                pieces.append(one.getvalue().to_pybytes())
+            data, ends = b"".join(pieces), np.cumsum([len(p) for p in pieces])
+        return _empty_lines_quoted(data, ends)
 
     def decode(self, data: bytes) -> pd.DataFrame:
         return pacsv.read_csv(pa.py_buffer(data)).to_pandas()
+
+
+def _empty_lines_quoted(data: bytes, ends: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """Rows written as empty lines, as ``""``: a null in a one-column table is an empty line, which CSV
+    readers (pyarrow, pandas, Spark) skip, so the row would be lost; pandas' ``to_csv`` writes it so too."""
+    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+    empty = np.flatnonzero(ends - starts == 1)
+    if not len(empty):
+        return data, ends
+    pieces, done = [], 0
+    for row in empty:
+        pieces += [data[done : starts[row]], b'""']
+        done = int(starts[row])
+    pieces.append(data[done:])
+    return b"".join(pieces), ends + 2 * np.cumsum(ends - starts == 1)
 
 
 class BulkWriter:
@@ -309,15 +341,42 @@ def _schema_from_text(text: str | bytes) -> pa.Schema:
 
 @dataclass(frozen=True)
 class Orc(_BulkFormat):
-    """Apache ORC; compression per stripe."""
+    """Apache ORC; compression per stripe. Category columns are written, and read back, as their values."""
 
     name: ClassVar[str] = "orc"
     suffix: ClassVar[str] = ".orc"
     uncompressed: ClassVar[str] = "uncompressed"
     _read = staticmethod(paorc.read_table)
 
+    def prepare(self, table: pa.Table) -> pa.Table:
+        """Dictionary (pandas category) columns as their values, which ORC stores; a type ORC has not refused
+        naming the column (pyarrow's error names only the type)."""
+        fields = [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in table.schema]
+        for field in fields:
+            if not _orc_writes(field.type):
+                raise ValueError(
+                    f"orc format cannot write column {field.name!r} of type {field.type}; cast it (unsigned "
+                    "integers to a wider signed one, half floats to float32, durations to int64, ...) or use parquet"
+                )
+        schema = pa.schema(fields, metadata=table.schema.metadata)
+        return table if schema.equals(table.schema) else table.cast(schema)
+
     def writer_for(self, out: pa.NativeFile, table: pa.Table, compression: str) -> Any:
         return paorc.ORCWriter(out, compression=compression)
+
+
+def _orc_writes(t: pa.DataType) -> bool:
+    """Whether pyarrow's ORC writer takes the type (nested types by their children)."""
+    if pa.types.is_struct(t):
+        return all(_orc_writes(f.type) for f in t)
+    if pa.types.is_map(t):
+        return _orc_writes(t.key_type) and _orc_writes(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _orc_writes(t.value_type)
+    return (pa.types.is_boolean(t) or pa.types.is_signed_integer(t) or pa.types.is_float32(t)
+            or pa.types.is_float64(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
+            or pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_decimal128(t))
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,8 @@ def _column_text(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray 
     if pa.types.is_boolean(kind) or pa.types.is_integer(kind):
         text = column.cast(pa.string())
     elif pa.types.is_floating(kind):
+        if pa.types.is_float16(kind):  # Arrow has no kernels for half floats; each is exact as a float32
+            column, kind = column.cast(pa.float32()), pa.float32()
         finite = pc.if_else(pc.is_finite(column), column, None)  # NaN and infinities have no JSON: null
         text = finite.cast(pa.string())
         if pc.any(pc.equal(finite, pc.floor(finite))).as_py():  # only whole numbers may lack a point
