@@ -50,9 +50,18 @@ def is_bounded(trigger: Mapping[str, Any] | None) -> bool:
     return bool(trigger) and bool(trigger.get("availableNow") or trigger.get("once"))
 
 
+def check_column_names(columns: list[str]) -> None:
+    """A row of a file holds each name once: two columns of one name (after a join) are refused, naming it."""
+    twice = sorted({name for name in columns if columns.count(name) > 1})
+    if twice:
+        raise ValueError(f"FileSink cannot write two columns named {twice[0]!r} (columns: {columns}); rename one")
+
+
 def task_function(config: SinkConfig, end_of_input: bool, hook: PhaseHook, owner: str | None = None,
-                  batch_id: int | None = None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function writing its partition and yielding its report (column ``report``)."""
+                  batch_id: int | None = None, names: list[str] | None = None
+                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function writing its partition and yielding its report (column ``report``); ``names``
+    are the columns' own names, given back to the batches that arrive under positional ones."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -60,6 +69,8 @@ def task_function(config: SinkConfig, end_of_input: bool, hook: PhaseHook, owner
         task = describe_task_context(TaskContext.get(), now_ms(), batch_id)
         if owner is not None:
             task = type(task)(owner, task.batch_id, task.partition, task.attempt, task.now_ms)
+        if names is not None:
+            batches = (pa.RecordBatch.from_arrays(batch.columns, names=names) for batch in batches)
         report = write_task(config, task, batches, end_of_input, hook)
         yield pa.record_batch([pa.array([report.to_json()], pa.string())], names=["report"])
 
@@ -68,9 +79,15 @@ def task_function(config: SinkConfig, end_of_input: bool, hook: PhaseHook, owner
 
 def write_with_tasks(config: SinkConfig, df: DataFrame, owner: str | None, batch_id: int, lease: Lease | None,
                      end_of_input: bool, hook: PhaseHook = no_hook) -> bool:
-    """Write ``df`` (a bounded frame, or a micro-batch in ``foreachBatch``) from its tasks and commit it."""
-    function = task_function(config, end_of_input, hook, owner, batch_id)
-    rows = df.mapInArrow(function, "report string").collect()
+    """Write ``df`` (a bounded frame, or a micro-batch in ``foreachBatch``) from its tasks and commit it.
+
+    pyspark's ``mapInArrow`` resolves each column by its name, where a dot is a field access (```a.b``` fails):
+    the columns go under positional names and get theirs back in the task.
+    """
+    names = df.columns
+    check_column_names(names)
+    function = task_function(config, end_of_input, hook, owner, batch_id, names)
+    rows = df.toDF(*[f"_{i}" for i in range(len(names))]).mapInArrow(function, "report string").collect()
     reports = [TaskReport.from_json(row.report) for row in rows]
     if not any(not r.skipped for r in reports):
         return False
@@ -109,6 +126,7 @@ def start_query(
     if api == "data_source" and not has_data_source_writer():
         raise ValueError("FileSink.start api='data_source' needs pyspark 4.1 or later; use api='foreach_batch'")
     hook = hook or no_hook
+    check_column_names(df.columns)
     bounded = is_bounded(trigger)
     query_id = _checkpoint_query_id(checkpoint_location)
     owner = f"query-{query_id}" if query_id else None

@@ -87,3 +87,25 @@ def test_the_foreach_batch_path_writes_from_the_tasks_too(spark, tmp_path):
     query.awaitTermination()
     assert sorted(sink.read()["id"]) == list(range(6))
     assert spark.read.parquet(str(tmp_path / "out")).count() == 6
+
+
+@pytest.mark.parametrize("api", ["auto", "foreach_batch"])
+def test_column_names_with_dots_and_backticks_are_written_and_two_of_one_name_refused(spark, tmp_path, api):
+    # pyspark's mapInArrow resolves each column by name, taking a dot for a field access: the tasks get
+    # positional names and give the columns theirs back. Two columns of one name (a join) have no file row.
+    write_inputs(tmp_path / "in", [[{"id": 1, "k": "a"}, {"id": 2, "k": "b"}]])
+    sink = FileSink(str(tmp_path / "out"), format="jsonl").with_buckets(ColumnBuckets("k.v"))
+    odd = stream(spark, tmp_path / "in").selectExpr("id as `x.y`", "id * 2 as `b``q`", "k as `k.v`")
+    sink.start(odd, checkpoint_location=str(tmp_path / "chk"), trigger={"availableNow": True},
+               api=api).awaitTermination()
+    out = sink.read().sort_values("x.y")
+    assert out.to_dict("list") == {"x.y": [1, 2], "b`q": [2, 4], "k.v": ["a", "b"]}
+    bounded = FileSink(str(tmp_path / "bounded"), format="csv")
+    bounded.write(spark.range(2).selectExpr("id as `x.y`"))
+    assert sorted(bounded.read()["x.y"]) == [0, 1]
+    twice = stream(spark, tmp_path / "in").selectExpr("id as a", "k as a")
+    message = r"FileSink cannot write two columns named 'a' \(columns: \['a', 'a'\]\); rename one"
+    with pytest.raises(ValueError, match=message):
+        sink.start(twice, checkpoint_location=str(tmp_path / "chk2"), api=api)
+    with pytest.raises(ValueError, match=message):
+        bounded.write(spark.range(2).selectExpr("id as a", "id as a"))
