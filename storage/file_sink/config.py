@@ -7,10 +7,12 @@ commit and read take the settings from here, so none of them imports ``sink.py``
 from __future__ import annotations
 
 import dataclasses
+import io
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, TypeVar
 
+import pyarrow as pa
 from fsspec.core import url_to_fs
 
 from .buckets import BasePathBuckets, BucketAssigner
@@ -117,6 +119,26 @@ class SinkConfig:
         fs, _ = url_to_fs(self.path, **dict(self.storage_options))
         proto = fs.protocol
         return bool(APPENDABLE_PROTOCOLS.intersection((proto,) if isinstance(proto, str) else proto))
+
+    def check_schema(self, schema: pa.Schema) -> None:
+        """Refuse, before any row is written, what a batch of ``schema`` would fail on in every task: a bucket
+        column that is missing or of a type its buckets refuse, a column the format cannot hold (by bucketing
+        and writing none of its rows)."""
+        column = getattr(self.buckets, "column", None)
+        if column is not None and column not in schema.names:
+            raise ValueError(
+                f"{type(self.buckets).__name__} column={column!r} is not a column of the DataFrame "
+                f"(columns: {schema.names})"
+            )
+        empty = schema.empty_table()
+        self.buckets.assign(empty, 0)
+        fmt = self.file_format
+        if not fmt.bulk:
+            fmt.encode(empty)
+            return
+        writer = fmt.open_writer(io.BytesIO(), None)
+        writer.write(empty)
+        writer.close()
 
     def part_file_name(self, writer_id: str, number: int) -> str:
         """``<prefix>-<writer id>-<part number><suffix>``, or the user's function."""

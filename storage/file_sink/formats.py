@@ -158,6 +158,12 @@ class Csv:
         return b"\n".join(lines[: reader.line_num]) + b"\n" if data else b""
 
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
+        for field in table.schema:  # pyarrow's error names only the type
+            if pa.types.is_nested(field.type):
+                raise ValueError(
+                    f"csv format cannot write column {field.name!r} of type {field.type}: CSV has no nested "
+                    "values; cast it to a string (to_json), or use jsonl or parquet"
+                )
         sink = pa.BufferOutputStream()
         pacsv.write_csv(table, sink, _CSV_ROWS)
         data = sink.getvalue().to_pybytes()

@@ -64,8 +64,9 @@ class FileSink(SinkConfig):
                 return
             if bid <= writer.committed_batch_id:
                 return
-            from .spark import write_with_tasks
+            from .spark import check_frame, write_with_tasks
 
+            check_frame(self, df)
             write_with_tasks(self, df, self.writer_id or DEFAULT_OWNER, bid, writer.lease, end_of_input=True)
         finally:
             writer.close()

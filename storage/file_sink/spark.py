@@ -50,11 +50,20 @@ def is_bounded(trigger: Mapping[str, Any] | None) -> bool:
     return bool(trigger) and bool(trigger.get("availableNow") or trigger.get("once"))
 
 
-def check_column_names(columns: list[str]) -> None:
-    """A row of a file holds each name once: two columns of one name (after a join) are refused, naming it."""
+def check_frame(config: SinkConfig, df: DataFrame) -> None:
+    """Refuse on the driver what every task would fail on: two columns of one name (a row of a file holds each
+    name once), a bucket column or column type the sink cannot write (``SinkConfig.check_schema``)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    columns = df.columns
     twice = sorted({name for name in columns if columns.count(name) > 1})
     if twice:
         raise ValueError(f"FileSink cannot write two columns named {twice[0]!r} (columns: {columns}); rename one")
+    try:
+        schema = to_arrow_schema(df.schema)
+    except Exception:  # noqa: BLE001 - a type this pyspark cannot name in Arrow: its tasks say what they make of it
+        return
+    config.check_schema(schema)
 
 
 def task_function(config: SinkConfig, end_of_input: bool, hook: PhaseHook, owner: str | None = None,
@@ -85,7 +94,6 @@ def write_with_tasks(config: SinkConfig, df: DataFrame, owner: str | None, batch
     the columns go under positional names and get theirs back in the task.
     """
     names = df.columns
-    check_column_names(names)
     function = task_function(config, end_of_input, hook, owner, batch_id, names)
     rows = df.toDF(*[f"_{i}" for i in range(len(names))]).mapInArrow(function, "report string").collect()
     reports = [TaskReport.from_json(row.report) for row in rows]
@@ -126,7 +134,7 @@ def start_query(
     if api == "data_source" and not has_data_source_writer():
         raise ValueError("FileSink.start api='data_source' needs pyspark 4.1 or later; use api='foreach_batch'")
     hook = hook or no_hook
-    check_column_names(df.columns)
+    check_frame(sink, df)
     bounded = is_bounded(trigger)
     query_id = _checkpoint_query_id(checkpoint_location)
     owner = f"query-{query_id}" if query_id else None

@@ -409,3 +409,11 @@ def test_orc_refuses_a_type_it_cannot_write_naming_the_column(tmp_path, column):
                                          r"cast it .* or use parquet"):
         sink.write(pa.table({"c": column}))
     assert sink.finished_files() == []
+
+
+def test_csv_refuses_a_nested_column_naming_it(tmp_path):
+    sink = FileSink(str(tmp_path), format="csv")
+    with pytest.raises(ValueError, match=r"csv format cannot write column 'xs' of type list<item: int64>: CSV has no "
+                                         r"nested values; cast it to a string \(to_json\), or use jsonl or parquet"):
+        sink.write(pa.table({"n": [1], "xs": [[1, 2]]}))
+    assert sink.finished_files() == []

@@ -109,3 +109,28 @@ def test_column_names_with_dots_and_backticks_are_written_and_two_of_one_name_re
         sink.start(twice, checkpoint_location=str(tmp_path / "chk2"), api=api)
     with pytest.raises(ValueError, match=message):
         bounded.write(spark.range(2).selectExpr("id as a", "id as a"))
+
+
+@pytest.mark.parametrize(("fmt", "buckets", "columns", "message"), [
+    ("avro", None, ["named_struct('x', id) as s"], r"avro format cannot write column 's' of type struct<x: int64>"),
+    ("csv", None, ["array(id) as xs"], r"csv format cannot write column 'xs' of type list<element: int64>"),
+    ("orc", None, ["make_dt_interval(0, 0, 0, id) as d"], r"orc format cannot write column 'd' of type duration\[us\]"),
+    ("jsonl", ColumnBuckets("nope"), ["id"], r"ColumnBuckets column='nope' is not a column of the DataFrame "
+                                             r"\(columns: \['id'\]\)"),
+    ("jsonl", ColumnBuckets("xs"), ["array(id) as xs"], r"ColumnBuckets column='xs' has type list<element: int64>"),
+])
+def test_what_every_task_would_fail_on_is_refused_when_the_query_starts(spark, tmp_path, fmt, buckets, columns,
+                                                                         message):
+    # Checked on the driver against the DataFrame's schema: no query starts, and the error is the sink's own
+    # rather than a Python worker's traceback inside the first micro-batch's failure.
+    write_inputs(tmp_path / "in", [[{"id": 1, "k": "a"}]])
+    sink = FileSink(str(tmp_path / "out"), format=fmt)
+    sink = sink.with_buckets(buckets) if buckets else sink
+    active = len(spark.streams.active)
+    with pytest.raises((ValueError, TypeError), match=message):
+        sink.start(stream(spark, tmp_path / "in").selectExpr(*columns), checkpoint_location=str(tmp_path / "chk"))
+    assert len(spark.streams.active) == active
+    with pytest.raises((ValueError, TypeError), match=message.replace("element: int64", "element: int64 not null")
+                       .replace("x: int64", "x: int64 not null")):
+        sink.write(spark.range(1).selectExpr(*columns))
+    assert sink.finished_files() == []
