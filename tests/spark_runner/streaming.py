@@ -8,6 +8,7 @@ idempotent sink: ``foreachBatch`` overwrites the directory of its batch id.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import time
@@ -21,6 +22,20 @@ ROCKSDB_CHANGELOG = {
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
 }
+
+
+@contextlib.contextmanager
+def parquet_takes_ancient_timestamps(spark):
+    """The global window's ``window_start`` is 1677-09-21: pyspark 3.5 refuses to write it to Parquet without
+    these settings (4.x defaults to them)."""
+    rebase = ("spark.sql.parquet.int96RebaseModeInWrite", "spark.sql.parquet.datetimeRebaseModeInWrite")
+    for conf in rebase:
+        spark.conf.set(conf, "CORRECTED")
+    try:
+        yield
+    finally:
+        for conf in rebase:
+            spark.conf.unset(conf)
 
 
 def write_batch(source: Path, index: int, frame: pd.DataFrame) -> None:
