@@ -28,6 +28,11 @@ def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> 
         except ValueError:
             raise WindowingConfigError(f"{param}={value!r} is not a duration; give e.g. '10 seconds', '30 minutes' or '1 hour'") from None
     elif isinstance(value, dt.timedelta):
+        if (getattr(value, "years", 0) or getattr(value, "months", 0)) and not hasattr(value, "start"):
+            raise WindowingConfigError(  # a pendulum Duration of calendar parts; an Interval (with a start) is exact
+                f"{param}={value!r} has years or months, which have no fixed length (pendulum counts a month as "
+                "30 days and a year as 365); give weeks, days or smaller units"
+            )
         parsed = dt.timedelta(seconds=value.total_seconds()) if type(value) is not dt.timedelta else value
     elif isinstance(value, numbers.Real):
         parsed = value

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from accumulations import Accumulation, BottomN, Count, Fold, Max, Mean, Min, Reduce, Sum, ToList, TopN, ToSet
 from triggers import AfterProcessingTime, AfterWatermark, AtWatermark, Repeatedly
 from windowing import TestStream, windowed
+from windowing.errors import WindowingConfigError
 
 
 @pytest.mark.parametrize("dtype, low, high", [
@@ -85,6 +86,19 @@ def test_a_pendulum_duration_works_wherever_a_timedelta_does(trigger):
     pd.testing.assert_frame_equal(with_pendulum, with_timedelta)
     assert with_pendulum[["value", "timing", "step"]].values.tolist() == [
         [1, "EARLY", 1], [3, "EARLY", 3], [3, "ON_TIME", 4], [6, "LATE", 6]]
+
+
+@pytest.mark.parametrize("calendar", [pendulum.duration(months=1), pendulum.duration(years=1, days=2)])
+def test_a_pendulum_duration_of_months_or_years_is_refused_and_an_interval_of_them_taken(calendar):
+    # pendulum counts a month as 30 days: fixed "monthly" windows would silently be 30-day ones.
+    frame = pd.DataFrame({"ts": [START], "x": [1]})
+    with pytest.raises(WindowingConfigError, match=r"fixed\(size\)=.* has years or months, which have no fixed "
+                                                   r"length \(pendulum counts a month as 30 days"):
+        windowed(frame, time="ts").fixed(calendar)
+    march = pendulum.datetime(2024, 3, 1) - pendulum.datetime(2024, 2, 1)  # an Interval: exactly 29 days
+    assert march.months == 1
+    panes = windowed(frame, time="ts").fixed(march).aggregate(Sum("x"))
+    assert (panes["window_end"] - panes["window_start"]).tolist() == [pd.Timedelta(days=29)]
 
 
 def test_processing_time_is_the_scripts_not_the_wall_clocks():
