@@ -297,6 +297,8 @@ def normalize(panes: pd.DataFrame) -> pd.DataFrame:
             out[c] = out[c].astype("datetime64[us]").to_numpy().view(np.int64)
     out["timing"] = out["timing"].astype(str)
     for c in out.columns:
+        if pd.api.types.is_numeric_dtype(out[c]) and isinstance(out[c].dtype, pd.api.extensions.ExtensionDtype):
+            out[c] = out[c].astype("float64")  # pandas' nullable integers (NA); Spark's nullable longs come as floats
         if out[c].dtype == object:
             out[c] = [tuple(v) if isinstance(v, (list, np.ndarray)) else v for v in out[c]]
     out["is_retraction"] = out["is_retraction"].astype(bool)
