@@ -176,6 +176,19 @@ def test_watermark_from_delay_follows_max_event_time():
     assert rows(panes, "step", "window_start", "timing") == [(2, 0, "ON_TIME"), (3, 20, "ON_TIME"), (3, 30, "ON_TIME")]
 
 
+def test_a_derived_watermark_counts_whole_milliseconds_of_timestamps_as_sparks_does():
+    # Spark keeps event times in ms for its watermark: the largest, 19.000500 s, makes it 19.000 s, which has not
+    # passed the end of the window [12.000123 s, 19.000123 s); 19.001 s has. Integer axes keep their units.
+    at = lambda micros: pd.Timestamp("2024-01-01") + pd.Timedelta(microseconds=micros)
+    stream = (TestStream().add_elements([{"k": "a", "ts": at(12_000_123), "x": 1}, {"k": "b", "ts": at(19_000_500), "x": 2}])
+              .add_elements([]).add_elements([{"k": "c", "ts": at(19_001_000), "x": 4}]).add_elements([]))
+    panes = windowed(stream, time="ts", key="k").sessions("7 seconds").watermark("0 seconds").aggregate(Sum("x"))
+    assert rows(panes[panes["k"] == "a"], "step", "timing") == [(3, "ON_TIME")]
+    numeric = (TestStream().add_elements(elements(("a", 12, 1), ("b", 19, 2))).add_elements([]))
+    panes = windowed(numeric, time="ts", key="k").sessions(7).watermark(0).aggregate(Sum("x"))
+    assert rows(panes[panes["k"] == "a"], "step", "timing") == [(1, "ON_TIME")]
+
+
 # ---- triggers -------------------------------------------------------------------------------------
 
 def test_on_time_trigger_fires_when_the_window_flips_from_early_to_late():

@@ -111,6 +111,27 @@ def test_random_pipelines_stream_on_spark_as_on_the_pandas_runner(spark, where, 
     assert_same_panes(read_sink(spark, sink), expected)
 
 
+def test_a_window_ending_inside_a_millisecond_fires_in_the_same_micro_batch_as_on_the_pandas_runner(spark, where):
+    # Spark's watermark counts whole milliseconds of the largest event time: 19.000500 s makes it 19.000 s, short
+    # of the end of a's session, 19.000123 s; the pandas runner floors the same way (docs/engine.md).
+    def at(micros):
+        return pd.Timestamp("2024-01-01") + pd.Timedelta(microseconds=micros)
+
+    def frame(*rows):
+        return pd.DataFrame({"user": [r[0] for r in rows], "ts": pd.Series([at(r[1]) for r in rows]).astype("datetime64[us]"),
+                             "amount": [r[2] for r in rows]})
+
+    def build(source):
+        return windowed(source, time="ts", key="user").sessions("7 seconds").watermark("0 seconds").aggregate(Sum("amount"))
+
+    source, sink, checkpoint = where()
+    parts = [frame(("a", 12_000_123, 1), ("b", 19_000_500, 2)), frame(("c", 19_001_000, 4))]
+    inputs = run_all(start(spark, source, sink, checkpoint, build), source, parts)
+    actual, expected = read_sink(spark, sink), mirror(parts, inputs, build)
+    assert list(expected.loc[expected["user"] == "a", "step"]) == [len(inputs) - 1]  # after the second file
+    assert_same_panes(actual, expected)
+
+
 def test_early_firings_and_retractions_reach_the_final_values(spark, where):
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     try:

@@ -20,6 +20,8 @@ from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
 from ..window_state import clear, forget_undo, keyed_step
 from ..window_table import empty_state
 
+NANOS_PER_MILLI = 1_000_000  # a timestamp axis counts nanoseconds
+
 
 @dataclass
 class WindowedResult:
@@ -161,8 +163,13 @@ class _Run:
         if frame is not None and len(result.dropped):
             self.late.append(self._late_rows(frame.loc[result.dropped["element"].to_numpy()], result.dropped, index))
         if times is not None and len(times) and plan.watermark_delay is not None:
-            # Like Spark: the watermark derived from this step's data applies from the next step.
-            self.max_event_time = max(self.max_event_time, int(times.max()))
+            # Like Spark: the watermark derived from this step's data applies from the next step, and counts
+            # whole milliseconds of timestamps (Spark keeps the largest event time in ms), so a window ending
+            # inside a millisecond fires in the same step on both runners.
+            latest = int(times.max())
+            if plan.axis.kind == "datetime":
+                latest -= latest % NANOS_PER_MILLI
+            self.max_event_time = max(self.max_event_time, latest)
             self.watermark = max(self.watermark, self.max_event_time - plan.watermark_delay)
 
     def _engine_step(self, index: int, elements: pd.DataFrame) -> StepResult:
