@@ -355,8 +355,8 @@ class Orc(_BulkFormat):
     _read = staticmethod(paorc.read_table)
 
     def prepare(self, table: pa.Table) -> pa.Table:
-        """Dictionary (pandas category) columns as their values, which ORC stores; a type ORC has not refused
-        naming the column (pyarrow's error names only the type)."""
+        """Dictionary (pandas category) columns as their values, which ORC stores; a type ORC cannot hold
+        refused naming the column (pyarrow's error names only the type)."""
         fields = [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in table.schema]
         for field in fields:
             if not _orc_writes(field.type):

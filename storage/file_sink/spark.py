@@ -66,9 +66,8 @@ def check_frame(config: SinkConfig, df: DataFrame) -> None:
     config.check_schema(schema)
 
 
-def task_function(config: SinkConfig, end_of_input: bool, hook: PhaseHook, owner: str | None = None,
-                  batch_id: int | None = None, names: list[str] | None = None
-                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def task_function(config: SinkConfig, end_of_input: bool, hook: PhaseHook, owner: str | None, batch_id: int,
+                  names: list[str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function writing its partition and yielding its report (column ``report``); ``names``
     are the columns' own names, given back to the batches that arrive under positional ones."""
 
@@ -78,9 +77,8 @@ def task_function(config: SinkConfig, end_of_input: bool, hook: PhaseHook, owner
         task = describe_task_context(TaskContext.get(), now_ms(), batch_id)
         if owner is not None:
             task = type(task)(owner, task.batch_id, task.partition, task.attempt, task.now_ms)
-        if names is not None:
-            batches = (pa.RecordBatch.from_arrays(batch.columns, names=names) for batch in batches)
-        report = write_task(config, task, batches, end_of_input, hook)
+        named = (pa.RecordBatch.from_arrays(batch.columns, names=names) for batch in batches)
+        report = write_task(config, task, named, end_of_input, hook)
         yield pa.record_batch([pa.array([report.to_json()], pa.string())], names=["report"])
 
     return write
