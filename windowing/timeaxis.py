@@ -29,6 +29,9 @@ MIN_MICROS, MAX_MICROS = -(-MIN_TIME // 1000), MAX_TIME // 1000
 NUMERIC_RANGE = f"64-bit integers from {MIN_TIME}, before {MAX_TIME}, the end of time"
 """The times a numeric column may hold, for the errors that refuse the others."""
 
+NS_PER_MS = 1_000_000
+"""Nanoseconds (a timestamp axis's unit) per millisecond (Spark's watermark's)."""
+
 EPOCH_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1}
 """``windowed(time_unit=...)``: microseconds per unit of a column of epoch instants (``ns``
 is divided by 1000 instead)."""

@@ -128,7 +128,9 @@ def test_a_window_ending_inside_a_millisecond_fires_in_the_same_micro_batch_as_o
     parts = [frame(("a", 12_000_123, 1), ("b", 19_000_500, 2)), frame(("c", 19_001_000, 4))]
     inputs = run_all(start(spark, source, sink, checkpoint, build), source, parts)
     actual, expected = read_sink(spark, sink), mirror(parts, inputs, build)
-    assert list(expected.loc[expected["user"] == "a", "step"]) == [len(inputs) - 1]  # after the second file
+    # a's pane: after the second file, in the step of the mirror and in the batch (id = step) of Spark's sink
+    assert list(expected.loc[expected["user"] == "a", "step"]) == [len(inputs) - 1]
+    assert [r.batch for r in spark.read.parquet(str(sink)).where("user = 'a'").select("batch").collect()] == [len(inputs) - 1]
     assert_same_panes(actual, expected)
 
 

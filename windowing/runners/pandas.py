@@ -16,11 +16,9 @@ from ..plan import SIDE, Plan, check_columns, make_plan, to_elements, to_panes
 from ..scripted_stream import Action, AddElements, AdvanceWatermark, TestStream
 from ..spec import StepResult
 from ..strategy import Strategy
-from ..timeaxis import MAX_TIME, MIN_TIME, TimeAxis
+from ..timeaxis import MAX_TIME, MIN_TIME, NS_PER_MS, TimeAxis
 from ..window_state import clear, forget_undo, keyed_step
 from ..window_table import empty_state
-
-NANOS_PER_MILLI = 1_000_000  # a timestamp axis counts nanoseconds
 
 
 @dataclass
@@ -168,7 +166,7 @@ class _Run:
             # inside a millisecond fires in the same step on both runners.
             latest = int(times.max())
             if plan.axis.kind == "datetime":
-                latest -= latest % NANOS_PER_MILLI
+                latest -= latest % NS_PER_MS
             self.max_event_time = max(self.max_event_time, latest)
             self.watermark = max(self.watermark, self.max_event_time - plan.watermark_delay)
 

@@ -22,7 +22,7 @@ from ...errors import WindowingConfigError
 from ...plan import Plan
 from ...spec import TIMINGS, EngineSpec
 from ...state_codec import COMPRESSIONS, decode, encode
-from ...timeaxis import MAX_TIME, MIN_TIME
+from ...timeaxis import MAX_TIME, MIN_TIME, NS_PER_MS
 from ...window_state import KeyedStepResult, keyed_step
 from ...window_table import empty_state
 from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
@@ -30,7 +30,6 @@ from .combine import CHECKED_BUCKET, nulls_restored
 from .old_checkpoints import without_float_integers
 from .wire import WIRE
 
-NS_PER_MS = 1_000_000
 NS_PER_US = 1_000
 # ``run()``'s output: panes and dropped elements in one frame, told apart by ``kind``.
 KIND, REASON, ELEMENT = "kind", "reason", "element"
