@@ -247,6 +247,42 @@ def test_splitting_the_input_into_other_steps_never_changes_the_final_values(spe
         assert on_time_of_each_split[0] == on_time_of_each_split[1]
 
 
+KEY_TYPES = {"ints": lambda keys: pd.Series(keys, dtype=np.int64),
+             "strings": lambda keys: pd.Series([f"k{k}" for k in keys], dtype=object)}
+VALUE_TYPES = {"ints": lambda values: pd.Series(values, dtype=np.int64),
+               "halves": lambda values: pd.Series([v + 0.5 for v in values], dtype=np.float64),
+               "bools": lambda values: pd.Series([v % 2 == 0 for v in values], dtype=bool)}
+
+
+@SETTINGS
+@given(spec=window_specs, data=st.data())
+def test_a_test_stream_whose_steps_hold_other_dtypes_gives_the_panes_of_its_elements_as_one_frame(spec, data):
+    # Each step's key and value columns have their own dtype (ints, then strings, floats, booleans); the run is
+    # planned for all of them as a DataFrame of every step's rows would be, not for the first step's alone.
+    steps = []
+    for _ in range(data.draw(st.integers(2, 4))):
+        n = data.draw(st.integers(1, 6))
+        keys = data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+        values = data.draw(st.lists(st.integers(-5, 20), min_size=n, max_size=n))
+        steps.append(pd.DataFrame({
+            "k": KEY_TYPES[data.draw(st.sampled_from(sorted(KEY_TYPES)))](keys),
+            "t": pd.Series(data.draw(st.lists(st.integers(-20, 60), min_size=n, max_size=n)), dtype=np.int64),
+            "x": VALUE_TYPES[data.draw(st.sampled_from(sorted(VALUE_TYPES)))](values)}))
+    script = TestStream()
+    for elements in steps:
+        script = script.add_elements(elements)
+    whole = pd.DataFrame({name: pd.concat([step[name] for step in steps], ignore_index=True) for name in ("k", "t", "x")})
+    aggregations = {"total": Sum("x"), "low": Min("x"), "high": Max("x"), "n": Count()}
+    streamed = build(spec, script).aggregate(**aggregations).drop(columns="step")
+    expected = build(spec, whole).aggregate(**aggregations)
+    order = {"by": ["k", "window_start", "window_end"], "ignore_index": True,
+             "key": lambda column: column.map(repr) if column.name == "k" else column}  # keys of two types: by repr
+    streamed, expected = streamed.sort_values(**order), expected.sort_values(**order)
+    assert streamed["k"].tolist() == expected["k"].tolist() and streamed["k"].dtype == expected["k"].dtype
+    # A sum of booleans and floats is a number of either type, as pandas infers the objects' column on each side.
+    pd.testing.assert_frame_equal(streamed, expected, check_dtype=False)
+
+
 # ---- (c) accumulating and retracting: emitted minus retracted is the final value ----------------
 
 ADVANCES = st.integers(1, 30)

@@ -69,11 +69,27 @@ def run_pandas(strategy: Strategy, source: Any, second: Any = None) -> WindowedR
     check_columns(list(sample.columns), strategy)
     axis = TimeAxis.of(strategy.time if isinstance(strategy.time, str) else "<time function>", _event_times(strategy, sample),
                        epoch_unit=strategy.time_unit)
-    plan = make_plan(strategy, axis, {str(name): dtype for name, dtype in sample.dtypes.items()})
+    plan = make_plan(strategy, axis, _input_dtypes(strategy, source, sample))
     if strategy.window_state is None:
         return _Run(plan, strategy, is_stream, sample.iloc[:0]).execute(script)
     with strategy.window_state.open(SPILL_BUCKET) as bucket:
         return _SpilledRun(plan, strategy, is_stream, sample.iloc[:0], bucket).execute(script)
+
+
+def _input_dtypes(strategy: Strategy, source: Any, sample: pd.DataFrame) -> dict[str, Any]:
+    """The dtypes the keys and values are planned for. A TestStream's are those of all its steps' elements
+    concatenated, as if they were one DataFrame: planned for the first step's dtypes alone, a step of floats
+    after one of ints was summed as ints (1.5 as 1), and a key of another type was printed in the first's."""
+    dtypes = {str(name): dtype for name, dtype in sample.dtypes.items()}
+    frames = [a.elements for a in source.actions if isinstance(a, AddElements) and len(a.elements)] \
+        if isinstance(source, TestStream) else []
+    if len(frames) > 1:
+        for frame in frames:
+            check_columns(list(frame.columns), strategy)
+        named = dict.fromkeys([*(strategy.keys or ()), *(c for c in strategy.value_columns if c is not None)])
+        named.pop(strategy.time if isinstance(strategy.time, str) else None, None)  # its kind is checked step by step
+        dtypes.update({name: pd.concat([frame[name] for frame in frames], ignore_index=True).dtype for name in named})
+    return dtypes
 
 
 def _without_elements(strategy: Strategy, stream: TestStream) -> pd.DataFrame:
