@@ -86,8 +86,8 @@ def _input_dtypes(strategy: Strategy, source: Any, sample: pd.DataFrame) -> dict
     if len(frames) > 1:
         for frame in frames:
             check_columns(list(frame.columns), strategy)
-        named = dict.fromkeys([*(strategy.keys or ()), *(c for c in strategy.value_columns if c is not None)])
-        named.pop(strategy.time if isinstance(strategy.time, str) else None, None)  # its kind is checked step by step
+        named = [c for c in dict.fromkeys([*(strategy.keys or ()), *strategy.value_columns])
+                 if c is not None and c != strategy.time]  # the time column's kind is checked step by step
         dtypes.update({name: pd.concat([frame[name] for frame in frames], ignore_index=True).dtype for name in named})
     return dtypes
 
