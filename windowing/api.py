@@ -150,7 +150,7 @@ class Windowed:
             from .runners.spark import run_spark  # lazily: `import windowing` loads no pyspark
             return run_spark(strategy, self.source, self.second, late_data=late_data)
         from .runners.pandas import run_pandas
-        return run_pandas(strategy, self.source, self.second)
+        return run_pandas(strategy, self.source, self.second, late_data=late_data)
 
     def strategy(self, *accumulations: Accumulation[Any, Any, Any], **named: Accumulation[Any, Any, Any]) -> Strategy:
         """The validated, frozen `Strategy` of this pipeline with these aggregations."""

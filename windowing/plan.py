@@ -49,6 +49,22 @@ def check_columns(columns: list[str], strategy: Strategy) -> None:
                 "(a join keeps the column of each side)")
 
 
+LATE_DATA_COLUMNS = ("window_start", "window_end", "reason")
+"""The columns ``late_data`` adds to a dropped input row (and ``step``, for a TestStream)."""
+
+
+def check_late_data_columns(columns: list[str], with_step: bool) -> None:
+    """``late_data`` is each dropped input row with its window and reason: an input column of one of those names
+    would be overwritten by them, and the dropped row would lose its value (a key named ``reason``, say)."""
+    added = LATE_DATA_COLUMNS + (("step",) if with_step else ())
+    clash = next((column for column in columns if column in added), None)
+    if clash is not None:
+        raise WindowingConfigError(
+            f"run(): the input's column {clash!r} clashes with the column {clash!r} that late_data adds to every "
+            f"dropped row ({', '.join(added)}), which would overwrite it; rename that column of the input first "
+            "(aggregate(), which returns panes only, takes it)")
+
+
 def make_plan(strategy: Strategy, axis: TimeAxis, dtypes: Mapping[str, Any],
               aggregations: tuple[NamedAccumulation, ...] | None = None) -> Plan:
     """The engine's spec of ``strategy`` on ``axis``, its aggregations set up for the input's ``dtypes``.

@@ -185,6 +185,25 @@ def test_late_data_has_the_inputs_columns_also_when_nothing_was_dropped():
             (["step"] if isinstance(source, TestStream) else [])
 
 
+@pytest.mark.parametrize("column", ["reason", "window_start", "window_end", "step"])
+def test_run_refuses_an_input_column_that_late_data_would_overwrite_and_aggregate_takes_it(column):
+    # Before: a key named 'reason' came back in late_data as the runner's reason ('beyond allowed lateness'), and
+    # a bounded input's own 'step' column was dropped from late_data: the dropped rows lost those values.
+    events = EVENTS.assign(**{column: ["x", "y", "z"]})
+    late = (TestStream().add_elements(events).advance_watermark_to(30).add_elements(events.assign(ts=[3, 4, 5])))
+    with pytest.raises(WindowingConfigError, match=rf"run\(\): the input's column '{column}' clashes with the column "
+                                                   rf"'{column}' that late_data adds"):
+        windowed(late, time="ts", key="user").fixed(10).run(Sum("amount"))
+    panes = windowed(late, time="ts", key="user").fixed(10).aggregate(Sum("amount"))
+    assert sorted(panes["value"]) == [1, 5, 7]  # the late elements dropped
+    bounded = windowed(events, time="ts", key="user").fixed(10)
+    if column == "step":  # a bounded run's late_data has no step of its own: the input's is kept
+        assert list(bounded.run(Sum("amount")).late_data.columns) == list(events.columns) + ["window_start", "window_end", "reason"]
+    else:
+        with pytest.raises(WindowingConfigError, match=f"input's column '{column}'"):
+            bounded.run(Sum("amount"))
+
+
 MICROS_2024 = 1_704_067_200_000_000
 
 

@@ -130,6 +130,14 @@ def test_run_on_a_batch_dataframe_gives_the_panes_and_no_late_data(spark):
     assert run.late_data.count() == 0  # one step before any watermark, then end of input: nothing is late
 
 
+def test_run_refuses_an_input_column_that_late_data_would_overwrite(spark):
+    # Before: late_data selected the input's 'reason' and its own, two columns of one name.
+    frame = spark.createDataFrame(events(ROWS).assign(reason="refund"))
+    with pytest.raises(WindowingConfigError, match="run\\(\\): the input's column 'reason' clashes"):
+        windowed(frame, time="ts", key="user").fixed("10 seconds").run(Sum("amount"))
+    assert windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(Sum("amount")).count() > 0
+
+
 def test_the_workers_exempt_lasting_objects_from_the_garbage_collector(spark):
     """Each function the runner hands Spark's Python workers starts with ``gc.freeze()``: pyspark runs
     a full ``gc.collect()`` after every task (docs/spark_benchmark_history.md, "Earlier runs, with a set

@@ -12,7 +12,7 @@ import pandas as pd
 from .. import columns as spec_columns
 from ..engine import step
 from ..errors import WindowingConfigError
-from ..plan import SIDE, Plan, check_columns, make_plan, to_elements, to_panes
+from ..plan import SIDE, Plan, check_columns, check_late_data_columns, make_plan, to_elements, to_panes
 from ..scripted_stream import Action, AddElements, AdvanceWatermark, TestStream
 from ..spec import StepResult
 from ..strategy import Strategy
@@ -46,8 +46,9 @@ def _event_times(strategy: Strategy, frame: pd.DataFrame) -> pd.Series:
     return times if isinstance(times, pd.Series) else pd.Series(np.asarray(times), index=frame.index)
 
 
-def run_pandas(strategy: Strategy, source: Any, second: Any = None) -> WindowedResult:
-    """Run ``strategy`` over ``source`` (and, with two streams, ``second``) step by step."""
+def run_pandas(strategy: Strategy, source: Any, second: Any = None, late_data: bool = True) -> WindowedResult:
+    """Run ``strategy`` over ``source`` (and, with two streams, ``second``) step by step. ``late_data`` False
+    (``aggregate()``): the dropped rows are not wanted, so the input may have columns named like theirs."""
     if second is not None:
         if not isinstance(source, pd.DataFrame):
             raise WindowingConfigError("with_second_stream() works with bounded pandas DataFrames for now")
@@ -67,6 +68,9 @@ def run_pandas(strategy: Strategy, source: Any, second: Any = None) -> WindowedR
     if sample is None:
         sample = _without_elements(strategy, source)
     check_columns(list(sample.columns), strategy)
+    if late_data:
+        frames = [a.elements for a in script if isinstance(a, AddElements)]
+        check_late_data_columns(list(dict.fromkeys(c for f in frames for c in f.columns)), with_step=is_stream)
     axis = TimeAxis.of(strategy.time if isinstance(strategy.time, str) else "<time function>", _event_times(strategy, sample),
                        epoch_unit=strategy.time_unit)
     plan = make_plan(strategy, axis, _input_dtypes(strategy, source, sample))
@@ -151,7 +155,6 @@ class _Run:
         late = pd.concat(self.late, ignore_index=True) if self.late else self._late_rows(self.no_input, _NOTHING_DROPPED, 0)
         if not is_stream:
             panes = panes.drop(columns="step")
-            late = late.drop(columns="step", errors="ignore")
         return WindowedResult(panes, late)
 
     def _step(self, index: int, frame: pd.DataFrame | None) -> None:
@@ -198,7 +201,8 @@ class _Run:
         rows["window_start"] = self.plan.axis.from_internal(dropped["start"].to_numpy())
         rows["window_end"] = self.plan.axis.from_internal(dropped["end"].to_numpy())
         rows["reason"] = pd.Series(dropped["reason"].to_numpy(), dtype=object).astype(str)  # str, also when empty
-        rows["step"] = np.full(len(rows), index, dtype=np.int64)
+        if self.is_stream:
+            rows["step"] = np.full(len(rows), index, dtype=np.int64)
         return rows
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import WindowingConfigError
-from ...plan import Plan, check_columns, engine_aggregations, make_plan
+from ...plan import Plan, check_columns, check_late_data_columns, engine_aggregations, make_plan
 from ...spec import EngineSpec
 from ...state_codec import COMPRESSIONS
 from ...strategy import Strategy
@@ -63,6 +63,8 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
         raise WindowingConfigError(
             f"windowed(time={strategy.time!r}): on Spark give the event-time column's name; compute the column first with withColumn")
     check_columns([f.name for f in schema.fields], strategy)
+    if late_data:
+        check_late_data_columns([f.name for f in schema.fields], with_step=False)
     types = {f.name: f.dataType for f in schema.fields}
     for key in strategy.keys or ():
         if isinstance(types[key], (T.ArrayType, T.MapType, T.StructType)):  # pandas' lists and dicts do not hash

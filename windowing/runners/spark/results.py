@@ -9,7 +9,6 @@ from ...errors import WindowingConfigError
 from .worker import ELEMENT, KIND, LATE, PANE, REASON
 
 # to_json/from_json keep microseconds (the default format keeps milliseconds).
-# to_json/from_json keep microseconds (the default format keeps milliseconds).
 JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"}
 
 
