@@ -204,6 +204,16 @@ def test_run_refuses_an_input_column_that_late_data_would_overwrite_and_aggregat
             bounded.run(Sum("amount"))
 
 
+def test_a_time_function_returning_a_series_is_matched_to_the_rows_by_its_index():
+    # Before: a Series in another order was taken by position, so x=3 at 15 s fell into [0, 10) with x=1.
+    frame = pd.DataFrame({"ms": [15000, 1000, 2000], "x": [3, 1, 2]}, index=[2, 0, 1])
+    panes = windowed(frame, time=lambda d: d.ms.sort_index() // 1000).fixed(10).aggregate(ToList("x"))
+    assert panes[["window_start", "value"]].values.tolist() == [[0, [1, 2]], [10, [3]]]
+    doubled = frame.set_axis([0, 0, 1])
+    with pytest.raises(WindowingConfigError, match="returned a Series whose index differs from the input's"):
+        windowed(doubled, time=lambda d: d.ms.reset_index(drop=True) // 1000).fixed(10).aggregate(ToList("x"))
+
+
 MICROS_2024 = 1_704_067_200_000_000
 
 

@@ -43,7 +43,16 @@ def _event_times(strategy: Strategy, frame: pd.DataFrame) -> pd.Series:
     if isinstance(strategy.time, str):
         return frame[strategy.time]
     times = strategy.time(frame)
-    return times if isinstance(times, pd.Series) else pd.Series(np.asarray(times), index=frame.index)
+    if not isinstance(times, pd.Series):
+        return pd.Series(np.asarray(times), index=frame.index)
+    if times.index.equals(frame.index):
+        return times
+    if times.index.has_duplicates or frame.index.has_duplicates:
+        raise WindowingConfigError(
+            f"windowed(time={strategy.time!r}) returned a Series whose index differs from the input's, and one of "
+            "the two has duplicate labels, so its times cannot be matched to the rows; return one with the "
+            "input's index (or a NumPy array in the rows' order)")
+    return times.reindex(frame.index)  # by label, as DataFrame.assign takes a Series: a sorted one is not shifted
 
 
 def run_pandas(strategy: Strategy, source: Any, second: Any = None, late_data: bool = True) -> WindowedResult:
