@@ -6,7 +6,7 @@ both use it, so both see the same columns, units and validation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 import numpy as np
@@ -70,8 +70,9 @@ def make_plan(strategy: Strategy, axis: TimeAxis, dtypes: Mapping[str, Any],
     """The engine's spec of ``strategy`` on ``axis``, its aggregations set up for the input's ``dtypes``.
     ``aggregations``: what the engine runs instead of the strategy's (the Spark runner's lifted ones)."""
     aggregations = strategy.aggregations if aggregations is None else aggregations
+    windows = strategy.windowing.window_fn(axis)
     spec = EngineSpec(
-        windows=strategy.windowing.window_fn(axis),
+        windows=windows,
         trigger=strategy.trigger.resolve(axis.duration),
         mode=strategy.mode,
         aggregations=engine_aggregations(aggregations, dtypes),
@@ -81,6 +82,7 @@ def make_plan(strategy: Strategy, axis: TimeAxis, dtypes: Mapping[str, Any],
     )
     delay = None if strategy.watermark_delay is None else strategy.watermark_delay.in_units_of(axis)
     key_dtypes = tuple(dtypes[k] for k in strategy.keys or ())
+    axis = axis.fine_enough_for([getattr(windows, f.name) for f in fields(windows)])
     return Plan(spec, axis, strategy.keys, tuple(acc.column for _, acc in aggregations), delay, key_dtypes)
 
 
@@ -146,8 +148,7 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
     if plan.key_names:
         for i, name in enumerate(plan.key_names):
             out[name] = _keys(panes[columns.key(i)], plan.key_dtypes[i])
-    out["window_start"] = plan.axis.from_internal(panes["start"].to_numpy())  # a Series: keeps a timezone
-    out["window_end"] = plan.axis.from_internal(panes["end"].to_numpy())
+    out["window_start"], out["window_end"] = plan.axis.window_bounds(panes["start"].to_numpy(), panes["end"].to_numpy())
     for agg in plan.spec.aggregations:
         dtype = agg.accumulation.output_dtype()
         if dtype is None and not len(panes):

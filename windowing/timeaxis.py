@@ -12,7 +12,7 @@ import datetime as dt
 import functools
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,10 @@ def _zone_extremes(tz: str) -> tuple[int, int]:
     first = pd.Timedelta(pd.Timestamp(MIN_TIME + margin, tz="UTC").tz_convert(tz).utcoffset()).value
     last = pd.Timedelta(pd.Timestamp(MAX_TIME - margin, tz="UTC").tz_convert(tz).utcoffset()).value
     return MIN_TIME - min(first, 0), MAX_TIME - max(last, 0)
+
+
+_NS_PER_DATETIME_UNIT = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+"""Nanoseconds per unit of a ``datetime64`` column, coarsest first."""
 
 
 @dataclass(frozen=True)
@@ -172,8 +176,25 @@ class TimeAxis:
     def _epoch_range(self) -> str:
         return f"as epoch {_UNIT_NAMES[self.epoch_unit or 'us']}: {pd.Timestamp.min} to {pd.Timestamp.max}"
 
-    def from_internal(self, values: np.ndarray) -> pd.Series:
-        """Instants back in the column's own type; the ends of time become the type's extremes."""
+    def fine_enough_for(self, durations: list[int]) -> "TimeAxis":
+        """This axis with bounds given in a unit that holds instants ``durations`` (nanoseconds) apart from the
+        column's: a column of whole seconds with sessions("500ms") has window ends on half seconds, which
+        ``datetime64[s]`` bounds truncated (every session printed as ``[t, t)``)."""
+        if self.kind != "datetime":
+            return self
+        step = int(np.gcd.reduce(np.array([_NS_PER_DATETIME_UNIT[self.unit], *durations], dtype=np.int64)))
+        unit = next(u for u, ns in _NS_PER_DATETIME_UNIT.items() if step % ns == 0)
+        return self if unit == self.unit else replace(self, unit=unit)
+
+    def window_bounds(self, starts: np.ndarray, ends: np.ndarray) -> tuple[pd.Series, pd.Series]:
+        """``window_start`` and ``window_end`` back in one type (`from_internal` of both at once)."""
+        both = self.from_internal(np.concatenate([np.asarray(starts, np.int64), np.asarray(ends, np.int64)]))
+        return both.iloc[:len(starts)].reset_index(drop=True), both.iloc[len(starts):].reset_index(drop=True)
+
+    def from_internal(self, values: np.ndarray, widen: bool = True) -> pd.Series:
+        """Instants back in the column's own type; the ends of time become the type's extremes. Integer bounds that
+        a column narrower than 64 bits cannot hold (an int8 column's session ending past 127) come back as
+        ``int64`` rather than clipped, or with ``widen`` False (Spark's output type is the column's) are refused."""
         values = np.asarray(values, dtype=np.int64)
         if self.kind == "datetime":
             if self.tz and self.unit == "ns":
@@ -190,7 +211,17 @@ class TimeAxis:
             out[values == MAX_TIME] = np.inf
         else:
             info = np.iinfo(numpy_dtype)
-            out = np.clip(np.where(values == MIN_TIME, info.min, values), info.min, info.max).astype(numpy_dtype)
+            inner = values[(values != MIN_TIME) & (values != MAX_TIME)]
+            if len(inner) and (inner.min() < info.min or inner.max() > info.max):
+                if not widen:
+                    outside = inner[(inner < info.min) | (inner > info.max)][0]
+                    raise WindowingConfigError(
+                        f"a window bound, {outside}, lies outside the range of time column {self.column!r} "
+                        f"({numpy_dtype}: {info.min} to {info.max}), whose type the bounds keep; cast the column "
+                        "to a 64-bit integer first")
+                info = np.iinfo(np.int64)
+                dtype = pd.api.types.pandas_dtype("Int64" if isinstance(dtype, pd.api.extensions.ExtensionDtype) else "int64")
+            out = np.clip(np.where(values == MIN_TIME, info.min, values), info.min, info.max).astype(info.dtype)
         return pd.Series(out).astype(dtype)
 
     def duration(self, param: str, value: Any) -> int:

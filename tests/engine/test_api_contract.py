@@ -214,6 +214,42 @@ def test_a_time_function_returning_a_series_is_matched_to_the_rows_by_its_index(
         windowed(doubled, time=lambda d: d.ms.reset_index(drop=True) // 1000).fixed(10).aggregate(ToList("x"))
 
 
+SECONDS = pd.DataFrame({"ts": np.array(["2020-01-01T00:00:00", "2020-01-01T00:00:01"], dtype="datetime64[s]"),
+                        "x": [1, 2]})
+
+
+@pytest.mark.parametrize("windows, unit, ends", [
+    (lambda p: p.sessions("500ms"), "ms", ["00:00:00.500", "00:00:01.500"]),
+    (lambda p: p.fixed("800ms"), "ms", ["00:00:00.800", "00:00:01.600"]),
+    (lambda p: p.fixed("1 minute"), "s", ["00:01:00"]),
+])
+def test_window_bounds_of_a_coarse_timestamp_column_come_in_a_unit_that_holds_them(windows, unit, ends):
+    # Before: bounds came back in the column's datetime64[s], truncated: each session printed as [t, t).
+    panes = windows(windowed(SECONDS, time="ts")).aggregate(ToList("x"))
+    assert str(panes["window_end"].dtype) == f"datetime64[{unit}]"
+    assert panes["window_end"].tolist() == [pd.Timestamp(f"2020-01-01 {end}") for end in ends]
+    assert (panes["window_start"] < panes["window_end"]).all()
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "Int8"])
+def test_window_bounds_beyond_a_narrow_integer_column_come_back_as_64_bit_integers(dtype):
+    # Before: clipped to the column's type, so an int8 session [1, 215) printed as [1, 127) and the sliding
+    # windows before 0 of a uint16 column all started at 0.
+    frame = pd.DataFrame({"ts": pd.array([1, 15], dtype=dtype), "x": [1, 2]})
+    sessions = windowed(frame, time="ts").sessions(200).aggregate(ToList("x"))
+    assert sessions[["window_start", "window_end"]].values.tolist() == [[1, 215]]
+    sliding = windowed(frame, time="ts").sliding(20, every=5).aggregate(ToList("x"))
+    assert sorted(sliding["window_start"]) == [-15, -10, -5, 0, 5, 10, 15]
+    widened = "Int64" if dtype == "Int8" else "int64"
+    for panes, fits in ((sessions, dtype == "uint16"), (sliding, dtype != "uint16")):  # 215 > 127; -15 < 0
+        assert {str(panes[c].dtype) for c in ("window_start", "window_end")} == {dtype if fits else widened}
+    fits = windowed(frame, time="ts").fixed(10).aggregate(ToList("x"))
+    assert str(fits["window_start"].dtype) == dtype and fits["window_end"].tolist() == [10, 20]
+    whole = windowed(frame, time="ts").global_window().aggregate(ToList("x"))  # the type's extremes, as before
+    info = np.iinfo(dtype.lower())
+    assert whole[["window_start", "window_end"]].values.tolist() == [[info.min, info.max]]
+
+
 MICROS_2024 = 1_704_067_200_000_000
 
 

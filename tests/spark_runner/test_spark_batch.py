@@ -166,6 +166,15 @@ def test_an_event_time_beyond_pandas_timestamps_fails_the_query_naming_the_colum
                     r"timestamps \(1677-09-21 00:12:43.145225 to 2262-04-11 23:47:16.854775 UTC\)")
 
 
+def test_a_window_bound_beyond_a_narrow_integer_time_column_fails_the_query_naming_the_column(spark):
+    # Spark's output keeps the column's type (tinyint here), which cannot hold the session's end, 215: the
+    # bound was clipped to 127 before, silently.
+    frame = spark.createDataFrame([("a", 1, 2), ("a", 15, 5)], "user string, ts tinyint, amount long").coalesce(1)
+    out = windowed(frame, time="ts", key="user").sessions(200).aggregate(total=Sum("amount"))
+    with pytest.raises(Exception, match=r"a window bound, 215, lies outside the range of time column 'ts' \(int8"):
+        out.collect()
+
+
 def _assert_refused(spark, frame, combine: str, late_data: bool, message: str) -> None:
     # One input partition: on pyspark 3.5 the other task of a stage whose task fails is killed, and now and
     # then its "Socket closed" was the stage's reported failure instead of the refusal.

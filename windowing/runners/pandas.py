@@ -207,8 +207,8 @@ class _Run:
     def _late_rows(self, rows: pd.DataFrame, dropped: pd.DataFrame, index: int) -> pd.DataFrame:
         """The input ``rows`` of the dropped element-window pairs, with the window, the reason and the step."""
         rows = rows.reset_index(drop=True)
-        rows["window_start"] = self.plan.axis.from_internal(dropped["start"].to_numpy())
-        rows["window_end"] = self.plan.axis.from_internal(dropped["end"].to_numpy())
+        rows["window_start"], rows["window_end"] = self.plan.axis.window_bounds(dropped["start"].to_numpy(),
+                                                                                dropped["end"].to_numpy())
         rows["reason"] = pd.Series(dropped["reason"].to_numpy(), dtype=object).astype(str)  # str, also when empty
         if self.is_stream:
             rows["step"] = np.full(len(rows), index, dtype=np.int64)

@@ -128,7 +128,7 @@ class BucketStep:
             values = sources[col.source]
             if col.kind == "time":
                 raw = values.to_numpy(dtype=np.int64)
-                out[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw).to_numpy()
+                out[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw, widen=False).to_numpy()
             elif col.kind == "value" or col.integral:
                 out[col.name] = _spark_ready(values, col)
             elif col.kind == "timing":
@@ -160,7 +160,7 @@ class BucketStep:
                 late[col.name] = elements.loc[labels, col.source].to_numpy()
             elif col.kind == "time":
                 raw = dropped[col.source].to_numpy(dtype=np.int64)
-                late[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw).to_numpy()
+                late[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw, widen=False).to_numpy()
             else:
                 late[col.name] = np.full(len(labels), None, dtype=object)
         late[KIND] = LATE
