@@ -31,7 +31,8 @@ def group_reduce(values: np.ndarray, group: np.ndarray, n_groups: int, how: str)
         if values.dtype.kind == "f":
             return np.bincount(group, weights=values, minlength=n_groups)
         approx = np.bincount(group, weights=values, minlength=n_groups)
-        if len(values) == 0 or float(np.abs(values).max()) * len(values) < 2.0**53:
+        # The magnitude from min and max as floats: np.abs of the int64 minimum wraps to itself.
+        if len(values) == 0 or max(-float(values.min()), float(values.max())) * len(values) < 2.0**53:
             return approx.astype(values.dtype)
         out = np.zeros(n_groups, dtype=values.dtype)
         np.add.at(out, group, values)

@@ -150,3 +150,21 @@ def test_values_that_do_not_compare_across_steps_name_the_accumulation_where_win
               .add_elements(pd.DataFrame({"k": ["a"], "ts": [2], "x": pd.Series([1], dtype=object)})))
     with pytest.raises(TypeError, match=r"^aggregate\(low=Min\('x'\)\): '<' not supported between instances of"):
         windowed(stream, time="ts", key="k").fixed(10).aggregate(low=Min("x"))
+
+
+def test_an_integer_sum_at_the_int64_minimum_is_exact():
+    # np.abs(-2**63) wraps to itself, which sent such a column to the float path: -2**63 + 5 came out -2**63.
+    column = pd.Series(np.array([-2**63, 5, 1], dtype=np.int64))
+    assert values_of(column, total=Sum("x"), mean=Mean("x")) == [{"total": -2**63 + 5, "mean": (-2**63 + 5) / 2},
+                                                                 {"total": 1, "mean": 1.0}]
+
+
+def test_an_integer_sum_below_the_int64_minimum_raises():
+    with pytest.raises(OverflowError, match=r"a sum is beyond the range of int64"):
+        values_of(pd.Series(np.array([-2**63, -1, 1], dtype=np.int64)), total=Sum("x"))
+
+
+def test_a_partial_sum_at_the_int64_minimum_adds_exactly_to_a_later_step():
+    stream = (TestStream().add_elements(pd.DataFrame({"ts": [1, 2], "x": np.array([-2**62, -2**62], dtype=np.int64)}))
+              .add_elements(pd.DataFrame({"ts": [3], "x": np.array([5], dtype=np.int64)})))
+    assert windowed(stream, time="ts").fixed(10).aggregate(Sum("x"))["value"].tolist() == [-2**63 + 5]
