@@ -4,7 +4,7 @@
 for the column's dtype by ``for_input``: docs/engine.md, "Built-in
 accumulations and column types"); the collection accumulations hold Python
 objects and run on the engine's slower per-window path. Every built-in skips
-missing values (None, NaN, NaT, NA), as pandas' reductions skip them, so both
+missing values (None, NaN, a Decimal NaN, NaT, NA), as pandas' reductions skip them, so both
 paths agree and a set holds no NaN twice; ``Fold`` and ``Reduce`` hand every
 value to your functions.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+from decimal import Decimal
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
@@ -24,9 +25,11 @@ from .base import Accumulation, Reduction, require_column
 
 
 def _missing(value: Any) -> bool:
-    """None, NaN, NaT or NA (a container is never missing)."""
+    """None, NaN (a Decimal's too, as pandas.isna), NaT or NA (a container is never missing)."""
     if value is None or value is pd.NA or value is pd.NaT:
         return True
+    if isinstance(value, Decimal):
+        return value.is_nan()
     return isinstance(value, (float, np.floating, np.datetime64, np.timedelta64)) and bool(np.isnan(value))
 
 

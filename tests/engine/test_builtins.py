@@ -3,11 +3,13 @@ exact integers, and a clear refusal of the rest before any data is processed."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from accumulations import Max, Mean, Min, Sum, ToSet
+from accumulations import Count, Max, Mean, Min, Sum, ToList, ToSet
 from triggers import AtWatermark
 from windowing import TestStream, WindowingConfigError, windowed
 
@@ -168,3 +170,9 @@ def test_a_partial_sum_at_the_int64_minimum_adds_exactly_to_a_later_step():
     stream = (TestStream().add_elements(pd.DataFrame({"ts": [1, 2], "x": np.array([-2**62, -2**62], dtype=np.int64)}))
               .add_elements(pd.DataFrame({"ts": [3], "x": np.array([5], dtype=np.int64)})))
     assert windowed(stream, time="ts").fixed(10).aggregate(Sum("x"))["value"].tolist() == [-2**63 + 5]
+
+
+def test_a_decimal_nan_is_missing_as_pandas_counts_it():
+    column = pd.Series([Decimal("1"), Decimal("NaN"), None], dtype=object)
+    assert values_of(column, n=Count("x"), values=ToList("x"), total=Sum("x"), lo=Min("x"), mean=Mean("x"))[0] == {
+        "n": 1, "values": [Decimal("1")], "total": Decimal("1"), "lo": Decimal("1"), "mean": Decimal("1")}
