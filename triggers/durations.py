@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import numbers
-from typing import Union
+from typing import Callable, Union
 
+import numpy as np
 import pandas as pd
 
 from .errors import WindowingConfigError
 
-Duration = Union[str, dt.timedelta, int, float]
+Duration = Union[str, dt.timedelta, np.timedelta64, int, float]
 
 
 def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> dt.timedelta | int | float:
@@ -18,23 +20,28 @@ def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> 
 
     Numbers are kept as they are: they are in the unit of a numeric time
     column, and only the runner knows whether the column is numeric. A value that is no
-    duration raises ``WindowingConfigError`` (a ``ValueError``), as every other bad setting.
+    duration, or one the 64-bit time axis cannot hold, raises ``WindowingConfigError`` (a
+    ``ValueError``) naming the parameter, as every other bad setting.
     """
     if isinstance(value, bool):
         raise WindowingConfigError(f"{param}={value!r} is not a duration; give e.g. '10 seconds' or a timedelta")
     if isinstance(value, str):
-        try:
-            parsed: dt.timedelta | int | float = pd.Timedelta(value).to_pytimedelta()
-        except ValueError:
-            raise WindowingConfigError(f"{param}={value!r} is not a duration; give e.g. '10 seconds', '30 minutes' or '1 hour'") from None
-    elif isinstance(value, dt.timedelta):
+        parsed: dt.timedelta | int | float = _timedelta(param, value, lambda: pd.Timedelta(value))
+    elif isinstance(value, (dt.timedelta, np.timedelta64)):  # before numbers: a timedelta64 is a NumPy integer
         if (getattr(value, "years", 0) or getattr(value, "months", 0)) and not hasattr(value, "start"):
             raise WindowingConfigError(  # a pendulum Duration of calendar parts; an Interval (with a start) is exact
                 f"{param}={value!r} has years or months, which have no fixed length (pendulum counts a month as "
                 "30 days and a year as 365); give weeks, days or smaller units"
             )
-        parsed = dt.timedelta(seconds=value.total_seconds()) if type(value) is not dt.timedelta else value
+        if isinstance(value, (pd.Timedelta, np.timedelta64)) or type(value) is dt.timedelta:
+            parsed = _timedelta(param, value, lambda: pd.Timedelta(value))
+        else:  # pendulum's own fields count calendar parts: its total_seconds is the length
+            parsed = _timedelta(param, value, lambda: pd.Timedelta(dt.timedelta(seconds=value.total_seconds())))
     elif isinstance(value, numbers.Real):
+        if not math.isfinite(value) or value >= 2**63:
+            raise WindowingConfigError(
+                f"{param}={value!r} must be a finite number below 2**63 (the time axis's 64 bits) in the "
+                "time column's unit")
         parsed = value
     else:
         raise WindowingConfigError(f"{param}={value!r} is not a duration; give a string such as '10 seconds', a timedelta or a number")
@@ -43,3 +50,18 @@ def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> 
         bound = "must not be negative" if allow_zero else "must be positive"
         raise WindowingConfigError(f"{param}={value!r} {bound}")
     return parsed
+
+
+def _timedelta(param: str, value: Duration, convert: Callable[[], pd.Timedelta]) -> dt.timedelta:
+    """``convert()`` as a ``timedelta``; NaT (from ``""``) and what 64 bits of nanoseconds, the time axis,
+    cannot hold are refused naming ``param`` (pandas raised AttributeError or OverflowError)."""
+    try:
+        parsed = convert()
+        if not pd.isna(parsed):
+            return parsed.as_unit("ns").to_pytimedelta()
+    except (OverflowError, pd.errors.OutOfBoundsTimedelta):
+        raise WindowingConfigError(
+            f"{param}={value!r} is beyond the time axis, which holds nanoseconds in 64 bits (about 292 years)") from None
+    except ValueError:
+        pass
+    raise WindowingConfigError(f"{param}={value!r} is not a duration; give e.g. '10 seconds', '30 minutes' or '1 hour'")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -62,6 +64,35 @@ def test_a_bad_duration_is_a_windowing_config_error_wherever_it_is_given(build, 
         build(duration)
     assert isinstance(raised.value, ValueError)  # `except ValueError` keeps working
     assert triggers.WindowingConfigError is WindowingConfigError
+
+
+@pytest.mark.parametrize("frame, build, message", [
+    (TS_DF, lambda w: w.fixed(""), r"fixed\(size\)='' is not a duration"),
+    (DF, lambda w: w.fixed(float("nan")), r"fixed\(size\)=nan must be a finite number below 2\*\*63 \(the time axis's 64 bits\)"),
+    (DF, lambda w: w.fixed(float("inf")), r"fixed\(size\)=inf must be a finite number below 2\*\*63"),
+    (DF, lambda w: w.fixed(1e20), r"fixed\(size\)=1e\+20 must be a finite number below 2\*\*63"),
+    (DF, lambda w: w.fixed(2**64), r"fixed\(size\)=18446744073709551616 must be a finite number below 2\*\*63"),
+    (DF, lambda w: w.sessions(2**63), r"sessions\(gap\)=9223372036854775808 must be a finite number below 2\*\*63"),
+    (DF, lambda w: w.sliding(2**63, every=2**62), r"sliding\(size\)=9223372036854775808 must be a finite number below"),
+    (TS_DF, lambda w: w.fixed(dt.timedelta(days=200000)),
+     r"fixed\(size\)=datetime.timedelta\(days=200000\) is beyond the time axis, which holds nanoseconds in 64 bits"),
+    (TS_DF, lambda w: w.allowed_lateness(dt.timedelta(days=200000)), r"allowed_lateness\(lateness\)=.* is beyond the time axis"),
+    (TS_DF, lambda w: w.watermark(dt.timedelta(days=200000)), r"watermark\(delay\)=.* is beyond the time axis"),
+    (TS_DF, lambda w: w.fixed("200000 days"), r"fixed\(size\)='200000 days' is beyond the time axis"),
+    (TS_DF, lambda w: w.fixed(np.timedelta64("NaT")), r"fixed\(size\)=np.timedelta64\('NaT'\) is not a duration"),
+])
+def test_a_duration_that_is_none_or_beyond_the_time_axis_is_refused_naming_it(frame, build, message):
+    # These raised AttributeError (NaT), ValueError or OverflowError from pandas or NumPy when the pipeline ran.
+    with pytest.raises(WindowingConfigError, match=message):
+        build(windowed(frame, time="ts")).aggregate(Sum("x"))
+
+
+def test_a_numpy_timedelta_is_a_duration():
+    # It was taken for a plain number: refused on a timestamp axis, a TypeError on a numeric one.
+    panes = windowed(TS_DF.assign(ts=pd.to_datetime([15], unit="s")), time="ts").fixed(np.timedelta64(10, "s")).aggregate(Sum("x"))
+    assert panes["window_start"].tolist() == [pd.Timestamp(10, unit="s")]
+    with pytest.raises(WindowingConfigError, match=r"fixed\(size\)=np.timedelta64\(10,'s'\) is a duration, but time column 'ts' is "):
+        windowed(DF, time="ts").fixed(np.timedelta64(10, "s")).aggregate(Sum("x"))
 
 
 @pytest.mark.parametrize("run, message", [
