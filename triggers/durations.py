@@ -15,18 +15,22 @@ from .errors import WindowingConfigError
 Duration = Union[str, dt.timedelta, np.timedelta64, int, float]
 
 
-def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> dt.timedelta | int | float:
-    """Validate a duration; return a ``timedelta`` or, for a plain number, the number.
+def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> pd.Timedelta | int | float:
+    """Validate a duration; return a nanosecond ``pandas.Timedelta`` or, for a plain number, the number.
 
-    Numbers are kept as they are: they are in the unit of a numeric time
-    column, and only the runner knows whether the column is numeric. A value that is no
+    A Timedelta keeps the nanoseconds a timestamp column holds (a ``datetime.timedelta`` rounds
+    them to microseconds: "1500ns" windows were 2 µs long). Numbers are kept as they are: they are
+    in the unit of a numeric time column, and only the runner knows whether the column is numeric. A value that is no
     duration, or one the 64-bit time axis cannot hold, raises ``WindowingConfigError`` (a
     ``ValueError``) naming the parameter, as every other bad setting.
     """
     if isinstance(value, bool):
         raise WindowingConfigError(f"{param}={value!r} is not a duration; give e.g. '10 seconds' or a timedelta")
     if isinstance(value, str):
-        parsed: dt.timedelta | int | float = _timedelta(param, value, lambda: pd.Timedelta(value))
+        if _is_number(value):  # pandas reads "10" as 10 nanoseconds
+            raise WindowingConfigError(
+                f"{param}={value!r} has no unit; give e.g. '10 seconds', or a plain number for a numeric time column")
+        parsed: pd.Timedelta | int | float = _nanoseconds(param, value, lambda: pd.Timedelta(value))
     elif isinstance(value, (dt.timedelta, np.timedelta64)):  # before numbers: a timedelta64 is a NumPy integer
         if (getattr(value, "years", 0) or getattr(value, "months", 0)) and not hasattr(value, "start"):
             raise WindowingConfigError(  # a pendulum Duration of calendar parts; an Interval (with a start) is exact
@@ -34,9 +38,9 @@ def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> 
                 "30 days and a year as 365); give weeks, days or smaller units"
             )
         if isinstance(value, (pd.Timedelta, np.timedelta64)) or type(value) is dt.timedelta:
-            parsed = _timedelta(param, value, lambda: pd.Timedelta(value))
+            parsed = _nanoseconds(param, value, lambda: pd.Timedelta(value))
         else:  # pendulum's own fields count calendar parts: its total_seconds is the length
-            parsed = _timedelta(param, value, lambda: pd.Timedelta(dt.timedelta(seconds=value.total_seconds())))
+            parsed = _nanoseconds(param, value, lambda: pd.Timedelta(dt.timedelta(seconds=value.total_seconds())))
     elif isinstance(value, numbers.Real):
         if not math.isfinite(value) or value >= 2**63:
             raise WindowingConfigError(
@@ -52,16 +56,24 @@ def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> 
     return parsed
 
 
-def _timedelta(param: str, value: Duration, convert: Callable[[], pd.Timedelta]) -> dt.timedelta:
-    """``convert()`` as a ``timedelta``; NaT (from ``""``) and what 64 bits of nanoseconds, the time axis,
+def _nanoseconds(param: str, value: Duration, convert: Callable[[], pd.Timedelta]) -> pd.Timedelta:
+    """``convert()`` in nanoseconds; NaT (from ``""``) and what 64 bits of nanoseconds, the time axis,
     cannot hold are refused naming ``param`` (pandas raised AttributeError or OverflowError)."""
     try:
         parsed = convert()
         if not pd.isna(parsed):
-            return parsed.as_unit("ns").to_pytimedelta()
+            return parsed.as_unit("ns")
     except (OverflowError, pd.errors.OutOfBoundsTimedelta):
         raise WindowingConfigError(
             f"{param}={value!r} is beyond the time axis, which holds nanoseconds in 64 bits (about 292 years)") from None
     except ValueError:
         pass
     raise WindowingConfigError(f"{param}={value!r} is not a duration; give e.g. '10 seconds', '30 minutes' or '1 hour'")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

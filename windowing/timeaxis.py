@@ -239,7 +239,14 @@ class TimeAxis:
                 raise WindowingConfigError(
                     f"{param}={value!r} is a duration, but time column {self.column!r} is numeric; "
                     "give a plain number in the column's unit")
-            return int(pd.Timedelta(parsed).value)
+            if self.epoch_unit is None:
+                return int(pd.Timedelta(parsed).value)
+            micros = pd.Timedelta(pd.Timedelta(parsed).to_pytimedelta()).value  # the nearest microsecond, Beam's precision
+            if micros == 0 and parsed:
+                raise WindowingConfigError(
+                    f"{param}={value!r} is less than a microsecond, the precision of time column {self.column!r} read "
+                    f"with time_unit={self.epoch_unit!r}")
+            return int(micros)
         if _is_number(parsed):
             if self.kind == "datetime":
                 holds = f"is read as timestamps (time_unit={self.epoch_unit!r})" if self.epoch_unit else "holds timestamps"

@@ -101,6 +101,33 @@ def test_a_pendulum_duration_of_months_or_years_is_refused_and_an_interval_of_th
     assert (panes["window_end"] - panes["window_start"]).tolist() == [pd.Timedelta(days=29)]
 
 
+NANOSECONDS = pd.DataFrame({"ts": pd.to_datetime([0, 1400, 1600, 2900], unit="ns"), "x": [1, 2, 3, 4]})
+
+
+@pytest.mark.parametrize("size", ["1500ns", pd.Timedelta("1500ns"), np.timedelta64(1500, "ns")], ids=repr)
+def test_a_duration_keeps_its_nanoseconds_on_a_nanosecond_timestamp_column(size):
+    # A datetime.timedelta held it: 1500 ns were rounded to 2 microseconds.
+    panes = windowed(NANOSECONDS, time="ts").fixed(size).aggregate(ToList("x"))
+    assert panes[["window_start", "window_end", "value"]].values.tolist() == [
+        [pd.Timestamp(0), pd.Timestamp(1500), [1, 2]], [pd.Timestamp(1500), pd.Timestamp(3000), [3, 4]]]
+
+
+@pytest.mark.parametrize("gap", ["1 ns", pd.Timedelta(1, "ns")], ids=repr)
+def test_a_nanosecond_is_a_duration(gap):
+    # It was rounded to zero and refused as "must be positive".
+    panes = windowed(NANOSECONDS, time="ts").sessions(gap).trigger(AfterProcessingTime(gap)).aggregate(Count())
+    assert (panes["window_end"] - panes["window_start"]).tolist() == [pd.Timedelta(1, "ns")] * 4
+
+
+def test_a_duration_on_a_time_unit_column_is_in_whole_microseconds_as_beam_keeps_time():
+    micros = pd.DataFrame({"ts": [0.0, 1.4e-6, 1.6e-6, 2.9e-6], "x": [1, 2, 3, 4]})
+    panes = windowed(micros, time="ts", time_unit="s").fixed("1500ns").allowed_lateness("0s").aggregate(ToList("x"))
+    assert panes[["window_end", "value"]].values.tolist() == [[pd.Timestamp(2000), [1, 2]], [pd.Timestamp(4000), [3, 4]]]
+    with pytest.raises(WindowingConfigError, match=r"fixed\(size\)='1 ns' is less than a microsecond, the precision of "
+                                                   r"time column 'ts' read with time_unit='s'"):
+        windowed(micros, time="ts", time_unit="s").fixed("1 ns").aggregate(Count())
+
+
 def test_processing_time_is_the_scripts_not_the_wall_clocks():
     # Between steps real time passes, far more than a microsecond: a clock read would fire EARLY panes.
     stream = TestStream()

@@ -68,6 +68,7 @@ def test_a_bad_duration_is_a_windowing_config_error_wherever_it_is_given(build, 
 
 @pytest.mark.parametrize("frame, build, message", [
     (TS_DF, lambda w: w.fixed(""), r"fixed\(size\)='' is not a duration"),
+    (TS_DF, lambda w: w.fixed("10"), r"fixed\(size\)='10' has no unit; give e.g. '10 seconds'"),
     (DF, lambda w: w.fixed(float("nan")), r"fixed\(size\)=nan must be a finite number below 2\*\*63 \(the time axis's 64 bits\)"),
     (DF, lambda w: w.fixed(float("inf")), r"fixed\(size\)=inf must be a finite number below 2\*\*63"),
     (DF, lambda w: w.fixed(1e20), r"fixed\(size\)=1e\+20 must be a finite number below 2\*\*63"),
