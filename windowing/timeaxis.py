@@ -74,6 +74,9 @@ class TimeAxis:
     epoch_unit: str | None = None
     """``windowed(time_unit=...)``: the column holds numbers, epoch instants in this unit, read
     as timestamps (kind ``datetime``, naive, microseconds, as Beam keeps them)."""
+    microseconds: bool = False
+    """The column's instants are whole microseconds (epoch instants, Spark timestamps), so durations are taken to
+    the nearest microsecond: window bounds between two microseconds could not be written back."""
 
     @classmethod
     def of(cls, column: str, series: pd.Series, where: str = "", epoch_unit: str | None = None) -> "TimeAxis":
@@ -84,7 +87,7 @@ class TimeAxis:
                 raise WindowingConfigError(
                     f"windowed(time_unit={epoch_unit!r}): time column {column!r}{where} has dtype {dtype}; time_unit "
                     "says that a column of numbers holds epoch instants: drop it for a column of timestamps")
-            return cls(column, "datetime", unit="us", epoch_unit=epoch_unit)
+            return cls(column, "datetime", unit="us", epoch_unit=epoch_unit, microseconds=True)
         if isinstance(dtype, pd.DatetimeTZDtype):
             return cls(column, "datetime", tz=str(dtype.tz), unit=dtype.unit)
         if pd.api.types.is_datetime64_dtype(dtype):
@@ -239,13 +242,13 @@ class TimeAxis:
                 raise WindowingConfigError(
                     f"{param}={value!r} is a duration, but time column {self.column!r} is numeric; "
                     "give a plain number in the column's unit")
-            if self.epoch_unit is None:
+            if not self.microseconds:
                 return int(pd.Timedelta(parsed).value)
             micros = pd.Timedelta(pd.Timedelta(parsed).to_pytimedelta()).value  # the nearest microsecond, Beam's precision
             if micros == 0 and parsed:
+                read = f"read with time_unit={self.epoch_unit!r}" if self.epoch_unit else "(a Spark timestamp)"
                 raise WindowingConfigError(
-                    f"{param}={value!r} is less than a microsecond, the precision of time column {self.column!r} read "
-                    f"with time_unit={self.epoch_unit!r}")
+                    f"{param}={value!r} is less than a microsecond, the precision of time column {self.column!r} {read}")
             return int(micros)
         if _is_number(parsed):
             if self.kind == "datetime":

@@ -166,6 +166,17 @@ def test_an_event_time_beyond_pandas_timestamps_fails_the_query_naming_the_colum
                     r"timestamps \(1677-09-21 00:12:43.145225 to 2262-04-11 23:47:16.854775 UTC\)")
 
 
+def test_durations_on_a_spark_timestamp_are_taken_to_the_microsecond(spark):
+    # Spark's timestamps are whole microseconds: a 1.5 µs window's bounds could not be written back.
+    frame = spark.createDataFrame(events(ROWS))
+    panes = windowed(frame, time="ts", key="user").fixed(pd.Timedelta("1 min") / 7).aggregate(Sum("amount")).toPandas()
+    expected = windowed(frame, time="ts", key="user").fixed("8571429us").aggregate(Sum("amount")).toPandas()
+    assert_same_panes(panes, expected)
+    with pytest.raises(WindowingConfigError, match=r"fixed\(size\)='1 ns' is less than a microsecond, the precision of "
+                                                   r"time column 'ts' \(a Spark timestamp\)"):
+        windowed(frame, time="ts", key="user").fixed("1 ns").aggregate(Sum("amount"))
+
+
 def test_a_window_bound_beyond_a_narrow_integer_time_column_fails_the_query_naming_the_column(spark):
     # Spark's output keeps the column's type (tinyint here), which cannot hold the session's end, 215: the
     # bound was clipped to 127 before, silently.

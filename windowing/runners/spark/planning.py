@@ -80,10 +80,10 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                 f"{time_type.simpleString()}; time_unit says that a column of numbers (integers, float or double) "
                 "holds epoch instants: drop it for a timestamp column")
         timestamp = True  # the workers get microseconds, as for a timestamp column
-        axis = TimeAxis(strategy.time, "datetime", unit="ns", epoch_unit=strategy.time_unit)
+        axis = TimeAxis(strategy.time, "datetime", unit="ns", epoch_unit=strategy.time_unit, microseconds=True)
     elif isinstance(time_type, T.TimestampType):
         timestamp = True
-        axis = TimeAxis(strategy.time, "datetime", unit="ns")
+        axis = TimeAxis(strategy.time, "datetime", unit="ns", microseconds=True)
     elif integral(time_type):
         timestamp = False
         axis = TimeAxis(strategy.time, "numeric", dtype=str(numpy_dtype(time_type)))
