@@ -20,12 +20,31 @@ from storage.splitter.state import SplitState
 
 
 def open_filesystem(config: SplitterConfig) -> tuple[fsspec.AbstractFileSystem, tuple[str, ...]]:
-    """The one fsspec filesystem of all ``paths`` and the paths in its own form; checks they exist."""
-    fs, _, roots = fsspec.core.get_fs_token_paths(list(config.paths), storage_options=dict(config.storage_options))
-    for given, root in zip(config.paths, roots):
+    """The one fsspec filesystem of all ``paths`` and the paths in its own form; checks they exist.
+
+    Paths are taken literally: ``[``, ``?``, ``*`` and ``::`` in a path are characters of its name,
+    not a glob or a URL chain (``fsspec.core.get_fs_token_paths`` expanded them, so ``logs[1]`` read
+    ``logs1``); only a protocol written out (``simplecache::s3://...``) chains filesystems.
+    """
+    filesystems, roots = [], []
+    for given in config.paths:
+        fs, root = _literal_path(given, dict(config.storage_options))
         if not fs.exists(root):
             raise FileNotFoundError(f"paths: {given!r} does not exist; create it or fix the path")
-    return fs, tuple(roots)
+        filesystems.append(fs)
+        roots.append(root)
+    if any(fs != filesystems[0] for fs in filesystems):
+        raise ValueError(f"paths={config.paths!r} must all be on one filesystem")
+    return filesystems[0], tuple(roots)
+
+
+def _literal_path(path: str, storage_options: dict[str, str]) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The filesystem of ``path`` and ``path`` in its form, without expanding anything in it."""
+    protocol, _ = fsspec.core.split_protocol(path)
+    if protocol is not None and "::" in protocol:
+        return fsspec.core.url_to_fs(path, **storage_options)
+    fs = fsspec.filesystem(protocol or "file", **storage_options)
+    return fs, fs._strip_protocol(path)
 
 
 class BlockPlanner:

@@ -429,3 +429,17 @@ def test_bounded_runs_read_every_line_whole_and_exactly_once_whatever_the_writer
             (name, line) for name, lines in whole.items() for line in lines)
         for name in done_at_start:  # listed by the first run, its writer done: the first run read it all
             assert sorted(value for run, other, value in read if run == 0 and other == name) == sorted(whole[name])
+
+
+def test_paths_are_taken_literally_not_as_globs(tmp_path):
+    """``logs[1]`` is a directory of that name: fsspec's glob expansion read ``logs1`` instead, and
+    a missing path with glob characters listed nothing without an error."""
+    write(tmp_path / "logs[1]" / "a.log", "wanted\n")
+    write(tmp_path / "logs1" / "a.log", "other directory\n")
+    write(tmp_path / "x::y" / "a.log", "colons\n")
+    assert all_lines(FileSplitter(str(tmp_path / "logs[1]"), settle=0)) == ["wanted"]
+    assert all_lines(FileSplitter(str(tmp_path / "x::y"), settle=0)) == ["colons"]
+    with pytest.raises(FileNotFoundError, match=r"paths: '.*nope\[3\]' does not exist"):
+        FileSplitter(str(tmp_path / "nope[3]"))
+    with pytest.raises(FileNotFoundError, match=r"paths: '.*missing' does not exist"):
+        FileSplitter([str(tmp_path / "logs[1]"), str(tmp_path / "missing")])
