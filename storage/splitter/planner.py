@@ -140,7 +140,8 @@ class BlockPlanner:
             self._scan()
 
     def _take(self, limit: int | None) -> list[BlockMetadata]:
-        return self._state.take(self._stable, self.config.block_size, limit, self.config.watermark_slack)
+        return self._state.take(self._stable, self.config.block_size, limit, self.config.watermark_slack,
+                                self._clock())
 
     def _settling_with_new_bytes(self) -> dict[str, float]:
         """Path -> when it can be stable, of the settling files that would give blocks once stable."""

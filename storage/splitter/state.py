@@ -2,9 +2,11 @@
 
 Per remembered file it keeps the segment being read and how far blocks were handed
 out, plus a modification-time watermark: the newest mtime of any fully handed-out
-file. Finished files older than ``watermark - slack`` are forgotten, and unknown
-files that old are never offered, so memory stays bounded on a directory that grows
-forever. The state is a small JSON value, stored in every stream offset.
+file, but never later than the reader's clock when it was handed out (a file dated in the
+future by a writer whose clock is ahead would otherwise make honest files after it look
+read). Finished files older than ``watermark - slack`` are forgotten, and unknown files
+that old are never offered, so memory stays bounded on a directory that grows forever.
+The state is a small JSON value, stored in every stream offset.
 """
 
 from __future__ import annotations
@@ -76,8 +78,10 @@ class SplitState:
             return False
         return self._new_bytes_start(path, size) is not None
 
-    def take(self, stable: Listing, block_size: int, limit: int | None, slack: float | None) -> list[BlockMetadata]:
-        """Hand out at most ``limit`` blocks (all when ``None``), lazily per file, and record them."""
+    def take(self, stable: Listing, block_size: int, limit: int | None, slack: float | None,
+             now: float) -> list[BlockMetadata]:
+        """Hand out at most ``limit`` blocks (all when ``None``), lazily per file, and record them;
+        ``now`` is the reader's clock, beyond which the watermark does not move."""
         taken: list[BlockMetadata] = []
         for meta, resume in self.pending(stable, block_size):
             if (meta.path not in self.files) and self.forgotten(meta.mtime, slack):
@@ -89,11 +93,11 @@ class SplitState:
                 self.files[meta.path] = Entry(meta.mtime, meta.segment_start, meta.length, block.end)
             if limit is not None and len(taken) >= limit:
                 break
-        self._advance(slack)
+        self._advance(slack, now)
         return taken
 
-    def _advance(self, slack: float | None) -> None:
-        done = [e.mtime for e in self.files.values() if e.done]
+    def _advance(self, slack: float | None, now: float) -> None:
+        done = [min(e.mtime, now) for e in self.files.values() if e.done]
         if done:
             self.watermark = max([*done, *([self.watermark] if self.watermark is not None else [])])
         if slack is not None and self.watermark is not None:

@@ -443,3 +443,17 @@ def test_paths_are_taken_literally_not_as_globs(tmp_path):
         FileSplitter(str(tmp_path / "nope[3]"))
     with pytest.raises(FileNotFoundError, match=r"paths: '.*missing' does not exist"):
         FileSplitter([str(tmp_path / "logs[1]"), str(tmp_path / "missing")])
+
+
+def test_a_file_dated_in_the_future_does_not_make_later_files_look_read(tmp_path):
+    """The watermark stops at the reader's clock: one writer's clock two hours ahead moved it two
+    hours on, and every honest file of the next hour counted as already read."""
+    clock = Clock()
+    write(tmp_path / "fast_clock.log", "ahead\n", mtime=clock.now + 7200)
+    splitter = FileSplitter(str(tmp_path), settle=0, scan_interval=0, watermark_slack=60, clock=clock,
+                            sleep=clock.sleep)
+    assert all_lines(splitter) == ["ahead"]
+    clock.now += 1
+    write(tmp_path / "honest.log", "on time\n", mtime=clock.now)
+    assert all_lines(splitter) == ["on time"]
+    assert splitter.state()["watermark"] == clock.now
