@@ -88,8 +88,18 @@ class Scanner:
             for path, info in found.items():
                 relative = posixpath.relpath(path, root)
                 hidden_dir = any(part.startswith((".", "_")) for part in relative.split("/")[:-1])
+                if info.get("islink") and info.get("type") != "file":
+                    info = self._link_target(path)
                 if info.get("type") == "file" and not hidden_dir:
                     yield path, info
+
+    def _link_target(self, path: str) -> Mapping:
+        """What a symbolic link found while walking points to (fsspec walks without following links,
+        as 'other'); a broken link or a loop is nothing to read."""
+        try:
+            return self._fs.info(path)
+        except OSError:
+            return {}
 
     def scan(self) -> Listing:
         """List now; return the stable files (those still being written wait for a later scan)."""

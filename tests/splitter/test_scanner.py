@@ -457,3 +457,14 @@ def test_a_file_dated_in_the_future_does_not_make_later_files_look_read(tmp_path
     write(tmp_path / "honest.log", "on time\n", mtime=clock.now)
     assert all_lines(splitter) == ["on time"]
     assert splitter.state()["watermark"] == clock.now
+
+
+def test_symbolic_links_to_files_are_followed_and_broken_ones_skipped(tmp_path):
+    """As Spark's file source reads them (log directories such as /var/log/containers hold links);
+    they were skipped without a word."""
+    target = write(tmp_path / "store" / "app.log", "l1\nl2\n")
+    (tmp_path / "logs").mkdir()
+    os.symlink(target, tmp_path / "logs" / "app.log")
+    os.symlink(tmp_path / "store" / "gone.log", tmp_path / "logs" / "broken.log")
+    os.symlink(tmp_path / "logs" / "loop.log", tmp_path / "logs" / "loop.log")
+    assert all_lines(FileSplitter(str(tmp_path / "logs"), settle=0)) == ["l1", "l2"]
