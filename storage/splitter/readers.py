@@ -46,7 +46,7 @@ _PROBE_BYTES = 64 << 10
 
 
 class UnreadableFileWarning(UserWarning):
-    """A file could not be read and was skipped (``strict=False``)."""
+    """A file, or a directory to list, could not be read and was skipped (``strict=False``)."""
 
 
 @dataclass(frozen=True)

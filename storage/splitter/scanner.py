@@ -13,6 +13,7 @@ that belongs to ``SplitState``, which travels in the stream's offsets.
 from __future__ import annotations
 
 import posixpath
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Iterator, Mapping
@@ -20,6 +21,7 @@ from typing import Callable, Iterator, Mapping
 import fsspec
 
 from storage.splitter.config import SplitterConfig
+from storage.splitter.readers import UnreadableFileWarning
 
 
 class UnsettledFileWarning(UserWarning):
@@ -53,6 +55,11 @@ class Settling:
     stable_at: float
 
 
+def _hidden(path: str) -> bool:
+    """Whether the file or directory is hidden ('.git', '_temporary'): nothing in it is read."""
+    return posixpath.basename(path).startswith((".", "_"))
+
+
 class Scanner:
     """Lists the configured paths and keeps the files that are stable."""
 
@@ -84,14 +91,48 @@ class Scanner:
             if self._fs.isfile(root):
                 yield root, self._fs.info(root)
                 continue
-            found = self._fs.find(root, maxdepth=None if self._config.recursive else 1, detail=True)
-            for path, info in found.items():
+            for path, info in self._find(root).items():
                 relative = posixpath.relpath(path, root)
-                hidden_dir = any(part.startswith((".", "_")) for part in relative.split("/")[:-1])
+                hidden_dir = any(_hidden(part) for part in relative.split("/")[:-1])
                 if info.get("islink") and info.get("type") != "file":
                     info = self._link_target(path)
                 if info.get("type") == "file" and not hidden_dir:
                     yield path, info
+
+    def _find(self, root: str) -> dict[str, Mapping]:
+        """What ``root`` holds, and with ``recursive`` what its directories hold, by path.
+
+        A filesystem with a listing of its own (an object store's flat one) raises on a listing
+        error. ``fsspec``'s walk, behind the others, leaves out a directory it cannot list without
+        a word, whatever ``on_error`` says for the directories below the first, so they are walked
+        here, and such a directory warns, or raises with ``strict``; hidden ones are not entered.
+        """
+        if type(self._fs).find is not fsspec.AbstractFileSystem.find:
+            return self._fs.find(root, maxdepth=None if self._config.recursive else 1, detail=True)
+        found: dict[str, Mapping] = {}
+        directories = [root]
+        while directories:
+            directory = directories.pop()
+            try:
+                listing = self._fs.ls(directory, detail=True)
+            except FileNotFoundError:  # removed since its parent was listed: nothing to miss
+                continue
+            except OSError as err:
+                self._unlistable(directory, err)
+                continue
+            for info in listing:
+                path = info["name"].rstrip("/")
+                if info["type"] != "directory":
+                    found[path] = info
+                elif self._config.recursive and path != directory and not _hidden(path):
+                    directories.append(path)
+        return dict(sorted(found.items()))
+
+    def _unlistable(self, directory: str, err: OSError) -> None:
+        if self._config.strict:
+            raise OSError(f"cannot list directory {directory!r}: {err}") from err
+        warnings.warn(f"skipped a directory that cannot be listed, {directory!r}: {err}; its files are not read",
+                      UnreadableFileWarning, stacklevel=5)
 
     def _link_target(self, path: str) -> Mapping:
         """What a symbolic link found while walking points to (fsspec walks without following links,

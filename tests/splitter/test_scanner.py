@@ -468,3 +468,28 @@ def test_symbolic_links_to_files_are_followed_and_broken_ones_skipped(tmp_path):
     os.symlink(tmp_path / "store" / "gone.log", tmp_path / "logs" / "broken.log")
     os.symlink(tmp_path / "logs" / "loop.log", tmp_path / "logs" / "loop.log")
     assert all_lines(FileSplitter(str(tmp_path / "logs"), settle=0)) == ["l1", "l2"]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_directory_that_cannot_be_listed_warns_or_raises_when_strict(tmp_path, monkeypatch, strict):
+    """fsspec's walk leaves it out without a word, even with strict=True. The tests may run as root,
+    whom chmod 000 does not stop, so listing it fails as it would for any other user."""
+    write(tmp_path / "open" / "a.log", "visible\n")
+    write(tmp_path / "locked" / "b.log", "hidden by permissions\n")
+    write(tmp_path / "_locked" / "c.log", "never read: a hidden directory\n")
+    scandir = os.scandir
+
+    def refusing_scandir(path="."):
+        if str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing_scandir)
+    splitter = FileSplitter(str(tmp_path), settle=0, strict=strict)
+    if strict:
+        with pytest.raises(OSError, match=r"cannot list directory '.*/locked'"):
+            splitter.read_lines()
+    else:
+        with pytest.warns(UnreadableFileWarning, match=r"cannot be listed, '.*/locked'") as caught:
+            assert all_lines(splitter) == ["visible"]
+        assert len(caught) == 1
