@@ -6,6 +6,7 @@ keyword argument fails before any file is listed.
 
 from __future__ import annotations
 
+import json
 import operator
 import re
 from dataclasses import dataclass, field
@@ -145,12 +146,12 @@ class SplitterConfig:
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> "SplitterConfig":
-        """Build from Spark's string options (``path``/``paths`` comma-separated)."""
+        """Build from Spark's string options (``path``/``paths``: see ``_parse_paths``)."""
         opts = {k.lower(): v for k, v in options.items()}
         raw_paths = opts.pop("paths", None) or opts.pop("path", None)
         if not raw_paths:
             raise ValueError("option 'path' is missing: give .load(path) or .option('paths', 'a,b')")
-        kwargs: dict = {"paths": tuple(p.strip() for p in raw_paths.split(",") if p.strip())}
+        kwargs: dict = {"paths": _parse_paths(raw_paths)}
         for name in ("recursive", "continuous", "strict", "header", "quick_ack"):
             if name in opts:
                 kwargs[name] = _parse_bool(name, opts.pop(name))
@@ -172,6 +173,19 @@ _OPTION_NAMES = {
     "settle", "watermark_slack", "continuous", "strict", "scan_trigger_file",
     "format", "columns", "header", "quick_ack", "storage.<fsspec option>",
 }
+
+
+def _parse_paths(raw: str) -> tuple[str, ...]:
+    """A JSON array of strings, as ``read_stream`` passes them (a path may hold commas and spaces),
+    or paths separated by commas and stripped of spaces, as a user writes ``.option('paths', 'a,b')``."""
+    if raw.lstrip().startswith("["):
+        try:
+            paths = json.loads(raw)
+        except ValueError:
+            paths = None
+        if isinstance(paths, list) and paths and all(isinstance(path, str) for path in paths):
+            return tuple(paths)
+    return tuple(path.strip() for path in raw.split(",") if path.strip())
 
 
 def _parse_columns(value: object) -> tuple[tuple[str, str], ...] | None:

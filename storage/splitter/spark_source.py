@@ -23,6 +23,7 @@ of the source's cost. Without the option the source emits one row per line, as d
 from __future__ import annotations
 
 import gc
+import json
 import time
 import warnings
 from typing import Any, Callable, Iterator, Sequence
@@ -283,7 +284,7 @@ class SplitterDataSource(DataSource):
 
 def _options(config: SplitterConfig) -> dict[str, str]:
     options = {
-        "paths": ",".join(config.paths), "recursive": str(config.recursive), "block_size": str(config.block_size),
+        "paths": json.dumps(config.paths), "recursive": str(config.recursive), "block_size": str(config.block_size),
         "blocks_per_batch": str(config.blocks_per_batch), "scan_interval": str(config.scan_interval),
         "settle": str(config.settle), "watermark_slack": str(config.watermark_slack),
         "continuous": str(config.continuous), "strict": str(config.strict), "quick_ack": str(config.quick_ack),
