@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import operator
+import os
+import posixpath
 import re
 from dataclasses import dataclass, field
 from typing import Mapping
+
+from fsspec.core import split_protocol
 
 from .._units import parse_seconds, parse_size
 
@@ -259,9 +263,17 @@ def _csv_type(columns: object, name: str, kind: str) -> str:
 
 
 def _inside(path: str, root: str) -> bool:
-    """Whether ``path`` is ``root`` or below it (textually, before fsspec resolves either)."""
-    path, root = path.rstrip("/"), root.rstrip("/")
+    """Whether ``path`` is ``root`` or below it, however either is spelled (``/d/./x``, relative)."""
+    path, root = _normalised(path), _normalised(root).rstrip("/")
     return path == root or path.startswith(root + "/")
+
+
+def _normalised(path: str) -> str:
+    """``path`` absolute and normalised when local; otherwise normalised behind its protocol."""
+    protocol, rest = split_protocol(path)
+    if protocol in (None, "file", "local"):
+        return os.path.abspath(rest)
+    return f"{protocol}://{posixpath.normpath(rest)}"
 
 
 def _parse_bool(name: str, value: str) -> bool:

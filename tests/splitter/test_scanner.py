@@ -174,6 +174,19 @@ def test_scan_trigger_file_inside_paths_must_be_hidden(tmp_path):
     FileSplitter(str(tmp_path), scan_trigger_file=str(tmp_path.parent / "elsewhere"))
 
 
+def test_scan_trigger_file_inside_paths_is_found_however_either_is_spelled(tmp_path, monkeypatch):
+    """The check compared the strings, so '/d/./scan_now' or relative paths let the trigger's token be read as data."""
+    message = r"is inside paths and would be read as data"
+    with pytest.raises(ValueError, match=message):
+        FileSplitter(str(tmp_path), scan_trigger_file=f"{tmp_path.parent}/./{tmp_path.name}/scan_now")
+    monkeypatch.chdir(tmp_path.parent)
+    with pytest.raises(ValueError, match=message):
+        FileSplitter(tmp_path.name, scan_trigger_file=str(tmp_path / "scan_now"))
+    with pytest.raises(ValueError, match=message):
+        SplitterConfig(paths=("memory://d/",), scan_trigger_file="memory://d/x/../scan_now")
+    SplitterConfig(paths=("memory://d",), scan_trigger_file="memory://other/scan_now")
+
+
 def test_bounded_mode_ignores_files_that_appear_later(tmp_path):
     write(tmp_path / "a.txt", "a\n")
     splitter = FileSplitter(str(tmp_path), settle=0, scan_interval=0, continuous=False)
