@@ -70,7 +70,7 @@ class SplitterConfig:
     wait, and a hand-out that finds nothing else to give waits for them, at most ``settle``
     seconds (``BlockPlanner.next_blocks``).
     ``watermark_slack``: files whose mtime is older than the newest fully read file minus this
-    slack are forgotten and never offered again; ``None`` remembers every file (unbounded).
+    slack are forgotten and never offered again; ``None`` (or ``"none"``) remembers every file (unbounded).
     ``continuous``: keep scanning for new files; ``False`` reads what the first scan found and ends.
     ``strict``: an unreadable file raises instead of being skipped with a warning.
     ``format``: ``"text"`` (one record per line) or ``"csv"`` (CSV records without newlines in
@@ -112,6 +112,8 @@ class SplitterConfig:
         for name in ("recursive", "continuous", "strict", "header", "quick_ack"):  # "false" would count as true
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r} must be True or False")
+        if self.pattern is not None and not isinstance(self.pattern, str):
+            raise ValueError(f"pattern={self.pattern!r} must be a regular expression in a string")
         if self.pattern is not None:
             try:
                 re.compile(self.pattern)
@@ -120,10 +122,14 @@ class SplitterConfig:
         object.__setattr__(self, "block_size", parse_size("block_size", self.block_size))
         object.__setattr__(self, "blocks_per_batch", _positive_int("blocks_per_batch", self.blocks_per_batch))
         object.__setattr__(self, "scan_interval", parse_seconds("scan_interval", self.scan_interval))
-        object.__setattr__(self, "settle", parse_seconds("settle", self.settle))
-        object.__setattr__(
-            self, "watermark_slack", parse_seconds("watermark_slack", self.watermark_slack, allow_none=True)
-        )
+        settle = parse_seconds("settle", self.settle)
+        if settle == float("inf"):
+            raise ValueError(f"settle={self.settle!r} must be a finite number of seconds: no file would ever be stable")
+        object.__setattr__(self, "settle", settle)
+        slack = self.watermark_slack
+        if isinstance(slack, str) and slack.strip().lower() == "none":  # as the Spark option says it
+            slack = None
+        object.__setattr__(self, "watermark_slack", parse_seconds("watermark_slack", slack, allow_none=True))
         object.__setattr__(self, "columns", _parse_columns(self.columns))
         if self.format not in FORMATS:
             raise ValueError(f"format={self.format!r} is not supported; use one of {list(FORMATS)}")
@@ -159,13 +165,10 @@ class SplitterConfig:
         for name in ("recursive", "continuous", "strict", "header", "quick_ack"):
             if name in opts:
                 kwargs[name] = _parse_bool(name, opts.pop(name))
-        for name in ("pattern", "block_size", "blocks_per_batch", "scan_interval", "settle", "scan_trigger_file",
-                     "format", "columns"):
+        for name in ("pattern", "block_size", "blocks_per_batch", "scan_interval", "settle", "watermark_slack",
+                     "scan_trigger_file", "format", "columns"):
             if name in opts:
                 kwargs[name] = opts.pop(name)
-        if "watermark_slack" in opts:
-            slack = opts.pop("watermark_slack")
-            kwargs["watermark_slack"] = None if slack.lower() == "none" else slack
         storage = {k[len("storage.") :]: opts.pop(k) for k in list(opts) if k.startswith("storage.")}
         if opts:
             raise ValueError(f"unknown splitter option(s) {sorted(opts)}; known: {sorted(_OPTION_NAMES)}")

@@ -248,6 +248,8 @@ def test_state_round_trip_resumes_mid_file(tmp_path):
     ("kwargs", "message"),
     [
         ({"pattern": "(unclosed"}, r"pattern='\(unclosed' is not a valid regular expression"),
+        ({"pattern": 123}, r"pattern=123 must be a regular expression in a string"),
+        ({"settle": "inf"}, r"settle='inf' must be a finite number of seconds: no file would ever be stable"),
         ({"block_size": 0}, r"block_size=0 must be positive"),
         ({"block_size": -5}, r"block_size=-5 must be positive"),
         ({"block_size": "lots"}, r"block_size='lots' is not a size"),
@@ -281,6 +283,11 @@ def test_state_round_trip_resumes_mid_file(tmp_path):
 def test_bad_parameters_name_the_parameter_and_value(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
         FileSplitter(str(tmp_path), **kwargs)
+
+
+def test_watermark_slack_none_as_a_string_remembers_every_file_as_documented():
+    assert SplitterConfig(paths=("x",), watermark_slack="none").watermark_slack is None
+    assert SplitterConfig(paths=("x",), watermark_slack="None").watermark_slack is None
 
 
 def test_csv_types_are_checked_when_the_config_is_built_without_pyspark():
