@@ -3,9 +3,10 @@
 A file is stable once its size and mtime have stayed the same for ``settle`` seconds (a
 writer is probably done): its mtime is that old, or the scans have seen the same size and
 mtime for that long (an mtime ahead of this clock, from a writer whose clock is ahead).
-Two scans moments apart that agree prove nothing. The others are *settling*, and the
-scanner says from when each can be stable, so that a caller can list again then instead
-of after ``scan_interval``.
+Two scans moments apart that agree prove nothing. On a backend that keeps no modification
+time (``memory://``) only the scans can tell: the size must stay the same ``settle`` seconds.
+The others are *settling*, and the scanner says from when each can be stable, so that a
+caller can list again then instead of after ``scan_interval``.
 The scanner remembers only the previous scan's observations, never what was read:
 that belongs to ``SplitState``, which travels in the stream's offsets.
 """
@@ -32,17 +33,24 @@ class UnsettledFileWarning(UserWarning):
 Listing = Mapping[str, tuple[int, float]]
 
 
-def _mtime(info: Mapping) -> float:
-    """Modification time in epoch seconds from an fsspec ``info`` dict, whatever the backend calls it."""
-    for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
-        value = info.get(key)
-        if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, datetime):
-            return value.timestamp()
-        if isinstance(value, str):
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    return 0.0
+def _mtime(info: Mapping) -> float | None:
+    """Modification time in epoch seconds from an fsspec ``info`` dict, whatever the backend calls it;
+    ``None`` when it keeps none (``memory://`` keeps only ``created``)."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "modified"):
+        seconds = _epoch_seconds(info.get(key))
+        if seconds is not None:
+            return seconds
+    return None
+
+
+def _epoch_seconds(value: object) -> float | None:
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return None
 
 
 @dataclass(frozen=True)
@@ -146,15 +154,21 @@ class Scanner:
         """List now; return the stable files (those still being written wait for a later scan)."""
         now = self._clock()
         observed: dict[str, tuple[int, float]] = {}
+        undated: set[str] = set()  # no modification time: only the scans can tell they stopped changing
         for path, info in self._walk():
             if self._config.accepts(posixpath.basename(path)) and (self._only is None or path in self._only):
-                observed[path] = (int(info["size"]), _mtime(info))
+                mtime = _mtime(info)
+                if mtime is None:
+                    undated.add(path)
+                    mtime = _epoch_seconds(info.get("created")) or 0.0
+                observed[path] = (int(info["size"]), mtime)
         stable: dict[str, tuple[int, float]] = {}
         since = {path: self._since[path] if self._previous.get(path) == seen else now
                  for path, seen in observed.items()}
         self.settling = {}
         for path, (size, mtime) in observed.items():
-            stable_at = min(mtime, since[path]) + self._config.settle
+            unchanged_since = since[path] if path in undated else min(mtime, since[path])
+            stable_at = unchanged_since + self._config.settle
             if stable_at <= now:
                 stable[path] = (size, mtime)
             else:

@@ -7,6 +7,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+import fsspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -513,3 +514,31 @@ def test_a_directory_that_cannot_be_listed_warns_or_raises_when_strict(tmp_path,
         with pytest.warns(UnreadableFileWarning, match=r"cannot be listed, '.*/locked'") as caught:
             assert all_lines(splitter) == ["visible"]
         assert len(caught) == 1
+
+
+def test_a_growing_file_without_a_modification_time_waits_to_settle(tmp_path):
+    """memory:// keeps only a creation time, which appending does not change: a file created long
+    ago and caught mid-line was handed out at once, and its half line read as a record."""
+    fs = fsspec.filesystem("memory")
+    path = f"/{tmp_path.name}/a.log"
+    fs.pipe_file(path, b"l1\n")
+    clock = Clock()
+    clock.now += 100
+
+    def append_to_memory(data: bytes) -> None:
+        with fs.open(path, "ab") as f:
+            f.write(data)
+
+    def writer_finishes_the_line() -> None:
+        append_to_memory(b"f line\n")
+        clock.while_asleep = lambda: None
+
+    splitter = FileSplitter(f"memory:///{tmp_path.name}", settle=2, scan_interval=0, clock=clock, sleep=clock.sleep)
+    try:
+        assert all_lines(splitter) == ["l1"]
+        append_to_memory(b"hal")
+        clock.while_asleep = writer_finishes_the_line
+        lines = [line for _ in range(3) for line in splitter.read_lines(splitter.blocks()[1])["value"]]
+        assert lines == ["half line"]
+    finally:
+        fs.rm(f"/{tmp_path.name}", recursive=True)
