@@ -300,7 +300,8 @@ def read_csv_table(
     Every column is a string, because each block would otherwise infer its own types. With
     ``header``, the file's first line is the header and is not a record. Empty lines are
     skipped. ``path``, ``block_id`` and ``offset`` locate each record; a record belongs to the
-    block holding its first byte, as lines do.
+    block holding its first byte, as lines do. A record holding a lone ``\r`` is refused: Arrow's
+    parser would end a record there, where the lines do not, and the records would lose their offsets.
     """
     schema = csv_schema(column_names)
     lines = read_block_table(fs, block, strict=strict, on_skip=on_skip)
@@ -311,6 +312,13 @@ def read_csv_table(
     if len(lines) == 0:
         return schema.empty_table()
     values = lines["value"].combine_chunks()
+    carriage_returns = pc.match_substring(values, "\r")
+    if pc.any(carriage_returns).as_py():
+        offset = lines["offset"].filter(carriage_returns)[0].as_py()
+        raise ValueError(
+            f"cannot read the record at offset {offset} of file {block.path!r} as CSV: it holds a lone \\r (not "
+            f"part of \\r\\n), which a CSV parser takes for a line end and the block reader for data; fix the file"
+        )
     text = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values), "\n")[0]
     malformed: list[pacsv.InvalidRow] = []
 

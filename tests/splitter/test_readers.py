@@ -226,3 +226,16 @@ def test_a_malformed_csv_record_is_refused_with_its_file_and_offset(tmp_path):
     with pytest.raises(ValueError, match=rf"cannot read the record at offset 8 of file '{path}' as CSV: .*"
                                          r"Expected 2 columns, got 3: 2,y,extra"):
         read_csv_block(FS, block, ["a", "b"], strict=False)
+
+
+@pytest.mark.parametrize(("data", "offset"), [
+    (b"a,b\n1,x\r2,y\n3,z\n", 4), (b"a,b\r\n1,x\r\n\r\r\n2,y\r\n", 10), (b"a,b\n1,x\r2,y\n\r\r\n3,z\n", 4)])
+def test_a_csv_record_holding_a_lone_carriage_return_is_refused_with_its_file_and_offset(tmp_path, data, offset):
+    """Arrow's CSV parser ends a record at a lone \\r where the lines do not: a cryptic ArrowInvalid
+    about column lengths, or records at the wrong offsets."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(data)
+    [block] = all_blocks(str(path), 1024)
+    with pytest.raises(ValueError, match=rf"cannot read the record at offset {offset} of file '{path}' as CSV: "
+                                         r"it holds a lone \\r \(not part of \\r\\n\)"):
+        read_csv_block(FS, block, ["a", "b"])
