@@ -116,12 +116,13 @@ def widen(rows: np.ndarray, width: int) -> np.ndarray:
 
 
 def narrow(rows: np.ndarray, width: int) -> np.ndarray:
-    """Rows re-encoded at another ``width``; keys longer than it fits come out as garbage (the caller masks them)."""
+    """Rows re-encoded at another ``width``, always a new array (a scan's bound rows are shared by all its
+    layers); keys longer than it fits come out as garbage (the caller masks them)."""
     if rows.shape[1] == width:
         return rows
     if rows.shape[1] < width:
         return widen(rows, width)
-    out = np.ascontiguousarray(rows[:, :width])
+    out = rows[:, :width].copy()  # not ascontiguousarray: one row cut short is contiguous already, a view
     out[:, -_LEN_BYTES:] = rows[:, -_LEN_BYTES:]
     return out
 

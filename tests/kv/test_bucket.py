@@ -619,3 +619,53 @@ def test_a_few_gets_in_a_large_block_find_exactly_the_stored_keys(tmp_path_facto
         b.begin(1)
         b.commit()  # batch 0 is in a data file now, one block
         assert b.get_many(wanted) == [contents.get(key) for key in wanted]
+
+
+def test_a_scan_bound_narrowed_for_one_layer_is_unchanged_for_the_next(tmp_path):
+    """A data file of 16-byte rows under a cache run of 8-byte ones: a bound narrowed to the run's width must
+    not write into the rows the file is then searched with (the scan returned b"\\xff" from [b"kkkkkkk",
+    b"\\xff") and missed b"kk" in [b"kk", b"kkkkkkk"])."""
+    contents = {b"kk": b"1", b"\xff": b"2", b"0123456789": b"3", b"a": b"4"}
+    with KVStore(str(tmp_path)).open(0) as b:
+        b.begin(0)
+        b.put_many([b"kk", b"\xff", b"0123456789"], [b"1", b"2", b"3"])
+        b.commit()
+        b.flush()
+        b.begin(1)
+        b.put(b"a", b"4")
+        b.commit()
+        for start, end in [(b"k" * 7, b"\xff"), (b"kk", b"k" * 7), (b"kk", b"\xff")]:
+            expected = sorted((k, v) for k, v in contents.items() if start <= k < end)
+            assert list(b.scan(start, end)) == expected
+            assert list(b.scan(start, end, limit=5)) == expected
+
+
+#: Keys on both sides of the row widths 8, 16 and 24 (6, 14 and 22 bytes fit), prefixes of each other,
+#: so that bounds often fall on or right next to stored keys of another width.
+LAYERED_KEYS = st.sampled_from([
+    b"", b"\x00", b"k", b"kk", b"kk\x00", b"k" * 6, b"k" * 7, b"k" * 7 + b"\x00", b"k" * 14, b"k" * 15,
+    b"k" * 22, b"k" * 23, b"\xff", b"\xff" * 9,
+])
+
+
+@settings(max_examples=100, deadline=None)
+@given(layers=st.lists(st.dictionaries(LAYERED_KEYS, st.binary(max_size=2), max_size=5), min_size=2, max_size=4),
+       flushed=st.integers(0, 4), data=st.data())
+def test_scans_over_layers_of_different_widths_match_a_dict(tmp_path_factory, layers, flushed, data):
+    """Each layer one batch, the first ``flushed`` of them in data files and the others cached runs, each as
+    wide as its longest key; scans with bounds narrower and wider than the layers, limited or not."""
+    model: dict[bytes, bytes] = {}
+    with KVStore(str(tmp_path_factory.mktemp("kv")), flush_batches=100).open(0) as b:
+        for batch_id, layer in enumerate(layers):
+            b.begin(batch_id)
+            b.put_many(list(layer), list(layer.values()))
+            b.commit()
+            model.update(layer)
+            if batch_id + 1 == flushed:
+                b.flush()
+        bounds = st.none() | LAYERED_KEYS | st.binary(max_size=3)
+        for _ in range(6):
+            start, end, limit = data.draw(bounds), data.draw(bounds), data.draw(st.none() | st.integers(0, 4))
+            expected = sorted((k, v) for k, v in model.items()
+                              if (start is None or k >= start) and (end is None or k < end))
+            assert list(b.scan(start, end, limit=limit)) == expected[:limit]
