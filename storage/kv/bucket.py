@@ -49,6 +49,7 @@ class Bucket:
         self._segment: tuple[str, Any] | None = None  # the local log segment appended to: path, handle
         self._seq = 0
         self._closed = False
+        self._broken: str | None = None  # why the log may hold a frame of a failed commit: every call refuses
         self._catalog.claim(take_over)
         self._hook("claimed", -1)
         try:
@@ -253,26 +254,68 @@ class Bucket:
             self.flush()
 
     def _append_log(self, frame: bytes, batch_id: int) -> None:
+        """Append the batch's frame and make it durable; an append that fails takes its frame back first."""
         catalog = self._catalog
         if not catalog.local:  # object stores: one new object per commit, never an append
             self._hook("mid_log", batch_id)
-            catalog.fs.pipe_file(catalog.path("log", self._next_name("wal")), frame)
+            path = catalog.path("log", self._next_name("wal"))
+            try:
+                catalog.fs.pipe_file(path, frame)
+            except BaseException:
+                self._take_back(path, None, batch_id)
+                raise
             return
         if self._segment is None:
             path = catalog.path("log", self._next_name("wal"))
             self._segment = (path, open(path, "ab"))
             catalog.sync(catalog.path("log"))
         path, handle = self._segment
-        half = len(frame) // 2
-        handle.write(frame[:half])
-        handle.flush()
-        self._hook("mid_log", batch_id)
-        handle.write(frame[half:])
-        handle.flush()
-        if catalog.durable:
-            os.fsync(handle.fileno())
+        committed_length = handle.tell()
+        try:
+            half = len(frame) // 2
+            handle.write(frame[:half])
+            handle.flush()
+            self._hook("mid_log", batch_id)
+            handle.write(frame[half:])
+            handle.flush()
+            if catalog.durable:
+                os.fsync(handle.fileno())
+        except BaseException:
+            self._take_back(path, committed_length, batch_id)
+            raise
         if handle.tell() >= self._store.max_log_segment:
             self._close_segment()
+
+    def _take_back(self, path: str, committed_length: int | None, batch_id: int) -> None:
+        """Remove what a failed append wrote of its frame: the log file cut back to ``committed_length`` (None:
+        the commit's own object deleted) and made durable; the next commit starts a new segment.
+
+        Left there, a torn frame would end the log at reopening, dropping the batches committed after it, and a
+        whole frame whose fsync failed would hold the batch a second time once it is retried. When this fails
+        too, the bucket refuses every further call: only reopening it tells whether the batch was committed.
+        """
+        try:
+            if committed_length is None:
+                try:
+                    self._catalog.fs.rm_file(path)
+                except FileNotFoundError:
+                    pass
+                return
+            handle = self._segment[1] if self._segment is not None else None
+            self._segment = None
+            if handle is not None:
+                try:
+                    handle.close()  # may still write buffered bytes of the frame: they are cut off next
+                except OSError:
+                    pass
+            os.truncate(path, committed_length)
+            self._catalog.sync(path)
+        except OSError as exc:
+            self._broken = (
+                f"bucket {self.bucket} could not take back the log frame of batch {batch_id} after its commit "
+                f"failed ({exc}), so the log may hold that batch or not; close it and open it again "
+                f"(store.open({self.bucket})): committed_batch_id then tells whether batch {batch_id} was committed"
+            )
 
     def _close_segment(self) -> None:
         if self._segment is not None:
@@ -423,6 +466,8 @@ class Bucket:
     def _check_open(self) -> None:
         if self._closed:
             raise KVStoreError(f"bucket {self.bucket} is closed; open it again with store.open({self.bucket})")
+        if self._broken is not None:
+            raise KVStoreError(self._broken)
 
     def _check_batch(self, what: str) -> None:
         self._check_open()

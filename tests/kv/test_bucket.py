@@ -669,3 +669,113 @@ def test_scans_over_layers_of_different_widths_match_a_dict(tmp_path_factory, la
             expected = sorted((k, v) for k, v in model.items()
                               if (start is None or k >= start) and (end is None or k < end))
             assert list(b.scan(start, end, limit=limit)) == expected[:limit]
+
+
+class Interrupted(Exception):
+    pass
+
+
+def commit_batch(bucket, batch_id: int, key: bytes) -> None:
+    bucket.begin(batch_id)
+    bucket.put(key, b"%d" % batch_id)
+    bucket.commit()
+
+
+@pytest.mark.parametrize("root", ["local", "memory"])
+def test_a_commit_interrupted_mid_frame_and_retried_keeps_every_later_batch(tmp_path, root):
+    """The first half of batch 1's frame written, then an exception (an ENOSPC, a KeyboardInterrupt): the torn
+    half is taken back, so the retried batch and batch 2 are still there after reopening (the torn frame ended
+    the log: they were lost)."""
+    path = str(tmp_path) if root == "local" else f"memory://kv-retry-{uuid.uuid4().hex}"
+    failing = {"mid_log": 1}
+
+    def hook(point, batch_id):
+        if failing.get(point) == batch_id:
+            del failing[point]
+            raise Interrupted(point)
+
+    store = KVStore(path)
+    with store.open(0, hook=hook) as b:
+        commit_batch(b, 0, b"a")
+        with pytest.raises(Interrupted):
+            commit_batch(b, 1, b"b")
+        assert b.committed_batch_id == 0
+        commit_batch(b, 1, b"b")
+        commit_batch(b, 2, b"c")
+    with store.open(0) as b:
+        assert b.committed_batch_id == 2
+        assert list(b.scan()) == [(b"a", b"0"), (b"b", b"1"), (b"c", b"2")]
+
+
+def test_a_commit_whose_fsync_failed_and_retried_holds_the_batch_once(tmp_path, monkeypatch):
+    """Batch 1's frame written whole, its fsync failing: the frame is cut off again, so the retry's frame is
+    the only one of batch 1 (two made the bucket unopenable: 'batch 1 follows batch 1')."""
+    real_fsync = os.fsync
+    failures = [OSError(5, "Input/output error")]
+
+    def fsync_failing_once(fd):
+        if failures:
+            raise failures.pop()
+        real_fsync(fd)
+
+    store = KVStore(str(tmp_path))
+    with store.open(0) as b:
+        commit_batch(b, 0, b"a")
+        monkeypatch.setattr(os, "fsync", fsync_failing_once)
+        b.begin(1)
+        b.put(b"b", b"1")
+        with pytest.raises(OSError, match="Input/output error"):
+            b.commit()
+        assert b.committed_batch_id == 0
+        commit_batch(b, 1, b"b")
+        commit_batch(b, 2, b"c")
+    with store.open(0) as b:
+        assert b.committed_batch_id == 2
+        assert list(b.scan()) == [(b"a", b"0"), (b"b", b"1"), (b"c", b"2")]
+
+
+def test_a_failed_commit_that_cannot_be_taken_back_leaves_the_bucket_refusing_until_reopened(tmp_path, monkeypatch):
+    """Every fsync failing: the failed frame cannot be cut off durably, so whether batch 1 is committed is
+    known only to a reopening; until then every call says so."""
+
+    def fsync_failing(fd):
+        raise OSError(5, "Input/output error")
+
+    store = KVStore(str(tmp_path))
+    b = store.open(0)
+    commit_batch(b, 0, b"a")
+    monkeypatch.setattr(os, "fsync", fsync_failing)
+    with pytest.raises(OSError, match="Input/output error"):
+        commit_batch(b, 1, b"b")
+    for call in (lambda: b.begin(1), lambda: b.get(b"a"), lambda: list(b.scan()), b.flush):
+        with pytest.raises(KVStoreError, match=r"could not take back the log frame of batch 1 .*store\.open\(0\)"):
+            call()
+    monkeypatch.undo()
+    b.close()
+    with store.open(0) as b:
+        assert b.committed_batch_id in (0, 1)
+        assert b.get(b"a") == b"0"
+
+
+def test_an_object_store_commit_whose_upload_raised_after_storing_the_object_holds_the_batch_once(monkeypatch):
+    """memory://, batch 1's log object stored but the upload raising (a timeout after the PUT went through):
+    the object is deleted again, so the retry's object is the only one of batch 1."""
+    store = KVStore(f"memory://kv-retry-{uuid.uuid4().hex}")
+    real_pipe_file = store.fs.pipe_file
+    failures = [TimeoutError("the upload timed out")]
+
+    def pipe_file_then_fail(path, data, **kwargs):
+        real_pipe_file(path, data, **kwargs)
+        if "/log/" in path and failures:
+            raise failures.pop()
+
+    with store.open(0) as b:
+        commit_batch(b, 0, b"a")
+        monkeypatch.setattr(store.fs, "pipe_file", pipe_file_then_fail)
+        with pytest.raises(TimeoutError):
+            commit_batch(b, 1, b"b")
+        commit_batch(b, 1, b"b")
+    with store.open(0) as b:
+        assert b.committed_batch_id == 1
+        assert list(b.scan()) == [(b"a", b"0"), (b"b", b"1")]
+    store.fs.rm(store.root, recursive=True)
