@@ -50,6 +50,11 @@ def as_binary(values: Any, name: str, *, nulls: bool = False) -> pa.LargeBinaryA
                 f"{name} is a NumPy bytes array (dtype {values.dtype}), which drops trailing zero bytes; "
                 "pass a list of bytes, an object array or an Arrow binary array"
             )
+        if isinstance(values, np.ndarray) and values.dtype.kind == "U":
+            raise TypeError(
+                f"{name} is a NumPy str array (dtype {values.dtype}), which Arrow would cut to its first "
+                f"character; pass {name}.astype(object) or pa.array({name}) (stored as UTF-8), or a list of bytes"
+            )
         try:
             values = pa.array(values if isinstance(values, (list, np.ndarray)) else list(values), _VALUE)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:

@@ -779,3 +779,20 @@ def test_an_object_store_commit_whose_upload_raised_after_storing_the_object_hol
         assert b.committed_batch_id == 1
         assert list(b.scan()) == [(b"a", b"0"), (b"b", b"1")]
     store.fs.rm(store.root, recursive=True)
+
+
+def test_numpy_str_arrays_are_refused_naming_the_parameter(tmp_path):
+    """Arrow cut each string of a NumPy ``<U`` array to its first character (b"apple" and b"avocado" were both
+    stored as b"a"); the message's way out stores them whole."""
+    words = np.array(["apple", "avocado", "banana"])
+    with KVStore(str(tmp_path)).open(0) as b:
+        b.begin(0)
+        with pytest.raises(TypeError, match=r"keys is a NumPy str array \(dtype <U7\).* keys\.astype\(object\)"):
+            b.put_many(words, [b"1", b"2", b"3"])
+        with pytest.raises(TypeError, match=r"values is a NumPy str array \(dtype <U5\)"):
+            b.put_many([b"key"], np.array(["hello"]))
+        b.put_many(words.astype(object), [b"1", b"2", b"3"])
+        b.commit()
+        with pytest.raises(TypeError, match=r"keys is a NumPy str array"):
+            b.get_many(words)
+        assert list(b.scan()) == [(b"apple", b"1"), (b"avocado", b"2"), (b"banana", b"3")]
