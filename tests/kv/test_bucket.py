@@ -796,3 +796,25 @@ def test_numpy_str_arrays_are_refused_naming_the_parameter(tmp_path):
         with pytest.raises(TypeError, match=r"keys is a NumPy str array"):
             b.get_many(words)
         assert list(b.scan()) == [(b"apple", b"1"), (b"avocado", b"2"), (b"banana", b"3")]
+
+
+def test_a_str_set_or_dict_for_a_column_is_refused_naming_the_parameter(tmp_path):
+    """A str was split into its characters (put_many("ab", "12") wrote b"a" and b"b"); a set or a dict pairs
+    keys with values in an order nobody chose."""
+    with KVStore(str(tmp_path)).open(0) as b:
+        b.begin(0)
+        with pytest.raises(TypeError, match=r"keys='ab' is one str, .*split into its characters.*\[b'ab'\]"):
+            b.put_many("ab", [b"12"])
+        with pytest.raises(TypeError, match=r"values='12' is one str"):
+            b.put_many([b"ab"], "12")
+        with pytest.raises(TypeError, match=r"keys is a set, whose order would pair keys and values by chance"):
+            b.put_many({b"a", b"b"}, [b"1", b"2"])
+        with pytest.raises(TypeError, match=r"keys is a dict, .* list\(d\) and list\(d\.values\(\)\)"):
+            b.put_many({b"a": b"1"}, [b"1"])
+        with pytest.raises(TypeError, match=r"keys is a frozenset"):
+            b.delete_many(frozenset([b"a"]))
+        b.put_many(b"ab", b"12")  # one bytes is one key, one value
+        b.commit()
+        with pytest.raises(TypeError, match=r"keys='ab' is one str"):
+            b.get_many("ab")
+        assert list(b.scan()) == [(b"ab", b"12")]
