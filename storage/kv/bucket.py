@@ -10,6 +10,7 @@ sorted data files and writes a new metadata version. See docs/kv_store.md.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -400,8 +401,20 @@ class Bucket:
         return _like(keys, self._get(runs, keys))
 
     def _get(self, runs: list[Run], keys: Any) -> pa.LargeBinaryArray:
+        keys = as_binary(keys, "keys")
         self._store.cache.new_read()
-        return get_many(runs, self._data, self._firsts, as_binary(keys, "keys"))
+        with self._fenced_if_taken_over("read its data files"):
+            return get_many(runs, self._data, self._firsts, keys)
+
+    @contextmanager
+    def _fenced_if_taken_over(self, doing: str) -> Iterator[None]:
+        """A data file found missing or damaged is checked against the lease first: a newer writer that took the
+        bucket over deletes the files its flushes replace, and then this writer is fenced, not reading damage."""
+        try:
+            yield
+        except CorruptStoreError:
+            self._catalog.confirm(doing)
+            raise
 
     def scan_table(self, start: bytes | None = None, end: bytes | None = None, *, prefix: bytes | None = None,
                    limit: int | None = None) -> pa.Table:
@@ -418,7 +431,8 @@ class Bucket:
         for name, bound in (("start", start), ("end", end)):
             if bound is not None and not isinstance(bound, bytes):
                 raise TypeError(f"scan {name}={bound!r} must be bytes or None")
-        run = scan(self._committed_runs(), self._data, self._firsts, start, end, limit)  # newest first, as get_many
+        with self._fenced_if_taken_over("read its data files"):
+            run = scan(self._committed_runs(), self._data, self._firsts, start, end, limit)  # newest first
         return pa.table({"key": run.keys().cast(pa.binary()), "value": run.values.cast(pa.binary())})
 
     def scan(

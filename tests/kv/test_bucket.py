@@ -818,3 +818,25 @@ def test_a_str_set_or_dict_for_a_column_is_refused_naming_the_parameter(tmp_path
         with pytest.raises(TypeError, match=r"keys='ab' is one str"):
             b.get_many("ab")
         assert list(b.scan()) == [(b"ab", b"12")]
+
+
+@pytest.mark.parametrize("root", ["local", "memory"])
+def test_a_zombie_reading_a_data_file_the_new_owner_replaced_is_fenced(tmp_path, root):
+    """The new owner's flush deleted the zombie's data file: its reads say it was taken over (they said the file
+    was damaged, to restore it from a backup or delete the bucket)."""
+    path = str(tmp_path) if root == "local" else f"memory://kv-zombie-{uuid.uuid4().hex}"
+    zombie = KVStore(path).open(0)
+    commit_batch(zombie, 0, b"k")
+    zombie.flush()
+    new = KVStore(path).open(0, take_over=True)  # a store of its own: the zombie's block cache stays cold
+    commit_batch(new, 1, b"k")
+    new.flush()
+    for read in (lambda: zombie.get(b"k"), lambda: list(zombie.scan()), lambda: zombie.scan_table(limit=1)):
+        with pytest.raises(FencedError, match=r"taken over by a newer writer .* cannot read its data files"):
+            read()
+    zombie.close()
+    new.close()
+    store = KVStore(path)
+    with store.open(0) as b:
+        assert b.get(b"k") == b"1"
+    store.fs.rm(store.root, recursive=True)
