@@ -22,7 +22,7 @@ from .datafile import DataFile
 from .errors import CorruptStoreError, KVStoreError
 from .files import FileWriter
 from .format import decode_frames, encode_frame
-from .keys import Run, as_binary, concat_values, successor
+from .keys import MAX_KEY_BYTES, Run, as_binary, check_key_lengths, concat_values, successor
 from .reads import get_many, scan
 from .settings import StoreSettings
 
@@ -201,6 +201,7 @@ class Bucket:
         self._check_batch("put")
         if not isinstance(key, bytes) or not isinstance(value, bytes):
             raise TypeError(f"put takes bytes, got key {type(key).__name__} and value {type(value).__name__}")
+        _check_key_length(key)
         self._keys.append(key)
         self._values.append(value)
         self._batch_run = None
@@ -210,6 +211,7 @@ class Bucket:
         self._check_batch("delete")
         if not isinstance(key, bytes):
             raise TypeError(f"delete takes bytes, got {type(key).__name__}")
+        _check_key_length(key)
         self._keys.append(key)
         self._values.append(None)
         self._batch_run = None
@@ -218,6 +220,7 @@ class Bucket:
         """Write many pairs: lists of bytes, or Arrow binary, NumPy object or pandas columns; a None value deletes."""
         self._check_batch("put_many")
         k = as_binary(keys, "keys")
+        check_key_lengths(k, "keys")
         v = as_binary(values, "values", nulls=True)
         if len(k) != len(v):
             raise ValueError(f"put_many got {len(k)} keys and {len(v)} values; give one value per key")
@@ -229,6 +232,7 @@ class Bucket:
         """Delete many keys in the current batch."""
         self._check_batch("delete_many")
         k = as_binary(keys, "keys")
+        check_key_lengths(k, "keys")
         self._flush_singles()
         self._chunks.append((k, pa.nulls(len(k), _VALUE)))
         self._batch_run = None
@@ -509,6 +513,14 @@ class Bucket:
 
     def __repr__(self) -> str:
         return f"<Bucket {self.bucket} of {self._store.path!r}, committed_batch_id={self.committed_batch_id}>"
+
+
+def _check_key_length(key: bytes) -> None:
+    if len(key) > MAX_KEY_BYTES:
+        raise ValueError(
+            f"key of {len(key):,} bytes is longer than the {MAX_KEY_BYTES:,} a key may have "
+            "(a data block keeps its row width in 16 bits)"
+        )
 
 
 def _like(keys: Any, values: pa.LargeBinaryArray) -> Any:

@@ -22,9 +22,10 @@ from typing import Any, Iterable, Iterator, Literal
 import numpy as np
 import pyarrow as pa
 
-#: Keys may be up to this many bytes (the length is kept in two bytes).
-MAX_KEY_BYTES = 65535
 _LEN_BYTES = 2
+#: Keys may be up to this many bytes: a data block's header keeps the row width in 16 bits, and 65,528 is the
+#: widest row (a multiple of 8) it holds, the key's two length bytes included.
+MAX_KEY_BYTES = 65528 - _LEN_BYTES
 _MULTIPLY = np.uint64(0x9E3779B97F4A7C15)
 _MIX = np.uint64(0xBF58476D1CE4E5B9)
 _VALUE = pa.large_binary()
@@ -77,6 +78,17 @@ def as_binary(values: Any, name: str, *, nulls: bool = False) -> pa.LargeBinaryA
         first = values.is_null().to_numpy(zero_copy_only=False).argmax()
         raise ValueError(f"{name} holds {values.null_count} null(s), the first at position {first}; keys must be bytes")
     return values
+
+
+def check_key_lengths(keys: pa.LargeBinaryArray, name: str) -> None:
+    """Refuse a write of a key longer than ``MAX_KEY_BYTES`` when it is made, not at the commit that stores it."""
+    lengths = key_lengths(keys)
+    if len(lengths) and int(lengths.max()) > MAX_KEY_BYTES:
+        at = int(lengths.argmax())
+        raise ValueError(
+            f"{name}[{at}] has {int(lengths[at]):,} bytes, more than the {MAX_KEY_BYTES:,} a key may have "
+            "(a data block keeps its row width in 16 bits)"
+        )
 
 
 def _offsets(array: pa.LargeBinaryArray) -> tuple[np.ndarray, np.ndarray]:
