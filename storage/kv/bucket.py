@@ -29,6 +29,8 @@ from .settings import StoreSettings
 #: A test seam: called with (point, batch_id) at each crash point (docs/kv_store.md lists them).
 Hook = Callable[[str, int], None]
 _VALUE = pa.large_binary()
+#: The largest batch id: a log frame keeps it as a signed 64-bit integer, as Spark's batch ids are.
+_MAX_BATCH_ID = 2**63 - 1
 
 
 class Bucket:
@@ -184,8 +186,11 @@ class Bucket:
     def begin(self, batch_id: int) -> None:
         """Start batch ``batch_id``; a batch begun and not committed (a failed attempt) is discarded first."""
         self._check_open()
-        if isinstance(batch_id, bool) or not isinstance(batch_id, (int, np.integer)) or batch_id < 0:
-            raise ValueError(f"batch_id={batch_id!r} must be an int of 0 or more (Spark's batch id, a step number)")
+        if isinstance(batch_id, bool) or not isinstance(batch_id, (int, np.integer)) or not 0 <= batch_id <= _MAX_BATCH_ID:
+            raise ValueError(
+                f"batch_id={batch_id!r} must be an int from 0 to 2**63 - 1 (Spark's batch id, a step number; "
+                "the log keeps it as a signed 64-bit integer)"
+            )
         self._discard()
         if batch_id <= self.committed_batch_id:
             raise ValueError(
