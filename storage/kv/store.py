@@ -22,8 +22,8 @@ class KVStore:
     ``flush_entries`` and ``flush_batches`` (HDHT's defaults: a million entries,
     120 batches) say when the cache of committed writes is flushed to data
     files, and ``flush_bytes`` bounds its memory whatever the size of its
-    entries (a flush holds the cache twice over, merged); data files hold at most ``max_file_size`` bytes in blocks of about
-    ``block_size``; ``block_cache`` bounds the decoded blocks kept in memory,
+    entries (a flush holds the cache twice over, merged); data files hold at most ``max_file_size`` bytes (twice
+    ``block_size`` or more) in blocks of about ``block_size``; ``block_cache`` bounds the decoded blocks kept in memory,
     shared by the buckets opened from this object. A log segment is rolled at
     ``max_log_segment`` bytes. A writer's ``lease`` (seconds or a timedelta)
     keeps other writers out until it runs out or the writer closes the bucket.
@@ -67,6 +67,11 @@ class KVStore:
         self.flush_bytes = parse_size("flush_bytes", flush_bytes)
         self.max_file_size = parse_size("max_file_size", max_file_size)
         self.block_size = parse_size("block_size", block_size)
+        if self.max_file_size < 2 * self.block_size:
+            raise ValueError(
+                f"KVStore max_file_size={max_file_size!r} must be at least twice block_size={block_size!r}: a data "
+                "file holds whole blocks and their index, so a smaller one could not be honoured; lower block_size"
+            )
         self.max_log_segment = parse_size("max_log_segment", max_log_segment)
         lease_seconds = parse_seconds("lease", lease)
         if not lease_seconds:

@@ -876,3 +876,20 @@ def test_a_batch_id_beyond_a_signed_64_bit_integer_is_refused_by_begin(tmp_path)
         commit_batch(b, 2**63 - 1, b"k")
     with store.open(0) as b:
         assert b.committed_batch_id == 2**63 - 1 and b.get(b"k") == b"%d" % (2**63 - 1)
+
+
+def test_a_max_file_size_under_twice_block_size_is_refused_and_twice_is_honoured(tmp_path):
+    """max_file_size="1KB" with the 1 MiB default block_size was taken, then ignored: a flush wrote one 116 KB file.
+    A file holds whole blocks and their index, so it must leave room for at least one full block."""
+    with pytest.raises(ValueError, match=r"max_file_size='1KB' must be at least twice block_size='1MB'.*lower block_size"):
+        KVStore(str(tmp_path), max_file_size="1KB", block_size="1MB")
+    with pytest.raises(ValueError, match=r"max_file_size='1KB' must be at least twice block_size=1000"):
+        KVStore(str(tmp_path), max_file_size="1KB", block_size=1000)
+    store = KVStore(str(tmp_path), max_file_size="2KB", block_size="1KB")
+    with store.open(0) as b:
+        b.begin(0)
+        b.put_many([b"%06d" % i for i in range(1000)], [b"x" * 100] * 1000)
+        b.commit()
+        b.flush()
+        sizes = [os.path.getsize(tmp_path / "bucket-0" / "data" / name) for name in b.data_files]
+    assert len(sizes) > 1 and max(sizes) <= 2048
