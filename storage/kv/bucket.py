@@ -249,15 +249,17 @@ class Bucket:
         assert batch_id is not None
         run = self._writes()
         self._append_log(encode_frame(batch_id, run), batch_id)
-        self._hook("after_log", batch_id)
-        self._catalog.confirm(f"commit batch {batch_id}")
-        self._catalog.renew()
+        # The frame is durable, so the batch is committed even if what follows raises: a retry must find it
+        # committed, not log it a second time.
         self._meta.batch_id = batch_id
         self._batch = None
         self._clear_writes()
         if len(run):
             self._runs.append(run)
         self._batches_since_flush += 1
+        self._hook("after_log", batch_id)
+        self._catalog.confirm(f"commit batch {batch_id}")
+        self._catalog.renew()
         store = self._store
         if (self.cached_entries >= store.flush_entries or self.cached_bytes >= store.flush_bytes
                 or self._batches_since_flush >= store.flush_batches):

@@ -893,3 +893,28 @@ def test_a_max_file_size_under_twice_block_size_is_refused_and_twice_is_honoured
         b.flush()
         sizes = [os.path.getsize(tmp_path / "bucket-0" / "data" / name) for name in b.data_files]
     assert len(sizes) > 1 and max(sizes) <= 2048
+
+
+def test_a_commit_that_raises_after_its_frame_is_durable_leaves_the_batch_committed(tmp_path):
+    """An exception after the log frame was made durable (here through the hook; renewing the lease can fail
+    there too): the batch is committed, and committed_batch_id says so, so a retry skips it (it began batch 1
+    again, whose second frame made the bucket unopenable: 'batch 1 follows batch 1')."""
+    failing = {"after_log": 1}
+
+    def hook(point, batch_id):
+        if failing.get(point) == batch_id:
+            del failing[point]
+            raise Interrupted(point)
+
+    store = KVStore(str(tmp_path))
+    with store.open(0, hook=hook) as b:
+        commit_batch(b, 0, b"a")
+        with pytest.raises(Interrupted):
+            commit_batch(b, 1, b"b")
+        assert b.committed_batch_id == 1 and b.batch_id is None and b.get(b"b") == b"1"
+        with pytest.raises(ValueError, match="already applied"):
+            b.begin(1)
+        commit_batch(b, 2, b"c")
+    with store.open(0) as b:
+        assert b.committed_batch_id == 2
+        assert list(b.scan()) == [(b"a", b"0"), (b"b", b"1"), (b"c", b"2")]
