@@ -274,7 +274,7 @@ class Bucket:
             try:
                 catalog.fs.pipe_file(path, frame)
             except BaseException:
-                self._take_back(path, None, batch_id)
+                self._take_back(batch_id, lambda: _remove_object(catalog.fs, path))
                 raise
             return
         if self._segment is None:
@@ -293,35 +293,19 @@ class Bucket:
             if catalog.durable:
                 os.fsync(handle.fileno())
         except BaseException:
-            self._take_back(path, committed_length, batch_id)
+            self._segment = None  # the next commit starts a new segment
+            self._take_back(batch_id, lambda: _cut_segment(handle, path, committed_length, catalog.sync))
             raise
         if handle.tell() >= self._store.max_log_segment:
             self._close_segment()
 
-    def _take_back(self, path: str, committed_length: int | None, batch_id: int) -> None:
-        """Remove what a failed append wrote of its frame: the log file cut back to ``committed_length`` (None:
-        the commit's own object deleted) and made durable; the next commit starts a new segment.
-
-        Left there, a torn frame would end the log at reopening, dropping the batches committed after it, and a
-        whole frame whose fsync failed would hold the batch a second time once it is retried. When this fails
-        too, the bucket refuses every further call: only reopening it tells whether the batch was committed.
-        """
+    def _take_back(self, batch_id: int, remove_frame: Callable[[], None]) -> None:
+        """Remove what a failed append wrote of its frame. Left there, a torn frame would end the log at
+        reopening, dropping the batches committed after it, and a whole frame whose fsync failed would hold the
+        batch a second time once it is retried. When removing it fails too, the bucket refuses every further
+        call: only reopening it tells whether the batch was committed."""
         try:
-            if committed_length is None:
-                try:
-                    self._catalog.fs.rm_file(path)
-                except FileNotFoundError:
-                    pass
-                return
-            handle = self._segment[1] if self._segment is not None else None
-            self._segment = None
-            if handle is not None:
-                try:
-                    handle.close()  # may still write buffered bytes of the frame: they are cut off next
-                except OSError:
-                    pass
-            os.truncate(path, committed_length)
-            self._catalog.sync(path)
+            remove_frame()
         except OSError as exc:
             self._broken = (
                 f"bucket {self.bucket} could not take back the log frame of batch {batch_id} after its commit "
@@ -520,6 +504,24 @@ class Bucket:
 
     def __repr__(self) -> str:
         return f"<Bucket {self.bucket} of {self._store.path!r}, committed_batch_id={self.committed_batch_id}>"
+
+
+def _cut_segment(handle: Any, path: str, committed_length: int, sync: Callable[[str], None]) -> None:
+    """Close a log segment and cut it back, durably, to the frames committed before a failed append."""
+    try:
+        handle.close()  # may still write buffered bytes of the failed frame: they are cut off next
+    except OSError:
+        pass
+    os.truncate(path, committed_length)
+    sync(path)
+
+
+def _remove_object(fs: Any, path: str) -> None:
+    """Delete the log object of a failed commit, which the object store may have stored all the same."""
+    try:
+        fs.rm_file(path)
+    except FileNotFoundError:
+        pass
 
 
 def _check_key_length(key: bytes) -> None:
