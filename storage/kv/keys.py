@@ -14,7 +14,7 @@ costs a sort of the whole run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import KeysView, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Literal
@@ -44,7 +44,7 @@ def as_binary(values: Any, name: str, *, nulls: bool = False) -> pa.LargeBinaryA
     if isinstance(values, str):
         raise TypeError(f"{name}={values!r} is one str, which would be split into its characters; pass a list of "
                         f"bytes, [{values.encode()!r}] for this one")
-    if isinstance(values, (AbstractSet, Mapping)):
+    if isinstance(values, (AbstractSet, Mapping)) and not isinstance(values, KeysView):  # a dict's keys keep its order
         raise TypeError(f"{name} is a {type(values).__name__}, whose order would pair keys and values by chance; "
                         "pass a list in the order meant (a dict as list(d) and list(d.values()))")
     if isinstance(values, (bytes, bytearray, memoryview)):

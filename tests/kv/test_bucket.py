@@ -814,10 +814,12 @@ def test_a_str_set_or_dict_for_a_column_is_refused_naming_the_parameter(tmp_path
         with pytest.raises(TypeError, match=r"keys is a frozenset"):
             b.delete_many(frozenset([b"a"]))
         b.put_many(b"ab", b"12")  # one bytes is one key, one value
+        counts = {b"b": b"2", b"a": b"1"}
+        b.put_many(counts.keys(), counts.values())  # a dict's keys and values, in the same order
         b.commit()
         with pytest.raises(TypeError, match=r"keys='ab' is one str"):
             b.get_many("ab")
-        assert list(b.scan()) == [(b"ab", b"12")]
+        assert list(b.scan()) == [(b"a", b"1"), (b"ab", b"12"), (b"b", b"2")]
 
 
 @pytest.mark.parametrize("root", ["local", "memory"])
