@@ -699,12 +699,8 @@ def test_a_commit_interrupted_mid_frame_and_retried_keeps_every_later_batch(tmp_
         commit_batch(b, 0, b"a")
         with pytest.raises(Interrupted):
             commit_batch(b, 1, b"b")
-        assert b.committed_batch_id == 0
-        commit_batch(b, 1, b"b")
-        commit_batch(b, 2, b"c")
-    with store.open(0) as b:
-        assert b.committed_batch_id == 2
-        assert list(b.scan()) == [(b"a", b"0"), (b"b", b"1"), (b"c", b"2")]
+        retry_batch_1_then_commit_batch_2(b)
+    assert_batches_0_to_2_reopen_once_each(store)
 
 
 def test_a_commit_whose_fsync_failed_and_retried_holds_the_batch_once(tmp_path, monkeypatch):
@@ -726,9 +722,17 @@ def test_a_commit_whose_fsync_failed_and_retried_holds_the_batch_once(tmp_path, 
         b.put(b"b", b"1")
         with pytest.raises(OSError, match="Input/output error"):
             b.commit()
-        assert b.committed_batch_id == 0
-        commit_batch(b, 1, b"b")
-        commit_batch(b, 2, b"c")
+        retry_batch_1_then_commit_batch_2(b)
+    assert_batches_0_to_2_reopen_once_each(store)
+
+
+def retry_batch_1_then_commit_batch_2(b) -> None:
+    assert b.committed_batch_id == 0  # the failed commit of batch 1 did not count
+    commit_batch(b, 1, b"b")
+    commit_batch(b, 2, b"c")
+
+
+def assert_batches_0_to_2_reopen_once_each(store) -> None:
     with store.open(0) as b:
         assert b.committed_batch_id == 2
         assert list(b.scan()) == [(b"a", b"0"), (b"b", b"1"), (b"c", b"2")]
