@@ -56,6 +56,12 @@ class Accumulation(ABC, Generic[In, Acc, Out]):
     the output over all of them: the Spark runner then folds rows before the shuffle. A subclass
     that changes how values fold must set it back to False."""
 
+    fresh_outputs: ClassVar[bool] = False
+    """Whether `get_output` always returns a value that shares nothing mutable with the accumulator (a number,
+    a new list, a frozenset). If not, the engine deep-copies each output it emits: an accumulator that
+    `accumulate` or `merge` mutate in place would otherwise change panes already emitted, and the last emitted
+    value that retractions carry and `fire_only_updated_panes()` compares with."""
+
     def of_partials(self, column: str) -> "Accumulation[Any, Any, Any]":
         """For a `liftable` accumulation: the accumulation that combines its partial outputs, read
         from ``column`` where it needs another column than its own (a count is a sum of counts)."""

@@ -88,6 +88,8 @@ def _from_nanoseconds(ns: np.ndarray, present: np.ndarray, dtype: Any) -> np.nda
 class _Additive(Accumulation[Any, Any, Any]):
     """Accumulators that are their own output and add up: 0 when empty, retracted by negation."""
 
+    fresh_outputs = True
+
     def default_accumulated_value(self) -> Any:
         return 0
 
@@ -223,6 +225,7 @@ class _Extreme(_Numeric):
     Python objects) are compared as Python values on the per-window path.
     """
 
+    fresh_outputs = True
     output_kind = "extreme"
     liftable = True
 
@@ -312,6 +315,7 @@ class Mean(_Numeric):
     """Arithmetic mean of a column of numbers or timedeltas, computed in float64; NaN (NaT) for an
     empty window."""
 
+    fresh_outputs = True
     output_kind = "mean"
 
     accepts = ("bool", "int", "uint", "float", "timedelta", "object")
@@ -362,6 +366,7 @@ class Mean(_Numeric):
 class ToList(Accumulation[Any, list[Any], list[Any]]):
     """Every present value, in arrival order within a step (merges concatenate)."""
 
+    fresh_outputs = True
     output_kind = "collection"
 
     def __init__(self, column: str):
@@ -386,6 +391,7 @@ class ToList(Accumulation[Any, list[Any], list[Any]]):
 class ToSet(Accumulation[Any, frozenset[Any], frozenset[Any]]):
     """The set of values (a frozenset, so panes compare and hash)."""
 
+    fresh_outputs = True
     output_kind = "collection"
 
     def __init__(self, column: str):
@@ -410,6 +416,7 @@ class ToSet(Accumulation[Any, frozenset[Any], frozenset[Any]]):
 class Distinct(Accumulation[Any, dict[Any, None], list[Any]]):
     """The distinct values, in order of first arrival."""
 
+    fresh_outputs = True
     output_kind = "collection"
 
     def __init__(self, column: str):
@@ -434,6 +441,7 @@ class Distinct(Accumulation[Any, dict[Any, None], list[Any]]):
 class TopN(Accumulation[Any, tuple[Any, ...], list[Any]]):
     """The ``n`` largest values, largest first."""
 
+    fresh_outputs = True
     output_kind = "collection"
 
     _largest = True

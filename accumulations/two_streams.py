@@ -10,6 +10,8 @@ from .base import MergeAccumulation, require_column
 class Cogroup(MergeAccumulation[Any, Any]):
     """Both streams' values of a window side by side: ``(left_values, right_values)``."""
 
+    fresh_outputs = True
+
     def __init__(self, column: str):
         self.column = require_column(type(self).__name__, column)
 

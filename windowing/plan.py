@@ -204,5 +204,8 @@ def _tidy(values: pd.Series) -> pd.Series:
     for plain numbers, and what pandas infers otherwise (``str``, ``datetime64``, ...)."""
     if values.dtype == object and len(values) and \
             all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in values):
-        return pd.to_numeric(values.reset_index(drop=True))
+        numbers = pd.to_numeric(values.reset_index(drop=True))
+        if numbers.dtype.kind != "f" or not any(isinstance(v, (int, np.integer)) and abs(int(v)) > 2**53 for v in values):
+            return numbers
+        # Integers beyond 2**53 beside floats: float64 would round them (2**53 + 1 came out 2**53), so objects.
     return pd.Series(values.to_numpy())

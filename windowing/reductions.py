@@ -4,6 +4,7 @@ accumulators merged per group, and outputs compared for ``fire_only_updated_pane
 from __future__ import annotations
 
 import contextlib
+import copy
 from typing import Any, Iterator
 
 import numpy as np
@@ -135,11 +136,19 @@ def outputs_of(aggregations: tuple[Aggregation, ...], table: dict[str, np.ndarra
             outs.append(np.asarray(agg.accumulation.vector_output(fields)))
         else:
             acc = agg.accumulation
-            outs.append(object_array([acc.get_output(a) for a in table[columns.accumulator(i)][rows]]))
+            outputs = [acc.get_output(a) for a in table[columns.accumulator(i)][rows]]
+            if not acc.fresh_outputs:  # a snapshot: the accumulator may be mutated after this pane is emitted
+                outputs = [copy.deepcopy(output) for output in outputs]
+            outs.append(object_array(outputs))
     return outs
 
 
 def same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):  # == broadcasts: [7] would equal [7, 7]
+        try:
+            return bool(np.array_equal(a, b, equal_nan=True))
+        except TypeError:  # equal_nan needs numbers
+            return bool(np.array_equal(a, b))
     try:
         equal = a == b
         if isinstance(equal, np.ndarray):

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from accumulations import Count, Max, Mean, Min, Sum, ToList, ToSet
-from triggers import AtWatermark
+from accumulations import Accumulation, Count, Max, Mean, Min, Sum, ToList, ToSet
+from storage import KVStore
+from triggers import AfterCount, AtWatermark, Repeatedly
 from windowing import TestStream, WindowingConfigError, windowed
 
 KEYS_AND_TIMES = pd.DataFrame({"k": ["a", "a", "b"], "ts": [1, 2, 3]})
@@ -176,3 +177,76 @@ def test_a_decimal_nan_is_missing_as_pandas_counts_it():
     column = pd.Series([Decimal("1"), Decimal("NaN"), None], dtype=object)
     assert values_of(column, n=Count("x"), values=ToList("x"), total=Sum("x"), lo=Min("x"), mean=Mean("x"))[0] == {
         "n": 1, "values": [Decimal("1")], "total": Decimal("1"), "lo": Decimal("1"), "mean": Decimal("1")}
+
+
+class InPlaceList(Accumulation):
+    """A list accumulation of one's own that grows its accumulator in place and outputs it as it is."""
+
+    def __init__(self, column):
+        self.column = column
+
+    def default_accumulated_value(self):
+        return []
+
+    def accumulate(self, accumulated, value):
+        accumulated.append(value)
+        return accumulated
+
+    def merge(self, accumulated1, accumulated2):
+        accumulated1.extend(accumulated2)
+        return accumulated1
+
+    def get_output(self, accumulated):
+        return accumulated
+
+
+class ArrayOutput(InPlaceList):
+    def accumulate(self, accumulated, value):
+        return [*accumulated, value]
+
+    def get_output(self, accumulated):
+        return np.array(accumulated)
+
+
+# Sessions of gap 3: [1, 4) and [5, 8), then 3 bridges them.
+ONE_BY_ONE = (TestStream().add_elements([{"ts": 1, "x": 1}]).add_elements([{"ts": 5, "x": 2}])
+              .add_elements([{"ts": 3, "x": 3}]).advance_watermark_to_infinity())
+
+
+def panes_of(accumulation, mode: str, windows=lambda w: w.fixed(10), only_updated=False, store=None):
+    pipeline = getattr(windows(windowed(ONE_BY_ONE, time="ts")).trigger(Repeatedly(AfterCount(1))), mode)()
+    pipeline = pipeline.fire_only_updated_panes() if only_updated else pipeline
+    pipeline = pipeline.window_state(store) if store is not None else pipeline
+    panes = pipeline.aggregate(accumulation)
+    return [(list(r.value), r.timing, r.pane_index, r.is_retraction, r.step) for r in panes.itertuples()]
+
+
+@pytest.mark.parametrize("mode", ["accumulating", "accumulating_and_retracting"])
+@pytest.mark.parametrize("windows", [lambda w: w.fixed(10), lambda w: w.sessions(3)], ids=["fixed", "sessions"])
+@pytest.mark.parametrize("only_updated", [False, True])
+@pytest.mark.parametrize("in_store", [False, True])
+def test_an_accumulator_mutated_in_place_and_output_as_it_is_gives_the_panes_of_to_list(
+        mode, windows, only_updated, in_store, tmp_path):
+    # Before: the engine kept the output object itself, so later steps' appends changed panes already emitted
+    # (all three showed [1, 2, 3]) and the last value that retractions carry; in the window-state store the
+    # accumulator and that last value came back as one object, and fire_only_updated_panes() never fired again.
+    store = KVStore(str(tmp_path)) if in_store else None
+    assert panes_of(InPlaceList("x"), mode, windows, only_updated, store) == \
+        panes_of(ToList("x"), mode, windows, only_updated)
+
+
+def test_fire_only_updated_panes_compares_array_outputs_by_shape_too():
+    # Before: [7] == [7, 7] broadcast to all True, so the grown panes were taken as unchanged and not fired.
+    stream = (TestStream().add_elements([{"ts": 1, "x": 7}]).add_elements([{"ts": 2, "x": 7}])
+              .advance_watermark_to_infinity())
+    panes = (windowed(stream, time="ts").fixed(10).trigger(Repeatedly(AfterCount(1))).accumulating()
+             .fire_only_updated_panes().aggregate(ArrayOutput("x")))
+    assert [list(v) for v in panes["value"]] == [[7], [7, 7]]
+
+
+def test_integers_beyond_2_to_the_53_beside_floats_in_one_output_column_stay_exact():
+    # Before: pd.to_numeric made the column float64, and 2**53 + 1 came out 2**53.
+    frame = pd.DataFrame({"ts": [1, 11], "x": pd.Series([2**53 + 1, 1.5], dtype=object)})
+    panes = windowed(frame, time="ts").fixed(10).aggregate(Sum("x"))
+    assert panes["value"].tolist() == [2**53 + 1, 1.5]
+    assert windowed(frame.assign(x=[1, 1.5]), time="ts").fixed(10).aggregate(Sum("x"))["value"].dtype == np.float64
