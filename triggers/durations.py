@@ -49,7 +49,7 @@ def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> 
         parsed = value
     else:
         raise WindowingConfigError(f"{param}={value!r} is not a duration; give a string such as '10 seconds', a timedelta or a number")
-    magnitude = parsed.total_seconds() if isinstance(parsed, dt.timedelta) else parsed
+    magnitude = parsed.value if isinstance(parsed, pd.Timedelta) else parsed  # pandas 2's total_seconds drops nanoseconds
     if magnitude < 0 or (magnitude == 0 and not allow_zero):
         bound = "must not be negative" if allow_zero else "must be positive"
         raise WindowingConfigError(f"{param}={value!r} {bound}")

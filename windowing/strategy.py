@@ -48,7 +48,7 @@ class Duration:
 
     @property
     def is_zero(self) -> bool:
-        return (self.value.total_seconds() if isinstance(self.value, dt.timedelta) else self.value) == 0
+        return not self.value  # a Timedelta of 1 ns is true (pandas 2's total_seconds gave 0.0 for it)
 
 
 def _zero(param: str) -> Duration:

@@ -13,6 +13,7 @@ restart is the same writer and a new checkpoint a new one).
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
 import time
@@ -59,8 +60,9 @@ def check_frame(config: SinkConfig, df: DataFrame) -> None:
     twice = sorted({name for name in columns if columns.count(name) > 1})
     if twice:
         raise ValueError(f"FileSink cannot write two columns named {twice[0]!r} (columns: {columns}); rename one")
-    try:
-        schema = to_arrow_schema(df.schema)
+    timezone = {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters else {}
+    try:  # pyspark 4 names a timestamp's Arrow type only with a time zone (and raised AssertionError without)
+        schema = to_arrow_schema(df.schema, **timezone)
     except Exception:  # noqa: BLE001 - a type this pyspark cannot name in Arrow: its tasks say what they make of it
         return
     config.check_schema(schema)

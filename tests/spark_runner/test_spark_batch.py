@@ -166,6 +166,21 @@ def test_an_event_time_beyond_pandas_timestamps_fails_the_query_naming_the_colum
                     r"timestamps \(1677-09-21 00:12:43.145225 to 2262-04-11 23:47:16.854775 UTC\)")
 
 
+@pytest.mark.parametrize("combine", ["true", "false"])
+def test_a_timestamp_key_folded_before_the_shuffle_matches_the_pandas_runner(spark, combine):
+    # Before: with the fold on (the default), pyspark 4's to_arrow_schema raised a bare AssertionError for the
+    # folded rows' timestamp key when the query was defined.
+    frame = events(ROWS).assign(day=lambda f: f["ts"].dt.floor("h"), user=lambda f: f["user"].where(f["user"] != "d"))
+    expected = windowed(frame, time="ts", key=["day", "user"]).fixed("10 seconds").aggregate(n=Count(), total=Sum("amount"))
+    spark.conf.set("windowing.spark.combine", combine)
+    try:
+        panes = windowed(spark.createDataFrame(frame), time="ts", key=["day", "user"]).fixed("10 seconds") \
+            .aggregate(n=Count(), total=Sum("amount")).toPandas()
+    finally:
+        spark.conf.unset("windowing.spark.combine")
+    assert_same_panes(panes, expected)
+
+
 def test_durations_on_a_spark_timestamp_are_taken_to_the_microsecond(spark):
     # Spark's timestamps are whole microseconds: a 1.5 µs window's bounds could not be written back.
     frame = spark.createDataFrame(events(ROWS))

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Iterator
 
 import pandas as pd
@@ -85,7 +86,9 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
     if sp.lifting is not None:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        how, lifted = sp.lifting, to_arrow_schema(sp.lifted_schema)
+        # pyspark 4 names a timestamp's Arrow type only with a time zone: UTC, as the instants are.
+        timezone: dict[str, Any] = {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters else {}
+        how, lifted = sp.lifting, to_arrow_schema(sp.lifted_schema, **timezone)
 
         streaming = source.isStreaming
 
