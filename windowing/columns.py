@@ -2,6 +2,8 @@
 
 - The element frame (a step's input): the key columns ``_k<i>`` (one constant column when not
   keyed), the event time ``_t``, and the input column of aggregation ``i`` as ``_v<i>``.
+- The pane frame (`windowing.panes`): the key columns, ``start``, ``end``, aggregation ``i``'s output as
+  ``_out<i>``, ``timing``, ``pane_index``, ``is_retraction``.
 - The window table (`windowing.engine`): the key columns, the window's own columns, then per
   aggregation ``i`` its accumulator (``a<i>.<field>`` for each vectorized field, or ``a<i>``
   holding Python objects) and its last emitted output ``o<i>``, then the trigger's ``t.<...>``.
@@ -30,6 +32,12 @@ def keys(n: int) -> list[str]:
 def value(i: int) -> str:
     """The input values of aggregation ``i``."""
     return f"_v{i}"
+
+
+def output(i: int) -> str:
+    """Aggregation ``i``'s output in the engine's pane frame, under this name rather than the user's, which
+    could be one of the frame's own (``start``, ``_k0``) and overwrite it; the runners name it back."""
+    return f"_out{i}"
 
 
 def accumulator(i: int, field: str | None = None) -> str:

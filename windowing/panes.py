@@ -20,8 +20,8 @@ def retraction_rows(spec: EngineSpec, rows: dict[str, np.ndarray], merged_away: 
     """
     out = {k: rows[k] for k in spec.key_columns}
     out["start"], out["end"] = rows["start"], rows["end"]
-    for i, agg in enumerate(spec.aggregations):
-        out[agg.name] = rows[columns.last_output(i)]
+    for i in range(len(spec.aggregations)):
+        out[columns.output(i)] = rows[columns.last_output(i)]
     out["timing"] = rows["last_timing"]
     out["pane_index"] = rows["pane_index"] - 1
     out["is_retraction"] = np.ones(len(rows["start"]), dtype=bool)
@@ -74,8 +74,8 @@ def emit(spec: EngineSpec, table: dict[str, np.ndarray], fire: np.ndarray, final
 
     pane = {k: table[k][rows] for k in spec.key_columns}
     pane["start"], pane["end"] = table["start"][rows], end[rows]
-    for i, agg in enumerate(spec.aggregations):
-        pane[agg.name] = outputs[i]
+    for i in range(len(spec.aggregations)):
+        pane[columns.output(i)] = outputs[i]
         if spec.keeps_last_outputs:
             column = table[columns.last_output(i)].copy()
             column[rows] = object_array(list(outputs[i]))
@@ -97,9 +97,9 @@ def assemble(spec: EngineSpec, retractions: list[pd.DataFrame], panes: dict[str,
     """Retractions of merged-away windows first, then each retraction right before its pane."""
     if not retractions:  # the panes (columns) already in window-table order: one frame, nothing to place
         if panes is None:
-            columns = spec.key_columns + ["start", "end"] + [a.name for a in spec.aggregations] + \
+            names = spec.key_columns + ["start", "end"] + [columns.output(i) for i in range(len(spec.aggregations))] + \
                 ["timing", "pane_index", "is_retraction"]
-            return pd.DataFrame({c: [] for c in columns})
+            return pd.DataFrame({c: [] for c in names})
         return frame_of({name: values for name, values in panes.items() if name != "_first"})
     out = pd.concat([*retractions, *([frame_of(panes)] if panes is not None else [])], ignore_index=True)
     order = out.sort_values(spec.key_columns + ["_first", "start", "end", "is_retraction"],

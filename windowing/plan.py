@@ -149,11 +149,12 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
         for i, name in enumerate(plan.key_names):
             out[name] = _keys(panes[columns.key(i)], plan.key_dtypes[i])
     out["window_start"], out["window_end"] = plan.axis.window_bounds(panes["start"].to_numpy(), panes["end"].to_numpy())
-    for agg in plan.spec.aggregations:
+    for i, agg in enumerate(plan.spec.aggregations):
         dtype = agg.accumulation.output_dtype()
         if dtype is None and not len(panes):
             dtype = _output_dtype_of_one_value(agg)
-        out[agg.name] = _tidy(panes[agg.name]) if dtype is None else pd.Series(panes[agg.name].to_numpy(), dtype=object).astype(dtype)
+        values = panes[columns.output(i)]
+        out[agg.name] = _tidy(values) if dtype is None else pd.Series(values.to_numpy(), dtype=object).astype(dtype)
     out["timing"] = pd.Categorical.from_codes(panes["timing"].to_numpy(dtype=np.int8), categories=list(TIMINGS))  # type: ignore[call-overload]
     out["pane_index"] = panes["pane_index"].to_numpy(dtype=np.int64)
     out["is_retraction"] = panes["is_retraction"].to_numpy(dtype=bool)

@@ -241,6 +241,15 @@ def test_a_time_function_returning_a_series_is_matched_to_the_rows_by_its_index(
         windowed(doubled, time=lambda d: d.ms.reset_index(drop=True) // 1000).fixed(10).aggregate(ToList("x"))
 
 
+@pytest.mark.parametrize("name", ["start", "end", "_k0", "_first", "_out1"])
+def test_an_aggregation_named_like_a_column_of_the_engine_s_own_is_an_ordinary_name(name):
+    # Before: the engine's pane frame held outputs under the users' names beside its own columns, so
+    # aggregate(start=...) overwrote window_start and aggregate(_k0=...) the key.
+    panes = windowed(EVENTS, time="ts", key="user").fixed(10).aggregate(**{name: Sum("amount"), "n": Count()})
+    assert panes[["user", "window_start", "window_end", name, "n"]].values.tolist() == [
+        ["a", 0, 10, 5, 1], ["a", 10, 20, 1, 1], ["b", 0, 10, 7, 1]]
+
+
 SECONDS = pd.DataFrame({"ts": np.array(["2020-01-01T00:00:00", "2020-01-01T00:00:01"], dtype="datetime64[s]"),
                         "x": [1, 2]})
 

@@ -22,7 +22,7 @@ import accumulations
 from accumulations import Count, Distinct, Sum, ToList, TopN, ToSet
 from storage import KVStore
 from triggers import AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Repeatedly, TriggerContext
-from windowing import TestStream, window_state, windowed
+from windowing import TestStream, columns, window_state, windowed
 from windowing.engine import lateness_horizon, step
 from windowing.errors import WindowingConfigError
 from windowing.spec import EngineSpec
@@ -378,7 +378,7 @@ def test_a_store_written_before_the_processing_time_timer_columns_goes_on_with_t
                       for i, (elements, processing_time) in enumerate(batches) if i >= 1]
         runs.append(panes)
     today, before = runs
-    assert [sorted(zip(p["_k0"], p["value"].map(tuple))) for p in today] == [[], [("a", (1, 3)), ("b", (2,))], [], [("b", (4,))]]
+    assert [sorted(zip(p["_k0"], p[columns.output(0)].map(tuple))) for p in today] == [[], [("a", (1, 3)), ("b", (2,))], [], [("b", (4,))]]
     for got, want in zip(before, today):
         pd.testing.assert_frame_equal(got, want)
 

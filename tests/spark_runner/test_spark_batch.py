@@ -166,6 +166,17 @@ def test_an_event_time_beyond_pandas_timestamps_fails_the_query_naming_the_colum
                     r"timestamps \(1677-09-21 00:12:43.145225 to 2262-04-11 23:47:16.854775 UTC\)")
 
 
+@pytest.mark.parametrize("late_data", [False, True], ids=["aggregate", "run"])
+def test_an_aggregation_named_like_a_column_of_the_engine_s_own_matches_the_pandas_runner(spark, late_data):
+    # Before: aggregate(_k0=...) replaced the key in the engine's panes, and Spark failed converting it.
+    frame = events(ROWS)
+    named = {"_k0": Sum("amount"), "start": Count(), "_first": Max("amount")}
+    expected = windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(**named)
+    w = windowed(spark.createDataFrame(frame), time="ts", key="user").fixed("10 seconds")
+    panes = w.run(**named).panes if late_data else w.aggregate(**named)
+    assert_same_panes(panes.toPandas(), expected)
+
+
 @pytest.mark.parametrize("combine", ["true", "false"])
 def test_a_timestamp_key_folded_before_the_shuffle_matches_the_pandas_runner(spark, combine):
     # Before: with the fold on (the default), pyspark 4's to_arrow_schema raised a bare AssertionError for the

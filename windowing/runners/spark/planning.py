@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import columns as engine_columns
 from ...errors import WindowingConfigError
 from ...plan import Plan, check_columns, check_late_data_columns, engine_aggregations, make_plan
 from ...spec import EngineSpec
@@ -133,9 +134,10 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     for name, src in (("window_start", "start"), ("window_end", "end")):
         out_fields.append(T.StructField(name, window_type))
         columns.append(OutputColumn(name, "time", src))
-    for (name, _), vtype in zip(aggregations, value_types):
+    for i, ((name, _), vtype) in enumerate(zip(aggregations, value_types)):
         out_fields.append(T.StructField(name, vtype))
-        columns.append(OutputColumn(name, "value", name, integral=integral(vtype), array=isinstance(vtype, T.ArrayType)))
+        columns.append(OutputColumn(name, "value", engine_columns.output(i), integral=integral(vtype),
+                                    array=isinstance(vtype, T.ArrayType)))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
                    T.StructField("is_retraction", T.BooleanType())]
     if late_data:
