@@ -27,7 +27,7 @@ def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> 
     if isinstance(value, bool):
         raise WindowingConfigError(f"{param}={value!r} is not a duration; give e.g. '10 seconds' or a timedelta")
     if isinstance(value, str):
-        if _is_number(value):  # pandas reads "10" as 10 nanoseconds
+        if _numeric_text(value):  # pandas reads "10" as 10 nanoseconds
             raise WindowingConfigError(
                 f"{param}={value!r} has no unit; give e.g. '10 seconds', or a plain number for a numeric time column")
         parsed: pd.Timedelta | int | float = _nanoseconds(param, value, lambda: pd.Timedelta(value))
@@ -71,7 +71,8 @@ def _nanoseconds(param: str, value: Duration, convert: Callable[[], pd.Timedelta
     raise WindowingConfigError(f"{param}={value!r} is not a duration; give e.g. '10 seconds', '30 minutes' or '1 hour'")
 
 
-def _is_number(text: str) -> bool:
+def _numeric_text(text: str) -> bool:
+    """Whether ``text`` is a number without a unit (timeaxis._is_number asks it of a value, not a string)."""
     try:
         float(text)
     except ValueError:
