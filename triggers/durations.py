@@ -58,12 +58,14 @@ def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> 
 
 def _nanoseconds(param: str, value: Duration, convert: Callable[[], pd.Timedelta]) -> pd.Timedelta:
     """``convert()`` in nanoseconds; NaT (from ``""``) and what 64 bits of nanoseconds, the time axis,
-    cannot hold are refused naming ``param`` (pandas raised AttributeError or OverflowError)."""
+    cannot hold are refused naming ``param`` (pandas raised AttributeError or OverflowError). pandas 2
+    reports a string beyond them ("200000 days") as OutOfBoundsDatetime, pandas 3 as OutOfBoundsTimedelta:
+    both are ValueErrors, which would call it no duration."""
     try:
         parsed = convert()
         if not pd.isna(parsed):
             return parsed.as_unit("ns")
-    except (OverflowError, pd.errors.OutOfBoundsTimedelta):
+    except (OverflowError, pd.errors.OutOfBoundsTimedelta, pd.errors.OutOfBoundsDatetime):
         raise WindowingConfigError(
             f"{param}={value!r} is beyond the time axis, which holds nanoseconds in 64 bits (about 292 years)") from None
     except ValueError:
