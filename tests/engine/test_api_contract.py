@@ -323,7 +323,8 @@ def test_epoch_numbers_round_half_a_microsecond_up(unit, values, expected_micros
 def test_time_dot_time_seconds_window_like_the_timestamps_they_stand_for():
     seconds = MICROS_2024 / 1e6 + np.array([0.25, 9.999, 12.0, 31.5])
     frame = pd.DataFrame({"user": ["a", "a", "b", "a"], "ts": seconds, "amount": [5, 7, 1, 2]})
-    stamps = frame.assign(ts=pd.to_datetime(np.floor(seconds * 1e6 + 0.5).astype(np.int64), unit="us"))
+    # datetime64[us], as bounds of epoch instants are: pandas 2 reads numbers with a unit as nanoseconds
+    stamps = frame.assign(ts=pd.to_datetime(np.floor(seconds * 1e6 + 0.5).astype(np.int64), unit="us").as_unit("us"))
 
     def build(source, **unit):
         return (windowed(source, time="ts", key="user", **unit).fixed("10 seconds").allowed_lateness("5 seconds")
