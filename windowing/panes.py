@@ -101,7 +101,11 @@ def assemble(spec: EngineSpec, retractions: list[pd.DataFrame], panes: dict[str,
                 ["timing", "pane_index", "is_retraction"]
             return pd.DataFrame({c: [] for c in names})
         return frame_of({name: values for name, values in panes.items() if name != "_first"})
-    out = pd.concat([*retractions, *([frame_of(panes)] if panes is not None else [])], ignore_index=True)
+    # Retractions hold the last outputs as objects (the window table's), so the panes' outputs join them as objects,
+    # as pandas 3 concatenates them; pandas 2 kept a pane's float64 or datetime64 where each retracted output was
+    # missing, warning (FutureWarning) that it would not.
+    typed = [] if panes is None else [frame_of(panes).astype(dict.fromkeys(map(columns.output, range(len(spec.aggregations))), object))]
+    out = pd.concat([*retractions, *typed], ignore_index=True)
     order = out.sort_values(spec.key_columns + ["_first", "start", "end", "is_retraction"],
                             ascending=[True] * len(spec.key_columns) + [False, True, True, False], kind="stable").index
     return out.loc[order].drop(columns="_first").reset_index(drop=True)

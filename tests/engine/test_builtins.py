@@ -250,3 +250,17 @@ def test_integers_beyond_2_to_the_53_beside_floats_in_one_output_column_stay_exa
     panes = windowed(frame, time="ts").fixed(10).aggregate(Sum("x"))
     assert panes["value"].tolist() == [2**53 + 1, 1.5]
     assert windowed(frame.assign(x=[1, 1.5]), time="ts").fixed(10).aggregate(Sum("x"))["value"].dtype == np.float64
+
+
+@pytest.mark.parametrize("column", [pd.Series([np.nan, 2.0]), pd.Series(pd.to_datetime([None, "2026-01-03"]))],
+                         ids=["float", "datetime"])
+def test_a_missing_output_is_retracted_beside_a_pane_of_the_columns_type(column):
+    # On pandas 2 the retraction of the first pane's NaN joined the second pane's float64 outputs with a FutureWarning
+    # (it took their dtype from the pane alone, which pandas 3 does not), on every such step of a worker.
+    steps = TestStream().add_elements(KEYS_AND_TIMES.iloc[[0]].assign(x=column[:1].to_numpy())) \
+        .add_elements(KEYS_AND_TIMES.iloc[[1]].assign(x=column[1:].to_numpy()))
+    panes = windowed(steps, time="ts", key="k").fixed(10).trigger(Repeatedly(AfterCount(1))).accumulating_and_retracting() \
+        .aggregate(lo=Min("x"), hi=Max("x"))
+    outputs = column[[0, 0, 1, 1, 1]].reset_index(drop=True)  # the end of input retracts and fires the window again
+    pd.testing.assert_frame_equal(panes[["lo", "hi", "is_retraction"]], pd.DataFrame(
+        {"lo": outputs, "hi": outputs, "is_retraction": [False, True, False, True, False]}))
