@@ -30,7 +30,8 @@ SEED ?=
 test-random: $(STAMP)
 	$(PY) -m pytest -p randomly $(if $(SEED),--randomly-seed=$(SEED))
 
-# The Spark runner's tests and the file sink's streaming queries (its foreachBatch path) on pyspark 3.5 (Databricks Runtime 15.4 and 16.4 LTS) with pandas 2, in their own venv.
+# The Spark runner's tests and the file sink's streaming queries (its foreachBatch path) on pyspark 3.5 (Databricks Runtime 15.4 and 16.4 LTS) with pandas 2, in their own venv,
+# and the engine's tests, as the engine runs inside those runtimes' Python workers on pandas 2 and NumPy 1 (under a minute).
 SPARK35_VENV ?= .venv-spark35
 SPARK35_PINS := 'pyspark>=3.5,<3.6' 'pandas>=2,<3' 'numpy<2' 'pyarrow>=14,<15'
 SPARK35_STAMP := $(SPARK35_VENV)/.installed
@@ -42,7 +43,7 @@ $(SPARK35_STAMP): pyproject.toml
 	touch $(SPARK35_STAMP)
 
 test-spark35: $(SPARK35_STAMP)
-	$(SPARK35_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/spark_runner tests/test_spark_output_types.py tests/file_sink/test_spark_queries.py
+	$(SPARK35_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/engine tests/spark_runner tests/test_spark_output_types.py tests/file_sink/test_spark_queries.py
 
 # The differential against Apache Beam (tests/beam) in its own venv: apache-beam pins an older pyarrow.
 # BEAM_EXAMPLES random pipelines (hypothesis), drawn from BEAM_SEED on.
