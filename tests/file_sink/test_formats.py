@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage.file_sink import CorruptPartError, FileSink, RollingPolicy
+from storage.file_sink.codec import unseal
 from storage.file_sink.formats import JsonLines
 
 KEY = bytes(range(32))
@@ -250,20 +251,24 @@ def test_encrypted_files_hold_no_plaintext(tmp_path):
     ],
 )
 def test_tampering_and_truncation_are_detected(tmp_path, damage, match):
-    sink, path = encrypted_file(tmp_path)
-    data = Path(path).read_bytes()
-    Path(path).write_bytes(damage(data))
-    with pytest.raises(CorruptPartError, match=match):
-        sink.read()
+    _assert_detected(tmp_path, damage, match)
 
 
 def test_dropping_whole_trailing_segments_is_detected(tmp_path):
+    first_segment = lambda data: data[:int.from_bytes(data[1:5], "big") + 5 + 12]  # noqa: E731
+    _assert_detected(tmp_path, first_segment, "without its final segment")
+
+
+def _assert_detected(tmp_path, damage, match):
+    """read() refuses the damaged part by its commit's length and CRC-32, before decrypting it; the encryption
+    detects the damage by itself too (a part written before commit records kept lengths has only that)."""
     sink, path = encrypted_file(tmp_path)
-    data = Path(path).read_bytes()
-    first_len = int.from_bytes(data[1:5], "big") + 5 + 12  # the first segment only
-    Path(path).write_bytes(data[:first_len])
-    with pytest.raises(CorruptPartError, match="without its final segment"):
+    damaged = damage(Path(path).read_bytes())
+    Path(path).write_bytes(damaged)
+    with pytest.raises(CorruptPartError, match=rf"finished part {path} has (\d+ bytes, but|the \d+ bytes committed)"):
         sink.read()
+    with pytest.raises(CorruptPartError, match=match):
+        unseal(damaged, KEY)
 
 
 def test_a_wrong_key_cannot_read(tmp_path):
