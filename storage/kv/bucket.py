@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .catalog import Catalog, Meta, parse_sequenced, sequenced_name
+from .classes import class_of, from_writes, merge, split
 from .datafile import DataFile
 from .errors import CorruptStoreError, KVStoreError
 from .files import FileWriter
@@ -46,8 +47,10 @@ class Bucket:
         self._keys: list[Any] = []
         self._values: list[Any] = []
         self._chunks: list[tuple[pa.Array, pa.Array]] = []
-        self._batch_run: Run | None = None
-        self._runs: list[Run] = []  # the uncommitted cache: committed batches not yet flushed, oldest first
+        self._batch_runs: list[Run] | None = None  # the batch's writes, one run per width class
+        # The uncommitted cache: committed batches not yet flushed, one run per batch and width class, each
+        # class's runs oldest first.
+        self._runs: list[Run] = []
         self._batches_since_flush = 0
         self._segment: tuple[str, Any] | None = None  # the local log segment appended to: path, handle
         self._seq = 0
@@ -100,9 +103,10 @@ class Bucket:
             # dropped the log segments, its cleanup the metadata): then this writer is fenced, and nothing is damaged.
             catalog.confirm("recover the bucket")
             raise
-        # One run at once: left as one run per batch, the first reads would merge them two at a time, each
-        # merge sorting the growing run again (a worker that reopens its bucket every micro-batch paid that each time).
-        self._runs = [Run.merge(runs)] if len(runs) > 1 else runs
+        # One run per width class at once: left as one run per batch, the first reads would merge them two at a
+        # time, each merge sorting the growing run again (a worker that reopens its bucket every micro-batch paid
+        # that each time).
+        self._runs = merge(runs)
         self._batches_since_flush = len(runs)
         adopted = Meta(
             epoch=catalog.epoch,
@@ -166,12 +170,11 @@ class Bucket:
         return data
 
     @staticmethod
-    def _replay(frames: list[tuple[int, Run]], batch_id: int, runs: list[Run], path: str) -> int:
-        for frame_batch, run in frames:
+    def _replay(frames: list[tuple[int, list[Run]]], batch_id: int, runs: list[Run], path: str) -> int:
+        for frame_batch, frame_runs in frames:
             if frame_batch <= batch_id:
                 raise CorruptStoreError(path, f"batch {frame_batch} follows batch {batch_id} in the log")
-            if len(run):
-                runs.append(run)
+            runs.extend(piece for run in frame_runs for piece in split(run))  # a frame of the old format: one run
             batch_id = frame_batch
         return batch_id
 
@@ -209,7 +212,7 @@ class Bucket:
         _check_key_length(key)
         self._keys.append(key)
         self._values.append(value)
-        self._batch_run = None
+        self._batch_runs = None
 
     def delete(self, key: bytes) -> None:
         """Delete ``key`` in the current batch (deleting an absent key is allowed)."""
@@ -219,7 +222,7 @@ class Bucket:
         _check_key_length(key)
         self._keys.append(key)
         self._values.append(None)
-        self._batch_run = None
+        self._batch_runs = None
 
     def put_many(self, keys: Any, values: Any) -> None:
         """Write many pairs: lists of bytes, or Arrow binary, NumPy object or pandas columns; a None value deletes."""
@@ -231,7 +234,7 @@ class Bucket:
             raise ValueError(f"put_many got {len(k)} keys and {len(v)} values; give one value per key")
         self._flush_singles()
         self._chunks.append((k, v))
-        self._batch_run = None
+        self._batch_runs = None
 
     def delete_many(self, keys: Any) -> None:
         """Delete many keys in the current batch."""
@@ -240,22 +243,21 @@ class Bucket:
         check_key_lengths(k, "keys")
         self._flush_singles()
         self._chunks.append((k, pa.nulls(len(k), _VALUE)))
-        self._batch_run = None
+        self._batch_runs = None
 
     def commit(self) -> None:
         """Make the current batch durable: from now on it is ``committed_batch_id``, after any crash."""
         self._check_batch("commit")
         batch_id = self._batch
         assert batch_id is not None
-        run = self._writes()
-        self._append_log(encode_frame(batch_id, run), batch_id)
+        runs = self._writes()
+        self._append_log(encode_frame(batch_id, runs), batch_id)
         # The frame is durable, so the batch is committed even if what follows raises: a retry must find it
         # committed, not log it a second time.
         self._meta.batch_id = batch_id
         self._batch = None
         self._clear_writes()
-        if len(run):
-            self._runs.append(run)
+        self._runs.extend(run for run in runs if len(run))
         self._batches_since_flush += 1
         self._hook("after_log", batch_id)
         self._catalog.confirm(f"commit batch {batch_id}")
@@ -330,8 +332,8 @@ class Bucket:
         self._check_open()
         if not self._runs and not self._meta.log and self._seq == self._meta.tail_from:
             return  # nothing committed since the last metadata: no log to drop either
-        changes = Run.merge(self._runs)
-        self._runs = [changes]  # the same data: the runs merged are freed while the files are rewritten
+        changes = merge(self._runs)
+        self._runs = changes  # the same data: the runs merged are freed while the files are rewritten
         self._close_segment()
         files = self._files.merge(self._meta.files, self._data, changes, self._meta.batch_id, self._next_name, "flush")
         self._publish(files, "flush")
@@ -392,7 +394,7 @@ class Bucket:
         self._check_open()
         runs = self._committed_runs()
         if self._batch is not None:
-            runs = [self._writes(), *runs]
+            runs = [*self._writes(), *runs]
         return _like(keys, self._get(runs, keys))
 
     def _get(self, runs: list[Run], keys: Any) -> pa.LargeBinaryArray:
@@ -427,8 +429,8 @@ class Bucket:
             if bound is not None and not isinstance(bound, bytes):
                 raise TypeError(f"scan {name}={bound!r} must be bytes or None")
         with self._fenced_if_taken_over("read its data files"):
-            run = scan(self._committed_runs(), self._data, self._firsts, start, end, limit)  # newest first
-        return pa.table({"key": run.keys().cast(pa.binary()), "value": run.values.cast(pa.binary())})
+            keys, values = scan(self._committed_runs(), self._data, self._firsts, start, end, limit)  # newest first
+        return pa.table({"key": keys.cast(pa.binary()), "value": values.cast(pa.binary())})
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None, *, prefix: bytes | None = None,
@@ -439,11 +441,16 @@ class Bucket:
         return zip(table.column("key").to_pylist(), table.column("value").to_pylist())
 
     def _committed_runs(self) -> list[Run]:
-        """The cache's runs, newest first, after merging small newer runs into older ones (a few runs at most)."""
-        runs = self._runs
-        while len(runs) > 1 and (len(runs[-2]) <= 2 * len(runs[-1]) or len(runs) > 8):
-            runs[-2:] = [Run.merge(runs[-2:])]
-        return list(reversed(runs))
+        """The cache's runs, newest first within each width class, after merging small newer runs into older ones
+        of their class (a few runs per class at most)."""
+        by_class: dict[int, list[Run]] = {}
+        for run in self._runs:
+            by_class.setdefault(class_of(run), []).append(run)
+        for runs in by_class.values():
+            while len(runs) > 1 and (len(runs[-2]) <= 2 * len(runs[-1]) or len(runs) > 8):
+                runs[-2:] = [Run.merge(runs[-2:])]
+        self._runs = [run for _, runs in sorted(by_class.items()) for run in runs]
+        return list(reversed(self._runs))
 
     # ------------------------------------------------------------------ batch buffer
 
@@ -452,21 +459,21 @@ class Bucket:
             self._chunks.append((pa.array(self._keys, _VALUE), pa.array(self._values, _VALUE)))
             self._keys, self._values = [], []
 
-    def _writes(self) -> Run:
-        """The current batch's writes as one run (the last write of a key wins)."""
-        if self._batch_run is None:
+    def _writes(self) -> list[Run]:
+        """The current batch's writes as one run per width class (the last write of a key wins)."""
+        if self._batch_runs is None:
             self._flush_singles()
             if not self._chunks:
-                self._batch_run = Run.empty()
+                self._batch_runs = [Run.empty()]
             else:
                 keys = concat_values([k for k, _ in self._chunks])
                 values = pa.concat_arrays([v for _, v in self._chunks]) if len(self._chunks) > 1 else self._chunks[0][1]
-                self._batch_run = Run.from_writes(keys, values)
+                self._batch_runs = from_writes(keys, values)
                 self._chunks = [(keys, values)]
-        return self._batch_run
+        return self._batch_runs
 
     def _clear_writes(self) -> None:
-        self._keys, self._values, self._chunks, self._batch_run = [], [], [], None
+        self._keys, self._values, self._chunks, self._batch_runs = [], [], [], None
 
     def _discard(self) -> None:
         self._batch = None

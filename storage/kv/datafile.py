@@ -118,7 +118,8 @@ class DataFile:
         return run
 
     def blocks_for(self, sorted_keys: np.ndarray) -> np.ndarray:
-        """For probe keys sorted as ``S`` rows at this file's width: the block each may be in (-1: before the first)."""
+        """For probe keys sorted as ``S`` rows at the width of the index's keys: the block each may be in (-1: before
+        the first)."""
         firsts = self.index().first_rows
         starts = np.searchsorted(sorted_keys, firsts.view(f"S{firsts.shape[1]}").ravel(), side="left")
         return np.searchsorted(starts, np.arange(len(sorted_keys)), side="right") - 1

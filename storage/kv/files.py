@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from .classes import class_of, concat, merge_layers, ordered_blocks, split
 from .datafile import DataFile
-from .format import DataFileBuilder, block_bounds
-from .keys import Run, concat_values, sortable, widen
+from .format import DataFileBuilder
+from .keys import Run, decode, encode, narrow, sortable, widen
 from .settings import StoreSettings
 
 if TYPE_CHECKING:
@@ -47,36 +48,35 @@ class FileWriter:
         self,
         files: list[dict[str, Any]],
         data: list[DataFile],
-        changes: Run,
+        changes: list[Run],
         batch_id: int,
         next_name: Callable[[str], str],
         stage: str,
     ) -> list[dict[str, Any]]:
-        """The file list after merging ``changes`` (deletes included) into ``files``; new files are written."""
+        """The file list after merging ``changes`` (one run per width class, deletes included) into ``files``;
+        new files are written."""
         self._written = 0
-        if not len(changes):
+        if not any(len(c) for c in changes):
             return list(files)
         if not files:
-            out = self._write([changes.without_tombstones()], changes.width, batch_id, next_name, stage)
+            out = self._write([[c.without_tombstones() for c in changes]], batch_id, next_name, stage)
             self._sync()
             return out
-        zone = _zones(_file_firsts(files[1:]), changes)
+        bounds = _file_firsts(files[1:])
+        cuts = [np.searchsorted(_zones(bounds, c), np.arange(len(files) + 1)) for c in changes]
         out: list[dict[str, Any]] = []
-        edges = np.flatnonzero(np.diff(zone)) + 1
-        touched = {int(zone[c[0]]): c for c in np.split(np.arange(len(changes)), edges) if len(c)}
         for number, (entry, data_file) in enumerate(zip(files, data)):
-            rows = touched.get(number)
-            if rows is None:
+            part = [c.slice(int(at[number]), int(at[number + 1])) for c, at in zip(changes, cuts)]
+            part = [p for p in part if len(p)]
+            if not part:
                 out.append(entry)
                 continue
-            part = changes.slice(int(rows[0]), int(rows[-1]) + 1)
             last = number == len(files) - 1
             if last and entry["size"] >= self._store.max_file_size // 2 and _after(part, entry["last"]):
                 out.append(entry)  # appending past a full enough last file: no rewrite
-                out.extend(self._write([part.without_tombstones()], part.width, batch_id, next_name, stage))
+                out.extend(self._write([[p.without_tombstones() for p in part]], batch_id, next_name, stage))
             else:
-                width = max(part.width, data_file.index().width)
-                out.extend(self._write(_merged_blocks(data_file, part), width, batch_id, next_name, stage))
+                out.extend(self._write(_merged_blocks(data_file, part), batch_id, next_name, stage))
         self._sync()
         return out
 
@@ -105,33 +105,31 @@ class FileWriter:
             if len(group) == 1:
                 out.append(files[group[0]])
                 continue
-            width = max(data[i].index().width for i in group)
-            out.extend(self._write(_blocks_of([data[i] for i in group]), width, batch_id, next_name, "compact"))
+            out.extend(self._write(_blocks_of([data[i] for i in group]), batch_id, next_name, "compact"))
         self._sync()
         return out
 
     def _write(
-        self, runs: Iterable[Run], width: int, batch_id: int, next_name: Callable[[str], str], stage: str
+        self, layers: Iterable[list[Run]], batch_id: int, next_name: Callable[[str], str], stage: str
     ) -> list[dict[str, Any]]:
-        """``runs`` (in key order, one after another) as data files of at most ``max_file_size`` each, keys at
-        ``width``: none when they are empty; written a block at a time as the runs come."""
+        """``layers`` (each one run per width class, in key order one after another) as data files of at most
+        ``max_file_size`` each: none when they are empty; written a block at a time as the layers come."""
         store = self._store
         out: list[dict[str, Any]] = []
         current: tuple[str, Any, DataFileBuilder] | None = None  # name, handle, builder
-        last = b""  # the last key written to the current file, as a row
+        last = np.zeros((0, 8), np.uint8)  # the row of the last key written to the current file
         try:
-            for block in _rebuffered(runs, width, store.block_size):
+            for block in _rebuffered(layers, store.block_size):
                 if current is not None:
                     builder = current[2]
-                    room = store.max_file_size - builder.size - builder.index_bytes_per_block() * (len(builder._refs) + 1)
-                    if _stored_size(block) > room:
+                    if builder.size + builder.index_bytes_with(block) + _stored_size(block) > store.max_file_size:
                         finishing, current = current, None
                         out.append(self._finish(finishing, last, batch_id, stage))
                 if current is None:
                     name = next_name("kvd")
-                    current = (name, self._open(name), DataFileBuilder(width, store.compression))
+                    current = (name, self._open(name), DataFileBuilder(store.compression))
                 current[1].write(current[2].block(block))
-                last = block.rows[-1].tobytes()
+                last = block.rows[-1:]
             if current is not None:
                 finishing, current = current, None
                 out.append(self._finish(finishing, last, batch_id, stage))
@@ -146,7 +144,7 @@ class FileWriter:
         path = catalog.path("data", name)
         return open(path, "wb") if catalog.local else catalog.fs.open(path, "wb")
 
-    def _finish(self, current: tuple[str, Any, DataFileBuilder], last: bytes, batch_id: int, stage: str) -> dict[str, Any]:
+    def _finish(self, current: tuple[str, Any, DataFileBuilder], last: np.ndarray, batch_id: int, stage: str) -> dict[str, Any]:
         name, handle, builder = current
         try:
             handle.write(builder.finish())
@@ -164,7 +162,7 @@ class FileWriter:
             "size": builder.size,
             "count": builder.count,
             "first": builder.first_key_hex,
-            "last": last.hex(),
+            "last": encode(decode(last)).tobytes().hex(),  # at its own width, not its block's
         }
 
     def _sync(self) -> None:
@@ -183,52 +181,60 @@ def _file_firsts(files: list[dict[str, Any]]) -> np.ndarray:
 
 def _zones(bounds: np.ndarray, changes: Run) -> np.ndarray:
     """For each change, its zone: zone ``i`` holds the keys from ``bounds[i - 1]`` (inclusive) to ``bounds[i]``;
-    zone 0 everything before ``bounds[0]``."""
+    zone 0 everything before ``bounds[0]``. Compared at the changes' width: a longer bound is cut to it (``narrow``
+    keeps its order against the changes' keys), so a long bound does not widen the changes."""
     if not len(bounds):
         return np.zeros(len(changes), np.int64)
-    width = max(changes.width, bounds.shape[1])
-    return np.searchsorted(sortable(widen(bounds, width)), sortable(widen(changes.rows, width)), side="right")
+    return np.searchsorted(sortable(narrow(bounds, changes.width)), sortable(changes.rows), side="right")
 
 
-def _merged_blocks(data_file: DataFile, changes: Run) -> Iterator[Run]:
-    """``data_file``'s entries merged with ``changes`` (a newer value wins, deletes dropped), a block at a time:
-    each block with the changes from its first key to the next block's (changes before the first go with it)."""
+def _merged_blocks(data_file: DataFile, changes: list[Run]) -> Iterator[list[Run]]:
+    """``data_file``'s entries merged with ``changes`` (one run per width class; a newer value wins, deletes
+    dropped), a block at a time: each block with the changes from its first key to the next block's (changes
+    before the first go with it), as one run per width class."""
     firsts = data_file.index().first_rows
-    zone = _zones(firsts[1:], changes)
-    cuts = np.searchsorted(zone, np.arange(len(firsts) + 1), side="left")
+    cuts = [np.searchsorted(_zones(firsts[1:], c), np.arange(len(firsts) + 1)) for c in changes]
     for number in range(len(firsts)):
         block = data_file.block(number, cache=False)
-        yield Run.merge([block, changes.slice(int(cuts[number]), int(cuts[number + 1]))]).without_tombstones()
+        mine = [c.slice(int(at[number]), int(at[number + 1])) for c, at in zip(changes, cuts)]
+        yield [run.without_tombstones() for run in merge_layers([block, *mine])]
 
 
-def _blocks_of(data_files: list[DataFile]) -> Iterator[Run]:
-    """Every block of neighbouring ``data_files``, in key order, without filling the block cache."""
+def _blocks_of(data_files: list[DataFile]) -> Iterator[list[Run]]:
+    """Every block of neighbouring ``data_files``, in key order, as one run per width class, without filling the
+    block cache."""
     for data_file in data_files:
         for number in range(len(data_file.index().blocks)):
-            yield data_file.block(number, cache=False)
+            yield split(data_file.block(number, cache=False))
 
 
-def _rebuffered(runs: Iterable[Run], width: int, block_size: int) -> Iterator[Run]:
-    """``runs`` (in key order) as blocks of about ``block_size`` bytes at ``width``: what is left of a run after
-    its full blocks waits for the next run, so that merging block by block does not leave small blocks behind."""
-    pending = Run.empty()
-    for run in runs:
-        if not len(run):
+def _rebuffered(layers: Iterable[list[Run]], block_size: int) -> Iterator[Run]:
+    """``layers`` (in key order) as blocks of about ``block_size`` bytes, each at its own width: what is left of a
+    layer after its full blocks waits for the next one, so that merging block by block does not leave small
+    blocks behind."""
+    pending: list[Run] = []
+    for layer in layers:
+        layer = [run for run in layer if len(run)]
+        if not layer:
             continue
-        run = Run(widen(run.rows, width), run.values)
-        if len(pending):
-            run = Run(np.concatenate([pending.rows, run.rows]), concat_values([pending.values, run.values]))
-        bounds = block_bounds(run, block_size)
-        for start, stop in bounds[:-1]:
-            yield run.slice(start, stop)
-        start, stop = bounds[-1]
-        pending = run.slice(start, stop)
-    if len(pending):
-        yield pending
+        if pending:
+            layer = _joined(pending, layer)
+        blocks = ordered_blocks(layer, block_size)
+        yield from blocks[:-1]
+        pending = split(blocks[-1])
+    if pending:
+        yield from ordered_blocks(pending, block_size)
 
 
-def _after(part: Run, last_hex: str) -> bool:
-    """Whether every key of ``part`` sorts after the key whose row is ``last_hex``."""
+def _joined(older: list[Run], newer: list[Run]) -> list[Run]:
+    """Two layers, every key of ``older`` before every key of ``newer``, as one: run by run of each width class."""
+    by_class: dict[int, list[Run]] = {}
+    for run in [*older, *newer]:
+        by_class.setdefault(class_of(run), []).append(run)
+    return [concat(runs) if len(runs) > 1 else runs[0] for _, runs in sorted(by_class.items())]
+
+
+def _after(part: list[Run], last_hex: str) -> bool:
+    """Whether every key of ``part`` (one run per width class) sorts after the key whose row is ``last_hex``."""
     last = np.frombuffer(bytes.fromhex(last_hex), np.uint8)[None, :]
-    width = max(part.width, last.shape[1])
-    return bool(sortable(widen(part.rows[:1], width))[0] > sortable(widen(last, width))[0])
+    return all(sortable(narrow(last, run.width))[0] < sortable(run.rows[:1])[0] for run in part)

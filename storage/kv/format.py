@@ -9,14 +9,23 @@ copying (NumPy and Arrow views of the bytes)::
     valid   count bytes, padded to 8 (only in log frames: 0 marks a delete)
     data    the value bytes
 
-A log frame is one committed batch: ``magic "KVW1" | payload length u64 |
-batch id i64 | crc32 u32`` then the payload (a block). The CRC covers the batch
-id and the payload, so a frame cut short or half-written by a crash is told
-from a whole one.
+Each block has its own row width, so a long key widens only its own block.
+
+A log frame is one committed batch: ``magic | payload length u64 | batch id
+i64 | crc32 u32`` then the payload, the batch's runs as blocks one after
+another (one per width class, see ``classes``). The magic is "KVW1" when the
+payload is one block, the only kind of frame before width classes, and "KVW2"
+when it is several. The CRC covers the batch id and the payload, so a frame
+cut short or half-written by a crash is told from a whole one.
 
 A data file is its blocks, each possibly compressed, then a JSON index (per
-block: offset, stored and raw length, CRC32, count, first key) and a footer
-``index length u64 | index crc32 u32 | magic "KVDATA01"``.
+block: offset, stored and raw length, CRC32, count, and a key to find it by)
+and a footer ``index length u64 | index crc32 u32 | magic``. Files of magic
+"KVDATA01" have blocks all as wide as the file's longest key and index each
+block by its first key, all at that width; files of "KVDATA02" have blocks at
+their own widths and index each block by the shortest prefix of its first
+key above the key before it (the empty key for the first block), so that the
+index stays short when keys are long. Both are read.
 """
 
 from __future__ import annotations
@@ -31,15 +40,15 @@ import numpy as np
 import pyarrow as pa
 
 from .errors import CorruptStoreError
-from .keys import Run
+from .keys import Run, decode, encode, widen
 
 _BLOCK = struct.Struct("<4sIHHQ4x")
 _BLOCK_MAGIC = b"KVR1"
 _HAS_VALID = 1
 FRAME = struct.Struct("<4sQqI")
-_FRAME_MAGIC = b"KVW1"
+_ONE_BLOCK_FRAME, _FRAME_MAGIC = b"KVW1", b"KVW2"
 _FOOTER = struct.Struct("<QI8s")
-_FILE_MAGIC = b"KVDATA01"
+_OLD_FILE_MAGIC, _FILE_MAGIC = b"KVDATA01", b"KVDATA02"
 _VALUE = pa.large_binary()
 
 
@@ -73,40 +82,60 @@ def _run_parts(run: Run) -> list[Any]:
 def decode_run(buf: bytes | memoryview, where: str) -> Run:
     """The run of one block; ``where`` names it in errors."""
     view = memoryview(buf)
-    if len(view) < _BLOCK.size:
-        raise CorruptStoreError(where, f"a block of {len(view)} bytes is shorter than its header")
-    magic, n, width, flags, data_len = _BLOCK.unpack_from(view)
+    run, end = _decode_block_at(view, 0, where)
+    if end != len(view):
+        raise CorruptStoreError(where, f"a block's sections add up to {end} bytes, not {len(view)}")
+    return run
+
+
+def _decode_blocks(buf: memoryview, where: str) -> list[Run]:
+    """The runs of blocks one after another, filling ``buf``."""
+    runs, pos = [], 0
+    while pos < len(buf):
+        run, pos = _decode_block_at(buf, pos, where)
+        runs.append(run)
+    return runs
+
+
+def _decode_block_at(view: memoryview, pos: int, where: str) -> tuple[Run, int]:
+    """The run of the block at ``pos`` and where the block ends."""
+    if len(view) - pos < _BLOCK.size:
+        raise CorruptStoreError(where, f"a block of {len(view) - pos} bytes is shorter than its header")
+    magic, n, width, flags, data_len = _BLOCK.unpack_from(view, pos)
     if magic != _BLOCK_MAGIC or width % 8:
         raise CorruptStoreError(where, "a block does not start with its header")
-    pos = _BLOCK.size
-    rows_end = pos + n * width
+    rows_start = pos + _BLOCK.size
+    rows_end = rows_start + n * width
     offsets_end = rows_end + (n + 1) * 8
     valid_end = offsets_end + (_pad8(n) if flags & _HAS_VALID else 0)
-    if valid_end + data_len != len(view):
-        raise CorruptStoreError(where, f"a block's sections add up to {valid_end + data_len} bytes, not {len(view)}")
-    rows = np.frombuffer(view, np.uint8, n * width, pos).reshape(n, width)
+    end = valid_end + data_len
+    if end > len(view):
+        raise CorruptStoreError(where, f"a block's sections add up to {end - pos} bytes, only {len(view) - pos} are there")
+    rows = np.frombuffer(view, np.uint8, n * width, rows_start).reshape(n, width)
     offsets = pa.py_buffer(view[rows_end:offsets_end])
     validity = None
     if flags & _HAS_VALID:
         valid = np.frombuffer(view, np.uint8, n, offsets_end).astype(bool)
         validity = pa.array(valid).buffers()[1]
-    values = pa.Array.from_buffers(_VALUE, n, [validity, offsets, pa.py_buffer(view[valid_end:])])
-    return Run(rows, values)
+    values = pa.Array.from_buffers(_VALUE, n, [validity, offsets, pa.py_buffer(view[valid_end:end])])
+    return Run(rows, values), end
 
 
 # ------------------------------------------------------------------------------- log frames
 
 
-def encode_frame(batch_id: int, run: Run) -> bytes:
-    parts = _run_parts(run)
+def encode_frame(batch_id: int, runs: list[Run]) -> bytes:
+    """The frame of batch ``batch_id``, whose writes are ``runs`` (one or more)."""
+    parts = [part for run in runs for part in _run_parts(run)]
     crc = zlib.crc32(struct.pack("<q", batch_id))
     for part in parts:
         crc = zlib.crc32(part, crc)
     length = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
-    return b"".join([FRAME.pack(_FRAME_MAGIC, length, batch_id, crc), *parts])
+    magic = _ONE_BLOCK_FRAME if len(runs) == 1 else _FRAME_MAGIC
+    return b"".join([FRAME.pack(magic, length, batch_id, crc), *parts])
 
 
-def decode_frames(data: bytes, where: str, *, tail: bool) -> tuple[list[tuple[int, Run]], int]:
+def decode_frames(data: bytes, where: str, *, tail: bool) -> tuple[list[tuple[int, list[Run]]], int]:
     """The whole frames at the start of ``data`` and the length they take.
 
     With ``tail`` (the end of the log, where a crash may have cut a frame) a
@@ -121,7 +150,7 @@ def decode_frames(data: bytes, where: str, *, tail: bool) -> tuple[list[tuple[in
         else:
             magic, length, batch_id, crc = FRAME.unpack_from(data, pos)
             end = pos + FRAME.size + length
-            if magic != _FRAME_MAGIC:
+            if magic not in (_ONE_BLOCK_FRAME, _FRAME_MAGIC):
                 problem = f"no frame starts at offset {pos}"
             elif end > len(data):
                 problem = f"the frame at offset {pos} needs {length} bytes, only {len(data) - pos - FRAME.size} follow"
@@ -133,7 +162,8 @@ def decode_frames(data: bytes, where: str, *, tail: bool) -> tuple[list[tuple[in
             if tail:
                 break  # a torn tail: the batch it held was never committed
             raise CorruptStoreError(where, f"committed log bytes are damaged: {problem}")
-        frames.append((batch_id, decode_run(payload, where)))
+        runs = [decode_run(payload, where)] if magic == _ONE_BLOCK_FRAME else _decode_blocks(payload, where)
+        frames.append((batch_id, runs))
         pos = end
     return frames, pos
 
@@ -152,58 +182,65 @@ class BlockRef:
 
 @dataclass
 class FileIndex:
-    width: int
     codec: str | None
     blocks: list[BlockRef]
-    first_rows: np.ndarray  # (blocks, width): the first key of each block
-
-
-def block_bounds(run: Run, block_size: int) -> list[tuple[int, int]]:
-    """``run`` cut into blocks of about ``block_size`` bytes (at least one entry each)."""
-    offsets = np.frombuffer(run.values.buffers()[1], np.int64, len(run) + 1, run.values.offset * 8)
-    ends = np.cumsum(np.diff(offsets) + run.width + 8)
-    bounds, start = [], 0
-    while start < len(run):
-        stop = int(np.searchsorted(ends, (ends[start - 1] if start else 0) + block_size, side="right"))
-        stop = min(max(stop, start + 1), len(run))
-        bounds.append((start, stop))
-        start = stop
-    return bounds
+    #: (blocks, width): the key each block is found by, at the width of the longest of them. Block ``i`` holds the
+    #: keys from ``first_rows[i]`` up to (not including) ``first_rows[i + 1]``; the first is the file's first key
+    #: (format 1) or the empty key (format 2).
+    first_rows: np.ndarray
 
 
 class DataFileBuilder:
     """The bytes of one data file, a block at a time: ``block`` for each, then ``finish`` for the index."""
 
-    def __init__(self, width: int, codec: str | None) -> None:
-        self.width, self.codec = width, codec
+    def __init__(self, codec: str | None) -> None:
+        self.codec = codec
         self.size = 0
         self.count = 0
         self._refs: list[list[int]] = []
         self._firsts: list[str] = []
+        self._index_bytes = 0
+        self.first_key_hex = ""  # the file's first key as a row, as the metadata lists it
+        self._last = b""  # the last key of the last block written
 
     def block(self, run: Run) -> bytes:
         raw = encode_run(run)
         stored = raw if self.codec is None else pa.compress(raw, self.codec, asbytes=True)
+        first = decode(run.rows[:1])[0].as_py()
+        if not self._refs:
+            self.first_key_hex = _row_hex(first)
+        self._firsts.append(_row_hex(_separator(self._last, first) if self._refs else b""))
+        self._index_bytes += _index_bytes(len(self._firsts[-1]) // 2)
         self._refs.append([self.size, len(stored), len(raw), zlib.crc32(stored), len(run)])
-        self._firsts.append(run.rows[0].tobytes().hex())
+        self._last = decode(run.rows[-1:])[0].as_py()
         self.size += len(stored)
         self.count += len(run)
         return stored
 
-    @property
-    def first_key_hex(self) -> str:
-        """The file's first key (its first block's), as the metadata lists it."""
-        return self._firsts[0]
-
-    def index_bytes_per_block(self) -> int:
-        """About what each block adds to the index (its first key in hex and its numbers)."""
-        return 2 * self.width + 80
+    def index_bytes_with(self, block: Run) -> int:
+        """About what the index takes with ``block`` added (its key is at most as wide as the block's rows)."""
+        return self._index_bytes + _index_bytes(block.width)
 
     def finish(self) -> bytes:
-        index = json.dumps({"width": self.width, "codec": self.codec, "blocks": self._refs, "first": self._firsts})
+        index = json.dumps({"codec": self.codec, "blocks": self._refs, "first": self._firsts})
         tail = index.encode() + _FOOTER.pack(len(index), zlib.crc32(index.encode()), _FILE_MAGIC)
         self.size += len(tail)
         return tail
+
+
+def _index_bytes(width: int) -> int:
+    """About what one block adds to the index: its key in hex and its numbers."""
+    return 2 * width + 80
+
+
+def _row_hex(key: bytes) -> str:
+    return encode(pa.array([key], _VALUE)).tobytes().hex()
+
+
+def _separator(before: bytes, first: bytes) -> bytes:
+    """The shortest prefix of ``first`` above ``before`` (a key below it): what a block is found by."""
+    common = next((i for i, (a, b) in enumerate(zip(before, first)) if a != b), min(len(before), len(first)))
+    return first[: common + 1]
 
 
 def decode_index(tail: bytes, size: int, where: str, read: Any) -> FileIndex:
@@ -211,7 +248,7 @@ def decode_index(tail: bytes, size: int, where: str, read: Any) -> FileIndex:
     if len(tail) < _FOOTER.size:
         raise CorruptStoreError(where, f"{size} bytes are too few for a data file footer")
     length, crc, magic = _FOOTER.unpack_from(tail, len(tail) - _FOOTER.size)
-    if magic != _FILE_MAGIC or length > size - _FOOTER.size:
+    if magic not in (_FILE_MAGIC, _OLD_FILE_MAGIC) or length > size - _FOOTER.size:
         raise CorruptStoreError(where, "the data file footer is damaged (or the file was cut short)")
     index_start = size - _FOOTER.size - length
     have = size - len(tail)
@@ -220,9 +257,10 @@ def decode_index(tail: bytes, size: int, where: str, read: Any) -> FileIndex:
     if zlib.crc32(raw) != crc:
         raise CorruptStoreError(where, "the data file index fails its CRC")
     meta = json.loads(raw)
-    width = meta["width"]
-    first = np.frombuffer(bytes.fromhex("".join(meta["first"])), np.uint8).reshape(-1, width)
-    return FileIndex(width, meta["codec"], [BlockRef(*ref) for ref in meta["blocks"]], first)
+    firsts = [np.frombuffer(bytes.fromhex(first), np.uint8)[None, :] for first in meta["first"]]
+    width = max(first.shape[1] for first in firsts)
+    first_rows = np.concatenate([widen(first, width) for first in firsts])
+    return FileIndex(meta["codec"], [BlockRef(*ref) for ref in meta["blocks"]], first_rows)
 
 
 def decode_block(stored: bytes, ref: BlockRef, codec: str | None, where: str) -> Run:

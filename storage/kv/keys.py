@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import KeysView, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Literal
+from typing import Any, Iterable, Iterator, Literal, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -32,10 +32,12 @@ _VALUE = pa.large_binary()
 #: A run's hash index (hash all rows, sort them) pays off from about one probe per this many rows;
 #: fewer probes binary-search the sorted rows instead.
 _PROBES_PER_INDEX = 16
+_Length = TypeVar("_Length", int, np.ndarray)
 
 
-def width_for(max_length: int) -> int:
-    """The row width for keys up to ``max_length`` bytes: room for the length, rounded up to 8."""
+def width_for(max_length: _Length) -> _Length:
+    """The row width for keys up to ``max_length`` bytes (one or an array of them): room for the length, rounded
+    up to 8."""
     return -(-(max_length + _LEN_BYTES) // 8) * 8
 
 
@@ -141,14 +143,16 @@ def widen(rows: np.ndarray, width: int) -> np.ndarray:
 
 
 def narrow(rows: np.ndarray, width: int) -> np.ndarray:
-    """Rows re-encoded at another ``width``, always a new array (a scan's bound rows are shared by all its
-    layers); keys longer than it fits come out as garbage (the caller masks them)."""
+    """Rows re-encoded at another ``width``, a new array unless it is theirs (a scan's bound rows are shared by all
+    its layers). A key too long for it keeps its first ``width - 2`` bytes and the length 0xFFFF: it then sorts
+    right after them, so it compares with every key that fits as the key itself does (never equal to one)."""
     if rows.shape[1] == width:
         return rows
     if rows.shape[1] < width:
         return widen(rows, width)
     out = rows[:, :width].copy()  # not ascontiguousarray: one row cut short is contiguous already, a view
     out[:, -_LEN_BYTES:] = rows[:, -_LEN_BYTES:]
+    out[row_lengths(rows) > width - _LEN_BYTES, -_LEN_BYTES:] = 0xFF
     return out
 
 
@@ -324,24 +328,9 @@ def _seams(runs: list[Run], width: int) -> Iterator[np.ndarray]:
         yield np.concatenate([widen(older.rows[-1:], width), widen(newer.rows[:1], width)])
 
 
-def widen_or_clip(rows: np.ndarray, width: int) -> np.ndarray:
-    """A bound key at ``width`` for range searches: a longer key is cut to the width and rounded so that
-    comparisons with keys that fit keep their answer."""
-    if rows.shape[1] <= width:
-        return widen(rows, width)
-    length = int(row_lengths(rows)[0])
-    if length <= width - _LEN_BYTES:
-        return narrow(rows, width)
-    # Longer than any key of the run: it sorts right after its first (width - 2) bytes as a full key.
-    out = np.zeros((1, width), np.uint8)
-    out[0, : width - _LEN_BYTES] = rows[0, : width - _LEN_BYTES]
-    out[0, -_LEN_BYTES:] = 0xFF
-    return out
-
-
 def search(sorted_keys: np.ndarray, bound_rows: np.ndarray, width: int, side: Literal["left", "right"]) -> int:
     """Where the one key of ``bound_rows`` goes among ``sorted_keys`` (``sortable`` rows of ``width``)."""
-    return int(np.searchsorted(sorted_keys, sortable(widen_or_clip(bound_rows, width))[0], side=side))
+    return int(np.searchsorted(sorted_keys, sortable(narrow(bound_rows, width))[0], side=side))
 
 
 def _rows_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:

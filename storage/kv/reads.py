@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .classes import class_of, count_up_to, merge_layers, ordered, width_classes
 from .datafile import DataFile
-from .keys import Run, concat_values, encode, hashes, key_lengths, narrow, search, sortable, widen
+from .keys import Run, concat_values, decode, encode, hashes, key_lengths, narrow, search, sortable, widen, width_for
 
 _VALUE = pa.large_binary()
 #: Above this many entries a layer's lookups sort their probes first (``searchsorted`` is then cache-friendly).
@@ -20,13 +21,40 @@ _SORT_PROBES_ABOVE = 1 << 16
 
 
 class _Probes:
-    """The keys of one ``get_many`` (rows at their own width) and the values found so far."""
+    """The keys of one ``get_many`` and the values found so far. Their rows are encoded once per width class
+    (one long key does not widen the others) and re-encoded at each layer's width for the keys it may hold."""
 
     def __init__(self, keys: pa.LargeBinaryArray) -> None:
+        self.count = len(keys)
         self.lengths = key_lengths(keys)
-        self.rows = encode(keys)
+        self.classes = width_classes(width_for(self.lengths))
+        self._slots = np.zeros(len(keys), np.int64)  # each key's row in its class's rows
+        self._rows: dict[int, np.ndarray] = {}
+        if not len(keys) or (self.classes == self.classes[0]).all():
+            self._slots = np.arange(len(keys))
+            self._rows[int(self.classes[0]) if len(keys) else 0] = encode(keys)
+        else:
+            for number in np.unique(self.classes):
+                at = np.flatnonzero(self.classes == number)
+                self._slots[at] = np.arange(len(at))
+                self._rows[int(number)] = encode(keys.take(pa.array(at)))
         self.positions: list[np.ndarray] = []
         self.pieces: list[pa.Array] = []
+
+    def width(self, number: int) -> int:
+        """The width of the rows of the keys of width class ``number``."""
+        return self._rows[number].shape[1]
+
+    def rows(self, at: np.ndarray, width: int) -> np.ndarray:
+        """The rows of the keys ``at`` at ``width`` (a key too long for it cut as ``narrow`` cuts it)."""
+        classes = self.classes[at]
+        if not len(at) or (classes == classes[0]).all():
+            return narrow(self._rows[int(classes[0]) if len(at) else 0][self._slots[at]], width)
+        out = np.empty((len(at), width), np.uint8)
+        for number in np.unique(classes):
+            mine = classes == number
+            out[mine] = narrow(self._rows[int(number)][self._slots[at[mine]]], width)
+        return out
 
     def found(self, positions: np.ndarray, values: pa.Array) -> None:
         self.positions.append(positions)
@@ -34,7 +62,7 @@ class _Probes:
 
     def values(self) -> pa.LargeBinaryArray:
         """The values in the keys' order, null for keys not found."""
-        n = len(self.rows)
+        n = self.count
         if not self.positions:
             return pa.nulls(n, _VALUE)
         where = np.concatenate(self.positions)
@@ -64,11 +92,14 @@ def get_many(
 
 
 def _find(run: Run, probes: _Probes, open_: np.ndarray) -> np.ndarray:
-    """Positions in ``run`` of the keys ``open_`` (indexes into the probes), -1 where absent."""
+    """Positions in ``run`` (keys of one width class) of the keys ``open_`` (indexes into the probes), -1 where
+    absent: only keys of its class that fit its width are looked for."""
     found = np.full(len(open_), -1, np.int64)
-    fit = probes.lengths[open_] <= run.width - 2
+    fit = (probes.classes[open_] == class_of(run)) & (probes.lengths[open_] <= run.width - 2)
     candidates = open_[fit] if not fit.all() else open_
-    probe = narrow(probes.rows[candidates], run.width)
+    if not len(candidates):
+        return found
+    probe = probes.rows(candidates, run.width)
     h = hashes(probe)
     if len(run) > _SORT_PROBES_ABOVE and len(h) > 1:
         order = np.argsort(h)
@@ -81,52 +112,60 @@ def _find(run: Run, probes: _Probes, open_: np.ndarray) -> np.ndarray:
 
 
 def _from_files(files: list[DataFile], firsts: list[bytes], probes: _Probes, open_: np.ndarray) -> None:
-    """Route each open key to the one file whose range holds it (files never overlap), then look there."""
-    width = max(probes.rows.shape[1], max(len(f) for f in firsts))
-    probe = sortable(widen(probes.rows[open_], width))
-    order = np.argsort(probe, kind="stable")
-    ordered = open_[order]
-    bounds = np.array([sortable(widen(np.frombuffer(f, np.uint8)[None, :], width))[0] for f in firsts])
-    starts = np.searchsorted(probe[order], bounds, side="left")
+    """Route each open key to the one file whose range holds it (files never overlap), then look there. The keys
+    of each width class are compared with the files' first keys at their own width (``narrow`` cuts a longer first
+    key), so a long first key does not widen them."""
+    widest = max(len(f) for f in firsts)
+    bounds = np.concatenate([widen(np.frombuffer(f, np.uint8)[None, :], widest) for f in firsts])
+    file_of = np.empty(len(open_), np.int64)
+    classes = probes.classes[open_]
+    for number in np.unique(classes):
+        mine = classes == number
+        width = probes.width(int(number))
+        at = sortable(probes.rows(open_[mine], width))
+        file_of[mine] = np.searchsorted(sortable(narrow(bounds, width)), at, side="right") - 1
+    order = np.argsort(file_of, kind="stable")
+    edges = np.searchsorted(file_of[order], np.arange(len(files) + 1))
     for number, data_file in enumerate(files):
-        stop = starts[number + 1] if number + 1 < len(files) else len(ordered)
-        mine = ordered[starts[number] : stop]
+        mine = open_[order[edges[number] : edges[number + 1]]]
         if len(mine):
             _from_file(data_file, probes, mine)
 
 
 def _from_file(data_file: DataFile, probes: _Probes, mine: np.ndarray) -> None:
-    """Look up the keys ``mine`` (sorted) in one data file, block by block."""
-    width = data_file.index().width
-    mine = mine[probes.lengths[mine] <= width - 2]
-    if not len(mine):
-        return
-    probe = narrow(probes.rows[mine], width)
-    probe_hashes = hashes(probe)
-    block_of = data_file.blocks_for(sortable(probe))
+    """Look up the keys ``mine`` in one data file, block by block, each at its block's width."""
+    route = sortable(probes.rows(mine, data_file.index().first_rows.shape[1]))
+    order = np.argsort(route, kind="stable")  # keys cut alike by ``narrow`` go to the same block
+    mine, route = mine[order], route[order]
+    block_of = data_file.blocks_for(route)
     edges = np.concatenate([[0], np.flatnonzero(np.diff(block_of)) + 1, [len(mine)]])
     for start, stop in zip(edges[:-1].tolist(), edges[1:].tolist()):  # the probes are sorted: one slice per block
         number = int(block_of[start])
         if number < 0:
             continue
         block = data_file.block(number)
-        at = block.find(probe[start:stop], probe_hashes[start:stop])
+        here = mine[start:stop]
+        here = here[probes.lengths[here] <= block.width - 2]
+        if not len(here):
+            continue
+        probe = probes.rows(here, block.width)
+        at = block.find(probe, hashes(probe))
         hit = at >= 0
         if hit.any():
-            probes.found(mine[start:stop][hit], block.values.take(at[hit]))
+            probes.found(here[hit], block.values.take(at[hit]))
 
 
 def scan(runs: list[Run], files: list[DataFile], firsts: list[bytes], start: bytes | None, stop: bytes | None,
-         limit: int | None = None) -> Run:
-    """The live entries with ``start <= key < stop`` (None: open), sorted; ``runs`` newest first; with ``limit``,
-    the first ``limit`` of them, reading only as much of each layer as they need."""
+         limit: int | None = None) -> tuple[pa.LargeBinaryArray, pa.LargeBinaryArray]:
+    """The keys and values of the live entries with ``start <= key < stop`` (None: open), sorted; ``runs`` newest
+    first; with ``limit``, the first ``limit`` of them, reading only as much of each layer as they need."""
     bound_keys = [k for k in (start, stop) if k is not None]
     bound_rows = encode(pa.array(bound_keys, _VALUE)) if bound_keys else None
     lo_rows = bound_rows[:1] if start is not None else None
     hi_rows = bound_rows[-1:] if stop is not None else None
     run_slices = [run.slice(*run.bounds(lo_rows, hi_rows)) for run in reversed(runs)]  # oldest first, as merge takes
     if limit is None:
-        return Run.merge([*_files_range(files, firsts, lo_rows, hi_rows), *run_slices]).without_tombstones()
+        return ordered(_live(merge_layers([*_files_range(files, firsts, lo_rows, hi_rows), *run_slices])))
     # Take ``take`` entries from the front of every layer; a layer cut short may hold keys between its last one
     # taken and the others', so only keys up to the smallest such last key are final. Deletes may hide entries:
     # when too few live ones remain, take four times as many.
@@ -138,15 +177,18 @@ def scan(runs: list[Run], files: list[DataFile], firsts: list[bytes], start: byt
                       if whole is not None and len(whole) > take]
         if sum(len(f) for f in file_entries) >= take and file_entries:
             cut_layers.append(file_entries[-1])  # the files may go on after the rows taken from them
-        merged = Run.merge(layers).without_tombstones()
-        if not cut_layers:
-            return merged.slice(0, min(limit, len(merged)))
-        width = max(layer.width for layer in cut_layers)
-        last = min((widen(layer.rows[-1:], width) for layer in cut_layers), key=lambda rows: sortable(rows)[0])
-        final = merged.slice(0, search(sortable(merged.rows), last, merged.width, "right")) if len(merged) else merged
-        if len(final) >= limit:
-            return final.slice(0, limit)
-        take *= 4
+        merged = _live(merge_layers(layers))
+        if cut_layers:
+            last = min(decode(layer.rows[-1:])[0].as_py() for layer in cut_layers)
+            if count_up_to(merged, last) < limit:
+                take *= 4
+                continue
+        keys, values = ordered(merged)
+        return keys.slice(0, limit), values.slice(0, limit)
+
+
+def _live(runs: list[Run]) -> list[Run]:
+    return [live for live in (run.without_tombstones() for run in runs) if len(live)] or [Run.empty()]
 
 
 def _before(rows: np.ndarray, first: bytes) -> bool:
@@ -165,10 +207,10 @@ def _files_range(files: list[DataFile], firsts: list[bytes], lo_rows: np.ndarray
             break  # this file starts at or after the end
         if lo_rows is not None and number + 1 < len(files) and not _before(lo_rows, firsts[number + 1]):
             continue  # the next file starts at or before the start
-        index = data_file.index()
-        block_firsts = sortable(index.first_rows)
-        first_block = 0 if lo_rows is None else max(0, search(block_firsts, lo_rows, index.width, "right") - 1)
-        last_block = len(block_firsts) if hi_rows is None else search(block_firsts, hi_rows, index.width, "left")
+        block_rows = data_file.index().first_rows
+        block_firsts, width = sortable(block_rows), block_rows.shape[1]
+        first_block = 0 if lo_rows is None else max(0, search(block_firsts, lo_rows, width, "right") - 1)
+        last_block = len(block_firsts) if hi_rows is None else search(block_firsts, hi_rows, width, "left")
         for block_number in range(first_block, last_block):
             if at_most is not None and sum(len(r) for r in out) >= at_most:
                 return out
