@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .catalog import Catalog, Meta, parse_sequenced, sequenced_name
-from .classes import class_of, from_writes, merge, split
+from .classes import by_class, from_writes, merge, split
 from .datafile import DataFile
 from .errors import CorruptStoreError, KVStoreError
 from .files import FileWriter
@@ -48,9 +48,7 @@ class Bucket:
         self._values: list[Any] = []
         self._chunks: list[tuple[pa.Array, pa.Array]] = []
         self._batch_runs: list[Run] | None = None  # the batch's writes, one run per width class
-        # The uncommitted cache: committed batches not yet flushed, one run per batch and width class, each
-        # class's runs oldest first.
-        self._runs: list[Run] = []
+        self._runs: list[Run] = []  # the uncommitted cache: a run per batch and width class, each class oldest first
         self._batches_since_flush = 0
         self._segment: tuple[str, Any] | None = None  # the local log segment appended to: path, handle
         self._seq = 0
@@ -443,13 +441,11 @@ class Bucket:
     def _committed_runs(self) -> list[Run]:
         """The cache's runs, newest first within each width class, after merging small newer runs into older ones
         of their class (a few runs per class at most)."""
-        by_class: dict[int, list[Run]] = {}
-        for run in self._runs:
-            by_class.setdefault(class_of(run), []).append(run)
-        for runs in by_class.values():
+        groups = by_class(self._runs)
+        for runs in groups:
             while len(runs) > 1 and (len(runs[-2]) <= 2 * len(runs[-1]) or len(runs) > 8):
                 runs[-2:] = [Run.merge(runs[-2:])]
-        self._runs = [run for _, runs in sorted(by_class.items()) for run in runs]
+        self._runs = [run for runs in groups for run in runs]
         return list(reversed(self._runs))
 
     # ------------------------------------------------------------------ batch buffer

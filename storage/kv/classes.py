@@ -66,13 +66,18 @@ def split(run: Run) -> list[Run]:
     return out
 
 
-def merge(runs: list[Run]) -> list[Run]:
-    """One run per class of ``runs`` (each of one class, oldest first): a key's newest value wins, deletes kept."""
-    by_class: dict[int, list[Run]] = {}
+def by_class(runs: list[Run]) -> list[list[Run]]:
+    """The non-empty ``runs`` (each of one class) grouped by class, narrowest first, each group in their order."""
+    groups: dict[int, list[Run]] = {}
     for run in runs:
         if len(run):
-            by_class.setdefault(class_of(run), []).append(run)
-    return [Run.merge(group) for _, group in sorted(by_class.items())]
+            groups.setdefault(class_of(run), []).append(run)
+    return [group for _, group in sorted(groups.items())]
+
+
+def merge(runs: list[Run]) -> list[Run]:
+    """One run per class of ``runs`` (each of one class, oldest first): a key's newest value wins, deletes kept."""
+    return [Run.merge(group) for group in by_class(runs)]
 
 
 def merge_layers(layers: list[Run]) -> list[Run]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from .classes import class_of, concat, merge_layers, ordered_blocks, split
+from .classes import by_class, concat, merge_layers, ordered_blocks, split
 from .datafile import DataFile
 from .format import DataFileBuilder
 from .keys import Run, decode, encode, narrow, sortable, widen
@@ -228,10 +228,7 @@ def _rebuffered(layers: Iterable[list[Run]], block_size: int) -> Iterator[Run]:
 
 def _joined(older: list[Run], newer: list[Run]) -> list[Run]:
     """Two layers, every key of ``older`` before every key of ``newer``, as one: run by run of each width class."""
-    by_class: dict[int, list[Run]] = {}
-    for run in [*older, *newer]:
-        by_class.setdefault(class_of(run), []).append(run)
-    return [concat(runs) if len(runs) > 1 else runs[0] for _, runs in sorted(by_class.items())]
+    return [concat(runs) if len(runs) > 1 else runs[0] for runs in by_class([*older, *newer])]
 
 
 def _after(part: list[Run], last_hex: str) -> bool:
