@@ -18,11 +18,29 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
 from .jsonl import encode as arrow_json_lines
+
+
+def _frame(table: pa.Table) -> pd.DataFrame:
+    """``table.to_pandas()`` with integer columns holding nulls as pandas' nullable integers: ``to_pandas`` makes
+    them float64 (unless pandas' own metadata asks for more), so 2**53 + 1 read back as 2**53."""
+    frame = table.to_pandas()
+    for i, column in enumerate(table.columns):
+        if pa.types.is_integer(column.type) and column.null_count and frame.dtypes.iloc[i] == np.float64:
+            frame.isetitem(i, pd.arrays.IntegerArray(column.fill_null(0).to_numpy(), column.is_null().to_numpy()))
+    return frame
+
+
+def _exact_integers(values: list[int | None]) -> Any:
+    """Integers and nulls from JSON, exact: nullable int64, or Python ints where one is beyond 64 bits."""
+    if all(v is None or -(2**63) <= v < 2**63 for v in values):
+        return pd.array(values, dtype="Int64")
+    return np.array(values, dtype=object)
 
 
 def _line_ends(data: bytes) -> np.ndarray:
@@ -93,7 +111,14 @@ class JsonLines:
         return data, _line_ends(data)
 
     def decode(self, data: bytes) -> pd.DataFrame:
-        return pd.DataFrame([json.loads(line) for line in data.splitlines() if line])
+        rows = [json.loads(line) for line in data.splitlines() if line]
+        frame = pd.DataFrame(rows)
+        for i, name in enumerate(frame.columns):
+            if frame.dtypes.iloc[i] == np.float64:  # numbers beside nulls: integers stay exact, as _frame keeps them
+                values = [row.get(name) for row in rows]
+                if all(v is None or type(v) is int for v in values):
+                    frame.isetitem(i, _exact_integers(values))
+        return frame
 
 
 @dataclass(frozen=True)
@@ -179,7 +204,7 @@ class Csv:
         return _empty_lines_quoted(data, ends)
 
     def decode(self, data: bytes) -> pd.DataFrame:
-        return pacsv.read_csv(pa.py_buffer(data)).to_pandas()
+        return _frame(pacsv.read_csv(pa.py_buffer(data)))
 
 
 def _empty_lines_quoted(data: bytes, ends: np.ndarray) -> tuple[bytes, np.ndarray]:
@@ -229,7 +254,7 @@ class _BulkFormat:
         return self._read(pa.py_buffer(data))
 
     def decode(self, data: bytes) -> pd.DataFrame:
-        return self._read(pa.py_buffer(data)).to_pandas()
+        return _frame(self._read(pa.py_buffer(data)))
 
 
 class _ArrowFileWriter(BulkWriter):
@@ -287,7 +312,7 @@ class Parquet(_BulkFormat):
             written_from = _schema_from_text(stored)
             restored = [_nanoseconds_back(read, written) for read, written in zip(table.schema, written_from)]
             table = table.cast(pa.schema(restored, metadata=table.schema.metadata))
-        return table.to_pandas()
+        return _frame(table)
 
 
 def _in_microseconds(fmt: str, table: pa.Table) -> pa.Table:
@@ -345,6 +370,21 @@ def _schema_from_text(text: str | bytes) -> pa.Schema:
     return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
 
 
+def _read_orc(source: Any) -> pa.Table:
+    """pyarrow's ORC reader, saying why it fails on a timestamp beyond pandas' nanoseconds (a global window's
+    bounds, a 9999-12-31 "valid to"): the part is sound, and Spark reads it."""
+    try:
+        return paorc.read_table(source)
+    except pa.ArrowInvalid as exc:
+        if "out of range for nanosecond resolution" not in str(exc):
+            raise
+        raise ValueError(
+            f"pyarrow reads ORC timestamps as nanoseconds, and the part holds one outside them (1677-09-21 to "
+            f"2262-04-11): {exc}; its rows are intact and Spark reads them (spark.read.orc), or write parquet or "
+            "avro, which read() reads at any date"
+        ) from exc
+
+
 @dataclass(frozen=True)
 class Orc(_BulkFormat):
     """Apache ORC; compression per stripe. Category columns are written, and read back, as their values."""
@@ -352,7 +392,7 @@ class Orc(_BulkFormat):
     name: ClassVar[str] = "orc"
     suffix: ClassVar[str] = ".orc"
     uncompressed: ClassVar[str] = "uncompressed"
-    _read = staticmethod(paorc.read_table)
+    _read = staticmethod(_read_orc)
 
     def prepare(self, table: pa.Table) -> pa.Table:
         """Dictionary (pandas category) columns as their values, which ORC stores; a type ORC cannot hold
@@ -365,10 +405,31 @@ class Orc(_BulkFormat):
                     "integers to a wider signed one, half floats to float32, durations to int64, ...) or use parquet"
                 )
         schema = pa.schema(fields, metadata=table.schema.metadata)
-        return table if schema.equals(table.schema) else table.cast(schema)
+        table = table if schema.equals(table.schema) else table.cast(schema)
+        for field, column in zip(table.schema, table.columns):
+            _check_orc_reads_back(field, column)
+        return table
 
     def writer_for(self, out: pa.NativeFile, table: pa.Table, compression: str) -> Any:
         return paorc.ORCWriter(out, compression=compression)
+
+
+def _check_orc_reads_back(field: pa.Field, column: pa.ChunkedArray) -> None:
+    """Refuse a timestamp that pyarrow's ORC reader, which reads them as nanoseconds, cannot read back (outside
+    1677 to 2262, such as a global window's bounds or a 9999-12-31 "valid to"): pyarrow 14 reads year 3000 as
+    1830-11-23 without a word, later releases refuse the part, so read() and compact() could not be trusted."""
+    if not pa.types.is_timestamp(field.type) or field.type.unit == "ns" or column.null_count == len(column):
+        return
+    per_ns = {"s": 10**9, "ms": 10**6, "us": 10**3}[field.type.unit]
+    extremes = pc.min_max(column.cast(pa.int64()))
+    for tick in (extremes["min"].as_py(), extremes["max"].as_py()):
+        if not pd.Timestamp.min.value <= tick * per_ns <= pd.Timestamp.max.value:
+            raise ValueError(
+                f"orc format cannot write column {field.name!r}: it holds {np.datetime64(tick, field.type.unit)}, "
+                f"outside {pd.Timestamp.min} to {pd.Timestamp.max}, the nanosecond timestamps pyarrow reads ORC "
+                "back in (read() and compact() would fail, or on pyarrow 14 read another date); write parquet or "
+                "avro, which keep any date, or replace such values first"
+            )
 
 
 def _orc_writes(t: pa.DataType) -> bool:
@@ -413,7 +474,15 @@ class Avro(_BulkFormat):
         stored = reader.metadata.get("arrow.schema")
         if stored is None:  # written by another Avro writer
             return pd.DataFrame.from_records(records)
-        return pa.Table.from_pylist(records, schema=_schema_from_text(stored)).to_pandas()
+        schema = _schema_from_text(stored)
+        # Arrow builds no dictionary of timestamps or dates from Python objects: categories are made in pandas.
+        plain = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema],
+                          metadata=schema.metadata)
+        frame = _frame(pa.Table.from_pylist(records, schema=plain))
+        for i, field in enumerate(schema):
+            if pa.types.is_dictionary(field.type):
+                frame.isetitem(i, frame.iloc[:, i].astype(pd.CategoricalDtype(ordered=field.type.ordered)))
+        return frame
 
     def read_table(self, data: bytes) -> pa.Table:
         import fastavro
