@@ -42,6 +42,8 @@ RUNS = {
                             r"\| keys per call \| get_many \(list\) \|(.|\n)*\| per key \(slope 1k to 10k\) \|"),
     "packed_output_memory.py": (["--panes", "1000"], r"1,000 panes: the frame \d+ bytes a pane, packed"),
     "splitter_newline_search.py": (["--repeat", "1"], r"\| numpy flatnonzero \(used\) \| [\d.]+ ms \|"),
+    "splitter_drain.py": (["--files", "200,400"],
+                          r"\| 200 \| 16 \| 13 \| [\d.]+ \| [\d.]+ \|\n\| 400 \| 16 \| 25 \| [\d.]+ \| [\d.]+ \|"),
     "state_codec_threads.py": (["--repeats", "1"],
                                r"the codec's thresholds: 4,096 rows to encode, 81,920 bytes to decode on the pool(.|\n)*"
                                r"\| 31 \| [\d,]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| no, no \|(.|\n)*"
