@@ -7,12 +7,18 @@ future by a writer whose clock is ahead would otherwise make honest files after 
 read). Finished files older than ``watermark - slack`` are forgotten, and unknown files
 that old are never offered, so memory stays bounded on a directory that grows forever.
 The state is a small JSON value, stored in every stream offset.
+
+A hand-out costs time in the blocks it hands out (and a pass over each new listing), not in
+the files remembered: beside the durable state, ``SplitState`` keeps indexes of it, made
+again whenever a state is made (restored from an offset included), and a queue of the listed
+files that may have new bytes, made once per listing. None of them is written out.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from storage.splitter.metadata import BlockMetadata, FileMetadata
 from storage.splitter.scanner import Listing
@@ -32,37 +38,84 @@ class Entry:
         return self.emitted >= self.segment_end
 
 
+class PathQueue:
+    """Paths by a number, smallest first (ties by path), each path queued at most once; a queued
+    path's number can change, or the path go.
+
+    A heap whose items are checked against ``keys`` when they come to the top: changing or
+    removing a path leaves its old item behind, and the heap is rebuilt once those are the
+    majority, so memory stays proportional to the paths queued.
+    """
+
+    def __init__(self, keys: dict[str, float] | None = None) -> None:
+        self._keys: dict[str, float] = {} if keys is None else keys
+        self._heap: list[tuple[float, str]] = []
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        self._heap = [(key, path) for path, key in self._keys.items()]
+        heapq.heapify(self._heap)
+
+    def put(self, path: str, key: float) -> None:
+        if self._keys.get(path) == key:
+            return
+        self._keys[path] = key
+        heapq.heappush(self._heap, (key, path))
+        if len(self._heap) > 2 * len(self._keys) + 64:
+            self._rebuild()
+
+    def discard(self, path: str) -> None:
+        self._keys.pop(path, None)
+
+    def first(self) -> str | None:
+        """The path of the smallest number, left queued; ``None`` when none is."""
+        while self._heap and self._keys.get(self._heap[0][1]) != self._heap[0][0]:
+            heapq.heappop(self._heap)
+        return self._heap[0][1] if self._heap else None
+
+    def pop(self) -> str | None:
+        path = self.first()
+        if path is not None:
+            heapq.heappop(self._heap)
+            del self._keys[path]
+        return path
+
+
 @dataclass
 class SplitState:
-    """Remembered files and the mtime watermark; ``to_json``/``from_json`` round-trip exactly."""
+    """Remembered files and the mtime watermark; ``to_json``/``from_json`` round-trip exactly.
+
+    ``files`` is changed by ``take`` only, which keeps the indexes beside it up to date.
+    """
 
     files: dict[str, Entry] = field(default_factory=dict)
     watermark: float | None = None
+    #: Paths of the segments still being handed out: few, as a ``take`` stops inside one segment at most.
+    _unfinished: set[str] = field(init=False, repr=False, compare=False)
+    #: Finished files by mtime, oldest first (to forget) and newest first (to move the watermark).
+    _oldest_done: PathQueue = field(init=False, repr=False, compare=False)
+    _newest_done: PathQueue = field(init=False, repr=False, compare=False)
+    #: The listing the queue below was made from, and the slack it left out forgotten files by.
+    _listing: Listing | None = field(init=False, repr=False, compare=False)
+    _slack: float | None = field(init=False, repr=False, compare=False)
+    #: Listed paths that may have bytes not yet offered, by listed mtime: every such path is queued
+    #: (``_requeue`` puts it back whenever its entry changes), some queued ones no longer have any.
+    _fresh: PathQueue = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        done = {path: entry.mtime for path, entry in self.files.items() if entry.done}
+        self._unfinished = {path for path, entry in self.files.items() if not entry.done}
+        self._oldest_done = PathQueue(done)
+        self._newest_done = PathQueue({path: -mtime for path, mtime in done.items()})
+        self._listing, self._slack, self._fresh = None, None, PathQueue()
 
     def forgotten(self, mtime: float, slack: float | None) -> bool:
         """Whether an unknown file with this mtime counts as already read (below the watermark)."""
         return slack is not None and self.watermark is not None and mtime < self.watermark - slack
 
-    def pending(self, stable: Listing, block_size: int) -> Iterator[tuple[FileMetadata, int]]:
-        """Segments with blocks still to hand out, with the offset to resume at.
-
-        Order is deterministic: unfinished segments first, then new ones by (mtime, path).
-        """
-        for path in sorted(self.files, key=lambda p: (self.files[p].mtime, p)):
-            entry = self.files[path]
-            if not entry.done:
-                yield FileMetadata(path, entry.segment_end, entry.mtime, entry.segment_start, block_size), entry.emitted
-        fresh = []
-        for path, (size, mtime) in stable.items():
-            start = self._new_bytes_start(path, size)
-            if start is not None:
-                fresh.append(FileMetadata(path, size, mtime, start, block_size))
-        for meta in sorted(fresh, key=lambda m: (m.mtime, m.path)):
-            yield meta, meta.segment_start
-
     def _new_bytes_start(self, path: str, size: int) -> int | None:
         """Where the bytes not yet offered of a listed file of ``size`` start; ``None`` when there
-        are none, or when its remembered segment is still being handed out (``pending`` does that)."""
+        are none, or when its remembered segment is still being handed out (``take`` does that first)."""
         entry = self.files.get(path)
         if entry is None:
             start = 0
@@ -81,27 +134,78 @@ class SplitState:
     def take(self, stable: Listing, block_size: int, limit: int | None, slack: float | None,
              now: float) -> list[BlockMetadata]:
         """Hand out at most ``limit`` blocks (all when ``None``), lazily per file, and record them;
-        ``now`` is the reader's clock, beyond which the watermark does not move."""
+        ``now`` is the reader's clock, beyond which the watermark does not move.
+
+        Order is deterministic: unfinished segments first, then new ones by (mtime, path).
+        ``stable`` must not change once given: a new listing is a new mapping, and only a new
+        one (or another ``slack``) is gone through whole, to queue its files with new bytes.
+        """
+        if stable is not self._listing or slack != self._slack:
+            self._queue_listing(stable, slack)
         taken: list[BlockMetadata] = []
-        for meta, resume in self.pending(stable, block_size):
-            if (meta.path not in self.files) and self.forgotten(meta.mtime, slack):
-                continue
-            for block in meta.blocks(resume):
-                if limit is not None and len(taken) >= limit:
-                    break
-                taken.append(block)
-                self.files[meta.path] = Entry(meta.mtime, meta.segment_start, meta.length, block.end)
-            if limit is not None and len(taken) >= limit:
+        for path in sorted(self._unfinished, key=lambda p: (self.files[p].mtime, p)):
+            entry = self.files[path]
+            meta = FileMetadata(path, entry.segment_end, entry.mtime, entry.segment_start, block_size)
+            if self._hand_out(meta, entry.emitted, taken, limit):
                 break
+        else:  # every unfinished segment went whole: new bytes next
+            while (limit is None or len(taken) < limit) and (candidate := self._fresh.pop()) is not None:
+                size, mtime = stable[candidate]
+                start = self._new_bytes_start(candidate, size)
+                if start is not None and not (candidate not in self.files and self.forgotten(mtime, slack)):
+                    self._hand_out(FileMetadata(candidate, size, mtime, start, block_size), start, taken, limit)
         self._advance(slack, now)
         return taken
 
+    def _queue_listing(self, stable: Listing, slack: float | None) -> None:
+        self._listing, self._slack = stable, slack
+        self._fresh = PathQueue({path: mtime for path, (size, mtime) in stable.items()
+                                 if self._new_bytes_start(path, size) is not None
+                                 and not (path not in self.files and self.forgotten(mtime, slack))})
+
+    def _hand_out(self, meta: FileMetadata, resume: int, taken: list[BlockMetadata], limit: int | None) -> bool:
+        """Append the segment's blocks from ``resume`` to ``taken`` up to ``limit`` and record how far
+        they went; whether the limit is reached."""
+        before = len(taken)
+        for block in meta.blocks(resume):
+            if limit is not None and len(taken) >= limit:
+                break
+            taken.append(block)
+        if len(taken) > before:
+            self._remember(meta.path, Entry(meta.mtime, meta.segment_start, meta.length, taken[-1].end))
+        return limit is not None and len(taken) >= limit
+
+    def _remember(self, path: str, entry: Entry) -> None:
+        self.files[path] = entry
+        if entry.done:
+            self._unfinished.discard(path)
+            self._oldest_done.put(path, entry.mtime)
+            self._newest_done.put(path, -entry.mtime)
+        else:
+            self._unfinished.add(path)
+            self._oldest_done.discard(path)
+            self._newest_done.discard(path)
+        self._requeue(path)
+
+    def _requeue(self, path: str) -> None:
+        """Queue a listed file whose entry changed if that left it bytes to offer (its segment finished
+        while the listing shows it grown or rewritten, or it was forgotten)."""
+        listed = self._listing.get(path) if self._listing is not None else None
+        if listed is not None and self._new_bytes_start(path, listed[0]) is not None:
+            self._fresh.put(path, listed[1])
+
     def _advance(self, slack: float | None, now: float) -> None:
-        done = [min(e.mtime, now) for e in self.files.values() if e.done]
-        if done:
-            self.watermark = max([*done, *([self.watermark] if self.watermark is not None else [])])
+        newest = self._newest_done.first()
+        if newest is not None:
+            reached = min(self.files[newest].mtime, now)
+            self.watermark = reached if self.watermark is None else max(reached, self.watermark)
         if slack is not None and self.watermark is not None:
-            self.files = {p: e for p, e in self.files.items() if not (e.done and e.mtime < self.watermark - slack)}
+            horizon = self.watermark - slack
+            while (oldest := self._oldest_done.first()) is not None and self.files[oldest].mtime < horizon:
+                del self.files[oldest]
+                self._oldest_done.discard(oldest)
+                self._newest_done.discard(oldest)
+                self._requeue(oldest)
 
     def to_json(self) -> dict[str, Any]:
         files = {p: [e.mtime, e.segment_start, e.segment_end, e.emitted] for p, e in sorted(self.files.items())}
