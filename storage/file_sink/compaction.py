@@ -7,11 +7,14 @@ neighbouring parts of a bucket, up to ``target_size`` bytes, is written as one
 new hidden part (row formats: the parts' rows concatenated, as Flink's
 ``ConcatFileCompactor`` does, with CSV headers dropped and segments sealed
 again; bulk formats: the parts' rows read and written again, as its
-``RecordWiseFileCompactor``); then one commit record names the new parts and
-the parts they replace. Publishing it deletes the old parts, then renames the
-new ones in; a crash between is finished by the next writer. ``FileSink.read()``
-never sees a row twice or misses one; a reader listing the directory while
-the commit publishes may miss a group's rows for that moment.
+``RecordWiseFileCompactor``). The new parts are named as the directory's
+writer names its next parts, numbered on (no replaced part's name, which
+recovery deletes, and none a later writer gives); then one commit record
+names them and the parts they replace. Publishing it deletes the old parts,
+then renames the new ones in; a crash between is finished by the next writer.
+``FileSink.read()`` never sees a row twice or misses one; a reader listing
+the directory while the commit publishes may miss a group's rows for that
+moment.
 
 The compaction holds the directory's lease, so it runs between a query's runs
 (after a scheduled ``availableNow`` run, for example); with ``spark`` its
@@ -31,7 +34,7 @@ from .config import SinkConfig
 from .directory import INPROGRESS, SinkDirectory
 from .parts import FLUSH_BYTES, SpillingOutput
 from .reading import natural_order
-from .state import PartRecord, finished_lengths
+from .state import PartRecord, SinkState, finished_lengths
 
 DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
 
@@ -65,14 +68,20 @@ def compact(config: SinkConfig, target_size: int = DEFAULT_TARGET_SIZE, spark: A
         if not groups:
             return Compacted(0, 0)
         token = uuid.uuid4().hex[:12]
-        work = [(config, group, f"{config.writer_id or state.writer_id}-c{token}{i}") for i, group in enumerate(groups)]
+        work = [(config, group, f".compaction-{token}-{i}") for i, group in enumerate(groups)]
         if spark is not None:
             outputs = spark.sparkContext.parallelize(work, len(work)).map(lambda args: _merge(*args)).collect()
         else:
             outputs = [_merge(*args) for args in work]
-        written = [rec for recs in outputs for rec in recs]
+        merged = [rec for recs in outputs for rec in recs]
+        try:
+            written, next_part = _named(directory, state, merged)
+        except ValueError:
+            directory.remove([r.path for r in merged])
+            raise
         committed = dataclasses.replace(
             state,
+            next_part=next_part,
             finalize=[(r.path, r.final_path) for r in written],
             finished=[(r.final_path, r.length, r.crc) for r in written],
             removed=[path for group in groups for path, _, _ in group.inputs],
@@ -104,16 +113,49 @@ def _groups(finished: dict[str, tuple[int, int]], target_size: int) -> list[_Gro
     return groups
 
 
-def _merge(config: SinkConfig, group: _Group, writer_id: str) -> list[PartRecord]:
-    """Write one group as new hidden parts (one, unless bulk parts of different schemas); their records."""
+def _named(directory: SinkDirectory, state: SinkState, outputs: list[PartRecord]
+           ) -> tuple[list[PartRecord], dict[str, int]]:
+    """The outputs with the final names the directory's writer would give its next parts, and the part numbers
+    after them.
+
+    Numbered on from the record's ``next_part``, which the commit advances, so a
+    later writer numbers its parts after them. A name that a file of the bucket
+    directory (a replaced part among them), an open part or another output has
+    is refused: renaming onto it would lose rows, and recovery deletes a replaced name.
+    """
+    next_part = dict(state.next_part)
+    taken = {p.final_path for p in state.open_parts}
+    listed: set[str] = set()
+    named = []
+    for rec in outputs:
+        folder = rec.path.rsplit("/", 1)[0]
+        if folder not in listed:
+            taken.update(f"{folder}/{p.rstrip('/').rsplit('/', 1)[-1]}" for p in directory.fs.ls(folder, detail=False))
+            listed.add(folder)
+        bucket = folder[len(directory.root) + 1 :]
+        number = next_part.get(bucket, 0)
+        next_part[bucket] = number + 1
+        final_path = f"{folder}/{directory.config.part_file_name(state.writer_id, number)}"
+        if final_path in taken:
+            raise ValueError(
+                f"FileSink.compact: part {number} of bucket {bucket!r} would be named {final_path!r}, which "
+                "another part already has; renaming onto it would lose its rows. A with_part_names fn must use "
+                "the part number; if that part is another writer's, give this sink a prefix of its own"
+            )
+        taken.add(final_path)
+        named.append(dataclasses.replace(rec, bucket=bucket, number=number, final_path=final_path))
+    return named, next_part
+
+
+def _merge(config: SinkConfig, group: _Group, stem: str) -> list[PartRecord]:
+    """Write one group as new hidden parts named ``<stem>-<i>`` (one, unless bulk parts of different schemas);
+    their records, to be given final names once every group is merged."""
     directory = SinkDirectory(config)
     fs, fmt = directory.fs, config.file_format
     outputs: list[PartRecord] = []
 
     def new_part() -> PartRecord:
-        name = config.part_file_name(writer_id, len(outputs))
-        rec = PartRecord("", len(outputs), f"{group.bucket_dir}/.{name}{INPROGRESS}",
-                         f"{group.bucket_dir}/{name}", 0, 0, 0, 0, 0)
+        rec = PartRecord("", 0, f"{group.bucket_dir}/{stem}-{len(outputs)}{INPROGRESS}", "", 0, 0, 0, 0, 0)
         outputs.append(rec)
         return rec
 

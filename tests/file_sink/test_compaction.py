@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import shutil
 
+import fsspec.implementations.local
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import storage.file_sink.directory as directory_module
 from storage.file_sink import ColumnBuckets, FileSink, RollingPolicy, SinkHeldError
+from storage.file_sink.compaction import Compacted
 
 from .helpers import tree
 
@@ -104,3 +109,124 @@ def test_compaction_is_refused_while_a_writer_holds_the_directory(tmp_path):
 def test_a_bad_target_size_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"compact target_size=0 must be a positive number of bytes"):
         FileSink(str(tmp_path)).compact(target_size=0)
+
+
+#: Part-name functions that give each part number its own name, as the docs ask (some ignore the writer id).
+NUMBERED_NAMES = [lambda w, n: f"out-{n}.dat", lambda w, n: str(n), lambda w, n: f"{w}-{n:04d}", lambda w, n: f"x{3 * n + 1}"]
+FORMATS = ["jsonl", "csv", "text", "parquet", "orc", "avro"]
+
+
+def numbered_sink(path, fmt, names, buckets):
+    sink = FileSink(str(path), format=fmt).with_part_names(fn=names).with_rolling_policy(RollingPolicy.on_every_batch())
+    return sink.with_buckets(ColumnBuckets("k")) if buckets and fmt != "text" else sink
+
+
+def numbered_rows(fmt, start, n):
+    table = rows(start, n)
+    return pa.table({"value": [f"line {i}" for i in table["id"].to_pylist()]}) if fmt == "text" else table
+
+
+def rows_of(frame: pd.DataFrame) -> list:
+    if frame.empty:
+        return []
+    if "value" in frame:
+        return sorted(frame["value"])
+    return sorted(zip(frame["id"].astype(int), frame["s"]))
+
+
+def expected(fmt, n):
+    return rows_of(numbered_rows(fmt, 0, n).to_pandas())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fmt=st.sampled_from(FORMATS), names=st.sampled_from(NUMBERED_NAMES), buckets=st.booleans(),
+       steps=st.lists(st.one_of(st.integers(1, 5), st.sampled_from([("compact", 1), ("compact", 2), ("compact", 3)])),
+                      min_size=1, max_size=10))
+def test_compaction_keeps_every_row_whatever_numbered_names_the_parts_get(tmp_path_factory, fmt, names, buckets, steps):
+    """Compacted outputs get names of their own (not a replaced part's, not one another's, not a later part's),
+    whatever groups the target size makes: every row written reads back, also once a new writer recovered."""
+    sink = numbered_sink(tmp_path_factory.mktemp(fmt), fmt, names, buckets)
+    total = 0
+    for step in steps + [("compact", 2)]:
+        if isinstance(step, int):
+            sink.write(numbered_rows(fmt, total, step))
+            total += step
+        elif sink.finished_files():
+            sink.compact(target_size=step[1] * max(os.path.getsize(p) for p in sink.finished_files()) + 1)
+        assert rows_of(sink.read()) == expected(fmt, total)
+        sink.writer().close()  # a new writer recovers the directory to the newest record
+        assert rows_of(sink.read()) == expected(fmt, total)
+    assert [name for name in tree(sink.path) if os.path.basename(name).startswith(".")] == []
+
+
+def test_two_groups_of_a_directory_get_names_of_their_own(tmp_path):
+    sink = numbered_sink(tmp_path, "jsonl", lambda w, n: f"out-{n}.jsonl", buckets=False)
+    for b in range(6):
+        sink.write(rows(4 * b, 4))
+    size = max(os.path.getsize(p) for p in sink.finished_files())
+    assert sink.compact(target_size=2 * size + 1) == Compacted(replaced=6, written=3)
+    assert sorted(os.listdir(tmp_path)) == ["_file_sink", "out-6.jsonl", "out-7.jsonl", "out-8.jsonl"]
+    sink.write(rows(24, 4))  # the next writer numbers on after the compaction's outputs
+    assert sorted(os.listdir(tmp_path))[-1] == "out-9.jsonl"
+    assert rows_of(sink.read()) == rows_of(rows(0, 28).to_pandas())
+
+
+def test_a_name_fn_that_gives_a_taken_name_is_refused_and_changes_nothing(tmp_path):
+    sink = numbered_sink(tmp_path, "jsonl", lambda w, n: f"out-{min(n, 1)}.jsonl", buckets=False)
+    for b in range(2):
+        sink.write(rows(4 * b, 4))
+    before = tree(tmp_path)
+    with pytest.raises(ValueError, match="would be named .*out-1.jsonl.*which another part already has"):
+        sink.compact()
+    assert tree(tmp_path) == before  # the outputs written are deleted; the parts are as they were
+
+
+class CrashingFileSystem:
+    """Raises at the ``at``-th change a local filesystem is asked for (a write, rename or delete), as a process
+    dying there would stop; -1 never. ``changes`` counts them."""
+
+    def __init__(self, monkeypatch, at):
+        self.at, self.changes = at, 0
+        cls = fsspec.implementations.local.LocalFileSystem
+        for name in ("_open", "mv", "rm_file", "rm", "makedirs"):
+            real = getattr(cls, name)
+            monkeypatch.setattr(cls, name, self._crashing(real, writes=name != "_open"))
+
+    def _crashing(self, real, writes):
+        def change(fs, path, *args, **kwargs):
+            mode = args[0] if args else kwargs.get("mode", "rb")
+            if writes or "r" not in mode:
+                self.changes += 1
+                if self.changes - 1 == self.at:
+                    raise OSError("the process died here")
+            return real(fs, path, *args, **kwargs)
+
+        return change
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_compaction_that_stops_at_any_change_loses_and_duplicates_nothing(tmp_path, monkeypatch, fmt):
+    base = tmp_path / "parts"
+    sink = numbered_sink(base, fmt, lambda w, n: f"out-{n}.dat", buckets=True)
+    for b in range(8):
+        sink.write(numbered_rows(fmt, 4 * b, 4))
+    target = 2 * max(os.path.getsize(p) for p in sink.finished_files()) + 1
+    shutil.copytree(base, tmp_path / "clean")
+    with monkeypatch.context() as patch:
+        counter = CrashingFileSystem(patch, at=-1)
+        assert numbered_sink(tmp_path / "clean", fmt, sink.part_name, True).compact(target_size=target).written == 8
+    for at in range(counter.changes):
+        path = tmp_path / f"crash{at}"
+        shutil.copytree(base, path)
+        crashed = numbered_sink(path, fmt, sink.part_name, True)
+        with monkeypatch.context() as patch:
+            CrashingFileSystem(patch, at)
+            with pytest.raises(OSError, match="died"):
+                crashed.compact(target_size=target)
+        assert rows_of(crashed.read()) == expected(fmt, 32), at
+        crashed.writer(take_over=True).close()  # recovery finishes or forgets the compaction
+        assert rows_of(crashed.read()) == expected(fmt, 32), at
+        assert [name for name in tree(path) if os.path.basename(name).startswith(".")] == [], at
+        crashed.write(numbered_rows(fmt, 32, 4))
+        crashed.compact()
+        assert rows_of(crashed.read()) == expected(fmt, 36), at
