@@ -5,16 +5,17 @@ are already finished (a query with many partitions and short batches leaves
 many small ones), so a compaction is a commit of its own: each group of small
 neighbouring parts of a bucket, up to ``target_size`` bytes, is written as one
 new hidden part (row formats: the parts' rows concatenated, as Flink's
-``ConcatFileCompactor`` does, with CSV headers dropped and segments sealed
-again; bulk formats: the parts' rows read and written again, as its
-``RecordWiseFileCompactor``). The new parts are named as the directory's
-writer names its next parts, numbered on (no replaced part's name, which
-recovery deletes, and none a later writer gives); then one commit record
-names them and the parts they replace. Publishing it deletes the old parts,
-then renames the new ones in; a crash between is finished by the next writer.
-``FileSink.read()`` never sees a row twice or misses one; a reader listing
-the directory while the commit publishes may miss a group's rows for that
-moment.
+``ConcatFileCompactor`` does, under one CSV header, segments sealed again;
+bulk formats: the parts' rows read and written again, as its
+``RecordWiseFileCompactor``), or as several where its parts differ in schema
+or CSV header, so no row is read under another's columns. The new parts are
+named as the directory's writer names its next parts, numbered on (no
+replaced part's name, which recovery deletes, and none a later writer gives);
+then one commit record names them and the parts they replace. Publishing it
+deletes the old parts, then renames the new ones in; a crash between is
+finished by the next writer. ``FileSink.read()`` never sees a row twice or
+misses one; a reader listing the directory while the commit publishes may
+miss a group's rows for that moment.
 
 The compaction holds the directory's lease, so it runs between a query's runs
 (after a scheduled ``availableNow`` run, for example); with ``spark`` its
@@ -29,7 +30,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from .codec import compress, decompress, seal, unseal
+from .codec import decompress, unseal
 from .config import SinkConfig
 from .directory import INPROGRESS, SinkDirectory
 from .parts import FLUSH_BYTES, SpillingOutput
@@ -148,16 +149,11 @@ def _named(directory: SinkDirectory, state: SinkState, outputs: list[PartRecord]
 
 
 def _merge(config: SinkConfig, group: _Group, stem: str) -> list[PartRecord]:
-    """Write one group as new hidden parts named ``<stem>-<i>`` (one, unless bulk parts of different schemas);
-    their records, to be given final names once every group is merged."""
+    """Write one group as new hidden parts (one, unless its parts differ in schema or CSV header); their records,
+    to be given final names once every group is merged."""
     directory = SinkDirectory(config)
     fs, fmt = directory.fs, config.file_format
-    outputs: list[PartRecord] = []
-
-    def new_part() -> PartRecord:
-        rec = PartRecord("", 0, f"{group.bucket_dir}/{stem}-{len(outputs)}{INPROGRESS}", "", 0, 0, 0, 0, 0)
-        outputs.append(rec)
-        return rec
+    outputs = _Outputs(config, directory, group.bucket_dir, stem)
 
     def plain(path: str, length: int, crc: int) -> bytes:
         data = fs.cat_file(path)
@@ -166,44 +162,58 @@ def _merge(config: SinkConfig, group: _Group, stem: str) -> list[PartRecord]:
         return unseal(data, config.key)
 
     if fmt.bulk:
-        rec, out, writer, schema = None, None, None, None
+        writer, schema = None, None
         for path, length, crc in group.inputs:
             table = fmt.read_table(plain(path, length, crc))
-            if writer is not None and not table.schema.equals(schema):
-                _finish_bulk(writer, out, rec)
-                writer = None
-            if writer is None:
-                rec = new_part()
-                out = SpillingOutput(fs, rec.path, config.key)
-                writer, schema = fmt.open_writer(out, config.compression), table.schema
+            if writer is None or not table.schema.equals(schema):  # rows of another schema start a new part
+                if writer is not None:
+                    writer.close()
+                writer, schema = fmt.open_writer(outputs.start(), config.compression), table.schema
             writer.write(table)
-        _finish_bulk(writer, out, rec)
+        assert writer is not None
+        writer.close()
     else:
-        rec = new_part()
-        with fs.open(rec.path, "wb") as handle:
-            pending: list[bytes] = []
-            for i, (path, length, crc) in enumerate(group.inputs):
-                text = decompress(plain(path, length, crc), config.compression)
-                if i:
-                    text = text[len(fmt.header_of(text)):]  # one header (CSV's) at the top, as in every part
-                pending.append(text)
-                if sum(map(len, pending)) >= FLUSH_BYTES or i == len(group.inputs) - 1:
-                    segment = seal(compress(b"".join(pending), config.compression), config.key, rec.segments,
-                                   final=i == len(group.inputs) - 1)
-                    handle.write(segment)
-                    rec.length += len(segment)
-                    rec.segments += 1
-                    rec.crc = zlib.crc32(segment, rec.crc)
-                    pending = []
-    for rec in outputs:
-        directory.sync(rec.path)
-    directory.sync(group.bucket_dir)
-    return outputs
+        header = None
+        for path, length, crc in group.inputs:
+            text = decompress(plain(path, length, crc), config.compression)
+            part_header = fmt.header_of(text)
+            if part_header != header:  # the first part, or CSV rows under another header: a new part
+                header, out = part_header, outputs.start()
+                out.write(header)
+            out.write(text[len(part_header) :])
+    return outputs.finish()
 
 
-def _finish_bulk(writer: Any, out: SpillingOutput | None, rec: PartRecord | None) -> None:
-    assert out is not None and rec is not None
-    writer.close()
-    out.finish()
-    rec.length, rec.segments, rec.crc = out.length, out.segments, out.crc
+class _Outputs:
+    """The new hidden parts ``<stem>-<i>`` a group is written as, one after the other."""
 
+    def __init__(self, config: SinkConfig, directory: SinkDirectory, folder: str, stem: str) -> None:
+        self._config, self._directory, self._folder, self._stem = config, directory, folder, stem
+        self._records: list[PartRecord] = []
+        self._current: SpillingOutput | None = None
+
+    def start(self) -> SpillingOutput:
+        """Finish the current part and start the next; a row format's is sealed per flush, as a writer's."""
+        self._finish_current()
+        rec = PartRecord("", 0, f"{self._folder}/{self._stem}-{len(self._records)}{INPROGRESS}", "", 0, 0, 0, 0, 0)
+        self._records.append(rec)
+        if self._config.file_format.bulk:
+            self._current = SpillingOutput(self._directory.fs, rec.path, self._config.key)
+        else:
+            self._current = SpillingOutput(self._directory.fs, rec.path, self._config.key, self._config.compression,
+                                           FLUSH_BYTES)
+        return self._current
+
+    def finish(self) -> list[PartRecord]:
+        """Finish the last part and make them all durable; their records."""
+        self._finish_current()
+        for rec in self._records:
+            self._directory.sync(rec.path)
+        self._directory.sync(self._folder)
+        return self._records
+
+    def _finish_current(self) -> None:
+        if self._current is not None:
+            self._current.finish()
+            rec = self._records[-1]
+            rec.length, rec.segments, rec.crc = self._current.length, self._current.segments, self._current.crc

@@ -49,14 +49,19 @@ def no_hook(phase: str, batch_id: int) -> None:
 
 
 class SpillingOutput:
-    """A bulk file's byte sink: segments of ``SPILL_BYTES`` go to the part's file as they fill.
+    """A part file's byte sink: segments of ``spill_bytes`` (``SPILL_BYTES`` unless given) go to the part's file
+    as they fill.
 
-    Encrypted, each segment is sealed, the last one with the final flag. A part
-    that never fills a segment is uploaded whole when it is closed (one call).
+    Each segment is compressed with ``compression`` (a row format's codec; a bulk
+    format compresses inside the file) and, encrypted, sealed, the last one with
+    the final flag. A part that never fills a segment is uploaded whole when it
+    is closed (one call).
     """
 
-    def __init__(self, fs: Any, path: str, key: bytes | None) -> None:
+    def __init__(self, fs: Any, path: str, key: bytes | None, compression: str | None = None,
+                 spill_bytes: int | None = None) -> None:
         self._fs, self._path, self._key = fs, path, key
+        self._compression, self._spill_bytes = compression, SPILL_BYTES if spill_bytes is None else spill_bytes
         self._chunks: list[bytes] = []
         self._buffered = 0
         self._position = 0  # plaintext bytes written, which the format's writer asks for
@@ -73,7 +78,7 @@ class SpillingOutput:
         self._chunks.append(data)
         self._buffered += len(data)
         self._position += len(data)
-        if self._buffered >= SPILL_BYTES:
+        if self._buffered >= self._spill_bytes:
             self._emit(final=False)
         return len(data)
 
@@ -90,7 +95,8 @@ class SpillingOutput:
         return False
 
     def _emit(self, final: bool) -> None:
-        segment = seal(b"".join(self._chunks), self._key, self.segments, final)
+        data = b"".join(self._chunks)
+        segment = seal(compress(data, self._compression) if data else b"", self._key, self.segments, final)
         self._chunks, self._buffered = [], 0
         self.segments += 1
         self.length += len(segment)
