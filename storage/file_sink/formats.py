@@ -48,21 +48,6 @@ def _line_ends(data: bytes) -> np.ndarray:
     return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + 1
 
 
-def _iso_microseconds(column: pd.Series) -> pd.Series:
-    """Timestamps as the strings pandas' ``to_json(date_format="iso", date_unit="us")`` writes.
-
-    Byte for byte the same (in microseconds, UTC with ``Z`` when
-    tz-aware, ``None`` for NaT), but vectorized: pandas formats tz-aware
-    columns one Python object at a time, ~60 us a value.
-    """
-    aware = column.dt.tz is not None
-    values = (column.dt.tz_convert("UTC").dt.tz_localize(None) if aware else column).to_numpy()
-    values = values.astype("datetime64[us]")
-    out = np.datetime_as_string(values, unit="us", timezone="UTC" if aware else "naive").astype(object)
-    out[np.isnat(values)] = None
-    return pd.Series(out, index=column.index, dtype=object)
-
-
 def _binary_as_base64(table: pa.Table) -> pa.Table:
     """Binary columns as base64 text, as Spark's JSON writer gives them: JSON has no bytes, and bytes need not be
     UTF-8."""
@@ -90,25 +75,7 @@ class JsonLines:
         return b""
 
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
-        table = _binary_as_base64(_in_microseconds(self.name, table))
-        encoded = arrow_json_lines(table)
-        if encoded is not None:
-            return encoded
-        frame = table.to_pandas()  # a column type the Arrow encoder leaves to pandas (lists, structs, ...)
-        for i, dtype in enumerate(frame.dtypes):
-            if isinstance(dtype, pd.DatetimeTZDtype) or (isinstance(dtype, np.dtype) and dtype.kind == "M"):
-                frame.isetitem(i, _iso_microseconds(frame.iloc[:, i]))
-        try:
-            text = frame.to_json(orient="records", lines=True, date_format="iso", date_unit="us")
-        except UnicodeDecodeError as bad:
-            raise ValueError(
-                f"jsonl format writes bytes inside lists or structs as text and found bytes that are not UTF-8 "
-                f"({bad}); encode them first (base64), or use parquet"
-            ) from bad
-        data = text.encode()
-        if data and not data.endswith(b"\n"):
-            data += b"\n"
-        return data, _line_ends(data)
+        return arrow_json_lines(_binary_as_base64(_in_microseconds(self.name, table)))
 
     def decode(self, data: bytes) -> pd.DataFrame:
         rows = [json.loads(line) for line in data.splitlines() if line]

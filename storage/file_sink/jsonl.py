@@ -3,12 +3,15 @@
 Each column becomes the JSON text of its values (numbers, ``true``/``false``,
 quoted and escaped strings, ISO 8601 timestamps, ``null``), and each row the
 join ``{"a":<a>,"b":<b>}\\n`` of them; the joined column's data buffer is the
-part's bytes and its offsets are the row ends. What ``json.loads`` reads back
-is what pandas' ``to_json`` (the encoder before) gave, except that floats keep
-every digit (pandas keeps 10 after the point: ``1.2345678901234567e+19`` became
-``1.23456789e+19``), text is UTF-8 rather than ``\\u`` escapes, and ``/`` is not
-escaped. Columns of other types (lists, structs, binary, ...) return None:
-the caller falls back to pandas.
+part's bytes and its offsets are the row ends. Lists, structs and maps are
+the joins of their children's texts, so a number inside them keeps every digit
+as a column of numbers does. What ``json.loads`` reads back is what pandas'
+``to_json`` (the encoder before) gave, except that floats and integers keep
+every digit (pandas keeps 10 significant ones: ``1.2345678901234567e+19`` became
+``1.23456789e+19``, and any list or struct column in a batch sent every column
+through it), text is UTF-8 rather than ``\\u`` escapes, ``/`` is not escaped,
+and timestamps with a time zone inside lists and structs end in ``Z`` as the
+columns' do.
 """
 
 from __future__ import annotations
@@ -24,14 +27,18 @@ _ROWS_PER_CHUNK = 1 << 16
 _CONTROL = {i: json.dumps(chr(i))[1:-1] for i in range(32)}  # \n, \t, ..., \u0001
 
 
-def encode(table: pa.Table) -> tuple[bytes, np.ndarray] | None:
-    """The table as JSON lines and the end offset of every line; None for a column type not handled here."""
+class _Unwritable(ValueError):
+    """A value JSON lines has no text for; ``encode`` names the column."""
+
+
+def encode(table: pa.Table) -> tuple[bytes, np.ndarray]:
+    """The table as JSON lines and the end offset of every line."""
     texts = []
     for i, field in enumerate(table.schema):
-        text = _column_text(table.column(i), field.type)
-        if text is None:
-            return None
-        texts.append(text)
+        try:
+            texts.append(_column_text(table.column(i), field.type))
+        except _Unwritable as why:
+            raise ValueError(f"jsonl format cannot write column {field.name!r} of type {field.type}: {why}") from why
     keys = [("{" if i == 0 else ",") + json.dumps(f.name) + ":" for i, f in enumerate(table.schema)]
     bodies, ends, done = [], [], 0
     for start in range(0, table.num_rows, _ROWS_PER_CHUNK):
@@ -50,8 +57,8 @@ def encode(table: pa.Table) -> tuple[bytes, np.ndarray] | None:
     return b"".join(bodies), np.concatenate(ends)
 
 
-def _column_text(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray | None:
-    """The JSON text of each value, ``null`` for nulls; None if the type is not handled here."""
+def _column_text(column: pa.ChunkedArray, kind: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """The JSON text of each value, ``null`` for nulls."""
     if pa.types.is_dictionary(kind):
         return _column_text(column.cast(kind.value_type), kind.value_type)
     if pa.types.is_boolean(kind) or pa.types.is_integer(kind):
@@ -65,15 +72,98 @@ def _column_text(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray 
             text = pa.chunked_array([_with_point(chunk) for chunk in text.chunks], pa.string())
     elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
         text = _quoted(column.cast(pa.string()))
+    elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
+        text = _quoted(_utf8(column))  # inside lists and structs; a binary column is base64 already (formats.py)
     elif pa.types.is_decimal(kind):
         text = _quoted(column.cast(pa.string()))  # as pandas wrote them: strings, every digit of the scale
     elif pa.types.is_date(kind):
         text = _timestamps(column.cast(pa.timestamp("us")), pa.timestamp("us"))
     elif pa.types.is_timestamp(kind):
         text = _timestamps(column, kind)
+    elif pa.types.is_time(kind):
+        text = _times(column)
+    elif pa.types.is_duration(kind):
+        text = _durations(column, kind)
+    elif pa.types.is_null(kind):
+        text = column.cast(pa.string())
+    elif pa.types.is_struct(kind) or pa.types.is_map(kind) or _is_list(kind):
+        text = pa.chunked_array([_nested_text(chunk, kind) for chunk in column.chunks], pa.string())
     else:
-        return None
+        raise _Unwritable("JSON lines has no text for it; cast it (to a string, say), or use parquet")
     return text.fill_null("null")
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+
+
+def _nested_text(chunk: pa.Array, kind: pa.DataType) -> pa.Array:
+    """Structs as JSON objects, lists as arrays, maps as arrays of ``[key, value]`` (as pandas wrote them), each
+    the join of its children's texts; null where the value is null."""
+    if pa.types.is_fixed_size_list(kind):
+        kind = pa.list_(kind.value_field)
+        chunk = chunk.cast(kind)
+    if pa.types.is_struct(kind):
+        keys = [("{" if i == 0 else ",") + json.dumps(f.name) + ":" for i, f in enumerate(kind)]
+        parts = [piece for key, child in zip(keys, chunk.flatten()) for piece in (key, _child_text(child))]
+        text = pc.binary_join_element_wise(*parts, "}", "") if parts else pa.array(["{}"] * len(chunk), pa.string())
+    else:
+        if pa.types.is_map(kind):
+            entries = pc.binary_join_element_wise("[", _child_text(chunk.keys), ",", _child_text(chunk.items), "]", "")
+        else:
+            entries = _child_text(chunk.values)
+        lists = (pa.LargeListArray if pa.types.is_large_list(kind) else pa.ListArray).from_arrays(chunk.offsets, entries)
+        text = pc.binary_join_element_wise("[", pc.binary_join(lists, ","), "]", "")
+    return pc.if_else(chunk.is_valid(), text, None)
+
+
+def _child_text(child: pa.Array) -> pa.Array:
+    text = _column_text(pa.chunked_array([child], child.type), child.type)
+    return text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
+
+
+def _utf8(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Bytes as the text they encode, refused where they are not UTF-8 (JSON has no bytes)."""
+    try:
+        return column.cast(pa.string())
+    except pa.ArrowInvalid as bad:
+        raise _Unwritable(
+            f"bytes inside lists or structs are written as text and these are not UTF-8 ({bad}); "
+            "encode them first (base64), or use parquet"
+        ) from bad
+
+
+def _times(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Times of day quoted as Python's ``isoformat`` (pandas) writes them: ``HH:MM:SS``, then ``.ffffff`` unless
+    zero; a time with digits below the microsecond, which Python's times cannot hold, is refused."""
+    try:
+        micros = column.cast(pa.time64("us"))
+    except pa.ArrowInvalid as lost:
+        raise _Unwritable(f"times are written in microseconds ({lost}); floor them, or cast to int64") from lost
+    text = micros.cast(pa.string())
+    text = pc.if_else(pc.ends_with(text, ".000000"), pc.utf8_slice_codeunits(text, 0, 8), text)
+    return pc.binary_join_element_wise('"', text, '"', "")
+
+
+def _durations(column: pa.ChunkedArray, kind: pa.DurationType) -> pa.Array:
+    """Durations quoted as pandas 3's ``to_json`` writes them, ``P1DT2H3M4.500S``: days (negative for a negative
+    duration, the rest counted up from them), then the second's fraction in milli-, micro- or nanoseconds, the
+    coarsest that holds it, unless zero (pandas 2 took every unit for nanoseconds)."""
+    nanos_per_tick = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[kind.unit]
+    ticks = column.cast(pa.int64()).fill_null(0).to_numpy()
+    days, rest = np.divmod(ticks, 86_400 * 10**9 // nanos_per_tick)
+    hours, rest = np.divmod(rest, 3_600 * 10**9 // nanos_per_tick)
+    minutes, rest = np.divmod(rest, 60 * 10**9 // nanos_per_tick)
+    seconds, rest = np.divmod(rest, 10**9 // nanos_per_tick)
+    nanos = rest * nanos_per_tick
+    padded = {d: pc.utf8_lpad(pa.array(nanos // 10 ** (9 - d)).cast(pa.string()), d, "0") for d in (3, 6, 9)}
+    fraction = pc.if_else(pa.array(nanos % 10**6 == 0), padded[3],
+                          pc.if_else(pa.array(nanos % 10**3 == 0), padded[6], padded[9]))
+    fraction = pc.if_else(pa.array(nanos != 0), pc.binary_join_element_wise(".", fraction, ""), "")
+    numbers = [pa.array(n).cast(pa.string()) for n in (days, hours, minutes, seconds)]
+    text = pc.binary_join_element_wise('"P', numbers[0], "DT", numbers[1], "H", numbers[2], "M", numbers[3],
+                                       fraction, 'S"', "")
+    return pc.if_else(column.is_valid().combine_chunks(), text, None)
 
 
 def _with_point(text: pa.StringArray) -> pa.StringArray:

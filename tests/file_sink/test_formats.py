@@ -396,10 +396,88 @@ def test_json_lines_write_bytes_in_base64_as_spark_does_and_half_floats(tmp_path
 
 def test_json_lines_refuse_bytes_that_are_not_utf8_inside_lists(tmp_path):
     sink = FileSink(str(tmp_path), format="jsonl")
-    with pytest.raises(ValueError, match=r"jsonl format writes bytes inside lists or structs as text and found bytes "
-                                         r"that are not UTF-8 .*encode them first \(base64\), or use parquet"):
+    with pytest.raises(ValueError, match=r"jsonl format cannot write column 'l' of type list<item: binary>: bytes "
+                                         r"inside lists or structs are written as text and these are not UTF-8 .*"
+                                         r"encode them first \(base64\), or use parquet"):
         sink.write(pa.table({"l": pa.array([[b"\xff"]])}))
     assert sink.finished_files() == []
+
+
+NESTED_KINDS = {
+    "ints": (pa.list_(pa.int64()), st.lists(COLUMN_KINDS["int"][1], max_size=3)),
+    "floats": (pa.list_(pa.float64()), st.lists(FLOATS, max_size=3)),
+    "texts": (pa.large_list(pa.string()), st.lists(TEXTS, max_size=3)),
+    "struct": (pa.struct([("i", pa.int64()), ("f", pa.float64()), ("xs", pa.list_(pa.float64()))]),
+               st.fixed_dictionaries({"i": COLUMN_KINDS["int"][1], "f": FLOATS, "xs": st.lists(FLOATS, max_size=2)})),
+    "map": (pa.map_(pa.string(), pa.float64()), st.lists(st.tuples(st.text(max_size=3), FLOATS), max_size=3)),
+}
+PLAIN_KINDS = {**{k: COLUMN_KINDS[k] for k in ("int", "text", "flag")}, "float": (pa.float64(), FLOATS)}
+
+
+def as_json_lines_write(value):
+    """A Python value as JSON lines promises to write it: NaN and infinities null, a map's entries as arrays."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: as_json_lines_write(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [as_json_lines_write(v) for v in value]
+    return value
+
+
+@settings(max_examples=80, deadline=None)
+@given(kinds=st.lists(st.sampled_from(sorted(NESTED_KINDS) + sorted(PLAIN_KINDS)), min_size=1, max_size=5),
+       data=st.data())
+def test_json_lines_write_every_digit_whatever_other_columns_the_batch_has(kinds, data):
+    """Each column's values exact, numbers nested in lists, structs and maps too: a list or struct column in a
+    batch used to send every column through pandas' to_json, which kept 10 significant digits."""
+    n = data.draw(st.integers(1, 8), label="rows")
+    kind_of = {**NESTED_KINDS, **PLAIN_KINDS}
+    table = pa.table({f"c{i}": pa.array(data.draw(st.lists(st.one_of(st.none(), kind_of[k][1]) if k in NESTED_KINDS
+                                                           else kind_of[k][1], min_size=n, max_size=n), label=k),
+                                        kind_of[k][0]) for i, k in enumerate(kinds)})
+    body, ends = JsonLines().encode(table)
+    lines = body.split(b"\n")[:-1]  # not bytes.splitlines: a string may hold a \r
+    expected = as_json_lines_write(table.to_pylist())
+    assert json.dumps([json.loads(line) for line in lines]) == json.dumps(expected)  # -0.0 and 5.0 as they were
+    assert ends.tolist() == np.cumsum([len(line) + 1 for line in lines]).tolist()
+
+
+def test_json_lines_keep_the_digits_of_a_pandas_runner_pane_with_a_list_column(tmp_path):
+    from accumulations import Sum, ToList
+    from windowing import windowed
+
+    events = pd.DataFrame({"k": ["a", "a"], "ts": [1, 2], "x": [0.1, 0.2], "tag": ["p", "q"]})
+    panes = windowed(events, time="ts", key="k").fixed(10).aggregate(total=Sum("x"), tags=ToList("tag"))
+    sink = FileSink(str(tmp_path), format="jsonl")
+    sink.write(pa.table({"id": pa.array([123456789012345678, None]), "l": pa.array([[1], [2]])}))
+    sink.write(panes)
+    rows = [json.loads(line) for path in sink.finished_files() for line in Path(path).read_text().splitlines()]
+    assert [r["id"] for r in rows[:2]] == [123456789012345678, None]
+    assert rows[2]["total"] == 0.1 + 0.2 and rows[2]["tags"] == ["p", "q"]
+
+
+@pytest.mark.parametrize(("column", "text"), [
+    (pa.array([[1_000_000_123]], pa.list_(pa.timestamp("us", "Europe/Berlin"))), '["1970-01-01T00:16:40.000123Z"]'),
+    (pa.array([[1_000_000_123_000]], pa.list_(pa.timestamp("ns"))), '["1970-01-01T00:16:40.000123"]'),
+    (pa.array([[1]], pa.list_(pa.date32())), '["1970-01-02T00:00:00.000000"]'),
+    (pa.array([[Decimal("1.50")]], pa.list_(pa.decimal128(5, 2))), '["1.50"]'),
+    (pa.array([[b"ab", None]], pa.list_(pa.binary())), '["ab",null]'),
+    (pa.array([{"a": 1, "b": "x"}], pa.struct([("a", pa.int64()), ("b", pa.string())])), '{"a":1,"b":"x"}'),
+    (pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())), '[["k",1]]'),
+    (pa.array([[1, 2]], pa.list_(pa.int32(), 2)), "[1,2]"),
+    (pa.array([3_723_000_001], pa.time64("us")), '"01:02:03.000001"'),
+    (pa.array([3_723], pa.time32("s")), '"01:02:03"'),
+    (pa.array([1_500], pa.duration("ms")), '"P0DT0H0M1.500S"'),
+    (pa.array([-1], pa.duration("us")), '"P-1DT23H59M59.999999S"'),
+    (pa.array([[1_500]], pa.list_(pa.duration("ns"))), '["P0DT0H0M0.000001500S"]'),
+    (pa.array([None], pa.null()), "null"),
+])
+def test_json_lines_write_nested_and_other_types_as_pandas_did_with_every_digit(column, text):
+    """The text pandas' to_json gave these types (tz-aware timestamps in lists now end in Z, as columns of them
+    do; durations are pandas 3's text on pandas 2 too, which took every unit for nanoseconds)."""
+    body, _ = JsonLines().encode(pa.table({"c": column}))
+    assert body == b'{"c":' + text.encode() + b"}\n"
 
 
 def test_orc_writes_categories_as_their_values(tmp_path):
