@@ -69,8 +69,9 @@ def seal(plain: bytes, key: bytes | None, index: int, final: bool) -> bytes:
     return _HEADER.pack(flag, len(sealed)) + nonce + sealed
 
 
-def unseal(data: bytes, key: bytes | None) -> bytes:
-    """The plaintext of a finished file, after every segment is authenticated."""
+def unseal(data: bytes, key: bytes | None, finished: bool = True) -> bytes:
+    """The plaintext of a file, after every segment is authenticated; a finished one must end with its final
+    segment, an in-progress one has none yet."""
     if key is None:
         return data
     aead, pos, index, plain, last_flag = AESGCM(key), 0, 0, [], MORE
@@ -89,6 +90,6 @@ def unseal(data: bytes, key: bytes | None) -> bytes:
         except InvalidTag as exc:
             raise CorruptPartError(f"segment {index} at byte {pos} failed authentication") from exc
         pos, index, last_flag = start + length, index + 1, flag
-    if last_flag != FINAL:
+    if finished and last_flag != FINAL:
         raise CorruptPartError("file ends without its final segment: it was truncated")
     return b"".join(plain)

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from .buckets import check_bucket_id
-from .codec import compress, seal
+from .codec import compress, decompress, seal, unseal
 from .config import SinkConfig
 from .directory import SinkDirectory
 from .formats import BulkWriter
@@ -132,6 +132,7 @@ class _Part:
     output: SpillingOutput | None = None
     tables: list[pa.Table] = field(default_factory=list)  # a bulk part's rows not yet written
     tables_bytes: int = 0
+    header: bytes | None = None  # a row format's header (CSV's column names); None: adopted, not read yet
 
     def stats(self) -> PartStats:
         r = self.record
@@ -202,6 +203,10 @@ class PartFiles:
 
     def _write_rows(self, bucket: str, table: pa.Table, now: int, batch_id: int) -> None:
         body, ends = self._format.encode(table)
+        header = self._format.header(table)
+        part = self.parts.get(bucket)
+        if header and part is not None and self._header_of(part) != header:
+            self.roll(part, batch_id)  # under the part's header its columns' values would be read as other columns
         limit = self.config.rolling.max_part_size
         start, row = 0, 0
         while row < len(ends):
@@ -231,10 +236,19 @@ class PartFiles:
             part.output = SpillingOutput(self.directory.fs, temp, self.config.key)
             part.bulk = self._format.open_writer(part.output, self.config.compression)
         else:
-            header = self._format.header(table)
-            part.pending, part.pending_bytes = ([header], len(header)) if header else ([], 0)
+            part.header = self._format.header(table)
+            part.pending, part.pending_bytes = ([part.header], len(part.header)) if part.header else ([], 0)
         self.parts[bucket] = part
         return part
+
+    def _header_of(self, part: _Part) -> bytes:
+        """The header a part was opened with; an adopted part's is read back from its committed bytes."""
+        if part.header is None:
+            rec, config = part.record, self.config
+            data = self.directory.fs.cat_file(rec.path, start=0, end=rec.length) if rec.length else b""
+            plain = decompress(unseal(data, config.key, finished=False), config.compression)
+            part.header = self._format.header_of(plain)
+        return part.header
 
     def flush(self, part: _Part, batch_id: int, final: bool = False) -> None:
         """Append the part's buffered rows as one segment (and the final one when rolling)."""

@@ -56,6 +56,32 @@ def test_csv_has_one_header_per_part_and_is_plain_csv(tmp_path):
     assert records[0] == ["id", "name", "x"] and len(records) == 7 and records[3][1] == "new\nline"
 
 
+@pytest.mark.parametrize("restart", [False, True], ids=["one writer", "restarted"])
+@pytest.mark.parametrize(("codec", "key"), [(None, None), ("gzip", KEY)], ids=["plain", "gzip+aes"])
+def test_a_csv_batch_of_other_columns_goes_to_a_new_part_not_under_the_open_parts_header(tmp_path, restart, codec,
+                                                                                          key):
+    """The default policy keeps a part open across batches: a batch with the columns in another order was
+    appended under the first batch's header (values swapped), one with a column more made the part unreadable.
+    A restarted writer reads an adopted part's header back from its committed bytes."""
+    sink = FileSink(str(tmp_path), format="csv", compression=codec)
+    sink = sink.with_encryption(key) if key else sink
+    batches = [pd.DataFrame({"user": ["alice"], "amount": [10]}), pd.DataFrame({"user": ["bob"], "amount": [20]}),
+               pd.DataFrame({"amount": [30], "user": ["carol"]}), pd.DataFrame({"amount": [40], "user": ["dave"]}),
+               pd.DataFrame({"amount": [50], "user": ["erin"], "note": ["x"]})]
+    writer = sink.writer()
+    for batch_id, batch in enumerate(batches):
+        if restart:
+            writer.close()
+            writer = sink.writer()
+        writer.write_batch(batch, batch_id, 0)
+    writer.finish(0)
+    writer.close()
+    assert len(sink.finished_files()) == 3  # a part per header; the same header appended to
+    back = sink.read()
+    assert back[["user", "amount"]].values.tolist() == [[b["user"][0], b["amount"][0]] for b in batches]
+    assert back["note"].tolist()[-1] == "x"
+
+
 @pytest.mark.parametrize(("fmt", "codec"), [("parquet", None), ("parquet", "zstd"), ("parquet", "snappy"),
                                             ("orc", None), ("orc", "zlib"), ("orc", "zstd"),
                                             ("avro", None), ("avro", "deflate"), ("avro", "bzip2"), ("avro", "xz")])
