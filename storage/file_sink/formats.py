@@ -90,7 +90,8 @@ class JsonLines:
 
 @dataclass(frozen=True)
 class TextLines:
-    """One value of the table's only column per line, as ``str(value)``."""
+    """One value of the table's only column per line, as ``str(value)``; a value holding ``\\n`` or ``\\r`` is
+    refused, since Spark's text reader (Hadoop's line reader) ends a line at either."""
 
     name: ClassVar[str] = "text"
     suffix: ClassVar[str] = ".txt"
@@ -109,13 +110,21 @@ class TextLines:
                 f"{table.column_names}; select the column to write first"
             )
         values = ["" if v is None else str(v) for v in table.column(0).to_pylist()]
-        if any("\n" in v for v in values):
-            raise ValueError("text format cannot write a value containing a newline; use jsonl or csv")
+        broken = next((v for v in values if "\n" in v or "\r" in v), None)
+        if broken is not None:
+            raise ValueError(
+                f"text format cannot write column {table.column_names[0]!r}: its value {broken[:80]!r} holds a line "
+                "break (\\n or \\r), where readers (Spark's text reader, read()) would split it into two rows; "
+                "use jsonl or csv"
+            )
         data = "".join(v + "\n" for v in values).encode()
         return data, _line_ends(data)
 
     def decode(self, data: bytes) -> pd.DataFrame:
-        return pd.DataFrame({"value": data.decode().splitlines()})
+        """Lines split at ``\\n`` only, what the writer ends them with (``str.splitlines`` also splits at
+        ``\\x0c``, ``\\x85``, ``\\u2028``, ..., which a value may hold)."""
+        text = data.decode()
+        return pd.DataFrame({"value": text.removesuffix("\n").split("\n") if text else []})
 
 
 def _csv_rows_only() -> pacsv.WriteOptions:

@@ -256,6 +256,23 @@ def test_text_lines_round_trip_and_refuse_several_columns(tmp_path):
         sink.write(pd.DataFrame({"a": [1], "b": [2]}))
 
 
+@pytest.mark.parametrize("value", ["a\rb", "a\r\nb", "a\nb"])
+def test_text_refuses_a_value_holding_a_line_break_naming_the_column_and_the_value(tmp_path, value):
+    """Spark's text reader ends a line at \\r too: 'a\\rb' would read back as two rows."""
+    sink = FileSink(str(tmp_path), format="text")
+    with pytest.raises(ValueError, match=rf"text format cannot write column 'v': its value {re.escape(repr(value))} "
+                                         r"holds a line break \(\\n or \\r\)"):
+        sink.write(pd.DataFrame({"v": ["fine", value]}))
+    assert sink.finished_files() == []
+
+
+def test_text_reads_back_values_holding_the_other_separators_python_splits_lines_at(tmp_path):
+    values = ["x\u2028y", "p\x0cq", "\x0b\x1c\x1d\x1e\x85\u2029", "", "plain"]
+    sink = FileSink(str(tmp_path), format="text")
+    sink.write(pd.DataFrame({"v": values}))
+    assert sink.read()["value"].tolist() == values
+
+
 def encrypted_file(tmp_path):
     sink = FileSink(str(tmp_path)).with_encryption(KEY).with_rolling_policy(RollingPolicy(max_batches=2))
     writer = sink.writer()

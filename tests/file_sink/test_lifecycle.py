@@ -111,7 +111,7 @@ def test_a_batch_refused_by_its_format_is_retried_with_fixed_rows(tmp_path):
     by_value = CallableBuckets(lambda row, now: "bad" if "\n" in row["v"] else "good")
     sink = FileSink(str(tmp_path), format="text").with_buckets(by_value)
     writer = sink.with_rolling_policy(RollingPolicy(max_batches=5)).writer()
-    with pytest.raises(ValueError, match="cannot write a value containing a newline"):
+    with pytest.raises(ValueError, match=r"cannot write column 'v': its value 'bad\\nrow' holds a line break"):
         writer.write_batch(pa.table({"v": ["ok-row", "bad\nrow"]}), 0, 0)
     assert writer.write_batch(pa.table({"v": ["ok-row", "fixed"]}), 0, 0, end_of_input=True)
     assert sorted(sink.read()["value"]) == ["fixed", "ok-row"]
