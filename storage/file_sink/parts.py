@@ -171,6 +171,12 @@ class PartFiles:
 
     def write(self, data: pa.Table, now: int, batch_id: int) -> None:
         """Append ``data``'s rows to their buckets' parts, rolling parts that fill up."""
+        refuse_duplicate_columns(data.column_names)
+        if data.num_rows and not data.num_columns:  # ORC's writer crashes the process; CSV, Parquet, Avro lose them
+            raise ValueError(
+                f"FileSink cannot write {data.num_rows} row(s) without columns: no format keeps a row of no values; "
+                "select the columns to write"
+            )
         self._now = now
         groups = _group(self.config.buckets.assign(data, now) if data.num_rows else "", data.num_rows)
         for bucket, _ in groups:
@@ -349,6 +355,14 @@ class PartFiles:
         for part in self.parts.values():
             if part.output is not None:
                 part.output.abandon()
+
+
+def refuse_duplicate_columns(names: list[str]) -> None:
+    """Refuse two columns of one name: a row of a file holds each name once (JSON lines kept the last value,
+    Parquet wrote a file it could not read back)."""
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"FileSink cannot write two columns named {twice[0]!r} (columns: {names}); rename one")
 
 
 def _after_batch(stats: PartStats, part: _Part) -> PartStats:

@@ -26,7 +26,7 @@ from .._lease import Lease
 from .commit import commit_batch, discard_reports, finish_open_parts, now_ms
 from .config import SinkConfig
 from .directory import RUNNING_HERE, SinkDirectory
-from .parts import PhaseHook, no_hook
+from .parts import PhaseHook, no_hook, refuse_duplicate_columns
 from .state import load_state
 from .tasks import TaskReport, describe_task_context, write_task
 
@@ -56,10 +56,7 @@ def check_frame(config: SinkConfig, df: DataFrame) -> None:
     name once), a bucket column or column type the sink cannot write (``SinkConfig.check_schema``)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    columns = df.columns
-    twice = sorted({name for name in columns if columns.count(name) > 1})
-    if twice:
-        raise ValueError(f"FileSink cannot write two columns named {twice[0]!r} (columns: {columns}); rename one")
+    refuse_duplicate_columns(df.columns)
     timezone = {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters else {}
     try:  # pyspark 4 names a timestamp's Arrow type only with a time zone (and raised AssertionError without)
         schema = to_arrow_schema(df.schema, **timezone)

@@ -30,7 +30,7 @@ from .._lease import Lease
 from .config import SinkConfig
 from .directory import INPROGRESS, SinkDirectory
 from .errors import SinkFencedError
-from .parts import PartFiles, PhaseHook, no_hook
+from .parts import PartFiles, PhaseHook, no_hook, refuse_duplicate_columns
 from .state import PartRecord, SinkState, load_state
 
 #: The owner (whose batch ids the commit records keep) of a writer given no writer id.
@@ -294,5 +294,6 @@ def to_table(df: Any) -> pa.Table:
     if isinstance(df, pa.Table):
         return df
     if isinstance(df, pd.DataFrame):
+        refuse_duplicate_columns(df.columns.tolist())  # as any batch's, before pyarrow's own words for it
         return pa.Table.from_pandas(df, preserve_index=False)
     raise TypeError(f"FileSink cannot write a {type(df).__name__}; pass a pandas, Arrow or Spark DataFrame")
