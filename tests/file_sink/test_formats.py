@@ -431,7 +431,8 @@ def test_a_one_column_csv_row_of_a_null_is_written_as_an_empty_quoted_value(tmp_
 
 def test_json_lines_write_bytes_in_base64_as_spark_does_and_half_floats(tmp_path):
     sink = FileSink(str(tmp_path), format="jsonl")
-    sink.write(pa.table({"b": pa.array([b"\x00\n", b"\xff", None]), "h": pa.array([1.5, None, -2.0], pa.float16())}))
+    halves = pa.array(np.array([1.5, 0, -2.0], np.float16), mask=np.array([False, True, False]))  # pyarrow 14: no floats
+    sink.write(pa.table({"b": pa.array([b"\x00\n", b"\xff", None]), "h": halves}))
     (path,) = sink.finished_files()
     rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
     assert [r["b"] for r in rows] == ["AAo=", "/w==", None] and [r["h"] for r in rows] == [1.5, None, -2.0]
