@@ -294,6 +294,9 @@ def to_table(df: Any) -> pa.Table:
     if isinstance(df, pa.Table):
         return df
     if isinstance(df, pd.DataFrame):
-        refuse_duplicate_columns(df.columns.tolist())  # as any batch's, before pyarrow's own words for it
-        return pa.Table.from_pandas(df, preserve_index=False)
+        # A named index holds values (a groupby's keys): written as columns, as reset_index() makes them (they were
+        # dropped without a word). An unnamed one holds positions (a filter's leftovers) and is not written.
+        named = [name for name in df.index.names if name is not None]
+        refuse_duplicate_columns([*named, *df.columns.tolist()])  # as any batch's, before pyarrow's own words for it
+        return pa.Table.from_pandas(df.reset_index(level=named) if named else df, preserve_index=False)
     raise TypeError(f"FileSink cannot write a {type(df).__name__}; pass a pandas, Arrow or Spark DataFrame")

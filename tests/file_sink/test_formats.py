@@ -542,6 +542,26 @@ def test_two_columns_of_one_name_are_refused_before_anything_is_written(tmp_path
     assert sink.finished_files() == [] and sink.read().empty
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet", "orc", "avro"])
+def test_a_named_index_is_written_as_columns_and_positions_are_not(tmp_path, fmt):
+    # Before: a groupby's keys, its index, were dropped without a word.
+    sales = pd.DataFrame({"store": ["a", "b", "a"], "day": [1, 1, 2], "amount": [1, 2, 3]})
+    sink = FileSink(str(tmp_path), format=fmt)
+    sink.write(sales.groupby(["store", "day"]).sum())  # a MultiIndex of two named levels
+    sink.write(sales[sales.amount > 1].drop(columns="day").groupby("store").sum())  # one named level
+    sink.write(sales[sales.amount > 2])  # an unnamed index, positions left by a filter: not written
+    back = sink.read().sort_values(["store", "amount"])
+    assert sorted(back.columns) == ["amount", "day", "store"]
+    assert back[["store", "amount"]].values.tolist() == [["a", 1], ["a", 3], ["a", 3], ["a", 3], ["b", 2], ["b", 2]]
+
+
+def test_an_index_named_like_a_column_is_refused_naming_it(tmp_path):
+    frame = pd.DataFrame({"store": ["a"], "amount": [1]}, index=pd.Index(["x"], name="store"))
+    with pytest.raises(ValueError, match=r"FileSink cannot write two columns named 'store' "
+                                         r"\(columns: \['store', 'store', 'amount'\]\); rename one"):
+        FileSink(str(tmp_path)).write(frame)
+
+
 @pytest.mark.parametrize("fmt", ALL_FORMATS)
 def test_rows_without_columns_are_refused_before_anything_is_written(tmp_path, fmt):
     """ORC's writer crashed the process (SIGSEGV), CSV wrote a part read() failed on, Parquet and Avro lost the
