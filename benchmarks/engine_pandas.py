@@ -34,7 +34,7 @@ def make_events(n: int, keys: int, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame({"user": rng.integers(0, keys, n), "ts": ts, "amount": rng.integers(1, 100, n)})
 
 
-def run_case(case: str, n: int, keys: int, rounds: int) -> dict:
+def run_case(case: str, n: int, keys: int, rounds: int = 1) -> dict:
     """The median of ``rounds`` timed runs in this process: a run's time varies up to threefold with
     how much of its memory the allocator must fault in afresh from the OS, most often in the first."""
     df = make_events(n, keys)
