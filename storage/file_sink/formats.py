@@ -11,7 +11,6 @@ import base64
 import csv
 import io
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -23,6 +22,7 @@ import pyarrow.csv as pacsv
 import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
+from .avro_types import arrow_field_stored, avro_type, check_long_holds
 from .jsonl import encode as arrow_json_lines
 
 
@@ -477,7 +477,9 @@ class _AvroWriter(BulkWriter):
 
     def write(self, table: pa.Table) -> None:
         table = _in_microseconds(Avro.name, table)
-        self._tables.append(table.cast(pa.schema([_avro_arrow_field(f) for f in table.schema],
+        for field, column in zip(table.schema, table.columns):
+            check_long_holds(field, column)
+        self._tables.append(table.cast(pa.schema([arrow_field_stored(f) for f in table.schema],
                                                  metadata=table.schema.metadata)))
 
     def close(self) -> None:
@@ -486,48 +488,10 @@ class _AvroWriter(BulkWriter):
         if not self._tables:
             return
         table = pa.concat_tables(self._tables)
-        fields = [{"name": f.name, "type": ["null", _avro_type(f)]} for f in table.schema]
+        fields = [{"name": f.name, "type": ["null", avro_type(f)]} for f in table.schema]
         schema = fastavro.parse_schema({"type": "record", "name": "Row", "fields": fields})
         meta = {"arrow.schema": _schema_text(table.schema)}
         fastavro.writer(self._out, schema, table.to_pylist(), codec=self._codec, metadata=meta)
-
-
-def _avro_arrow_field(field: pa.Field) -> pa.Field:
-    """The column type Avro stores: timestamps in ms or us, everything else as it is."""
-    t = field.type
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", field.name):
-        raise ValueError(
-            f"avro format cannot name a field {field.name!r}: Avro names are letters, digits and '_', "
-            "not starting with a digit; rename the column"
-        )
-    if pa.types.is_timestamp(t) and t.unit == "s":
-        return field.with_type(pa.timestamp("us", tz=t.tz))
-    return field
-
-
-def _avro_type(field: pa.Field) -> Any:
-    t = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_integer(t):
-        return "int" if t.bit_width < 32 or (t.bit_width == 32 and pa.types.is_signed_integer(t)) else "long"
-    if pa.types.is_float32(t) or pa.types.is_float64(t):
-        return "float" if pa.types.is_float32(t) else "double"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return "bytes"
-    if pa.types.is_date32(t):
-        return {"type": "int", "logicalType": "date"}
-    if pa.types.is_decimal(t):  # Avro's decimal: the unscaled integer's two's-complement bytes
-        return {"type": "bytes", "logicalType": "decimal", "precision": t.precision, "scale": t.scale}
-    if pa.types.is_timestamp(t):
-        unit = "millis" if t.unit == "ms" else "micros"
-        return {"type": "long", "logicalType": f"{'' if t.tz else 'local-'}timestamp-{unit}"}
-    raise ValueError(
-        f"avro format cannot write column {field.name!r} of type {field.type}; "
-        "cast it to a number, decimal, string, binary, date or timestamp, or use parquet"
-    )
 
 
 Format = JsonLines | TextLines | Csv | Parquet | Orc | Avro

@@ -2,10 +2,11 @@
 
 Per remembered file it keeps the segment being read and how far blocks were handed
 out, plus a modification-time watermark: the newest mtime of any fully handed-out
-file, but never later than the reader's clock when it was handed out (a file dated in the
-future by a writer whose clock is ahead would otherwise make honest files after it look
-read). Finished files older than ``watermark - slack`` are forgotten, and unknown files
-that old are never offered, so memory stays bounded on a directory that grows forever.
+file, but never later than the reader's clock at the latest hand-out (capped again at every
+hand-out, never moved back), so a file dated in the future by a writer whose clock is ahead
+moves it no further than a file written at that moment would. Finished files older than
+``watermark - slack`` are forgotten, and unknown files that old are never offered, so memory
+stays bounded on a directory that grows forever.
 The state is a small JSON value, stored in every stream offset.
 
 A hand-out costs time in the blocks it hands out (and a pass over each new listing), not in

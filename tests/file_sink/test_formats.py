@@ -214,11 +214,19 @@ def test_avro_writes_decimals_with_avros_decimal_type(tmp_path):
     [
         (pd.DataFrame({"a-b": [1]}), r"avro format cannot name a field 'a-b'"),
         (pa.table({"xs": [[1, 2]]}), r"avro format cannot write column 'xs' of type list<item: int64>"),
+        (pa.table({"u": pa.array([1, None, 2**63], pa.uint64())}),
+         r"avro format cannot write column 'u': it holds 9223372036854775808, beyond Avro's long"),
     ],
 )
 def test_avro_refuses_what_it_cannot_write(tmp_path, frame, match):
     with pytest.raises(ValueError, match=match):
         FileSink(str(tmp_path), format="avro").write(frame)
+
+
+def test_avro_writes_unsigned_longs_that_fit_exactly(tmp_path):
+    sink = FileSink(str(tmp_path), format="avro")
+    sink.write(pa.table({"u": pa.array([0, None, 2**63 - 1], pa.uint64())}))
+    assert sink.read()["u"].astype(object).tolist() == [0, pd.NA, 2**63 - 1]
 
 
 def part_name_clash(number, directory):
