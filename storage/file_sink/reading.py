@@ -6,12 +6,15 @@ committed is reported by name, whatever its format (a JSON lines or CSV part cut
 at a row boundary, or with a digit changed, reads back without an error otherwise).
 A committed part that is missing is an error too; one whose
 rename is still due (its writer stopped between its commit and its renames) is
-read from its pending file.
+read from its pending file. Where the records know every finished part (a
+directory written by version 4 of the record from its first commit), a visible
+file no record finished is not read: a copy of a part would duplicate its rows.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 import zlib
 from typing import Any
 
@@ -46,6 +49,8 @@ def read(config: SinkConfig) -> pd.DataFrame:
     due = {dst: src for src, dst in state.finalize} if state is not None else {}
     replaced = set(state.removed) if state is not None else set()  # a compaction's inputs, not yet deleted
     visible = [path for path in finished_files(config) if path not in replaced]
+    if state is not None and state.chain_from == 0:  # the records know every finished part: no other file is one
+        visible = _committed_only(visible, committed, root)
     missing = sorted(set(committed) - set(visible))
     frames = []
     for path in sorted(set(visible) | set(missing), key=natural_order):
@@ -55,6 +60,20 @@ def read(config: SinkConfig) -> pd.DataFrame:
         frames.append(_decode(config, path, data))
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _committed_only(visible: list[str], committed: dict[str, Any], root: str) -> list[str]:
+    """The visible files a commit finished; the others (a part copied beside itself, another tool's file) are
+    not read, as Spark reads its own file sink's output through its metadata log only, and named in a warning."""
+    foreign = [path for path in visible if path not in committed]
+    if foreign:
+        shown = ", ".join(path[len(root) + 1 :] for path in foreign[:5])
+        warnings.warn(
+            f"FileSink.read() under {root} skipped {len(foreign)} file(s) no commit record finished "
+            f"({shown}{', ...' if len(foreign) > 5 else ''}): not this sink's parts, so their rows are not read",
+            stacklevel=3,
+        )
+    return [path for path in visible if path in committed]
 
 
 def _check(path: str, data: bytes, length: int, crc: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 
@@ -86,3 +87,17 @@ def counted_calls() -> Counter[str]:
     """The calls counted by ``counting://`` as registered last: this module is imported under two names
     (``file_sink.helpers`` by the tests, ``tests.file_sink.helpers`` by ``crash_writer.py``)."""
     return fsspec.get_filesystem_class("counting").calls
+
+
+def as_old_record(path, version, root):
+    """Rewrite the record at ``path`` as releases writing ``version`` 1 or 2 did: absolute paths under ``root``."""
+    record = json.loads(path.read_text())
+    for name in ("sequence", "owner", "owners", "finished", "removed", "manifest", "chain_from"):
+        del record[name]  # added by version 4
+    for part in record["open_parts"]:
+        del part["slot"]
+        part["path"], part["final_path"] = f"{root}/{part['path']}", f"{root}/{part['final_path']}"
+    record["finalize"] = [[f"{root}/{src}", f"{root}/{dst}"] for src, dst in record["finalize"]]
+    if version == 1:
+        del record["settings"]
+    path.write_text(json.dumps({**record, "version": version}))

@@ -22,6 +22,8 @@ from storage.file_sink.codec import unseal
 from storage.file_sink.formats import JsonLines
 from windowing import windowed
 
+from .helpers import as_old_record
+
 KEY = bytes(range(32))
 ROWS = pd.DataFrame({"id": [1, 2, 3], "name": ["a", 'quote " and, comma', "new\nline"], "x": [0.5, -1.0, 2.25]})
 
@@ -132,8 +134,11 @@ def test_parquet_writes_nanoseconds_as_microseconds_and_reads_them_back_as_befor
 
 def test_parquet_parts_written_as_nanoseconds_read_back_with_the_new_ones(tmp_path):
     table = nanosecond_table().select(["naive", "aware"])
-    pq.write_table(table, tmp_path / "part-before-0.parquet")  # a finished part of an earlier release
     sink = FileSink(str(tmp_path), format="parquet")
+    sink.write(table)
+    (earlier,) = sink.finished_files()
+    pq.write_table(table, earlier)  # as an earlier release wrote it: in nanoseconds,
+    as_old_record(tmp_path / "_file_sink" / f"{0:020d}.json", 2, tmp_path)  # under its record
     sink.write(table)
     expected = pd.concat([table.to_pandas()] * 2, ignore_index=True)
     pd.testing.assert_frame_equal(sink.read(), expected)

@@ -13,7 +13,7 @@ import storage.file_sink.directory as directory_module
 import storage.file_sink.writer as writer_module
 from storage.file_sink import CallableBuckets, ColumnBuckets, FileSink, RollingPolicy
 
-from .helpers import batch, counted_calls, tree  # helpers also registers noappend:// and counting://
+from .helpers import as_old_record, batch, counted_calls, tree  # helpers also registers noappend:// and counting://
 
 
 def test_finished_only_after_commit_and_in_progress_hidden(tmp_path):
@@ -300,20 +300,6 @@ def test_settings_may_change_once_the_parts_are_finished(tmp_path):
     assert old.startswith(b'{"id":0') and b"row-2" not in new  # each part under its own settings
     record = (tmp_path / "_file_sink" / f"{2:020d}.json").read_text()  # 0: the first batch, 1: finish, 2: write
     assert K1.decode() not in record and '"compression": "gzip"' in record  # the key itself is never stored
-
-
-def as_old_record(path, version, root):
-    """Rewrite the record at ``path`` as releases writing ``version`` 1 or 2 did: absolute paths under ``root``."""
-    record = json.loads(path.read_text())
-    for name in ("sequence", "owner", "owners", "finished", "removed", "manifest", "chain_from"):
-        del record[name]  # added by version 4
-    for part in record["open_parts"]:
-        del part["slot"]
-        part["path"], part["final_path"] = f"{root}/{part['path']}", f"{root}/{part['final_path']}"
-    record["finalize"] = [[f"{root}/{src}", f"{root}/{dst}"] for src, dst in record["finalize"]]
-    if version == 1:
-        del record["settings"]
-    path.write_text(json.dumps({**record, "version": version}))
 
 
 def test_a_version_1_commit_record_is_still_read(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -253,3 +254,15 @@ def test_the_commit_record_keeps_the_writers_batch_ids_and_the_finished_parts(tm
     part = f"part-{record['writer_id']}-0.jsonl"
     assert sorted(path for path, _, _ in record["finished"]) == [f"k=b0/{part}", f"k=b1/{part}"]
     assert all(length == os.path.getsize(tmp_path / path) for path, length, _ in record["finished"])
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_copy_of_a_part_beside_it_is_not_read_twice(tmp_path, fmt):
+    """The records know every part finished since version 4; a file none finished (a part copied by hand, another
+    tool's output) was read as well, its rows twice."""
+    sink, second = two_parts(tmp_path, fmt, None, None)
+    copy = Path(second).with_name(f"{Path(second).stem} (copy){Path(second).suffix}")
+    shutil.copyfile(second, copy)
+    with pytest.warns(UserWarning, match=r"skipped 1 file\(s\) no commit record finished \(part-.* \(copy\)"):
+        values = sink.read()["value"].tolist()
+    assert sorted(values) == sorted(f"row-{i}" for i in range(40))
