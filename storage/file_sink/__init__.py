@@ -1,7 +1,13 @@
 """The exactly-once rotating file sink (issue 4); see docs/file_sink.md."""
 
 from .buckets import BasePathBuckets, BucketAssigner, CallableBuckets, ColumnBuckets, DateTimeBuckets
-from .errors import CommittedPartMissingError, CorruptPartError, SinkFencedError, SinkHeldError
+from .errors import (
+    CommittedPartMissingError,
+    CorruptPartError,
+    DamagedCommitRecordError,
+    SinkFencedError,
+    SinkHeldError,
+)
 from .rolling import RollingPolicy
 from .sink import FileSink
 from .writer import SinkWriter
@@ -13,6 +19,7 @@ __all__ = [
     "ColumnBuckets",
     "CommittedPartMissingError",
     "CorruptPartError",
+    "DamagedCommitRecordError",
     "DateTimeBuckets",
     "FileSink",
     "RollingPolicy",

@@ -87,6 +87,8 @@ class SinkDirectory:
         """Claim ``lease``; a holder that is a dead process of this machine, a query of this process that
         stopped, or ``same_writer``, is taken over. True when the writer before may still be running (it was
         taken over, or its lease ran out): then its in-progress parts must not be appended to (``detach``)."""
+        if self.local:
+            load_state(self.fs, self.root)  # refuses a damaged record (DamagedCommitRecordError) before writing a lease
         lease.claim(take_over, frees=lambda held: holder_is_dead(held) or _stopped_here(held) or same_writer(held))
         held = lease.previous
         return held is not None and not held.get("released") and not holder_is_dead(held) and not _stopped_here(held)

@@ -7,6 +7,10 @@ class CorruptPartError(ValueError):
     """A finished part cannot be read back as it was committed: damaged, truncated or tampered with."""
 
 
+class DamagedCommitRecordError(RuntimeError):
+    """A commit record on the local disk does not read: no crash tears one there, so it was damaged since."""
+
+
 class CommittedPartMissingError(RuntimeError):
     """A part a commit record holds is neither in progress, pending nor finished: its rows would be lost."""
 

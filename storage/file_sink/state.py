@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from fsspec import AbstractFileSystem
 
 from .._fs import is_local
-from .errors import SinkFencedError
+from .errors import DamagedCommitRecordError, SinkFencedError
 
 STATE_DIR = "_file_sink"
 # 2 added the settings (a version 1 record reads with settings unknown, {}); 3 made the paths relative;
@@ -162,26 +162,77 @@ def _record_paths(fs: AbstractFileSystem, root: str) -> list[tuple[int, str]]:
         return []
 
 
-def _read_record(fs: AbstractFileSystem, root: str, sequence: int, path: str) -> SinkState | None:
-    try:
-        return SinkState.from_json(fs.cat_file(path).decode(), root, sequence)
-    except (ValueError, KeyError, TypeError):
-        return None  # a record torn by a crash on a filesystem without atomic rename
+# A record that does not parse: JSON cut short or of other bytes (UnicodeDecodeError is a ValueError), or not a record.
+_UNREADABLE = (ValueError, KeyError, TypeError, AttributeError)
+
+
+def _read_record(fs: AbstractFileSystem, root: str, sequence: int, path: str) -> SinkState:
+    return SinkState.from_json(fs.cat_file(path).decode(), root, sequence)
 
 
 def load_state(fs: AbstractFileSystem, root: str) -> SinkState | None:
-    """The newest complete commit record, or None before the first commit."""
+    """The newest complete commit record, or None before the first commit.
+
+    Newer records that do not read are skipped where a crash can leave one torn
+    (a filesystem without atomic rename), as the next commit overwrites it. On the
+    local disk ``_put`` publishes a record whole, so one that does not read was
+    damaged since: refused, as going back to the record before it would forget the
+    commits after it (and the next commit would find its number taken, as if fenced).
+    """
+    unreadable: list[tuple[str, Exception]] = []
     for sequence, path in reversed(_record_paths(fs, root)):
-        state = _read_record(fs, root, sequence, path)
-        if state is not None:
-            return state
+        try:
+            state = _read_record(fs, root, sequence, path)
+        except _UNREADABLE as exc:
+            unreadable.append((path, exc))
+            continue
+        _refuse_damaged_newest(fs, unreadable, state)
+        return state
+    _refuse_damaged_newest(fs, unreadable, None)
     return None
+
+
+def _refuse_damaged_newest(fs: AbstractFileSystem, unreadable: list[tuple[str, Exception]],
+                           readable: SinkState | None) -> None:
+    if unreadable and is_local(fs):
+        raise _damaged(
+            fs, unreadable[::-1],
+            f"The sink goes no further rather than go back to the newest record that reads, {_named(readable)}, "
+            "which would forget the commits after it.",
+            f"move {'it' if len(unreadable) == 1 else 'them'} out of {STATE_DIR}/ to go back to "
+            f"{'that record' if readable is not None else 'no record'}",
+        )
+
+
+def _damaged(fs: AbstractFileSystem, unreadable: list[tuple[str, Exception]], why: str, back: str
+             ) -> DamagedCommitRecordError:
+    """The error for local records that do not read: which, how, why the sink stops and what can be done."""
+    which = " and ".join(f"{path} ({fs.size(path)} bytes: {type(exc).__name__}: {exc})" for path, exc in unreadable)
+    plural = len(unreadable) > 1
+    return DamagedCommitRecordError(
+        f"file sink commit record{'s' if plural else ''} {which} {'are' if plural else 'is'} damaged: on the local "
+        "disk a record is published whole (written, fsynced, then linked into place), so no crash leaves one torn; "
+        f"{'they were' if plural else 'it was'} truncated, zeroed or overwritten since. {why} Restore "
+        f"{'them' if plural else 'it'} from a backup; or {back}, knowing what that undoes: the commits after it are "
+        "forgotten (what they wrote to in-progress parts is truncated away or deleted, the parts they finished stay, "
+        "read unchecked) and committed_batch_id goes back, but Spark replays only the batches it had not marked "
+        "done: rows of the forgotten batches may be lost or read twice"
+    )
+
+
+def _named(state: SinkState | None) -> str:
+    if state is None:
+        return "no record (as before the first commit)"
+    owner = f" of {state.owner!r}" if state.owner is not None else ""
+    return f"record {state.sequence} (batch {state.batch_id}{owner})"
 
 
 def finished_lengths(fs: AbstractFileSystem, root: str, state: SinkState | None) -> dict[str, tuple[int, int]]:
     """Every part finished up to ``state``'s commit, with the length and CRC-32 it was committed with.
 
     Parts finished before version 4 of the record are not known: their lengths were never kept.
+    A record between the manifest and ``state`` that does not read is skipped where a crash can tear one,
+    refused on the local disk (see ``load_state``): only it knows the parts it finished or removed.
     """
     if state is None:
         return {}
@@ -197,9 +248,20 @@ def finished_lengths(fs: AbstractFileSystem, root: str, state: SinkState | None)
                 f"file sink commit record {sequence} under {root} is missing; the records from {start} to "
                 f"{state.sequence} are kept for the lengths of the parts they finished"
             )
-        older = _read_record(fs, root, sequence, records[sequence])
-        if older is not None:
-            _apply(lengths, older)
+        try:
+            older = _read_record(fs, root, sequence, records[sequence])
+        except _UNREADABLE as exc:
+            if is_local(fs):
+                raise _damaged(
+                    fs, [(records[sequence], exc)],
+                    f"Commit {state.sequence} reads the parts finished since the last manifest from the records "
+                    "before it, and only this one knows the parts it finished or removed: without it, reading back "
+                    "would leave the parts it finished unchecked (and report the parts it removed missing), and the "
+                    "next manifest would drop them for good.",
+                    f"move it and the records after it out of {STATE_DIR}/ to go back to the records before it",
+                ) from None
+            continue
+        _apply(lengths, older)
     _apply(lengths, state)
     return lengths
 

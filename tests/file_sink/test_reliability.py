@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import fsspec
 import pyarrow as pa
 import pytest
 
@@ -17,8 +18,10 @@ from storage.file_sink import (
     ColumnBuckets,
     CommittedPartMissingError,
     CorruptPartError,
+    DamagedCommitRecordError,
     FileSink,
     RollingPolicy,
+    SinkFencedError,
     SinkHeldError,
 )
 
@@ -211,6 +214,137 @@ def test_lengths_come_from_the_manifest_once_old_records_are_pruned(tmp_path):
         fh.truncate(os.path.getsize(first) - 2)  # "0\n" gone: the header alone is a valid CSV
     with pytest.raises(CorruptPartError, match=rf"finished part {first} has \d+ bytes, but \d+ were committed"):
         sink.read()
+
+
+# ---------------------------------------------------------------- damaged commit records
+
+
+def listing(root: Path) -> dict[str, int]:
+    """Every file below ``root``, the sink's own included, with its size."""
+    return {str(path.relative_to(root)): path.stat().st_size for path in root.rglob("*") if path.is_file()}
+
+
+def record(root: Path, sequence: int) -> Path:
+    return root / "_file_sink" / f"{sequence:020d}.json"
+
+
+def three_batches(tmp_path):
+    """Records 0 to 2; batch 2's rows are in an in-progress part only record 2 knows."""
+    sink = FileSink(str(tmp_path)).with_writer_id("w").with_rolling_policy(RollingPolicy(max_batches=2))
+    writer = sink.writer()
+    for batch_id in range(3):  # batch 1 rolls part 0, batch 2 opens part 1
+        writer.write_batch(batch(3 * batch_id, 3), batch_id, 0)
+    writer.close()
+    return sink
+
+
+DAMAGE = {
+    "truncated": lambda data: data[:40],
+    "zeroed": lambda data: bytes(len(data)),
+    "other bytes": lambda data: b"\xff\xfe" + data[2:],
+    "empty": lambda data: b"",
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_newest_record_is_refused_by_name_not_taken_for_a_fence(tmp_path, damage):
+    # Earlier, the writer went back to record 1, deleted batch 2's part as a stray, then its commit found record
+    # 2's name taken: SinkFencedError, "taken over". read() went back without a word.
+    sink = three_batches(tmp_path)
+    damaged = record(tmp_path, 2)
+    damaged.write_bytes(DAMAGE[damage](damaged.read_bytes()))
+    files = listing(tmp_path)
+    refused = (rf"commit record {damaged} \({damaged.stat().st_size} bytes: \w+: .*\) is damaged: on the local disk "
+               r"a record is published whole .* it was truncated, zeroed or overwritten since\. The sink goes no "
+               r"further rather than go back to the newest record that reads, record 1 \(batch 1 of 'w'\), .* "
+               r"Restore it from a backup; or move it out of _file_sink/ to go back to that record, knowing")
+    with pytest.raises(DamagedCommitRecordError, match=refused):
+        sink.writer()
+    with pytest.raises(DamagedCommitRecordError, match=refused):
+        sink.read()
+    assert listing(tmp_path) == files  # nothing recovered, deleted or written, not even a lease
+
+
+def test_a_damaged_record_with_none_before_it_is_refused(tmp_path):
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy(max_batches=2))
+    sink.write(batch(0, 2))
+    record(tmp_path, 0).write_bytes(b"")
+    with pytest.raises(DamagedCommitRecordError, match=r"newest record that reads, no record \(as before the first "
+                                                       r"commit\), .* to go back to no record"):
+        sink.writer()
+
+
+def test_a_batch_crashed_before_its_renames_is_not_dropped_by_read_when_its_record_is_damaged(tmp_path):
+    # Killed after batch 1's record, before its renames: read() takes the pending parts from the record. Earlier,
+    # with that record damaged, read() went back to record 0, which knows them as in progress, and read no row.
+    spec = {"sizes": [4, 4], "buckets": 1, "policy": {"max_batches": 2}, "path": str(tmp_path)}
+    assert run({**spec, "crash": ["after_commit_record", 1]}) == CRASH_EXIT
+    assert len(sink_from(spec).read()) == 8
+    os.truncate(record(tmp_path, 1), 10)
+    with pytest.raises(DamagedCommitRecordError, match=r"00000000000000000001\.json \(10 bytes: JSONDecodeError"):
+        sink_from(spec).read()
+
+
+def test_a_damaged_record_moved_away_goes_back_to_the_record_before(tmp_path):
+    sink = three_batches(tmp_path / "out")
+    os.rename(record(tmp_path / "out", 2), tmp_path / "damaged.json")  # out of the sink directory
+    writer = sink.writer()
+    assert writer.committed_batch_id == 1  # batch 2 is forgotten: its part is deleted as a stray, and written again
+    assert writer.write_batch(batch(6, 3), 2, 0, end_of_input=True)
+    writer.close()
+    assert sorted(sink.read()["id"]) == list(range(9))
+
+
+def test_a_damaged_record_the_newest_needs_for_lengths_is_refused(tmp_path):
+    # Records 0 to 8 hold the lengths of the parts they finished until the manifest of commit 9.
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy.on_every_batch())
+    writer = sink.writer()
+    for batch_id in range(9):
+        writer.write_batch(batch(batch_id, 1), batch_id, 0)
+    record(tmp_path, 1).write_bytes(b"{}")
+    files = {name: size for name, size in listing(tmp_path).items() if "lease" not in name}
+    refused = (rf"commit record {record(tmp_path, 1)} \(2 bytes: KeyError: 'version'\) is damaged: .* Commit \d+ "
+               r"reads the parts finished since the last manifest from the records before it, and only this one knows "
+               r"the parts it finished or removed")
+    with pytest.raises(DamagedCommitRecordError, match=refused):
+        sink.read()  # earlier: read the part of batch 1 unchecked
+    with pytest.raises(DamagedCommitRecordError, match=refused):
+        writer.write_batch(batch(9, 1), 9, 0)  # earlier: a manifest without that part, unchecked from then on
+    writer.close()
+    assert not any(name.endswith(".manifest") for name in os.listdir(tmp_path / "_file_sink"))
+    assert {name: size for name, size in listing(tmp_path).items() if "lease" not in name} == files  # rolled back
+
+
+def test_a_writer_whose_record_number_another_writer_took_is_still_fenced(tmp_path):
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy.on_every_batch())
+    first = sink.writer()
+    first.write_batch(batch(0, 2), 0, 0)
+    second = sink.writer(take_over=True)
+    second.write_batch(batch(2, 2), 1, 0)  # record 1
+    with pytest.raises(SinkFencedError, match=r"commit 00000000000000000001\.json under .* was published by another "
+                                              r"writer first: this writer was taken over"):
+        first.write_batch(batch(4, 2), 1, 0)
+    second.close()
+    assert sorted(sink.read()["id"]) == [0, 1, 2, 3]
+
+
+def test_a_torn_newest_record_elsewhere_is_skipped_and_overwritten(tmp_path):
+    # Where a crash can tear a record (no atomic rename), the next commit overwrites it.
+    path = f"memory://{tmp_path.name}/out"
+    sink = FileSink(path).with_writer_id("w").with_rolling_policy(RollingPolicy(max_batches=5))
+    writer = sink.writer()
+    writer.write_batch(batch(0, 2), 0, 0)
+    writer.write_batch(batch(2, 2), 1, 0)  # appended to the part batch 0 opened
+    writer.close()
+    fs = fsspec.filesystem("memory")
+    torn = f"/{tmp_path.name}/out/_file_sink/{1:020d}.json"
+    fs.pipe_file(torn, fs.cat_file(torn)[:40])
+    writer = sink.writer()
+    assert writer.committed_batch_id == 0  # the part is truncated back to batch 0's rows
+    writer.write_batch(batch(2, 2), 1, 0, end_of_input=True)
+    writer.close()
+    assert json.loads(fs.cat_file(torn))["owners"] == {"w": 1}
+    assert sorted(sink.read()["id"]) == [0, 1, 2, 3]
 
 
 # ---------------------------------------------------------------- arguments and paths
