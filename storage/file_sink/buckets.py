@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any, Callable, Protocol
+from urllib.parse import unquote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
@@ -35,8 +36,14 @@ def check_timezone(assigner: DateTimeBuckets | ColumnBuckets) -> None:
         ) from exc
 
 
-def check_bucket_id(bucket: Any, assigner: BucketAssigner) -> None:
-    """Refuse a bucket id that is not a directory below the base path that readers see."""
+def shorten(text: str) -> str:
+    """``text`` quoted for an error message, cut after 40 characters."""
+    return repr(text) if len(text) <= 40 else f"{text[:40]!r}..."
+
+
+def check_bucket_id(bucket: Any, assigner: BucketAssigner, name_limit: int | None = None) -> None:
+    """Refuse a bucket id that is not a directory below the base path that readers see, or that has a level of
+    more than ``name_limit`` bytes, which the filesystem would refuse halfway through the batch (None: no limit)."""
     refused = f"FileSink bucket id {bucket!r} from {type(assigner).__name__} is refused"
     if not isinstance(bucket, str):
         raise TypeError(f"{refused}: a bucket id is a str")
@@ -45,6 +52,25 @@ def check_bucket_id(bucket: Any, assigner: BucketAssigner) -> None:
             raise ValueError(f"{refused}: a level is {level!r}; a bucket id is '/'-separated directory names")
         if level[0] in "._":
             raise ValueError(f"{refused}: level {level!r} starts with {level[0]!r}, so readers would skip its rows")
+        size = len(level.encode())
+        if name_limit is not None and size > name_limit:
+            raise ValueError(_long_name_error(level, size, name_limit, assigner))
+
+
+def _long_name_error(level: str, size: int, limit: int, assigner: BucketAssigner) -> str:
+    over = (f"is {size} bytes (UTF-8): more than the {limit} bytes the filesystem allows in a name, so the batch "
+            "is refused and nothing of it is committed")
+    if isinstance(assigner, ColumnBuckets):
+        value = unquote(level.partition("=")[2])  # the escaped column holds no '='; unquote undoes hive_escape
+        return (
+            f"ColumnBuckets column={assigner.column!r} has a value of {len(value)} characters ({shorten(value)}) "
+            f"whose directory name, escaped as Spark escapes it, {over}. Bucket by a shorter column derived from "
+            "this one instead, such as a prefix or a hash of the value (Spark's sha2(col, 256) is 64 characters)"
+        )
+    return (
+        f"FileSink bucket directory {shorten(level)} ({len(level)} characters) from {type(assigner).__name__} "
+        f"{over}. Name buckets shorter, such as by a prefix or a hash of what names them"
+    )
 
 
 @dataclass(frozen=True)
@@ -167,7 +193,8 @@ class ColumnBuckets:
     directory levels nor hide its rows. A null or empty value is
     ``<column>=__HIVE_DEFAULT_PARTITION__``, which Spark and pyarrow read back
     as null. Another column type is refused: Spark would not read its names
-    back as the values.
+    back as the values; so is a batch with a value whose name is longer than
+    the filesystem allows (``check_bucket_id``), before anything is written.
     """
 
     column: str

@@ -11,18 +11,26 @@ committed part that is gone is an error naming it: its rows would be lost.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import zlib
 from typing import Any, Callable
 
-from .._fs import is_local
+from .._fs import is_local, protocols
 from .._lease import Lease, LeaseWording, holder_is_dead
+from .buckets import shorten
 from .codec import key_fingerprint, seal
 from .config import SinkConfig
 from .errors import CommittedPartMissingError, SinkFencedError, SinkHeldError
 from .state import STATE_DIR, PartRecord, SinkState, commit_state, load_state
 
 INPROGRESS = ".inprogress"
+#: The most bytes a name may have where the filesystem does not say: NAME_MAX of Linux and macOS filesystems,
+#: HDFS's default dfs.namenode.fs-limits.max-component-length.
+NAME_MAX = 255
+#: Filesystems other than the local one that keep directories of their own and limit each name: HDFS, and servers
+#: on a disk. Object stores (s3, gs, abfs) and memory:// limit the whole key (s3's 1024 bytes), not a name in it.
+NAME_LIMITED_PROTOCOLS = frozenset({"hdfs", "arrow_hdfs", "webhdfs", "sftp", "ssh", "smb", "ftp"})
 #: Where task attempts of a query claim their slot's parts and say they ran (``tasks.py``).
 TASKS_DIR = f"{STATE_DIR}/tasks"
 #: Leases held in this process by work that can say whether it still runs (a streaming query), by token:
@@ -35,6 +43,20 @@ def _stopped_here(held: dict[str, Any]) -> bool:
     return held.get("pid") == os.getpid() and running is not None and not running()
 
 
+def max_name_bytes(fs: Any, root: str) -> int | None:
+    """The most bytes (UTF-8) a file or directory name may have under ``root``; None where names have no limit."""
+    if not is_local(fs):
+        return NAME_MAX if NAME_LIMITED_PROTOCOLS.intersection(protocols(fs)) else None
+    existing = root
+    while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    try:
+        limit = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):  # AttributeError: no pathconf (Windows)
+        return NAME_MAX
+    return limit if limit > 0 else None  # -1: the filesystem sets no limit
+
+
 class SinkDirectory:
     """One sink directory: its filesystem, base path and the steps every writer shares."""
 
@@ -44,6 +66,22 @@ class SinkDirectory:
         self.local = is_local(self.fs)
 
     # --------------------------------------------------------------- basics
+
+    @functools.cached_property
+    def name_limit(self) -> int | None:
+        """The most bytes a name may have in the sink's directories (``max_name_bytes``), asked once."""
+        return max_name_bytes(self.fs, self.root)
+
+    def check_part_name(self, name: str) -> None:
+        """Refuse a part name whose in-progress form, the longer one, is longer than a name may be here."""
+        size = len(f".{name}{INPROGRESS}".encode())
+        if self.name_limit is not None and size > self.name_limit:
+            raise ValueError(
+                f"FileSink part name {shorten(name)} is {size} bytes (UTF-8) in progress, as .<name>{INPROGRESS}: "
+                f"more than the {self.name_limit} bytes the filesystem allows in a name, so the batch is refused and "
+                "nothing of it is committed. Give parts a shorter prefix, suffix or writer id (with_part_names, "
+                "with_writer_id), or shorter names from a with_part_names fn"
+            )
 
     def sync(self, path: str) -> None:
         """Make a local file's data, or a local directory's entries, durable; other filesystems decide themselves."""

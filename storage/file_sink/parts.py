@@ -179,8 +179,9 @@ class PartFiles:
             )
         self._now = now
         groups = _group(self.config.buckets.assign(data, now) if data.num_rows else "", data.num_rows)
+        limit = self.directory.name_limit
         for bucket, _ in groups:
-            check_bucket_id(bucket, self.config.buckets)
+            check_bucket_id(bucket, self.config.buckets, limit)
         for bucket, rows in groups:
             table = data if rows is None else data.take(pa.array(rows))
             if self._bulk:

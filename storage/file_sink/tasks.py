@@ -217,6 +217,7 @@ class _TaskNames:
         number = self.count
         self.count += 1
         name = self._config.part_file_name(self._writer_id, number)
+        self._directory.check_part_name(name)
         levels = bucket.split("/") if bucket else []
         folder = "/".join([self._directory.root, *levels])
         if folder not in self._made:

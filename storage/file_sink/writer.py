@@ -251,6 +251,7 @@ class _WriterNames:
         number = self.state.next_part.get(bucket, 0)
         self.state.next_part[bucket] = number + 1
         name = self._sink.part_file_name(self.state.writer_id, number)
+        self._directory.check_part_name(name)
         levels = bucket.split("/") if bucket else []
         directory = "/".join([self._directory.root, *levels])
         temp = f".{name}{INPROGRESS}"

@@ -1,6 +1,7 @@
 """Every rolling policy, the open-file cache, and the bucket assigners."""
 
 import os
+import uuid
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -8,10 +9,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
+from fsspec.implementations.local import LocalFileSystem
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage.file_sink import CallableBuckets, ColumnBuckets, DateTimeBuckets, FileSink, RollingPolicy
+from storage.file_sink.buckets import hive_escape
+from storage.file_sink.directory import max_name_bytes
 
 from .helpers import batch, tree
 
@@ -318,6 +322,159 @@ def test_a_bucket_id_that_is_not_a_str_is_refused(tmp_path):
     with pytest.raises(TypeError, match=r"bucket id 7 from IntBuckets is refused: a bucket id is a str"):
         FileSink(str(tmp_path)).with_buckets(IntBuckets()).write(batch(0, 3))
     assert tree(tmp_path) == {}
+
+
+def listing(root):
+    """``tree(root)`` and the directories below ``root``: a refused batch must not leave even an empty one."""
+    below = (os.path.relpath(os.path.join(d, s), root) for d, subdirs, _ in os.walk(root) for s in subdirs)
+    return {**tree(root), **{f"{d}/": None for d in below if "_file_sink" not in d.split(os.sep)}}
+
+
+@pytest.fixture
+def name_max_255(tmp_path):
+    """``tmp_path`` on a filesystem of 255-byte names (ext4, xfs, tmpfs, APFS), which the values below are made for."""
+    if os.pathconf(tmp_path, "PC_NAME_MAX") != 255:
+        pytest.skip("the temporary directory's filesystem does not allow 255 bytes in a name")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [
+        ("a" * 300, 302),  # 'k=' and 300 bytes
+        ("/" * 100, 302),  # 100 characters, each escaped as %2F
+        ("é" * 128, 258),  # 128 characters of 2 bytes in UTF-8
+        ("😀" * 63 + ":", 257),  # 4 bytes each, and ':' escaped as %3A
+    ],
+    ids=["ascii", "escaped", "two-byte", "four-byte"],
+)
+def test_a_value_whose_directory_name_is_too_long_refuses_the_batch_before_anything_is_written(
+    name_max_255, value, size
+):
+    # Earlier: OSError 'File name too long' from deep inside the writer, after the directory of 'b' was made.
+    sink = FileSink(str(name_max_255)).with_writer_id("w").with_buckets(ColumnBuckets("k"))
+    writer = sink.writer()
+    writer.write_batch(pa.table({"id": [0], "k": ["a"]}), 0, 0)
+    before = listing(name_max_255)
+    with pytest.raises(ValueError) as refused:
+        writer.write_batch(pa.table({"id": [1, 2, 3], "k": ["b", value, "a"]}), 1, 0)
+    message = str(refused.value)
+    assert message.startswith(
+        f"ColumnBuckets column='k' has a value of {len(value)} characters ({value[:40]!r}...) whose directory "
+        f"name, escaped as Spark escapes it, is {size} bytes (UTF-8): more than the 255 bytes the filesystem allows "
+        "in a name, so the batch is refused and nothing of it is committed. Bucket by a shorter column derived"
+    )
+    assert listing(name_max_255) == before  # not a byte appended to k=a's open part, no directory k=b
+    assert writer.committed_batch_id == 0
+    assert writer.write_batch(pa.table({"id": [1, 3], "k": ["b", "a"]}), 1, 0)
+    writer.finish(processing_time_ms=0)
+    assert finished(name_max_255) == ["k=a/part-w-0.jsonl", "k=b/part-w-0.jsonl"]
+    assert sorted(sink.read()["id"]) == [0, 1, 3]
+
+
+@pytest.mark.parametrize("value", ["a" * 253, "é" * 126 + "a", "/" * 84 + "a"], ids=["ascii", "two-byte", "escaped"])
+def test_a_directory_name_of_exactly_the_limit_is_written(name_max_255, value):
+    sink = FileSink(str(name_max_255)).with_buckets(ColumnBuckets("k"))
+    sink.write(pa.table({"id": [0], "k": [value]}))
+    assert [len(name.split(os.sep)[0].encode()) for name in finished(name_max_255)] == [255]
+    assert sink.read()["k"].tolist() == [value]
+
+
+@settings(max_examples=30, deadline=None)
+@given(tail=st.text(st.sampled_from("a/:%é€😀\x01"), max_size=12), spare=st.integers(-4, 4))
+def test_a_value_is_written_exactly_when_the_filesystem_takes_its_directory_name(tmp_path_factory, tail, spare):
+    """The filesystem judges: a value the sink refuses, before writing anything, is one whose directory it
+    would not make; any other is written and read back. Values near the limit, escaped and multibyte."""
+    root = tmp_path_factory.mktemp("names")
+    limit = os.pathconf(root, "PC_NAME_MAX")
+    value = "a" * (limit - 2 - len(hive_escape(tail).encode()) + spare) + tail
+    name = f"k={hive_escape(value)}"
+    sink = FileSink(str(root / "out")).with_buckets(ColumnBuckets("k"))
+    if len(name.encode()) <= limit:
+        sink.write(pa.table({"id": [0], "k": [value]}))
+        assert sink.read()["k"].tolist() == [value]
+        return
+    with pytest.raises(ValueError, match=rf"is {len(name.encode())} bytes \(UTF-8\): more than the {limit} bytes"):
+        sink.write(pa.table({"id": [0, 1], "k": ["short", value]}))
+    assert listing(root / "out") == {}
+    with pytest.raises(OSError, match="File name too long"):
+        os.mkdir(root / name)
+
+
+@pytest.mark.parametrize(
+    ("assigner", "match"),
+    [
+        (CallableBuckets(lambda row, now: "x" * 256),
+         r"^FileSink bucket directory 'x{40}'\.\.\. \(256 characters\) from CallableBuckets is 256 bytes \(UTF-8\): "
+         r"more than the 255 bytes the filesystem allows in a name, so the batch is refused"),
+        (CallableBuckets(lambda row, now: f"ok/{'€' * 90}"), r"'€{40}'\.\.\. \(90 characters\) from CallableBuckets is 270"),
+        (DateTimeBuckets(pattern="%Y-" + "x" * 300), r"'1970-x{35}'\.\.\. \(305 characters\) from DateTimeBuckets is 305"),
+    ],
+    ids=["callable", "callable, second level", "date-time pattern"],
+)
+def test_other_bucket_names_too_long_for_the_filesystem_are_refused_before_anything_is_written(
+    name_max_255, assigner, match
+):
+    sink = FileSink(str(name_max_255)).with_buckets(assigner)
+    with pytest.raises(ValueError, match=match):
+        sink.write(batch(0, 3), processing_time_ms=0)
+    assert listing(name_max_255) == {}
+
+
+def test_a_part_name_too_long_for_the_filesystem_in_progress_is_refused_before_anything_is_written(name_max_255):
+    # Finished, the 240-character prefix makes a name of 250 bytes; in progress, '.<name>.inprogress', of 262.
+    sink = FileSink(str(name_max_255)).with_writer_id("w").with_part_names(prefix="p" * 240)
+    with pytest.raises(ValueError, match=r"^FileSink part name 'p{40}'\.\.\. is 262 bytes \(UTF-8\) in progress, as "
+                       r"\.<name>\.inprogress: more than the 255 bytes the filesystem allows in a name"):
+        sink.with_buckets(ColumnBuckets("k")).write(batch(0, 3))
+    assert listing(name_max_255) == {}
+
+
+@pytest.mark.parametrize(
+    ("protocol", "limit"),
+    [("memory", None), (("s3", "s3a"), None), (("gs", "gcs"), None), (("abfs", "az", "abfss"), None),
+     (("hdfs", "arrow_hdfs"), 255), (("webhdfs", "webHDFS"), 255), (("sftp", "ssh"), 255)],
+)
+def test_filesystems_other_than_the_local_one_limit_names_by_their_kind(protocol, limit):
+    class Filesystem:
+        pass
+
+    Filesystem.protocol = protocol
+    assert max_name_bytes(Filesystem(), "/out") == limit
+
+
+@pytest.mark.parametrize(("answer", "limit"), [(143, 143), (-1, None), (OSError(22, "Invalid argument"), 255)])
+def test_a_local_directory_is_asked_its_limit_from_the_nearest_directory_that_exists(
+    tmp_path, monkeypatch, answer, limit
+):
+    """eCryptfs allows 143 bytes; -1 is no limit; where the filesystem cannot say, the usual 255."""
+    asked = []
+
+    def pathconf(path, name):
+        asked.append((path, name))
+        if isinstance(answer, OSError):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(os, "pathconf", pathconf)
+    assert max_name_bytes(LocalFileSystem(), str(tmp_path / "not" / "yet")) == limit
+    assert asked == [(str(tmp_path), "PC_NAME_MAX")]
+
+
+def test_a_local_sink_refuses_names_at_its_filesystems_own_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "pathconf", lambda path, name: 143)
+    sink = FileSink(str(tmp_path / "out")).with_buckets(ColumnBuckets("k"))
+    with pytest.raises(ValueError, match=r"value of 150 characters .* is 152 bytes \(UTF-8\): more than the 143 bytes"):
+        sink.write(pa.table({"k": ["a" * 150]}))
+    assert listing(tmp_path / "out") == {}
+    sink.write(pa.table({"k": ["a" * 141]}))
+    assert sink.read()["k"].tolist() == ["a" * 141]
+
+
+def test_an_object_store_takes_a_value_of_any_length_as_a_directory_name():
+    sink = FileSink(f"memory://long-names-{uuid.uuid4().hex}/out").with_buckets(ColumnBuckets("k"))
+    sink.write(pa.table({"k": ["a" * 300]}))
+    assert sink.read()["k"].tolist() == ["a" * 300]
 
 
 def test_callable_buckets(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -119,6 +120,18 @@ def test_duplicate_attempts_running_together_one_wins_and_nothing_is_duplicated(
     assert commit_batch(sink, 2, [attempt(sink, 2, 0, batch(8, 2))], lease, 0, end_of_input=True)
     assert rows_of(sink) == list(range(10))
     assert [name for name in tree(tmp_path) if name.startswith(".")] == []  # the loser's files are gone
+
+
+def test_a_bucket_name_too_long_for_the_filesystem_fails_the_attempt_before_it_writes(tmp_path):
+    sink = FileSink(str(tmp_path)).with_buckets(ColumnBuckets("k"))
+    lease = hold(sink)
+    too_long = pa.table({"id": [0, 1], "k": ["a", "x" * 300]})
+    with pytest.raises(ValueError, match=r"^ColumnBuckets column='k' has a value of 300 characters"):
+        attempt(sink, 0, 0, too_long)
+    assert os.listdir(tmp_path) == ["_file_sink"]  # not even the directory k=a
+    assert commit_batch(sink, 0, [attempt(sink, 0, 0, too_long.slice(0, 1), attempt_number=1)], lease, 0,
+                        end_of_input=True)
+    assert rows_of(sink) == [0]
 
 
 def test_a_batch_the_records_hold_is_not_committed_again(tmp_path):
