@@ -4,7 +4,8 @@ The rule, as in Hadoop's line reader: a record belongs to the block that holds i
 first byte. A block starting after its segment's start skips the record that the
 previous block began (it looks one byte back for ``\\n``), and the last record that
 starts inside a block is read to its end even past the block, up to the segment end.
-Lines end at ``\\n``; one ``\\r`` before it is dropped (CRLF); a lone ``\\r`` is data.
+Lines end at ``\\n``; one ``\\r`` before it is dropped (CRLF); a lone ``\\r`` is data, also one
+ending a file without a final ``\\n``.
 Splitting on the byte ``\\n`` never cuts a multi-byte UTF-8 character, because no byte
 of such a character is ``0x0A``.
 """
@@ -156,15 +157,18 @@ def _pieces_of(fs: fsspec.AbstractFileSystem, block: BlockMetadata, strict: bool
 def _split_lines(start: int, data: bytes, stop: int) -> tuple[pa.Array, np.ndarray]:
     """Lines of ``data[:stop]`` (as UTF-8 strings) and their file offsets (``start`` is the
     first's), split by Arrow on a zero-copy view, not by a Python loop."""
-    if data[stop - 1] == 10:  # the final '\n' ends the last line; it does not start an empty one
+    final_newline = data[stop - 1] == 10
+    if final_newline:  # the final '\n' ends the last line; it does not start an empty one
         stop -= 1
     body = pa.py_buffer(data).slice(0, stop)
     whole = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(np.array([0, stop], np.int32)), body])
     raw = pc.split_pattern(whole, pattern=b"\n").flatten()
     sizes = pc.binary_length(raw).to_numpy(zero_copy_only=False).astype(np.int64) + 1
     offsets = start + np.cumsum(sizes) - sizes
-    if data.find(b"\r", 0, stop) >= 0:
-        raw = pc.replace_substring_regex(raw, pattern=r"\r\z", replacement=b"")
+    if data.find(b"\r", 0, stop) >= 0:  # drop the '\r' of '\r\n'
+        kept = not final_newline and data[stop - 1] == 13  # a '\r' ending a last line without '\n' is data
+        cut = pc.replace_substring_regex(raw.slice(0, len(raw) - kept), pattern=r"\r\z", replacement=b"")
+        raw = pa.concat_arrays([cut, raw.slice(len(raw) - 1)]) if kept else cut
     try:
         values = raw.cast(pa.string())
     except pa.ArrowInvalid:  # invalid UTF-8: replace bad bytes, as Spark's text source does
@@ -243,13 +247,14 @@ def _chunk_piece(path: str, block_id: int, start: int, data: bytes, stop: int, c
         return _chunks(path, block_id, offsets, text, np.zeros(len(offsets)), lengths, np.arange(len(offsets) + 1))
     view = np.frombuffer(data, np.uint8, stop)
     ends = np.flatnonzero(view == 10)
+    ended = len(ends)
     if view[-1] != 10:
         ends = np.append(ends, stop)  # the last record has no final '\n'
     starts = np.empty_like(ends)
     starts[0], starts[1:] = 0, ends[:-1] + 1
     lengths = ends - starts
-    if data.find(b"\r", 0, stop) >= 0:  # drop the '\r' of '\r\n'
-        lengths -= (lengths > 0) & (view[np.maximum(ends - 1, 0)] == 13)
+    if data.find(b"\r", 0, stop) >= 0:  # drop the '\r' of '\r\n'; a last record without '\n' keeps its '\r' (data)
+        lengths[:ended] -= (lengths[:ended] > 0) & (view[np.maximum(ends[:ended] - 1, 0)] == 13)
     # Chunk j starts at the first record starting at or after j * chunk_bytes.
     cuts = np.unique(np.searchsorted(starts, np.arange(0, stop, chunk_bytes)))
     cuts = np.append(cuts[cuts < len(starts)], len(starts))

@@ -27,20 +27,18 @@ from storage.splitter.readers import (
 
 FS = fsspec.filesystem("file")
 
-# Line content: any text without line terminators, including multi-byte UTF-8 (é, 中, 😀).
+# Line content: any text without '\n', including multi-byte UTF-8 (é, 中, 😀) and lone '\r' (data, not a line end).
 LINE = st.text(
-    alphabet=st.one_of(st.sampled_from("ab é中😀,\t"), st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",))),
+    alphabet=st.one_of(st.sampled_from("ab é中😀,\t\r"), st.characters(blacklist_characters="\n", blacklist_categories=("Cs",))),
     max_size=30,
 )
 
 
 def plain_read(data: bytes) -> list[str]:
-    """A plain read: split at '\\n', drop one '\\r' before it, no empty line after a final '\\n'."""
-    text = data.decode("utf-8")
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    """A plain read: split at '\\n', drop one '\\r' before it, no empty line after a final '\\n'; a
+    '\\r' ending the file without a final '\\n' is data, as any lone '\\r'."""
+    *ended, last = data.decode("utf-8").split("\n")
+    return [line[:-1] if line.endswith("\r") else line for line in ended] + ([last] if last else [])
 
 
 def all_blocks(path: str, block_size: int, segment_start: int = 0) -> list[BlockMetadata]:
@@ -51,7 +49,7 @@ def all_blocks(path: str, block_size: int, segment_start: int = 0) -> list[Block
 #: Strategies for ``write_lines`` and a block size: line lengths, line endings and block sizes from 1 byte.
 FILES_AND_BLOCKS = dict(
     lines=st.lists(LINE, max_size=12),
-    endings=st.lists(st.sampled_from(["\n", "\r\n"]), min_size=12, max_size=12),
+    endings=st.lists(st.sampled_from(["\n", "\r\n", "\r"]), min_size=12, max_size=12),
     final_newline=st.booleans(),
     block_size=st.integers(min_value=1, max_value=70),
     piece_bytes=st.integers(min_value=1, max_value=40),
@@ -59,10 +57,11 @@ FILES_AND_BLOCKS = dict(
 
 
 def write_lines(tmp_path, lines: list[str], endings: list[str], final_newline: bool) -> tuple[str, bytes]:
-    """A file of ``lines``, each ended by its ending (the last one only with ``final_newline``)."""
+    """A file of ``lines``, each followed by its ending (a lone ``\\r`` joins it to the next line); without
+    ``final_newline`` the last ``\\n`` is left out, so a ``\\r`` may end the file."""
     text = "".join(line + endings[i] for i, line in enumerate(lines))
-    if lines and not final_newline:
-        text = text[: -len(endings[len(lines) - 1])]
+    if not final_newline:
+        text = text.removesuffix("\n")
     data = text.encode("utf-8")
     path = str(tmp_path / "f.txt")
     with open(path, "wb") as f:
@@ -124,6 +123,16 @@ def test_chunk_rows_of_a_long_record_invalid_utf8_and_an_empty_file(tmp_path):
             assert chunk_records(FS, blocks, chunk_bytes) == want, (name, chunk_bytes)
     middle_of_the_long_record = all_blocks(str(tmp_path / "long.txt"), 8)[3]
     assert list(chunk_batches(FS, middle_of_the_long_record)) == []  # no batch, not an empty chunk
+
+
+@pytest.mark.parametrize(("data", "lines"), [(b"one\r\ntwo\rthree\r", ["one", "two\rthree\r"]), (b"\r", ["\r"])])
+def test_a_carriage_return_ending_a_file_without_a_final_newline_is_data(tmp_path, data, lines):
+    """Only '\\n' or '\\r\\n' ends a line: a final lone '\\r' stays in the line rows and the chunk rows."""
+    (tmp_path / "f.txt").write_bytes(data)
+    for block_size in (4, 1024):
+        blocks = all_blocks(str(tmp_path / "f.txt"), block_size)
+        assert read_lines(FS, blocks)["value"].tolist() == lines
+        assert [value for value, *_ in chunk_records(FS, blocks, chunk_bytes=3)] == lines
 
 
 def test_line_longer_than_several_blocks_belongs_to_its_first_block(tmp_path):
@@ -229,7 +238,8 @@ def test_a_malformed_csv_record_is_refused_with_its_file_and_offset(tmp_path):
 
 
 @pytest.mark.parametrize(("data", "offset"), [
-    (b"a,b\n1,x\r2,y\n3,z\n", 4), (b"a,b\r\n1,x\r\n\r\r\n2,y\r\n", 10), (b"a,b\n1,x\r2,y\n\r\r\n3,z\n", 4)])
+    (b"a,b\n1,x\r2,y\n3,z\n", 4), (b"a,b\r\n1,x\r\n\r\r\n2,y\r\n", 10), (b"a,b\n1,x\r2,y\n\r\r\n3,z\n", 4),
+    (b"a,b\r\n1,x\r", 5)])
 def test_a_csv_record_holding_a_lone_carriage_return_is_refused_with_its_file_and_offset(tmp_path, data, offset):
     """Arrow's CSV parser ends a record at a lone \\r where the lines do not: a cryptic ArrowInvalid
     about column lengths, or records at the wrong offsets."""
