@@ -105,10 +105,16 @@ class SplitterConfig:
     quick_ack: bool = True
 
     def __post_init__(self) -> None:
-        paths = (self.paths,) if isinstance(self.paths, str) else tuple(self.paths)
+        try:
+            paths = (self.paths,) if isinstance(self.paths, str) else tuple(self.paths)
+        except TypeError:  # not iterable (123, None): refused below, naming the value
+            paths = ()
         if not paths or not all(isinstance(p, str) and p for p in paths):
             raise ValueError(f"paths={self.paths!r} must be one or more non-empty path strings")
         object.__setattr__(self, "paths", paths)
+        if not isinstance(self.storage_options, Mapping) or not all(isinstance(k, str) for k in self.storage_options):
+            raise ValueError(f"storage_options={self.storage_options!r} must be a mapping of fsspec option names to values")
+        object.__setattr__(self, "storage_options", dict(self.storage_options))
         for name in ("recursive", "continuous", "strict", "header", "quick_ack"):  # "false" would count as true
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r} must be True or False")
@@ -139,6 +145,8 @@ class SplitterConfig:
         if self.format != "csv" and self.columns is not None:
             raise ValueError(f"columns={self.columns!r} only apply to format='csv'; format={self.format!r}")
         if self.scan_trigger_file is not None:
+            if not isinstance(self.scan_trigger_file, str):
+                raise ValueError(f"scan_trigger_file={self.scan_trigger_file!r} must be a path string")
             name = self.scan_trigger_file.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
             if not name:
                 raise ValueError(f"scan_trigger_file={self.scan_trigger_file!r} must name a file")
@@ -158,10 +166,11 @@ class SplitterConfig:
     def from_options(cls, options: Mapping[str, str]) -> "SplitterConfig":
         """Build from Spark's string options (``path``/``paths``: see ``_parse_paths``)."""
         opts = {k.lower(): v for k, v in options.items()}
+        paths_option = "paths" if opts.get("paths") else "path"
         raw_paths = opts.pop("paths", None) or opts.pop("path", None)
         if not raw_paths:
             raise ValueError("option 'path' is missing: give .load(path) or .option('paths', 'a,b')")
-        kwargs: dict = {"paths": _parse_paths(raw_paths)}
+        kwargs: dict = {"paths": _parse_paths(paths_option, raw_paths)}
         for name in ("recursive", "continuous", "strict", "header", "quick_ack"):
             if name in opts:
                 kwargs[name] = _parse_bool(name, opts.pop(name))
@@ -182,16 +191,22 @@ _OPTION_NAMES = {
 }
 
 
-def _parse_paths(raw: str) -> tuple[str, ...]:
+def _parse_paths(name: str, raw: str) -> tuple[str, ...]:
     """A JSON array of strings, as ``read_stream`` passes them (a path may hold commas and spaces),
-    or paths separated by commas and stripped of spaces, as a user writes ``.option('paths', 'a,b')``."""
+    or paths separated by commas and stripped of spaces, as a user writes ``.option('paths', 'a,b')``.
+
+    JSON that is not an array of strings is refused: split at commas it would give paths no one
+    meant (``'["a", 1]'`` as ``'["a"'`` and ``'1]'``)."""
     if raw.lstrip().startswith("["):
         try:
             paths = json.loads(raw)
-        except ValueError:
-            paths = None
-        if isinstance(paths, list) and paths and all(isinstance(path, str) for path in paths):
-            return tuple(paths)
+        except ValueError:  # not JSON: a path that starts with '['
+            pass
+        else:
+            if isinstance(paths, list) and paths and all(isinstance(path, str) for path in paths):
+                return tuple(paths)
+            raise ValueError(f"option {name}={raw!r} must be a JSON array of path strings, or paths separated by "
+                             f"commas; write a path that starts with '[' in a JSON array, as '[\"[1]/x\"]'")
     return tuple(path.strip() for path in raw.split(",") if path.strip())
 
 
@@ -203,8 +218,19 @@ def _parse_columns(value: object) -> tuple[tuple[str, str], ...] | None:
     """
     if value is None:
         return None
-    items = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
-    named = [pair for item in items for pair in (_columns_in(item, value) if isinstance(item, str) else [item])]
+    try:
+        items = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+    except TypeError:  # not iterable: 5
+        items = [value]
+    named: list[tuple[str, str]] = []
+    for item in items:
+        if isinstance(item, str):
+            named += _columns_in(item, value)
+        elif isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(part, str) for part in item):
+            named.append((item[0], item[1]))
+        else:
+            raise ValueError(f"columns={value!r}: {item!r} is not a column; give a string of 'name type' columns "
+                             f"separated by commas, or a list of such strings or of (name, type) pairs of strings")
     columns: list[tuple[str, str]] = []
     for name, kind in named:
         if not name:

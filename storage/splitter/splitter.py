@@ -57,7 +57,7 @@ class FileSplitter:
             paths=paths, recursive=recursive, pattern=pattern, block_size=block_size,  # type: ignore[arg-type]
             blocks_per_batch=blocks_per_batch, scan_interval=scan_interval, settle=settle,  # type: ignore[arg-type]
             watermark_slack=watermark_slack, continuous=continuous, strict=strict,  # type: ignore[arg-type]
-            storage_options=dict(storage_options or {}), scan_trigger_file=scan_trigger_file,
+            storage_options={} if storage_options is None else storage_options, scan_trigger_file=scan_trigger_file,
             format=format, columns=columns, header=header, quick_ack=quick_ack,  # type: ignore[arg-type]
         )
         self._init(config, clock, sleep)

@@ -279,11 +279,20 @@ def test_state_round_trip_resumes_mid_file(tmp_path):
          r"columns='a`b long': cannot read a column at 'a`b long'; .* in backticks, doubling a backtick inside"),
         ({"format": "csv", "columns": "a, b,"}, r"columns='a, b,': cannot read a column at 'b,'"),
         ({"format": "csv", "columns": "a, `` long"}, r"columns='a, `` long' has an empty column name"),
+        ({"format": "csv", "columns": 5}, r"columns=5: 5 is not a column; give a string of 'name type' columns"),
+        ({"format": "csv", "columns": [("a",)]}, r"columns=\[\('a',\)\]: \('a',\) is not a column"),
+        ({"format": "csv", "columns": ["a", ("b", 5)]}, r"columns=\['a', \('b', 5\)\]: \('b', 5\) is not a column"),
+        ({"paths": 123}, r"paths=123 must be one or more non-empty path strings"),
+        ({"paths": None}, r"paths=None must be one or more non-empty path strings"),
+        ({"paths": ["a", 1]}, r"paths=\['a', 1\] must be one or more non-empty path strings"),
+        ({"scan_trigger_file": 123}, r"scan_trigger_file=123 must be a path string"),
+        ({"storage_options": "abc"}, r"storage_options='abc' must be a mapping of fsspec option names to values"),
+        ({"storage_options": {1: "x"}}, r"storage_options=\{1: 'x'\} must be a mapping of fsspec option names"),
     ],
 )
 def test_bad_parameters_name_the_parameter_and_value(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        FileSplitter(str(tmp_path), **kwargs)
+        FileSplitter(**{"paths": str(tmp_path), **kwargs})
 
 
 def test_watermark_slack_none_as_a_string_remembers_every_file_as_documented():

@@ -239,6 +239,17 @@ def test_paths_with_commas_and_spaces_survive_the_spark_options():
     assert SplitterConfig.from_options({"path": "[2026]/a,/b"}).paths == ("[2026]/a", "/b")
 
 
+@pytest.mark.parametrize(("options", "message"), [
+    ({"paths": '["/a", 1]'}, r"""option paths='\["/a", 1\]' must be a JSON array of path strings, or paths separated"""),
+    ({"path": "[]"}, r"option path='\[\]' must be a JSON array of path strings"),
+    ({"path": "[1]"}, r"option path='\[1\]' must be a JSON array .* a path that starts with '\[' in a JSON array"),
+])
+def test_json_paths_that_are_not_path_strings_are_refused_not_split_at_commas(options, message):
+    """'["/a", 1]' was split at its comma into the paths '["/a"' and '1]'."""
+    with pytest.raises(ValueError, match=message):
+        SplitterConfig.from_options(options)
+
+
 @pytest.mark.spark
 def test_awkward_csv_column_names_are_quoted_in_the_query(spark, tmp_path):
     (tmp_path / "in").mkdir()
