@@ -140,8 +140,9 @@ class BlockPlanner:
             self._scan()
 
     def _take(self, limit: int | None) -> list[BlockMetadata]:
+        changing = {path: (seen.size, seen.mtime) for path, seen in self._scanner.settling.items()}
         return self._state.take(self._stable, self.config.block_size, limit, self.config.watermark_slack,
-                                self._clock())
+                                self._clock(), changing)
 
     def _settling_with_new_bytes(self) -> dict[str, float]:
         """Path -> when it can be stable, of the settling files that would give blocks once stable."""

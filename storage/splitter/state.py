@@ -133,16 +133,19 @@ class SplitState:
         return self._new_bytes_start(path, size) is not None
 
     def take(self, stable: Listing, block_size: int, limit: int | None, slack: float | None,
-             now: float) -> list[BlockMetadata]:
+             now: float, changing: Listing | None = None) -> list[BlockMetadata]:
         """Hand out at most ``limit`` blocks (all when ``None``), lazily per file, and record them;
         ``now`` is the reader's clock, beyond which the watermark does not move.
 
         Order is deterministic: unfinished segments first, then new ones by (mtime, path).
         ``stable`` must not change once given: a new listing is a new mapping, and only a new
         one (or another ``slack``) is gone through whole, to queue its files with new bytes.
+        ``changing`` are the files the same listing found still settling: never handed out, but
+        one seen smaller than its unfinished segment ends that segment too (``_abandon_shrunk``).
         """
         if stable is not self._listing or slack != self._slack:
             self._queue_listing(stable, slack)
+        self._abandon_shrunk(stable, changing or {})
         taken: list[BlockMetadata] = []
         for path in sorted(self._unfinished, key=lambda p: (self.files[p].mtime, p)):
             entry = self.files[path]
@@ -163,6 +166,17 @@ class SplitState:
         self._fresh = PathQueue({path: mtime for path, (size, mtime) in stable.items()
                                  if self._new_bytes_start(path, size) is not None
                                  and not (path not in self.files and self.forgotten(mtime, slack))})
+
+    def _abandon_shrunk(self, stable: Listing, changing: Listing) -> None:
+        """End the unfinished segments of files listed smaller than the segment's end (rewritten): the
+        rest would read the new content at the old offsets, then the new content again from byte 0.
+        Such a segment becomes ``[0, 0)``, finished as if read to its end, so every byte the file holds
+        is new: read from byte 0 once stable. A file not listed (deleted, or in a directory that
+        could not be listed) keeps its segment: the listing cannot tell which."""
+        for path in list(self._unfinished):
+            listed = stable.get(path) or changing.get(path)
+            if listed is not None and listed[0] < self.files[path].segment_end:
+                self._remember(path, Entry(self.files[path].mtime, 0, 0, 0))
 
     def _hand_out(self, meta: FileMetadata, resume: int, taken: list[BlockMetadata], limit: int | None) -> bool:
         """Append the segment's blocks from ``resume`` to ``taken`` up to ``limit`` and record how far
