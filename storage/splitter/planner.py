@@ -6,36 +6,51 @@ the other, so the Spark source never imports the pandas-facing splitter.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 import warnings
 from typing import Any, Callable, Mapping
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
-from storage.splitter.config import SplitterConfig
+from storage.splitter.config import SplitterConfig, _normalised
 from storage.splitter.metadata import BlockMetadata
 from storage.splitter.scanner import Listing, Scanner, UnsettledFileWarning
 from storage.splitter.state import SplitState
 
 
-def open_filesystem(config: SplitterConfig) -> tuple[fsspec.AbstractFileSystem, tuple[str, ...]]:
-    """The one fsspec filesystem of all ``paths`` and the paths in its own form; checks they exist.
+def open_filesystem(config: SplitterConfig) -> tuple[fsspec.AbstractFileSystem, dict[str, str]]:
+    """The one fsspec filesystem of all ``paths``, and each path in its own form, as written -> as
+    the files under it are named (``_local_normalised``); checks they exist.
 
     Paths are taken literally: ``[``, ``?``, ``*`` and ``::`` in a path are characters of its name,
     not a glob or a URL chain (``fsspec.core.get_fs_token_paths`` expanded them, so ``logs[1]`` read
     ``logs1``); only a protocol written out (``simplecache::s3://...``) chains filesystems.
     """
-    filesystems, roots = [], []
+    filesystems, roots = [], {}
     for given in config.paths:
         fs, root = _literal_path(given, dict(config.storage_options))
         if not fs.exists(root):
             raise FileNotFoundError(f"paths: {given!r} does not exist; create it or fix the path")
         filesystems.append(fs)
-        roots.append(root)
+        roots[root] = _local_normalised(fs, root)
     if any(fs != filesystems[0] for fs in filesystems):
         raise ValueError(f"paths={config.paths!r} must all be on one filesystem")
-    return filesystems[0], tuple(roots)
+    return filesystems[0], roots
+
+
+def _local_normalised(fs: fsspec.AbstractFileSystem, root: str) -> str:
+    """A local ``root`` normalised, as the files listed under it are then named: the scanner keys
+    files by name, so ``/d`` and ``/d/./a.log`` (or ``/d//a.log``, ``/d/x/../a.log``) read ``a.log``
+    twice otherwise. Kept as written when the normalised path is another file: ``..`` after a
+    symbolic link goes up from the link's target for the OS. Other filesystems keep the path: an
+    object store's key may hold ``.``, ``..`` and ``//`` as characters, naming another object."""
+    if not isinstance(fs, LocalFileSystem):
+        return root
+    normal = _normalised(root)
+    return normal if normal == root or (os.path.exists(normal) and os.path.samefile(normal, root)) else root
 
 
 def _literal_path(path: str, storage_options: dict[str, str]) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -58,9 +73,11 @@ class BlockPlanner:
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.config = config
         self.fs, roots = open_filesystem(config)
+        #: The roots normalised, by their spelling: state from before they were (``restore``) names them so.
+        self._respelled = {written: root for written, root in roots.items() if written != root}
         self._clock = clock
         self._sleep = sleep
-        self._scanner = Scanner(config, self.fs, roots, clock)
+        self._scanner = Scanner(config, self.fs, tuple(roots.values()), clock)
         self._state = SplitState()
         self._stable: Listing = {}
         self._last_scan: float | None = None
@@ -172,6 +189,18 @@ class BlockPlanner:
         return self._state.to_json()
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Continue from a saved state; the next call lists the files again."""
+        """Continue from a saved state; the next call lists the files again.
+
+        Files remembered under a root as written, by a version that did not normalise it, are
+        renamed under the normalised root, as the listing names them now: otherwise read again.
+        """
+        if self._respelled:
+            state = {**state, "files": {self._respell(path): entry for path, entry in state["files"].items()}}
         self._state = SplitState.from_json(state)
         self._scan_requested = True
+
+    def _respell(self, path: str) -> str:
+        for written, root in self._respelled.items():
+            if path == written or path.startswith(written.rstrip("/") + "/"):
+                return root + path[len(written.rstrip("/")):]
+        return path
