@@ -17,13 +17,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .catalog import Catalog, Meta, parse_sequenced, sequenced_name
-from .classes import by_class, from_writes, merge, split
+from .catalog import Catalog, Meta, sequenced_name
+from .classes import by_class, from_writes, merge
 from .datafile import DataFile
 from .errors import CorruptStoreError, KVStoreError
 from .files import FileWriter
-from .format import decode_frames, encode_frame
+from .format import encode_frame
 from .keys import MAX_KEY_BYTES, Run, as_binary, check_key_lengths, concat_values, successor
+from .log_replay import replay_log
 from .reads import get_many, scan
 from .settings import StoreSettings
 
@@ -95,7 +96,9 @@ class Bucket:
         """Load the newest metadata, replay the committed log after it, and adopt the result under this epoch."""
         catalog = self._catalog
         try:
-            meta, runs, batch_id, log = self._read_committed()
+            meta = catalog.load_meta() or Meta(epoch=0, token="00000000", version=-1)
+            self._hook("loaded", meta.batch_id)
+            runs, batch_id, log = replay_log(catalog, meta)
         except (CorruptStoreError, FileNotFoundError):
             # A newer writer that claimed the bucket meanwhile may have deleted what this one listed (its flush
             # dropped the log segments, its cleanup the metadata): then this writer is fenced, and nothing is damaged.
@@ -123,58 +126,6 @@ class Bucket:
         catalog.confirm("clean up")
         for sub, names in catalog.unreferenced(adopted).items():
             catalog.remove(sub, names)
-
-    def _read_committed(self) -> tuple[Meta, list[Run], int, list[list[Any]]]:
-        """The newest metadata, the runs its log replays to, the last batch id, and the segments replayed."""
-        catalog = self._catalog
-        meta = catalog.load_meta() or Meta(epoch=0, token="00000000", version=-1)
-        self._hook("loaded", meta.batch_id)
-        runs, batch_id, log = [], meta.flushed_batch_id, []
-        for name, length in meta.log:
-            path = catalog.path("log", name)
-            data = self._read_log(path, length)
-            frames, _ = decode_frames(data, path, tail=False)
-            batch_id = self._replay(frames, batch_id, runs, path)
-            log.append([name, length])
-        tail = []
-        for name in catalog.names("log"):
-            parsed = parse_sequenced(name)
-            if parsed and parsed[0] == meta.epoch and parsed[2] == meta.token and parsed[1] >= meta.tail_from:
-                tail.append((parsed[1], name))
-        for _, name in sorted(tail):
-            path = catalog.path("log", name)
-            data = self._read_log(path, None)
-            frames, used = decode_frames(data, path, tail=True)
-            batch_id = self._replay(frames, batch_id, runs, path)
-            if used:
-                log.append([name, used])
-            if used < len(data):
-                break  # a torn frame ends the log: nothing the writer wrote after it was committed
-        if batch_id < meta.batch_id:
-            raise CorruptStoreError(
-                catalog.path("meta", meta.name),
-                f"the log holds batches up to {batch_id}, the metadata says {meta.batch_id} were committed",
-            )
-        return meta, runs, batch_id, log
-
-    def _read_log(self, path: str, length: int | None) -> bytes:
-        fs = self._catalog.fs
-        try:
-            data = fs.cat_file(path) if length is None else fs.cat_file(path, start=0, end=length)
-        except FileNotFoundError:
-            raise CorruptStoreError(path, "a committed log segment is missing") from None
-        if length is not None and len(data) < length:
-            raise CorruptStoreError(path, f"the log segment has {len(data)} bytes, {length} were committed")
-        return data
-
-    @staticmethod
-    def _replay(frames: list[tuple[int, list[Run]]], batch_id: int, runs: list[Run], path: str) -> int:
-        for frame_batch, frame_runs in frames:
-            if frame_batch <= batch_id:
-                raise CorruptStoreError(path, f"batch {frame_batch} follows batch {batch_id} in the log")
-            runs.extend(piece for run in frame_runs for piece in split(run))  # a frame of the old format: one run
-            batch_id = frame_batch
-        return batch_id
 
     def _open_files(self) -> None:
         store = self._store

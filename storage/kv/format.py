@@ -135,14 +135,19 @@ def encode_frame(batch_id: int, runs: list[Run]) -> bytes:
     return b"".join([FRAME.pack(magic, length, batch_id, crc), *parts])
 
 
-def decode_frames(data: bytes, where: str, *, tail: bool) -> tuple[list[tuple[int, list[Run]]], int]:
+def decode_frames(
+    data: bytes, where: str, *, tail: bool, after: int = -1
+) -> tuple[list[tuple[int, list[Run]]], int]:
     """The whole frames at the start of ``data`` and the length they take.
 
     With ``tail`` (the end of the log, where a crash may have cut a frame) a
-    frame that is cut short or fails its CRC ends the log there; without it
-    (bytes the metadata says were committed) it is corruption.
+    frame that is cut short or fails its CRC ends the log there, if it is the
+    last: when a whole frame of a later batch follows it (``find_frame``), it
+    is damage to committed bytes, not a torn append, and raises. Without
+    ``tail`` (bytes the metadata says were committed) any bad frame is
+    corruption. ``after`` is the last batch id before ``data``.
     """
-    frames, pos = [], 0
+    frames, pos, last = [], 0, after
     while pos < len(data):
         problem = None
         if len(data) - pos < FRAME.size:
@@ -159,13 +164,48 @@ def decode_frames(data: bytes, where: str, *, tail: bool) -> tuple[list[tuple[in
                 if zlib.crc32(payload, zlib.crc32(struct.pack("<q", batch_id))) != crc:
                     problem = f"the frame at offset {pos} fails its CRC"
         if problem is not None:
-            if tail:
-                break  # a torn tail: the batch it held was never committed
-            raise CorruptStoreError(where, f"committed log bytes are damaged: {problem}")
+            if not tail:
+                raise CorruptStoreError(where, f"committed log bytes are damaged: {problem}")
+            found = find_frame(data, pos + 1, last)
+            if found is not None:
+                raise CorruptStoreError(where, damaged_tail(problem, last, found, "in this segment"))
+            break  # a torn tail: the batch it held was never committed
         runs = [decode_run(payload, where)] if magic == _ONE_BLOCK_FRAME else _decode_blocks(payload, where)
         frames.append((batch_id, runs))
+        last = batch_id
         pos = end
     return frames, pos
+
+
+def find_frame(data: bytes, start: int, after: int) -> tuple[int, int] | None:
+    """The offset and batch id of the first whole frame at or after ``start`` whose CRC holds and whose batch id is
+    above ``after``, or None. Only read past a bad frame of the log's tail: a crash cuts short the last frame only,
+    so a whole later frame means the bad one is damage. Bytes of a torn frame's payload that merely look like a
+    frame header are not taken for one: the whole frame must pass its CRC."""
+    view = memoryview(data)
+    pos = start
+    while True:
+        hits = [i for i in (data.find(m, pos) for m in (_ONE_BLOCK_FRAME, _FRAME_MAGIC)) if i >= 0]
+        if not hits:
+            return None
+        pos = min(hits)
+        if len(data) - pos >= FRAME.size:
+            _, length, batch_id, crc = FRAME.unpack_from(data, pos)
+            end = pos + FRAME.size + length
+            if (batch_id > after and end <= len(data)
+                    and zlib.crc32(view[pos + FRAME.size : end], zlib.crc32(struct.pack("<q", batch_id))) == crc):
+                return pos, batch_id
+        pos += 1
+
+
+def damaged_tail(problem: str, last: int, found: tuple[int, int], where_found: str) -> str:
+    """The problem a CorruptStoreError states for a bad frame in the log's tail followed by a whole one."""
+    at, batch_id = found
+    return (
+        f"the log is damaged: {problem}, yet a whole frame of batch {batch_id} follows "
+        f"({where_found}, at offset {at}): a crash cuts short only the last frame, so this is damage to committed "
+        f"batches after batch {last}, not a torn tail, and dropping it would lose them"
+    )
 
 
 # ------------------------------------------------------------------------------- data files

@@ -316,6 +316,65 @@ def test_a_torn_log_tail_is_dropped(tmp_path, cut):
         assert b.committed_batch_id == 2 and b.get(b"k2") == b"again"
 
 
+def frame_offsets(data: bytes) -> list[int]:
+    """Where each frame of a log segment starts (its header: magic, payload length u64, batch id, crc)."""
+    offsets, pos = [], 0
+    while pos < len(data):
+        offsets.append(pos)
+        pos += 24 + int.from_bytes(data[pos + 4 : pos + 12], "little")
+    return offsets
+
+
+@pytest.mark.parametrize("damage", ["flip", "zeros"])
+def test_a_damaged_frame_followed_by_whole_frames_in_the_tail_is_refused_not_dropped(tmp_path, damage):
+    """One byte flipped in batch 1's frame dropped batches 1 to 4, committed, and the reopening wrote that cut into
+    the metadata for good. Whole frames after the bad one mean it is damage: a crash cuts short only the last."""
+    fill(str(tmp_path), 5, lease=600)
+    (segment,) = (tmp_path / "bucket-0" / "log").iterdir()
+    data = bytearray(segment.read_bytes())
+    offsets = frame_offsets(bytes(data))
+    if damage == "flip":
+        data[offsets[1] + 30] ^= 0x01
+    else:  # the header too: no frame starts there
+        data[offsets[1] : offsets[1] + 8] = bytes(8)
+    segment.write_bytes(bytes(data))
+    problem = "the frame at offset" if damage == "flip" else "no frame starts at offset"
+    expected = (rf"{segment.name}: the log is damaged: {problem} {offsets[1]}.*, yet a whole frame of batch 2 "
+                rf"follows \(in this segment, at offset {offsets[2]}\).*not a torn tail")
+    for _ in range(2):  # nothing adopted: the second opening finds the same damage
+        with pytest.raises(CorruptStoreError, match=expected):
+            KVStore(str(tmp_path)).open(0)
+
+
+def test_a_damaged_segment_followed_by_a_segment_with_whole_frames_is_refused(tmp_path):
+    fill(str(tmp_path), 3, max_log_segment=1)  # a segment per frame
+    segments = sorted((tmp_path / "bucket-0" / "log").iterdir())
+    assert len(segments) == 3
+    data = bytearray(segments[1].read_bytes())
+    data[30] ^= 0x01
+    segments[1].write_bytes(bytes(data))
+    with pytest.raises(CorruptStoreError, match=rf"{segments[1].name}: .*batch 2 follows \(in the later segment "):
+        KVStore(str(tmp_path)).open(0)
+
+
+def test_a_torn_last_frame_holding_bytes_of_a_frame_is_still_a_torn_tail(tmp_path):
+    """The frame search past a bad frame takes only a whole frame of a later batch: a value holding an older
+    frame's bytes, or the torn frame's own garbage, does not make a torn tail damage."""
+    fill(str(tmp_path), 2)
+    (segment,) = (tmp_path / "bucket-0" / "log").iterdir()
+    first_frame = segment.read_bytes()[: frame_offsets(segment.read_bytes())[1]]
+    with KVStore(str(tmp_path)).open(0) as b:
+        b.begin(2)
+        b.put(b"k2", first_frame)
+        b.commit()
+    segments = sorted((tmp_path / "bucket-0" / "log").iterdir())
+    data = bytearray(segments[-1].read_bytes())
+    data[-3:] = b"\xff\xff\xff"  # garbage at the end of the last frame: it fails its CRC
+    segments[-1].write_bytes(bytes(data))
+    with KVStore(str(tmp_path)).open(0) as b:
+        assert b.committed_batch_id == 1 and b.get(b"k2") is None
+
+
 def test_damaged_committed_log_names_the_file(tmp_path):
     fill(str(tmp_path), 3)
     with KVStore(str(tmp_path)).open(0):  # the reopening adopts the log: its bytes are committed now
