@@ -281,10 +281,15 @@ class Bucket:
         self._check_open()
         if not self._runs and not self._meta.log and self._seq == self._meta.tail_from:
             return  # nothing committed since the last metadata: no log to drop either
+        # A zombie is refused before it rewrites anything: the new owner may have deleted the files it would merge.
+        self._catalog.confirm("flush")
         changes = merge(self._runs)
         self._runs = changes  # the same data: the runs merged are freed while the files are rewritten
         self._close_segment()
-        files = self._files.merge(self._meta.files, self._data, changes, self._meta.batch_id, self._next_name, "flush")
+        with self._fenced_if_taken_over("flush its data files"):  # taken over during the rewrite
+            files = self._files.merge(
+                self._meta.files, self._data, changes, self._meta.batch_id, self._next_name, "flush"
+            )
         self._publish(files, "flush")
         self._runs = []
         self._batches_since_flush = 0
@@ -292,7 +297,8 @@ class Bucket:
     def compact(self) -> None:
         """Flush, then merge neighbouring data files whose sizes add up to at most ``max_file_size``."""
         self.flush()
-        files = self._files.compact(self._meta.files, self._data, self._meta.batch_id, self._next_name)
+        with self._fenced_if_taken_over("compact its data files"):  # a zombie: the new owner deleted them
+            files = self._files.compact(self._meta.files, self._data, self._meta.batch_id, self._next_name)
         if files is not None:
             self._publish(files, "compact")
 

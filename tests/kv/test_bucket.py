@@ -885,6 +885,25 @@ def test_a_str_set_or_dict_for_a_column_is_refused_naming_the_parameter(tmp_path
         assert list(b.scan()) == [(b"a", b"1"), (b"ab", b"12"), (b"b", b"2")]
 
 
+@pytest.mark.parametrize("call", ["flush", "compact"])
+def test_a_zombies_flush_or_compaction_is_fenced(tmp_path, call):
+    """The new owner's flush deleted the zombie's data file: the zombie's flush or compaction said the file was
+    missing, to restore it from a backup or delete the bucket; it was taken over."""
+    zombie = KVStore(str(tmp_path)).open(0)
+    commit_batch(zombie, 0, b"a")
+    zombie.flush()
+    commit_batch(zombie, 1, b"b")  # something to flush
+    new = KVStore(str(tmp_path)).open(0, take_over=True)
+    commit_batch(new, 2, b"a")
+    new.flush()
+    with pytest.raises(FencedError, match=r"taken over by a newer writer \(epoch 2; this one is epoch 1\)"):
+        getattr(zombie, call)()
+    zombie.close()
+    new.close()
+    with KVStore(str(tmp_path)).open(0) as b:
+        assert b.committed_batch_id == 2 and b.get(b"a") == b"2" and b.get(b"b") == b"1"
+
+
 @pytest.mark.parametrize("root", ["local", "memory"])
 def test_a_zombie_reading_a_data_file_the_new_owner_replaced_is_fenced(tmp_path, root):
     """The new owner's flush deleted the zombie's data file: its reads say it was taken over (they said the file
