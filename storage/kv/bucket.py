@@ -334,6 +334,7 @@ class Bucket:
 
     def get(self, key: bytes) -> bytes | None:
         """The committed value of ``key``, or None."""
+        _check_one_key("get", key)
         return self.get_many([key])[0]
 
     def get_many(self, keys: Any) -> Any:
@@ -343,6 +344,7 @@ class Bucket:
 
     def get_uncommitted(self, key: bytes) -> bytes | None:
         """This batch's write of ``key`` if any, else its committed value."""
+        _check_one_key("get_uncommitted", key)
         return self.get_uncommitted_many([key])[0]
 
     def get_uncommitted_many(self, keys: Any) -> Any:
@@ -376,13 +378,13 @@ class Bucket:
         self._check_open()
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise ValueError(f"scan limit={limit!r} must be a whole number >= 0, or None for the whole range")
+        for name, bound in (("start", start), ("end", end), ("prefix", prefix)):
+            if bound is not None and not isinstance(bound, bytes):
+                raise TypeError(f"scan {name}={bound!r} must be bytes or None")
         if prefix is not None:
             if start is not None or end is not None:
                 raise ValueError("scan takes either prefix= or start and end, not both")
             start, end = prefix, successor(prefix)
-        for name, bound in (("start", start), ("end", end)):
-            if bound is not None and not isinstance(bound, bytes):
-                raise TypeError(f"scan {name}={bound!r} must be bytes or None")
         with self._fenced_if_taken_over("read its data files"):
             keys, values = scan(self._committed_runs(), self._data, self._firsts, start, end, limit)  # newest first
         return pa.table({"key": keys.cast(pa.binary()), "value": values.cast(pa.binary())})
@@ -482,6 +484,12 @@ def _remove_object(fs: Any, path: str) -> None:
         fs.rm_file(path)
     except FileNotFoundError:
         pass
+
+
+def _check_one_key(call: str, key: Any) -> None:
+    """A single key is bytes, as ``put`` and ``delete`` take it (a str is refused, not taken as UTF-8)."""
+    if not isinstance(key, bytes):
+        raise TypeError(f"{call} key={key!r} must be bytes, not {type(key).__name__}")
 
 
 def _check_key_length(key: bytes) -> None:

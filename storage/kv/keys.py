@@ -14,6 +14,7 @@ costs a sort of the whole run.
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import KeysView, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -66,8 +67,15 @@ def as_binary(values: Any, name: str, *, nulls: bool = False) -> pa.LargeBinaryA
                 f"{name} is a NumPy str array (dtype {values.dtype}), which Arrow would cut to its first "
                 f"character; pass {name}.astype(object) or pa.array({name}) (stored as UTF-8), or a list of bytes"
             )
+        if not isinstance(values, (list, np.ndarray)):
+            try:
+                values = list(values)
+            except TypeError as exc:
+                raise TypeError(f"{name} must hold bytes (or None for a missing value): {exc}") from None
+        if isinstance(values, list):
+            _refuse_str(values, name)
         try:
-            values = pa.array(values if isinstance(values, (list, np.ndarray)) else list(values), _VALUE)
+            values = pa.array(values, _VALUE)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
             raise TypeError(f"{name} must hold bytes (or None for a missing value): {exc}") from None
     if pa.types.is_binary(values.type) or pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
@@ -80,6 +88,15 @@ def as_binary(values: Any, name: str, *, nulls: bool = False) -> pa.LargeBinaryA
         first = values.is_null().to_numpy(zero_copy_only=False).argmax()
         raise ValueError(f"{name} holds {values.null_count} null(s), the first at position {first}; keys must be bytes")
     return values
+
+
+def _refuse_str(values: list[Any], name: str) -> None:
+    """A str in a list of keys or values is refused, as ``put`` refuses it (Arrow would store its UTF-8 bytes:
+    a list mixing ``"a"`` and ``b"a"`` would write one key twice, unnoticed)."""
+    at = next((i for i, value in enumerate(values) if isinstance(value, str)), None)
+    if at is not None:
+        raise TypeError(f"{name}[{at}]={reprlib.repr(values[at])} is a str; {name} must hold bytes, as put takes "
+                        "them (encode it, or pass an Arrow string column, taken as UTF-8)")
 
 
 def check_key_lengths(keys: pa.LargeBinaryArray, name: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Any, Mapping
 
@@ -47,6 +48,14 @@ class KVStore:
         fsync: bool = True,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if not isinstance(path, str):  # str(None) would make a store under ./None
+            raise ValueError(f"KVStore path={path!r} must be a str or an os.PathLike: a local path or an fsspec URL")
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise ValueError(
+                f"KVStore storage_options={storage_options!r} must be a dict of the filesystem's options, or None"
+            )
         for name, value in (("flush_entries", flush_entries), ("flush_batches", flush_batches)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"KVStore {name}={value!r} must be an int of 1 or more")
@@ -54,14 +63,14 @@ class KVStore:
             raise ValueError(f"KVStore compression={compression!r} is not one of {CODECS}")
         if not isinstance(fsync, bool):
             raise ValueError(f"KVStore fsync={fsync!r} must be True or False")
-        self._settings = (str(path), tuple(sorted({
+        self._settings = (path, tuple(sorted({
             "flush_entries": flush_entries, "flush_batches": flush_batches, "flush_bytes": flush_bytes,
             "max_file_size": max_file_size,
             "block_size": block_size, "block_cache": block_cache, "max_log_segment": max_log_segment,
             "compression": compression, "lease": lease, "fsync": fsync,
             "storage_options": tuple(sorted(dict(storage_options or {}).items())),
         }.items())))
-        self.path = str(path)
+        self.path = path
         self.flush_entries = flush_entries
         self.flush_batches = flush_batches
         self.flush_bytes = parse_size("flush_bytes", flush_bytes)

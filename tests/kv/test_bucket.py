@@ -97,8 +97,50 @@ def test_bad_input_names_the_parameter_and_the_value(tmp_path):
             b.get_many(pa.array([1, 2]))
         with pytest.raises(ValueError, match="either prefix= or start and end"):
             b.scan_table(b"a", prefix=b"a")
+        with pytest.raises(TypeError, match="scan prefix='a' must be bytes or None"):
+            b.scan_table(prefix="a")
+        # A str key is refused by every call, as put refuses it, naming the parameter (get(None) named "keys").
+        with pytest.raises(TypeError, match="get key='s' must be bytes, not str"):
+            b.get("s")
+        with pytest.raises(TypeError, match="get key=None must be bytes, not NoneType"):
+            b.get(None)
+        with pytest.raises(TypeError, match="get_uncommitted key='s' must be bytes"):
+            b.get_uncommitted("s")
+        with pytest.raises(TypeError, match=r"keys\[0\]='s1' is a str; keys must hold bytes"):
+            b.get_many(["s1"])
+        with pytest.raises(TypeError, match=r"keys\[0\]='s' is a str"):  # one key written twice, unnoticed
+            b.put_many(["s", b"s"], [b"1", b"2"])
+        with pytest.raises(TypeError, match=r"values\[1\]='2' is a str"):
+            b.put_many([b"a", b"b"], [b"1", "2"])
+        with pytest.raises(TypeError, match=r"keys\[0\]='s' is a str"):
+            b.delete_many(iter(["s"]))
     with pytest.raises(KVStoreError, match=r"bucket 0 is closed; open it again"):
         b.get(b"k")
+
+
+@pytest.mark.parametrize(
+    "path, options, match",
+    [
+        (None, None, "KVStore path=None must be a str or an os.PathLike"),
+        (123, None, "KVStore path=123 must be a str or an os.PathLike"),
+        (b"/tmp/x", None, "KVStore path=b'/tmp/x' must be a str"),
+        ("", 5, "KVStore storage_options=5 must be a dict of the filesystem's options, or None"),
+        ("", [("a", 1)], r"KVStore storage_options=\[\('a', 1\)\] must be a dict"),
+    ],
+)
+def test_a_bad_path_or_storage_options_names_the_parameter_and_the_value(tmp_path, path, options, match):
+    """str(None) made a store under ./None, and storage_options=5 failed with 'int' object is not iterable."""
+    with pytest.raises(ValueError, match=match):
+        KVStore(path if path != "" else str(tmp_path), storage_options=options)
+
+
+def test_a_path_like_is_taken(tmp_path):
+    store = KVStore(tmp_path)
+    assert store.path == str(tmp_path)
+    with store.open(0) as b:
+        commit_batch(b, 0, b"k")
+    with KVStore(str(tmp_path)).open(0) as b:
+        assert b.get(b"k") == b"0"
 
 
 def test_batches_are_applied_once_and_a_retried_batch_discards_its_first_attempt(tmp_path):
