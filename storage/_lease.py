@@ -64,11 +64,13 @@ class Lease:
         except (FileNotFoundError, ValueError):
             return None
 
-    def claim(self, take_over: bool, frees: Callable[[dict[str, Any]], bool] = lambda held: False) -> None:
+    def claim(self, take_over: bool, frees: Callable[[dict[str, Any]], bool] = lambda held: False,
+              above: int = 0) -> None:
         """Become the writer: the next epoch, unless a live writer holds the newest one.
 
         ``take_over`` claims regardless; ``frees(lease)`` says whether a live lease's holder
-        may be taken over (it is known dead, or an earlier run of the same writer).
+        may be taken over (it is known dead, or an earlier run of the same writer). The epoch
+        claimed is above ``above`` too (the newest epoch the user's files name: leases may be lost).
         """
         self.fs.makedirs(self.directory, exist_ok=True)
         epochs = self.epochs()
@@ -81,7 +83,7 @@ class Lease:
                     f"{self.wording.what} is held by another writer (epoch {top}{_holder(held)}, its lease runs "
                     f"{held['expires'] - now:.0f} s more); {self.wording.rule}. {self.wording.held_hint}"
                 )
-        self.epoch = top + 1
+        self.epoch = max(top, above) + 1
         body = self._body()
         path = self.path(self.epoch)
         raced = f"{self.wording.name}: another writer claimed epoch {self.epoch} at the same moment; {self.wording.rule}"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -25,7 +26,10 @@ from .._fs import fsync, is_local, put_atomic
 from .._lease import Lease, LeaseWording
 from .errors import BucketHeldError, CorruptStoreError, FencedError
 
-FORMAT = 1
+#: Metadata format 2 carries a CRC-32 (``crc``) of the canonical JSON of its other fields; format 1
+#: (written by earlier releases, no CRC) is still read.
+FORMAT = 2
+_FORMATS = (1, 2)
 #: How many epochs a take-over claims before giving up, when each is taken by a writer claiming at once.
 _CLAIM_RACES = 8
 _META = re.compile(r"(\d{10})-(\d{12})-([0-9a-f]{8})\.json")
@@ -55,7 +59,68 @@ class Meta:
         return f"{self.epoch:010d}-{self.version:012d}-{self.token}.json"
 
     def to_json(self) -> bytes:
-        return json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True).encode()
+        body = {"format": FORMAT, **asdict(self)}
+        return json.dumps({**body, "crc": _crc(body)}, sort_keys=True).encode()
+
+
+def _crc(body: dict[str, Any]) -> int:
+    """The CRC-32 of a metadata version's fields (all but ``crc``) as canonical JSON."""
+    return zlib.crc32(json.dumps(body, sort_keys=True).encode())
+
+
+_INTS = ("epoch", "version", "batch_id", "flushed_batch_id", "tail_from")
+_FILE_FIELDS = {"name": str, "size": int, "count": int, "first": str, "last": str}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _parse_meta(data: bytes, name: str) -> Meta:
+    """The metadata version ``data`` of the file ``name``; ``ValueError`` saying what is wrong with it.
+
+    Format 2 is checked against its CRC; format 1 (no CRC) against its structure only, as is format 2:
+    every field of the right type, every data file entry and log segment whole, and the name it is stored
+    under the one its fields give.
+    """
+    raw = json.loads(data)
+    if not isinstance(raw, dict):
+        raise ValueError("it is not a JSON object")
+    fmt = raw.get("format")
+    if fmt not in _FORMATS:
+        raise ValueError(f"metadata format {fmt!r} is not one of {list(_FORMATS)} (written by a newer release?)")
+    if fmt >= 2:
+        crc = raw.pop("crc", None)
+        if not _is_int(crc) or crc != _crc(raw):
+            raise ValueError("it fails its CRC")
+    elif "crc" in raw:
+        raise ValueError("a format 1 metadata file has no CRC")
+    del raw["format"]
+    fields = {"token", "files", "log", *_INTS}
+    if set(raw) != fields:
+        raise ValueError(f"its fields are {sorted(raw)}, not {sorted(fields)}")
+    if not all(_is_int(raw[key]) for key in _INTS) or not isinstance(raw["token"], str):
+        raise ValueError("a field has the wrong type")
+    files, log = raw["files"], raw["log"]
+    if not isinstance(files, list) or not isinstance(log, list):
+        raise ValueError("its files or log is not a list")
+    for i, entry in enumerate(files):
+        if (not isinstance(entry, dict) or set(entry) != set(_FILE_FIELDS)
+                or not all(type(entry[k]) is t for k, t in _FILE_FIELDS.items())
+                or parse_sequenced(entry["name"]) is None or not entry["name"].endswith(".kvd")):
+            raise ValueError(f"data file entry {i} is malformed: {entry!r:.200}")
+        try:
+            bytes.fromhex(entry["first"]), bytes.fromhex(entry["last"])
+        except ValueError:
+            raise ValueError(f"data file entry {i} has a first or last key that is not hex: {entry!r:.200}") from None
+    for i, segment in enumerate(log):
+        if (not isinstance(segment, list) or len(segment) != 2 or not isinstance(segment[0], str)
+                or parse_sequenced(segment[0]) is None or not segment[0].endswith(".wal") or not _is_int(segment[1])):
+            raise ValueError(f"log segment {i} is malformed: {segment!r:.200}")
+    meta = Meta(**raw)
+    if meta.name != name:
+        raise ValueError(f"its fields name it {meta.name}")
+    return meta
 
 
 def sequenced_name(epoch: int, seq: int, token: str, kind: str) -> str:
@@ -124,9 +189,12 @@ class Catalog:
         """
         for sub in ("meta", "log", "data"):
             self.fs.makedirs(self.path(sub), exist_ok=True)
+        # Above every epoch a file names too: with the leases lost, the epoch they held must not be claimed again
+        # (its files would pass for this writer's, its metadata for a newer writer's).
+        named = max((self._epoch_of(n) for sub in ("meta", "log", "data") for n in self.names(sub)), default=0)
         for attempt in range(_CLAIM_RACES):
             try:
-                self.lease.claim(take_over)
+                self.lease.claim(take_over, above=named)
                 return
             except (BucketHeldError, FencedError):
                 if not take_over or attempt == _CLAIM_RACES - 1:
@@ -147,30 +215,82 @@ class Catalog:
     # ------------------------------------------------------------------ metadata
 
     def load_meta(self) -> Meta | None:
-        """The newest metadata written by a writer whose lease it carries; None for a new bucket."""
+        """The newest metadata written by a writer whose lease it carries; None for a new bucket.
+
+        A metadata file whose epoch's lease holds another token was written by a writer that lost the race
+        for its epoch (or by a zombie whose lease a newer writer's cleanup deleted): it is passed over, as a
+        newer writer's metadata always stands beside it. When no metadata reads as a valid writer's but the
+        bucket shows history (metadata passed over that holds committed state, data files, log segments),
+        the metadata or the lease it is checked against is missing or damaged: ``CorruptStoreError``, and
+        the caller deletes nothing. Only a bucket without history is new: never opened, or its first
+        writer stopped before its first metadata (a lease alone), or a lost race's empty metadata.
+        """
         found = []
         for name in self.names("meta"):
             match = _META.fullmatch(name)
             if match:
                 found.append((int(match.group(1)), int(match.group(2)), match.group(3), name))
         tokens: dict[int, str | None] = {}
+        passed: list[tuple[str, str, str]] = []  # (the file at fault, what is wrong, metadata passed over)
         for epoch, _, token, name in sorted(found, reverse=True):
             if epoch >= self.epoch:
                 continue  # a writer that claimed after this one
+            lease_path = self.lease.path(epoch)
             if epoch not in tokens:
-                lease = self._read_lease(epoch)
-                tokens[epoch] = lease.get("token") if lease else None
-            if tokens[epoch] != token:
-                continue  # written by a writer that lost the race for its epoch (or whose lease is gone)
-            path = self.path("meta", name)
-            try:
-                raw = json.loads(self.fs.cat_file(path))
-                if raw.pop("format") != FORMAT:
-                    raise CorruptStoreError(path, f"metadata format {raw.get('format')} is not {FORMAT}")
-                return Meta(**raw)
-            except (ValueError, TypeError, KeyError) as exc:
-                raise CorruptStoreError(path, f"the metadata cannot be read ({exc})") from None
+                tokens[epoch] = self._lease_token(epoch)
+            held = tokens[epoch]
+            if held != token:
+                # A lost race or a zombie's late metadata (a newer writer's stands beside it), or damage.
+                problem = (
+                    f"the lease of epoch {epoch} is missing" if held is None and not self.fs.exists(lease_path)
+                    else f"the lease of epoch {epoch} cannot be read" if held is None
+                    else f"the lease of epoch {epoch} holds token {held!r}"
+                )
+                passed.append((lease_path, problem, name))
+                continue
+            return self._read_meta(name)
+        self._refuse_without_metadata(passed)
         return None
+
+    def _lease_token(self, epoch: int) -> str | None:
+        lease = self._read_lease(epoch)
+        token = lease.get("token") if isinstance(lease, dict) else None
+        return token if isinstance(token, str) else None
+
+    def _read_meta(self, name: str) -> Meta:
+        path = self.path("meta", name)
+        try:
+            return _parse_meta(self.fs.cat_file(path), name)
+        except FileNotFoundError:
+            raise CorruptStoreError(path, "the metadata file is missing") from None
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CorruptStoreError(path, f"the metadata cannot be read ({exc})") from None
+
+    def _refuse_without_metadata(self, passed: list[tuple[str, str, str]]) -> None:
+        """Raise ``CorruptStoreError`` if a bucket with no valid metadata shows history (see ``load_meta``)."""
+        for lease_path, problem, name in passed:
+            meta = self._read_meta(name)  # damaged metadata is named as such
+            if meta.batch_id >= 0 or meta.files or meta.log:
+                raise CorruptStoreError(
+                    lease_path,
+                    f"{problem}, so the metadata {name} (batch {meta.batch_id} or later) cannot be checked as its "
+                    "writer's and no other metadata reads; nothing was deleted",
+                )
+        history = {
+            sub: [n for n in self.names(sub) if (parsed := parse_sequenced(n)) and parsed[0] < self.epoch]
+            for sub in ("data", "log")
+        }
+        if history["data"] or history["log"]:
+            what = (
+                f"{passed[0][1]} (the metadata {passed[0][2]} was passed over)" if passed
+                else "no metadata file is there"
+            )
+            raise CorruptStoreError(
+                self.path("meta"),
+                f"{what}, but the bucket holds {len(history['data'])} data files and {len(history['log'])} log "
+                f"segments (first {(history['data'] + history['log'])[0]}): its metadata is missing or damaged; "
+                "nothing was deleted",
+            )
 
     def write_meta(self, meta: Meta) -> None:
         try:

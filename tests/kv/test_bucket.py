@@ -454,6 +454,145 @@ def test_damaged_metadata_names_the_file(tmp_path):
             KVStore(str(tmp_path)).open(0)
 
 
+def listing(path):
+    return {sub: sorted(os.listdir(os.path.join(path, "bucket-0", sub))) for sub in ("meta", "data", "log")}
+
+
+def flushed_and_logged(path):
+    """Batches 0-2 flushed to a data file, batch 3 in the log: a bucket with history in every directory."""
+    with KVStore(path).open(0) as b:
+        for batch_id in range(4):
+            b.begin(batch_id)
+            b.put(b"k%d" % batch_id, b"v%d" % batch_id)
+            b.commit()
+            if batch_id == 2:
+                b.flush()
+
+
+def flip_token(lease):
+    raw = lease.read_bytes()
+    at = raw.index(b'"token": "') + 10
+    lease.write_bytes(raw[:at] + bytes([raw[at] ^ 1]) + raw[at + 1:])
+
+
+@pytest.mark.parametrize("damage", ["metadata deleted", "lease token flipped", "lease deleted", "lease unreadable"])
+def test_a_bucket_whose_metadata_or_lease_is_lost_is_refused_and_nothing_is_deleted(tmp_path, damage):
+    """Without metadata that reads as its writer's, a bucket with data files and log segments is damage: the open
+    is refused naming what is missing or damaged, and deletes nothing (it took the bucket for a new one, and its
+    cleanup deleted every data file and log segment)."""
+    path = str(tmp_path)
+    flushed_and_logged(path)
+    bucket = tmp_path / "bucket-0"
+    (meta,) = (bucket / "meta").iterdir()
+    (lease,) = (bucket / "lease").iterdir()
+    if damage == "metadata deleted":
+        meta.unlink()
+        named = "bucket-0/meta: no metadata file is there, but the bucket holds 1 data file"
+    elif damage == "lease token flipped":
+        flip_token(lease)
+        named = f"{lease.name}: the lease of epoch 1 holds token .*, so the metadata {meta.name} \\(batch 2 or later\\)"
+    elif damage == "lease deleted":
+        lease.unlink()
+        named = f"{lease.name}: the lease of epoch 1 is missing, so the metadata {meta.name}"
+    else:
+        lease.write_bytes(lease.read_bytes()[:-3])
+        named = f"{lease.name}: the lease of epoch 1 cannot be read, so the metadata {meta.name}"
+    before = listing(path)
+    assert before["data"] and before["log"]
+    for _ in range(2):  # a refused open leaves the lease free, and the bucket as it was
+        with pytest.raises(CorruptStoreError, match=named):
+            KVStore(path).open(0)
+        assert listing(path) == before
+
+
+def test_a_bucket_whose_metadata_is_gone_and_files_too_opens_new(tmp_path):
+    """A lease alone (its writer stopped before its first metadata) or a bucket emptied of everything but its
+    leases shows no history: it opens as a new bucket."""
+    path = str(tmp_path)
+    fill(path, 0)
+    for meta in (tmp_path / "bucket-0" / "meta").iterdir():
+        meta.unlink()
+    with KVStore(path).open(0) as b:
+        assert b.committed_batch_id == -1 and list(b.scan()) == []
+
+
+def test_the_empty_metadata_of_a_writer_that_lost_the_race_for_the_first_epoch_is_passed_over(tmp_path):
+    """Without exclusive create, two writers can both claim epoch 1; the loser writes its (empty) metadata and is
+    fenced, the winner dies before writing its own: the bucket is new, not damaged."""
+    path = str(tmp_path)
+    fill(path, 0)
+    (lease,) = (tmp_path / "bucket-0" / "lease").iterdir()
+    flip_token(lease)  # the winner's token, not the one the metadata was written under
+    with KVStore(path).open(0) as b:
+        assert b.committed_batch_id == -1
+        b.begin(0)
+        b.put(b"k", b"v")
+        b.commit()
+    with KVStore(path).open(0) as b:
+        assert b.get(b"k") == b"v"
+
+
+def test_a_flipped_bit_in_the_metadata_fails_its_crc(tmp_path):
+    """A data file's first key one bit off would send gets to the wrong file (None for keys the scan returns):
+    the metadata's CRC refuses it, naming the file."""
+    path = str(tmp_path)
+    fill(path, 3, flush_batches=1)
+    (meta,) = (tmp_path / "bucket-0" / "meta").iterdir()
+    data = bytearray(meta.read_bytes())
+    at = data.index(b'"first": "') + 11
+    data[at] ^= 1
+    meta.write_bytes(bytes(data))
+    before = listing(path)
+    with pytest.raises(CorruptStoreError, match=f"{meta.name}: the metadata cannot be read \\(it fails its CRC\\)"):
+        KVStore(path).open(0)
+    assert listing(path) == before
+
+
+def to_format_1(meta, change=lambda raw: None):
+    """Rewrite a metadata file as the releases before its CRC wrote it (format 1), changed by ``change``."""
+    raw = json.loads(meta.read_text())
+    raw.pop("crc", None)
+    raw["format"] = 1
+    change(raw)
+    meta.write_text(json.dumps(raw, sort_keys=True))
+
+
+def test_metadata_of_format_1_without_a_crc_is_read(tmp_path):
+    path = str(tmp_path)
+    fill(path, 3, flush_batches=2)
+    (meta,) = (tmp_path / "bucket-0" / "meta").iterdir()
+    to_format_1(meta)
+    with KVStore(path).open(0) as b:
+        assert b.committed_batch_id == 2 and b.get_many([b"k0", b"k2"]) == [b"v0", b"v2"]
+    (meta,) = (tmp_path / "bucket-0" / "meta").iterdir()
+    raw = json.loads(meta.read_text())
+    assert raw["format"] == 2 and isinstance(raw["crc"], int)  # written anew with its CRC
+
+
+@pytest.mark.parametrize("change", [
+    lambda raw: raw["files"][0].update(nbme=raw["files"][0].pop("name")),
+    lambda raw: raw["files"][0].update(fiqst=raw["files"][0].pop("first")),
+    lambda raw: raw["files"][0].update(first="7g"),
+    lambda raw: raw["files"][0].update(size="12"),
+    lambda raw: raw["files"].append("x"),
+    lambda raw: raw["log"].append(["0000000001-0000000009-00000000.wal"]),
+    lambda raw: raw.update(batch_id="2"),
+    lambda raw: raw.update(epoch=2),
+    lambda raw: raw.update(tail_fron=raw.pop("tail_from")),
+], ids=["name", "first", "hex", "size", "entry", "segment", "batch_id", "epoch", "field"])
+def test_malformed_metadata_without_a_crc_is_refused_naming_the_file(tmp_path, change):
+    """Metadata of format 1 has no CRC to catch damage: its structure is checked when it is loaded, so a damaged
+    key name is a CorruptStoreError naming the file, not a KeyError from a later read."""
+    path = str(tmp_path)
+    fill(path, 3, flush_batches=2)
+    (meta,) = (tmp_path / "bucket-0" / "meta").iterdir()
+    to_format_1(meta, change)
+    before = listing(path)
+    with pytest.raises(CorruptStoreError, match=f"{meta.name}: the metadata cannot be read"):
+        KVStore(path).open(0)
+    assert listing(path) == before
+
+
 def test_files_stay_under_max_file_size_and_flushes_follow_the_settings(tmp_path):
     store = KVStore(str(tmp_path), flush_entries=50, flush_batches=4, max_file_size=2000, block_size=200)
     with store.open(0) as b:
@@ -657,9 +796,11 @@ def test_cleanup_never_deletes_files_of_a_newer_epoch(tmp_path):
         assert all(path.exists() for path in newer.values())
     stale = tmp_path / "bucket-0" / "meta" / ".0000000001-000000000007-0123abcd.json.89abcdef.tmp"
     stale.write_bytes(b"left by a writer that died writing it")
-    with store.open(0, take_over=True):
-        pass
-    assert not stale.exists() and all(path.exists() for path in newer.values())
+    with store.open(0, take_over=True) as b:
+        # Claimed above every epoch a file names (here epoch 10: epoch 9's lease is gone), so epoch 9's files
+        # are an older writer's now, which the metadata this writer adopted does not name: cleaned up too.
+        assert b._catalog.epoch == 10 and b.get(b"k") == b"v"
+    assert not stale.exists() and not any(path.exists() for path in newer.values())
 
 
 @pytest.mark.parametrize("adopted", [True, False], ids=["segments-in-metadata", "segments-in-tail"])

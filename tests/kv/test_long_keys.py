@@ -91,6 +91,8 @@ def test_a_store_written_in_the_old_format_opens_and_reads(tmp_path):
     meta = json.loads(Path(meta_path).read_text())
     run = Run.from_writes(pa.array(list(flushed), pa.large_binary()), pa.array(list(flushed.values()), pa.large_binary()))
     meta["files"][0].update(size=len(old), first=run.rows[0].tobytes().hex(), last=run.rows[-1].tobytes().hex())
+    del meta["crc"]  # metadata of format 1, as the releases that wrote KVDATA01 files wrote it: no CRC
+    meta["format"] = 1
     Path(meta_path).write_text(json.dumps(meta))
     (log,) = files_of(str(tmp_path), ".wal")
     frame = encode_frame(1, [Run.from_writes(pa.array(list(logged), pa.large_binary()),
