@@ -21,7 +21,7 @@ from typing import Callable, Iterator, Mapping
 
 import fsspec
 
-from storage.splitter.config import SplitterConfig
+from storage.splitter.config import COMPRESSED_SUFFIXES, SplitterConfig
 from storage.splitter.readers import UnreadableFileWarning
 
 
@@ -83,6 +83,8 @@ class Scanner:
         self._only: frozenset[str] | None = None
         #: The files the last scan found not yet stable.
         self.settling: dict[str, Settling] = {}
+        #: Compressed files already warned about (`_refuse_compressed`).
+        self._compressed: set[str] = set()
 
     @property
     def frozen(self) -> bool:
@@ -136,6 +138,18 @@ class Scanner:
                     directories.append(path)
         return dict(sorted(found.items()))
 
+    def _refuse_compressed(self, path: str) -> None:
+        """A compressed file read in blocks would give lines of garbage: an error with ``strict``, else a warning
+        the first time a scan finds it (it is never offered)."""
+        refused = (f"compressed file {path!r} is not read: the splitter reads files in blocks of bytes, and a "
+                   "compressed file's are not lines; decompress it into the watched paths, or read it with Spark's "
+                   "text source, which decompresses it whole")
+        if self._config.strict:
+            raise ValueError(refused)
+        if path not in self._compressed:
+            self._compressed.add(path)
+            warnings.warn(refused, UnreadableFileWarning, stacklevel=4)
+
     def _unlistable(self, directory: str, err: OSError) -> None:
         if self._config.strict:
             raise OSError(f"cannot list directory {directory!r}: {err}") from err
@@ -157,6 +171,9 @@ class Scanner:
         undated: set[str] = set()  # no modification time: only the scans can tell they stopped changing
         for path, info in self._walk():
             if self._config.accepts(posixpath.basename(path)) and (self._only is None or path in self._only):
+                if path.lower().endswith(COMPRESSED_SUFFIXES):
+                    self._refuse_compressed(path)
+                    continue
                 mtime = _mtime(info)
                 if mtime is None:
                     undated.add(path)

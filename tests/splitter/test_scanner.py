@@ -525,6 +525,24 @@ def test_a_directory_that_cannot_be_listed_warns_or_raises_when_strict(tmp_path,
         assert len(caught) == 1
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_compressed_file_is_refused_not_read_as_garbage(tmp_path, strict):
+    """Read in blocks, a rotated log's .gz gave lines of garbage (U+FFFD and all) without a word."""
+    import gzip
+
+    write(tmp_path / "app.log", "plain\n")
+    (tmp_path / "app.log.1.gz").write_bytes(gzip.compress(b"rotated\n"))
+    splitter = FileSplitter(str(tmp_path), settle=0, strict=strict)
+    refused = r"compressed file '.*app\.log\.1\.gz' is not read: the splitter reads files in blocks"
+    if strict:
+        with pytest.raises(ValueError, match=refused):
+            splitter.read_lines()
+        return
+    with pytest.warns(UnreadableFileWarning, match=refused) as caught:
+        assert all_lines(splitter) == ["plain"]
+    assert len(caught) == 1
+
+
 def test_a_growing_file_without_a_modification_time_waits_to_settle(tmp_path):
     """memory:// keeps only a creation time, which appending does not change: a file created long
     ago and caught mid-line was handed out at once, and its half line read as a record."""
