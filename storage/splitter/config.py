@@ -153,15 +153,21 @@ class SplitterConfig:
             name = self.scan_trigger_file.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
             if not name:
                 raise ValueError(f"scan_trigger_file={self.scan_trigger_file!r} must name a file")
+            if any(_normalised(self.scan_trigger_file) == _normalised(p) for p in paths):
+                raise ValueError(
+                    f"scan_trigger_file={self.scan_trigger_file!r} is one of paths, which reads a file it names "
+                    "whatever its name: it would be read as data; put it elsewhere"
+                )
             if self.accepts(name) and any(_inside(self.scan_trigger_file, p) for p in paths):
                 raise ValueError(
                     f"scan_trigger_file={self.scan_trigger_file!r} is inside paths and would be read as data; "
                     f"start its name with '_' or '.', or put it elsewhere"
                 )
 
-    def accepts(self, name: str) -> bool:
-        """Whether a file name passes the hidden/temporary filter and the pattern."""
-        if name.startswith((".", "_")) or name.endswith(TEMPORARY_SUFFIXES):
+    def accepts(self, name: str, named: bool = False) -> bool:
+        """Whether a file name passes the hidden/temporary filter and the pattern; a file ``named`` in ``paths``
+        itself passes the filter, as Spark reads a file its path names whatever the name (``_part.log``)."""
+        if not named and (name.startswith((".", "_")) or name.endswith(TEMPORARY_SUFFIXES)):
             return False
         return self.pattern is None or re.fullmatch(self.pattern, name) is not None
 

@@ -97,6 +97,7 @@ class Scanner:
             self._only = frozenset(self._previous)
 
     def _walk(self) -> Iterator[tuple[str, Mapping]]:
+        """Every file below the roots, with its info; a root that is a file is yielded as it is."""
         for root in self._roots:
             if self._fs.isfile(root):
                 yield root, self._fs.info(root)
@@ -170,7 +171,8 @@ class Scanner:
         observed: dict[str, tuple[int, float]] = {}
         undated: set[str] = set()  # no modification time: only the scans can tell they stopped changing
         for path, info in self._walk():
-            if self._config.accepts(posixpath.basename(path)) and (self._only is None or path in self._only):
+            named = path in self._roots
+            if self._config.accepts(posixpath.basename(path), named) and (self._only is None or path in self._only):
                 if path.lower().endswith(COMPRESSED_SUFFIXES):
                     self._refuse_compressed(path)
                     continue

@@ -543,6 +543,22 @@ def test_a_compressed_file_is_refused_not_read_as_garbage(tmp_path, strict):
     assert len(caught) == 1
 
 
+def test_a_hidden_file_named_in_paths_is_read_as_spark_reads_it(tmp_path):
+    """Spark reads a file its path names whatever the name; the splitter read nothing without a word. In a
+    listed directory such names stay unread."""
+    write(tmp_path / "_part.log", "named\n")
+    write(tmp_path / "dir" / "_part.log", "listed, so hidden\n")
+    write(tmp_path / "dir" / "a.log", "visible\n")
+    assert sorted(all_lines(FileSplitter([str(tmp_path / "_part.log"), str(tmp_path / "dir")], settle=0))) == [
+        "named", "visible"]
+
+
+def test_a_scan_trigger_file_named_in_paths_is_refused(tmp_path):
+    trigger = str(tmp_path / "_trigger")
+    with pytest.raises(ValueError, match=r"scan_trigger_file='.*_trigger' is one of paths"):
+        FileSplitter([str(tmp_path / "a.log"), trigger], scan_trigger_file=trigger)
+
+
 def test_a_growing_file_without_a_modification_time_waits_to_settle(tmp_path):
     """memory:// keeps only a creation time, which appending does not change: a file created long
     ago and caught mid-line was handed out at once, and its half line read as a record."""
