@@ -238,8 +238,7 @@ def finished_lengths(fs: AbstractFileSystem, root: str, state: SinkState | None)
         return {}
     lengths: dict[str, tuple[int, int]] = {}
     if state.manifest is not None:
-        text = fs.cat_file(f"{root}/{STATE_DIR}/{state.manifest:020d}.manifest").decode()
-        lengths = {f"{root}/{path}": (length, crc) for path, length, crc in json.loads(text)}
+        lengths = _manifest(fs, root, state)
     start = state.manifest + 1 if state.manifest is not None else state.chain_from
     records = {sequence: path for sequence, path in _record_paths(fs, root)}
     for sequence in range(start, state.sequence):
@@ -264,6 +263,23 @@ def finished_lengths(fs: AbstractFileSystem, root: str, state: SinkState | None)
         _apply(lengths, older)
     _apply(lengths, state)
     return lengths
+
+
+def _manifest(fs: AbstractFileSystem, root: str, state: SinkState) -> dict[str, tuple[int, int]]:
+    """The finished parts the manifest ``state`` names lists, with their lengths and CRC-32s; a manifest that is
+    missing or does not read is refused naming it (it is published whole, so it was damaged since)."""
+    path = f"{root}/{STATE_DIR}/{state.manifest:020d}.manifest"
+    try:
+        return {f"{root}/{part}": (length, crc) for part, length, crc in json.loads(fs.cat_file(path).decode())}
+    except FileNotFoundError:
+        problem = "is missing"
+    except _UNREADABLE as exc:
+        problem = f"does not read ({fs.size(path)} bytes: {type(exc).__name__}: {exc})"
+    raise DamagedCommitRecordError(
+        f"file sink manifest {path} {problem}: commit record {state.sequence} takes the finished parts' lengths "
+        "from it, so reading back or the next manifest would leave every part it lists unchecked or forgotten. "
+        "Restore it from a backup"
+    )
 
 
 def _apply(lengths: dict[str, tuple[int, int]], state: SinkState) -> None:

@@ -400,3 +400,21 @@ def test_a_copy_of_a_part_beside_it_is_not_read_twice(tmp_path, fmt):
     with pytest.warns(UserWarning, match=r"skipped 1 file\(s\) no commit record finished \(part-.* \(copy\)"):
         values = sink.read()["value"].tolist()
     assert sorted(values) == sorted(f"row-{i}" for i in range(40))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "deleted"])
+def test_a_damaged_or_missing_manifest_is_named(tmp_path, damage):
+    """It failed with a bare JSONDecodeError or FileNotFoundError naming nothing."""
+    sink = FileSink(str(tmp_path), format="csv").with_rolling_policy(RollingPolicy.on_every_batch())
+    writer = sink.writer()
+    for batch_id in range(12):  # a manifest after commit 9
+        writer.write_batch(pa.table({"value": [batch_id]}), batch_id, 0)
+    writer.close()
+    manifest = tmp_path / "_file_sink" / f"{9:020d}.manifest"
+    if damage == "truncated":
+        manifest.write_bytes(manifest.read_bytes()[:10])
+    else:
+        manifest.unlink()
+    problem = r"does not read \(10 bytes: JSONDecodeError" if damage == "truncated" else "is missing"
+    with pytest.raises(DamagedCommitRecordError, match=rf"file sink manifest {manifest} {problem}"):
+        sink.read()
