@@ -83,8 +83,9 @@ class KVStore:
             )
         self.max_log_segment = parse_size("max_log_segment", max_log_segment)
         lease_seconds = parse_seconds("lease", lease)
-        if not lease_seconds:
-            raise ValueError(f"KVStore lease={lease!r} must be more than 0 seconds")
+        if not lease_seconds or lease_seconds == float("inf"):
+            # An endless lease would keep a crashed writer's buckets from every other writer but take_over=True.
+            raise ValueError(f"KVStore lease={lease!r} must be more than 0 seconds and finite")
         self.lease: float = lease_seconds
         self.compression = compression
         self.fsync = fsync

@@ -134,6 +134,13 @@ def test_a_bad_path_or_storage_options_names_the_parameter_and_the_value(tmp_pat
         KVStore(path if path != "" else str(tmp_path), storage_options=options)
 
 
+@pytest.mark.parametrize("lease", [0, float("inf"), "inf"])
+def test_a_lease_must_be_positive_and_finite(tmp_path, lease):
+    """An endless lease was taken: a crashed writer's buckets stayed held from every writer but take_over=True."""
+    with pytest.raises(ValueError, match=rf"KVStore lease={lease!r} must be more than 0 seconds and finite"):
+        KVStore(str(tmp_path), lease=lease)
+
+
 def test_a_path_like_is_taken(tmp_path):
     store = KVStore(tmp_path)
     assert store.path == str(tmp_path)
