@@ -85,8 +85,9 @@ class BasePathBuckets:
 class DateTimeBuckets:
     """Buckets named by time, Flink's ``yyyy-MM-dd--HH`` by default.
 
-    ``column`` names the event-time column (timestamps, or integers in epoch
-    milliseconds); ``None`` buckets by the batch's processing time instead.
+    ``column`` names the event-time column (timestamps, dates, or numbers in epoch
+    milliseconds; another type, a string or boolean, is refused); ``None`` buckets by the batch's
+    processing time instead.
     A null time fails the whole batch: no bucket would be right for it.
     """
 
@@ -106,6 +107,14 @@ class DateTimeBuckets:
         if self.column is None:
             stamp = pd.Timestamp(processing_time_ms, unit="ms", tz="UTC")
             return stamp.tz_convert(self.timezone).strftime(self.pattern)
+        kind = table.schema.field(self.column).type
+        kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+        if not (pa.types.is_timestamp(kind) or pa.types.is_date(kind) or pa.types.is_integer(kind)
+                or pa.types.is_floating(kind)):
+            raise ValueError(
+                f"DateTimeBuckets column={self.column!r} is of type {kind}; it takes timestamps, dates or numbers "
+                "(epoch milliseconds): parse or cast it first (Spark: to_timestamp(col))"
+            )
         col = table.column(self.column).to_pandas()
         if pd.api.types.is_numeric_dtype(col):
             col = pd.to_datetime(col, unit="ms", utc=True)

@@ -138,6 +138,19 @@ def test_date_time_buckets_refuse_null_timestamps_and_write_nothing(tmp_path):
     assert tree(tmp_path) == {}
 
 
+@pytest.mark.parametrize(("values", "kind"), [(["2024-01-01T10:00:00", "a"], "(large_)?string"), ([True, False], "bool")])
+def test_date_time_buckets_refuse_a_column_of_another_type_naming_it(tmp_path, values, kind):
+    """ISO strings were parsed by pandas (the bucket of '2024-01-01T10:00:00' was 2024-01-01--10) and any other
+    string failed the batch with pandas' 'not likely a datetime', naming no column; booleans made 1970 buckets."""
+    sink = FileSink(str(tmp_path), buckets=DateTimeBuckets(column="t"))
+    with pytest.raises(ValueError, match=rf"DateTimeBuckets column='t' is of type {kind}; it takes timestamps, dates"):
+        sink.write(pd.DataFrame({"t": values, "v": [1, 2]}))
+    assert tree(tmp_path) == {}
+    dates = pd.DataFrame({"t": [date(2024, 1, 2)], "v": [1]})
+    sink.with_buckets(DateTimeBuckets(column="t", pattern="%Y-%m-%d")).write(dates)
+    assert [n.split("/")[0] for n in finished(tmp_path)] == ["2024-01-02"]
+
+
 def test_column_values_are_escaped_as_hive_does_and_read_back_as_they_were(tmp_path):
     values = ["a", "x/_y", "../../escaped", "p:q%", ".dot"]
     sink = FileSink(str(tmp_path / "out"), format="parquet").with_writer_id("w").with_buckets(ColumnBuckets("k"))
