@@ -57,12 +57,28 @@ def check_frame(config: SinkConfig, df: DataFrame) -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     refuse_duplicate_columns(df.columns)
+    for field in df.schema.fields:
+        if _holds_variant(field.dataType):
+            raise ValueError(
+                f"FileSink cannot write column {field.name!r} of type {field.dataType.simpleString()}: pyspark hands a "
+                "variant to Arrow as its binary encoding, which would be written as such (no reader gets the value "
+                "back); write its JSON text instead (to_json(col))"
+            )
     timezone = {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters else {}
     try:  # pyspark 4 names a timestamp's Arrow type only with a time zone (and raised AssertionError without)
         schema = to_arrow_schema(df.schema, **timezone)
     except Exception:  # noqa: BLE001 - a type this pyspark cannot name in Arrow: its tasks say what they make of it
         return
     config.check_schema(schema)
+
+
+def _holds_variant(data_type: Any) -> bool:
+    """Whether a Spark type is or holds a variant (pyspark 4's VariantType; pyspark 3.5 has none)."""
+    if type(data_type).__name__ == "VariantType":
+        return True
+    children = [getattr(data_type, name, None) for name in ("elementType", "keyType", "valueType")]
+    children += [f.dataType for f in getattr(data_type, "fields", None) or []]
+    return any(child is not None and _holds_variant(child) for child in children)
 
 
 def task_function(config: SinkConfig, end_of_input: bool, hook: PhaseHook, owner: str | None, batch_id: int,
