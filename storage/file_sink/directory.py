@@ -57,6 +57,13 @@ def max_name_bytes(fs: Any, root: str) -> int | None:
     return limit if limit > 0 else None  # -1: the filesystem sets no limit
 
 
+def refuse_a_file(fs: Any, root: str, path: str) -> None:
+    """Refuse a sink path that is a file: writing and reading failed on it with a bare NotADirectoryError."""
+    if fs.isfile(root):
+        raise NotADirectoryError(f"FileSink path {path!r} is a file, not a directory: give the directory the sink "
+                                 "writes its parts into (it is made if missing)")
+
+
 class SinkDirectory:
     """One sink directory: its filesystem, base path and the steps every writer shares."""
 
@@ -125,6 +132,7 @@ class SinkDirectory:
         """Claim ``lease``; a holder that is a dead process of this machine, a query of this process that
         stopped, or ``same_writer``, is taken over. True when the writer before may still be running (it was
         taken over, or its lease ran out): then its in-progress parts must not be appended to (``detach``)."""
+        refuse_a_file(self.fs, self.root, self.config.path)
         if self.local:
             load_state(self.fs, self.root)  # refuses a damaged record (DamagedCommitRecordError) before writing a lease
         lease.claim(take_over, frees=lambda held: holder_is_dead(held) or _stopped_here(held) or same_writer(held))

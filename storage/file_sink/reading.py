@@ -22,6 +22,7 @@ import pandas as pd
 
 from .codec import decompress, unseal
 from .config import SinkConfig
+from .directory import refuse_a_file
 from .errors import CommittedPartMissingError, CorruptPartError
 from .formats import FORMATS
 from .state import finished_lengths, load_state
@@ -30,6 +31,7 @@ from .state import finished_lengths, load_state
 def _exists_or_refuse(fs: Any, root: str, path: str) -> None:
     if not fs.exists(root):
         raise FileNotFoundError(f"FileSink path {path!r} does not exist; nothing was ever written there (a typo?)")
+    refuse_a_file(fs, root, path)
 
 
 def finished_files(config: SinkConfig) -> list[str]:

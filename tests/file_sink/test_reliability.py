@@ -375,6 +375,18 @@ def test_write_refuses_a_bad_batch_id_too(tmp_path):
         FileSink(str(tmp_path)).write(batch(0, 2), batch_id="3")
 
 
+def test_a_sink_path_that_is_a_file_is_refused_naming_it(tmp_path):
+    """Writing and reading failed with a bare NotADirectoryError on '<path>/_file_sink/lease'."""
+    (tmp_path / "afile").write_text("not a sink\n")
+    sink = FileSink(str(tmp_path / "afile"))
+    refused = rf"FileSink path '{tmp_path}/afile' is a file, not a directory"
+    with pytest.raises(NotADirectoryError, match=refused):
+        sink.write(batch(0, 2))
+    with pytest.raises(NotADirectoryError, match=refused):
+        sink.read()
+    assert (tmp_path / "afile").read_text() == "not a sink\n"
+
+
 def test_reading_a_path_that_does_not_exist_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"FileSink path '.*a/mistyped/path' does not exist"):
         FileSink(str(tmp_path / "a" / "mistyped" / "path")).read()
