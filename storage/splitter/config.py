@@ -153,7 +153,7 @@ class SplitterConfig:
             name = self.scan_trigger_file.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
             if not name:
                 raise ValueError(f"scan_trigger_file={self.scan_trigger_file!r} must name a file")
-            if any(_normalised(self.scan_trigger_file) == _normalised(p) for p in paths):
+            if any(normalised_path(self.scan_trigger_file) == normalised_path(p) for p in paths):
                 raise ValueError(
                     f"scan_trigger_file={self.scan_trigger_file!r} is one of paths, which reads a file it names "
                     "whatever its name: it would be read as data; put it elsewhere"
@@ -302,11 +302,11 @@ def _csv_type(columns: object, name: str, kind: str) -> str:
 
 def _inside(path: str, root: str) -> bool:
     """Whether ``path`` is ``root`` or below it, however either is spelled (``/d/./x``, relative)."""
-    path, root = _normalised(path), _normalised(root).rstrip("/")
+    path, root = normalised_path(path), normalised_path(root).rstrip("/")
     return path == root or path.startswith(root + "/")
 
 
-def _normalised(path: str) -> str:
+def normalised_path(path: str) -> str:
     """``path`` absolute and normalised when local; otherwise normalised behind its protocol."""
     protocol, rest = split_protocol(path)
     if protocol in (None, "file", "local"):

@@ -13,9 +13,9 @@ import warnings
 from typing import Any, Callable, Mapping
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 
-from storage.splitter.config import SplitterConfig, _normalised
+from storage._fs import is_local
+from storage.splitter.config import SplitterConfig, normalised_path
 from storage.splitter.metadata import BlockMetadata
 from storage.splitter.scanner import Listing, Scanner, UnsettledFileWarning
 from storage.splitter.state import SplitState
@@ -47,9 +47,9 @@ def _local_normalised(fs: fsspec.AbstractFileSystem, root: str) -> str:
     twice otherwise. Kept as written when the normalised path is another file: ``..`` after a
     symbolic link goes up from the link's target for the OS. Other filesystems keep the path: an
     object store's key may hold ``.``, ``..`` and ``//`` as characters, naming another object."""
-    if not isinstance(fs, LocalFileSystem):
+    if not is_local(fs):
         return root
-    normal = _normalised(root)
+    normal = normalised_path(root)
     return normal if normal == root or (os.path.exists(normal) and os.path.samefile(normal, root)) else root
 
 
