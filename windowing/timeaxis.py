@@ -43,6 +43,25 @@ def add_saturating(times: np.ndarray, delta: int) -> np.ndarray:
     return np.where(times > MAX_TIME - delta, MAX_TIME, times + delta)
 
 
+def _nearest_micros(values: np.ndarray, unit: str) -> np.ndarray:
+    """Finite floats in ``unit`` as the nearest int64 microseconds (half up), from their exact values.
+
+    The whole units and the fraction are taken apart first, both exactly (a float minus its
+    truncation is a float), so the only product rounded is the fraction's with the unit, which
+    cannot round across half a microsecond for times more than about 8,192 seconds from the epoch.
+    Nanoseconds: the whole nanoseconds decide, the fraction below one cannot reach the next half.
+    """
+    if unit == "ns":
+        whole = np.floor(values).astype(np.int64)
+        below = np.mod(whole, 1000)
+        return (whole - below) // 1000 + (below >= 500)
+    factor = EPOCH_UNITS[unit]
+    whole = np.trunc(values)
+    part = (values - whole) * float(factor)
+    floor = np.floor(part)
+    return whole.astype(np.int64) * factor + floor.astype(np.int64) + (part - floor >= 0.5)
+
+
 @functools.lru_cache
 def _zone_extremes(tz: str) -> tuple[int, int]:
     """The least and greatest instants a nanosecond timestamp in zone ``tz`` holds.
@@ -157,13 +176,17 @@ class TimeAxis:
         """Epoch instants in ``epoch_unit`` as int64 microseconds, rounded to the nearest (half up),
         and where they are on the axis (a value elsewhere gives 0). The Spark runner computes the
         same on the JVM (`runners.spark._event_time`). Beam truncates, but a float carries binary
-        error: 1.001 s is 1000999.9999999999 microseconds."""
+        error: 1.001 s is 1000999.9999999999 microseconds. A float is rounded as the number it
+        holds, not as its product with the unit, which float arithmetic rounds first
+        (1700000001.0000004 s holds ...0.48 us past the second; times 1e6 it is ...0.5 exactly)."""
         unit, raw = self.epoch_unit or "us", np.asarray(raw)
         if raw.dtype.kind == "f" or raw.dtype == object:
             raw = raw.astype(np.float64)
             scaled = raw / 1000.0 if unit == "ns" else raw * float(EPOCH_UNITS[unit])
             inside = np.abs(scaled) < 2.0**62  # also false for inf
-            micros = np.floor(np.where(inside, scaled, 0.0) + 0.5).astype(np.int64)
+            if unit == "ns":
+                inside &= np.abs(raw) < 2.0**63  # whole nanoseconds in int64 (beyond, outside the axis anyway)
+            micros = _nearest_micros(np.where(inside, raw, 0.0), unit)
         else:
             fits = raw <= 2**62 if raw.dtype.kind == "u" else np.ones(len(raw), dtype=bool)  # uint64 beyond int64
             ints = np.where(fits, raw, 0).astype(np.int64)

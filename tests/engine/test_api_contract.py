@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -305,7 +307,37 @@ def test_epoch_numbers_with_a_time_unit_are_read_as_the_nearest_microsecond(micr
     assert got == {m: i for i, m in enumerate(micros)}
 
 
+def _nearest_micro_of(value: float, unit: str) -> int:
+    """The exact value a float holds, in microseconds, rounded half up: the reference."""
+    exact = Fraction(value) * {"s": 10**6, "ms": 10**3, "us": 1, "ns": Fraction(1, 1000)}[unit]
+    return math.floor(exact + Fraction(1, 2))
+
+
+# Floats whose product with their unit float arithmetic rounds onto half a microsecond, among others:
+# time.time() seconds hold steps of 2**-22 s (0.24 us), so about one in eight lands there.
+_NEAR_HALF = st.builds(lambda second, steps: second + steps * 2.0**-22,
+                       st.integers(8192, 4_000_000_000), st.integers(0, 2**22 - 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(unit=st.sampled_from(["s", "ms", "us", "ns"]), data=st.data())
+def test_epoch_floats_are_read_as_the_microsecond_nearest_the_number_they_hold(unit, data):
+    # Beyond 8192 s of the epoch (and everywhere in us and ns) no float rounds across half a microsecond.
+    per_second = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[unit]
+    far = st.floats(8192.0 * per_second, 9e9 * per_second)  # the axis ends about 9.2e9 s from the epoch
+    anywhere = st.floats(0.0, 9e9 * per_second) if unit in ("us", "ns") else far
+    signed = st.tuples(st.one_of(_NEAR_HALF, far, anywhere) if unit == "s" else st.one_of(far, anywhere),
+                       st.booleans()).map(lambda pair: -pair[0] if pair[1] else pair[0])
+    values = data.draw(st.lists(signed, min_size=1, max_size=20, unique=True))
+    frame = pd.DataFrame({"ts": np.asarray(values, dtype=np.float64), "id": range(len(values))})
+    panes = windowed(frame, time="ts", time_unit=unit).fixed("1 microsecond").aggregate(ToList("id"))
+    got = {i: int(start.value // 1000) for start, ids in zip(panes["window_start"], panes["value"]) for i in ids}
+    assert got == {i: _nearest_micro_of(v, unit) for i, v in enumerate(values)}
+
+
 @pytest.mark.parametrize("unit, values, expected_micros", [
+    # 1700000001.000000477 s and ...0.715 s: their products with 1e6 are rounded to ...0.5 and ...0.75
+    ("s", [1700000001.0000004, 1700000001.0000007], [1_700_000_001_000_000, 1_700_000_001_000_001]),
     ("ns", [1499, 1500, -1500, -1501], [1, 2, -1, -2]),  # half a microsecond rounds up
     ("us", [2.5, -2.5, 2.4999], [3, -2, 2]),
     ("s", [1.001, 1700000000.123456], [1_001_000, 1_700_000_000_123_456]),

@@ -250,8 +250,8 @@ def _event_time(time: str, timestamp: bool, streaming: bool, epoch_unit: str | N
 
 def _epoch_micros(checked: Any, column: Any, time: str, unit: str, floating: bool) -> tuple[Any, Any]:
     """``TimeAxis._epoch_micros`` on the JVM: epoch instants in ``unit`` as bigint microseconds,
-    rounded to the nearest (half up), with the same double arithmetic for floats; ``checked``
-    (a ``when`` chain) gets the checks that must come before the arithmetic."""
+    rounded to the nearest (half up), with the same double arithmetic for floats (`timeaxis._nearest_micros`);
+    ``checked`` (a ``when`` chain) gets the checks that must come before the arithmetic."""
     from pyspark.sql import functions as F
 
     def outside(what: str) -> Any:
@@ -262,16 +262,40 @@ def _epoch_micros(checked: Any, column: Any, time: str, unit: str, floating: boo
     if floating:
         number = column.cast("double")
         scaled = number / F.lit(1000.0) if unit == "ns" else number * F.lit(float(factor))
-        checked = checked.when(F.isnan(number) | (F.abs(scaled) >= F.lit(2.0**62)), outside("not finite or beyond the time axis"))
-        return checked, F.floor(scaled + F.lit(0.5)).cast("long")
+        beyond = F.abs(scaled) >= F.lit(2.0**62)
+        if unit == "ns":
+            beyond = beyond | (F.abs(number) >= F.lit(2.0**63))
+        checked = checked.when(F.isnan(number) | beyond, outside("not finite or beyond the time axis"))
+        return checked, _nearest_micros(number, time, unit)
     number = column.cast("long")
-    if unit == "ns":  # floor((t + 500) / 1000), exact and without overflow: pmod is the floor division's remainder
+    if unit == "ns":
         checked = checked.when((number < MIN_MICROS * 1000) | (number > MAX_MICROS * 1000), outside("outside the time axis"))
-        ns = f"CAST({_quoted(time)} AS BIGINT)"
-        return checked, F.expr(f"({ns} - pmod({ns}, 1000)) div 1000 + CAST(pmod({ns}, 1000) >= 500 AS BIGINT)")
+        return checked, _nanos_to_micros(f"CAST({_quoted(time)} AS BIGINT)")
     low, high = -(-MIN_MICROS // factor), MAX_MICROS // factor
     checked = checked.when((number < low) | (number > high), outside("outside the time axis"))
     return checked, number * F.lit(factor)
+
+
+def _nearest_micros(number: Any, time: str, unit: str) -> Any:
+    """`timeaxis._nearest_micros` on the JVM, step by step in the same double arithmetic: a float
+    rounded as the number it holds (whole units and fraction apart, both exact)."""
+    from pyspark.sql import functions as F
+
+    if unit == "ns":  # the whole nanoseconds decide
+        return _nanos_to_micros(f"FLOOR(CAST({_quoted(time)} AS DOUBLE))")
+    factor = EPOCH_UNITS[unit]
+    whole = number.cast("long")  # toward zero, as np.trunc
+    part = (number - whole.cast("double")) * F.lit(float(factor))
+    floor = F.floor(part)
+    return whole * F.lit(factor) + floor + (part - floor.cast("double") >= F.lit(0.5)).cast("long")
+
+
+def _nanos_to_micros(nanos: str) -> Any:
+    """Whole nanoseconds (a bigint SQL expression) as the nearest microseconds, half up:
+    floor((t + 500) / 1000), exact and without overflow (pmod is the floor division's remainder)."""
+    from pyspark.sql import functions as F
+
+    return F.expr(f"({nanos} - pmod({nanos}, 1000)) div 1000 + CAST(pmod({nanos}, 1000) >= 500 AS BIGINT)")
 
 
 def _packed_schema(schema: Any) -> Any:
