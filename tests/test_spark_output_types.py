@@ -85,6 +85,16 @@ def test_epoch_numbers_with_a_time_unit_window_as_on_pandas(spark, unit, spark_t
     assert_same_panes(micros.toPandas(), expected)
 
 
+def test_the_global_window_of_a_timestamp_column_has_the_bounds_of_the_pandas_runner(spark):
+    frame = ROWS.assign(ts=ROWS["ts"].astype("datetime64[us]"))
+    whole = windowed(spark.createDataFrame(frame, SCHEMA), time="ts").global_window().aggregate(total=Sum("amount"))
+    expected = windowed(frame, time="ts").global_window().aggregate(total=Sum("amount"))
+    got = whole.toPandas()
+    assert_same_panes(got, expected)
+    bounds = ["window_start", "window_end"]  # exactly: assert_same_panes compares numbers within a tolerance
+    assert got[bounds].astype("datetime64[us]").values.tolist() == expected[bounds].values.tolist()
+
+
 def test_time_dot_time_seconds_stream_with_a_time_unit(spark, tmp_path):
     source = tmp_path / "in"
     source.mkdir()

@@ -60,6 +60,21 @@ def test_the_global_window_of_a_timestamp_column_spans_the_least_and_greatest_ti
     assert panes["window_end"].tolist() == [pd.Timestamp.max.tz_localize(end_in)]
 
 
+@pytest.mark.parametrize("unit, start, end", [
+    ("us", "1677-09-21 00:12:43.145225", "2262-04-11 23:47:16.854775"),
+    ("ms", "1677-09-21 00:12:43.146", "2262-04-11 23:47:16.854"),
+    ("s", "1677-09-21 00:12:44", "2262-04-11 23:47:16"),
+])
+def test_the_global_window_of_a_coarser_timestamp_column_spans_the_time_axis_rounded_inward(unit, start, end):
+    # The axis's ends (pd.Timestamp.min and max) in the column's unit: rounding the start down put it before
+    # pd.Timestamp.min and a microsecond before the Spark runner's; the unit's own extremes, years -290308 (us)
+    # and beyond, no Spark timestamp or Python datetime holds.
+    df = pd.DataFrame({"ts": pd.Series([pd.Timestamp("2024-01-01")]).astype(f"datetime64[{unit}]"), "x": [1]})
+    panes = windowed(df, time="ts").global_window().aggregate(Sum("x"))
+    assert panes["window_start"].dtype == panes["window_end"].dtype == df["ts"].dtype
+    assert panes[["window_start", "window_end"]].values.tolist() == [[pd.Timestamp(start), pd.Timestamp(end)]]
+
+
 START = pd.Timestamp("2024-01-01")
 
 
