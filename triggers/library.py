@@ -218,6 +218,15 @@ Option = int | Duration | None
 (a duration), or not at all."""
 
 
+def _given(name: str, every: Any) -> Any:
+    """A firing period the caller named: None there would silently mean no firings at all."""
+    if every is None:
+        raise WindowingConfigError(
+            f"{name}(every=None): give a count of elements (an int) or a duration of processing time "
+            "(\"10 seconds\", a timedelta); leave the call out for no such firings")
+    return every
+
+
 @dataclass(frozen=True)
 class AtWatermark(Trigger):
     """The seed operator's trigger option: an ON_TIME pane when the watermark passes the
@@ -254,10 +263,10 @@ class AtWatermark(Trigger):
         return parse_duration(f"{name}(duration)", value)
 
     def with_early_firings_every(self, every: int | Duration) -> AtWatermark:
-        return AtWatermark(early=every, late=self.late)
+        return AtWatermark(early=_given("with_early_firings_every", every), late=self.late)
 
     def with_late_firings_every(self, every: int | Duration) -> AtWatermark:
-        return AtWatermark(early=self.early, late=every)
+        return AtWatermark(early=self.early, late=_given("with_late_firings_every", every))
 
     def resolve(self, to_internal: ToInternal) -> AtWatermark:
         def period(name: str, option: Option) -> int | None:

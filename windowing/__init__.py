@@ -3,6 +3,7 @@
 from .api import Windowed, windowed
 from .errors import WindowingConfigError
 from .runners.pandas import WindowedResult
+from .runners.spark import SparkRun, spark_typed
 from .scripted_stream import TestStream
 
-__all__ = ["windowed", "Windowed", "TestStream", "WindowedResult", "WindowingConfigError"]
+__all__ = ["windowed", "Windowed", "TestStream", "WindowedResult", "SparkRun", "spark_typed", "WindowingConfigError"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import subprocess
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -227,6 +229,20 @@ def test_late_data_has_the_inputs_columns_also_when_nothing_was_dropped():
         assert nothing.dtypes.to_dict() == expected.dtypes.to_dict()
         assert list(nothing.columns) == list(EVENTS.columns) + ["window_start", "window_end", "reason"] + \
             (["step"] if isinstance(source, TestStream) else [])
+
+
+def test_a_windowed_result_unpacks_into_panes_and_late_data():
+    late = TestStream().add_elements(EVENTS).advance_watermark_to(30).add_elements(EVENTS.assign(ts=[3, 4, 5]))
+    result = windowed(late, time="ts", key="user").fixed(10).run(Sum("amount"))
+    panes, late_data = result  # api.md: WindowedResult(panes, late_data)
+    assert panes is result.panes and late_data is result.late_data and len(late_data) == 3
+
+
+def test_the_spark_helpers_import_from_windowing_without_pyspark():
+    # api.md: `windowing` holds the Spark runner; its helpers load pyspark only when a Spark input runs.
+    code = "import sys, windowing; from windowing import SparkRun, spark_typed; print('pyspark' in sys.modules)"
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == "False"
 
 
 @pytest.mark.parametrize("column", ["reason", "window_start", "window_end", "step"])

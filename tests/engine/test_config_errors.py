@@ -34,6 +34,8 @@ TS_DF = DF.assign(ts=pd.to_datetime(DF.ts, unit="s"))
     (lambda: AfterEach(), r"AfterEach\(\) needs at least one trigger"),
     (lambda: AtWatermark().with_early_firings_every(0), r"with_early_firings_every\(count\)=0 must be a positive integer"),
     (lambda: AtWatermark().with_late_firings_every("often"), r"with_late_firings_every\(duration\)='often' is not a duration"),
+    (lambda: AtWatermark().with_late_firings_every(None), r"with_late_firings_every\(every=None\): give a count"),
+    (lambda: AtWatermark().with_early_firings_every(None), r"with_early_firings_every\(every=None\): give a count"),
     (lambda: Sum(""), r"Sum\(column=''\): column must be a non-empty column name"),
     (lambda: TopN("x", n=0), r"TopN\(n=0\): n must be a positive integer"),
     (lambda: TestStream().advance_processing_time("-5 seconds"), r"advance_processing_time\(duration\)='-5 seconds' must be positive"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -33,6 +33,10 @@ class WindowedResult:
 
     panes: pd.DataFrame
     late_data: pd.DataFrame
+
+    def __iter__(self) -> Iterator[pd.DataFrame]:
+        """``panes, late_data = pipeline.run(...)``, as api.md writes the result: ``WindowedResult(panes, late_data)``."""
+        return iter((self.panes, self.late_data))
 
     @property
     def dropped_count(self) -> int:
