@@ -61,7 +61,7 @@ class Windowed:
                                            Duration.parse("fixed(offset)", offset, allow_zero=True)))
 
     def sliding(self, size: Any, every: Any, offset: Any = 0) -> "Windowed":
-        """Windows of ``size`` starting every ``every``; ``every`` must divide ``size``."""
+        """Windows of ``size`` starting every ``every`` (at most ``size``; it need not divide it, as in Beam)."""
         return self._window(SlidingWindowing(Duration.parse("sliding(size)", size), Duration.parse("sliding(every)", every),
                                              Duration.parse("sliding(offset)", offset, allow_zero=True)))
 

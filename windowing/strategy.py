@@ -98,7 +98,7 @@ class FixedWindowing(Windowing):
 
 @dataclass(frozen=True)
 class SlidingWindowing(Windowing):
-    """Windows of ``size`` starting every ``every``; ``every`` must divide ``size``."""
+    """Windows of ``size`` starting every ``every``, which is at most ``size``."""
 
     size: Duration
     every: Duration
@@ -110,10 +110,11 @@ class SlidingWindowing(Windowing):
 
     def window_fn(self, axis: TimeAxis) -> WindowFn:
         size, every = self.size.in_units_of(axis), self.every.in_units_of(axis)
-        if size % every:
+        if every > size:
             raise WindowingConfigError(
-                f"sliding window every={self.every.given!r} must divide size={self.size.given!r}; "
-                "windows would not tile the timeline")
+                f"sliding window every={self.every.given!r} is longer than size={self.size.given!r}: the times "
+                "between one window's end and the next one's start would be in no window, and their elements "
+                "lost; make every at most size (as Spark's window() requires), or use fixed(size)")
         return SlidingWindows(size, every, self.offset.in_units_of(axis))
 
 

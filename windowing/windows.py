@@ -72,7 +72,9 @@ class FixedWindows(WindowFn):
 
 @dataclass(frozen=True)
 class SlidingWindows(WindowFn):
-    """Windows of ``size`` starting every ``every``; each time lies in ``size // every`` windows."""
+    """Windows of ``size`` starting every ``every`` (at most ``size``); each time lies in the
+    ``size / every`` windows, rounded up or down, whose starts are within ``size`` before it (Beam's
+    ``SlidingWindows``: ``every`` need not divide ``size``)."""
 
     size: int
     every: int
@@ -83,10 +85,11 @@ class SlidingWindows(WindowFn):
         return self.size
 
     def assign(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        per_element = self.size // self.every
-        behind = (behind_unit_start(times, self.every, self.offset)[:, None]
-                  + self.every * np.arange(per_element)[None, :]).ravel()
-        index = np.repeat(np.arange(len(times)), per_element)
+        steps = np.arange(-(-self.size // self.every), dtype=np.int64) * self.every  # the most windows a time has
+        first = behind_unit_start(times, self.every, self.offset)
+        kept = first[:, None] < self.size - steps[None, :]  # the window starting that far behind holds the time
+        behind = (first[:, None] + np.where(kept, steps[None, :], 0))[kept]
+        index = np.broadcast_to(np.arange(len(times))[:, None], kept.shape)[kept]
         too_early = times[index] < MIN_TIME + behind
         if too_early.any():  # cut there, an element's windows would share a start, which identifies a window
             raise WindowingConfigError(

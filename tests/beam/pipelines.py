@@ -124,7 +124,7 @@ def trigger_strategy(depth: int = 2, processing_time: bool = False) -> st.Search
 
 windows_strategy = st.one_of(
     st.tuples(st.just("fixed"), st.integers(2, 15)),
-    st.integers(1, 5).flatmap(lambda every: st.tuples(st.just("sliding"), st.integers(1, 4).map(lambda m: every * m),
+    st.integers(1, 5).flatmap(lambda every: st.tuples(st.just("sliding"), st.integers(every, 4 * every),  # uneven too
                                                       st.just(every))),
     st.tuples(st.just("sessions"), st.integers(1, 10)),
 )

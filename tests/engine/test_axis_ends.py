@@ -27,7 +27,7 @@ def exact_windows(t: int, size: int, every: int, offset: int) -> list[tuple[int,
     """Every window ``[s, s + size)`` holding ``t`` with ``s = offset + k*every``, in Python's
     unbounded integers, cut at the ends of the axis."""
     last = t - (t - offset) % every
-    starts = [last - k * every for k in range(size // every)]
+    starts = [last - k * every for k in range(size // every + 1) if last - k * every > t - size]
     return [(max(s, MIN_TIME), min(s + size, MAX_TIME)) for s in starts]
 
 
@@ -41,17 +41,19 @@ def test_fixed_windows_anywhere_on_the_axis_are_exact_arithmetic_cut_at_its_ends
 
 
 @settings(max_examples=300)
-@given(t=times, every=steps, per_element=st.integers(1, 4), offset=st.integers(0, 2**63 - 1))
-def test_sliding_windows_anywhere_on_the_axis_are_exact_arithmetic_or_refused_before_its_start(t, every, per_element, offset):
-    size = every * per_element
+@given(t=times, every=steps, per_element=st.integers(1, 4), uneven=st.integers(0, 2**62),
+       offset=st.integers(0, 2**63 - 1))
+def test_sliding_windows_anywhere_on_the_axis_are_exact_arithmetic_or_refused_before_its_start(
+        t, every, per_element, uneven, offset):
+    size = every * per_element + uneven % every  # a multiple of the slide or not
     expected = exact_windows(t, size, every, offset)
     window = SlidingWindows(size, every, offset)
-    if t - (t - offset) % every - (per_element - 1) * every < MIN_TIME:  # cut there, two windows would share a start
+    if t - (t - offset) % every - (len(expected) - 1) * every < MIN_TIME:  # cut there, two windows would share a start
         with pytest.raises(WindowingConfigError, match=r"belongs to windows that start before the time axis does"):
             window.assign(np.array([t], dtype=np.int64))
         return
     index, start, end = window.assign(np.array([t], dtype=np.int64))
-    assert index.tolist() == [0] * per_element
+    assert index.tolist() == [0] * len(expected) and len(expected) in (per_element, per_element + 1)
     assert list(zip(start.tolist(), end.tolist())) == expected
 
 

@@ -67,13 +67,22 @@ def test_sliding_window_assigns_each_element_to_size_over_slide_windows():
     assert rows(panes, "window_start", "window_end") == [(-2, 8), (0, 10), (2, 12), (4, 14), (6, 16)]
 
 
-def test_sliding_window_slide_must_divide_size():
+def test_a_sliding_windows_slide_need_not_divide_its_size_as_in_beam():
+    # Windows [3k, 3k + 10): 7 lies in those starting at 6, 3 and 0 (not -3: [-3, 7) ends at it), 9 in four.
+    df = pd.DataFrame(elements(("a", 7, 1), ("a", 9, 1)))
+    panes = windowed(df, time="ts", key="k").sliding(10, every=3).aggregate(Count())
+    assert rows(panes, "window_start", "window_end", "value") == [(0, 10, 2), (3, 13, 2), (6, 16, 2), (9, 19, 1)]
+    seconds = windowed(df.assign(ts=pd.to_datetime(df.ts, unit="s")), time="ts", key="k").sliding(
+        "10 seconds", every="7 seconds").aggregate(Count())
+    assert sorted((s.second, e.second, n) for s, e, n in rows(seconds, "window_start", "window_end", "value")) == [
+        (0, 10, 2), (7, 17, 2)]
+
+
+def test_a_sliding_windows_slide_longer_than_its_size_is_refused_as_it_would_lose_elements():
     df = pd.DataFrame(elements(("a", 7, 1)))
-    with pytest.raises(ValueError, match=r"sliding window every=3 must divide size=10"):
-        windowed(df, time="ts", key="k").sliding(10, every=3).aggregate(Count())
-    with pytest.raises(ValueError, match=r"every='7 seconds' must divide size='10 seconds'"):
-        windowed(df.assign(ts=pd.to_datetime(df.ts, unit="s")), time="ts", key="k").sliding(
-            "10 seconds", every="7 seconds").aggregate(Count())
+    with pytest.raises(ValueError, match=r"sliding window every=12 is longer than size=10: the times between one "
+                                         r"window's end and the next one's start would be in no window"):
+        windowed(df, time="ts", key="k").sliding(10, every=12).aggregate(Count())
 
 
 def test_global_window_holds_everything_until_end_of_input():

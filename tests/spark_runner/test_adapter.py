@@ -33,6 +33,7 @@ rows = st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 
 WINDOWS = {
     "fixed": lambda w: w.fixed("10 seconds"),
     "sliding": lambda w: w.sliding("20 seconds", every="10 seconds"),
+    "uneven sliding": lambda w: w.sliding("10 seconds", every="4 seconds"),  # lifted in units of 2 s
     "sessions": lambda w: w.sessions("15 seconds"),
     "global": lambda w: w.global_window(),
 }
@@ -59,7 +60,7 @@ LIFTABLE = dict(total=Sum("amount"), n=Count(), top=Max("amount"))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rows=rows, kind=st.sampled_from(["fixed", "sliding"]), buckets=st.integers(1, 3))
+@given(rows=rows, kind=st.sampled_from(["fixed", "sliding", "uneven sliding"]), buckets=st.integers(1, 3))
 def test_lifted_batch_matches_the_pandas_runner(rows, kind, buckets):
     frame = events(rows)
     expected = WINDOWS[kind](windowed(frame, time="ts", key="user")).aggregate(**LIFTABLE)

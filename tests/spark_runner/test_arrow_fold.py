@@ -25,9 +25,10 @@ AGGREGATIONS = {"total": Sum("amount"), "n": Count(), "present": Count("amount")
                 "high": Max("amount"), "small_total": Sum("small")}
 
 
-def _plan(aggregations: dict, sliding: bool = False, keys: tuple[str, ...] = ("key",)):
+def _plan(aggregations: dict, sliding: int = 0, keys: tuple[str, ...] = ("key",)):
+    """Fixed windows of 10, or sliding ones of 10 every ``sliding`` (4: lifted in units of 2)."""
     builder = windowed(None, time="ts", key=list(keys))
-    builder = builder.sliding(10, every=5) if sliding else builder.fixed(10)
+    builder = builder.sliding(10, every=sliding) if sliding else builder.fixed(10)
     plan = plan_spark(builder.strategy(**aggregations), SCHEMA, 4)
     assert plan.lifting is not None
     return plan
@@ -72,7 +73,7 @@ rows = st.lists(st.tuples(st.integers(0, 3), st.integers(-20, 30), st.integers(-
 
 
 @settings(max_examples=60, deadline=None)
-@given(rows=rows, sliding=st.booleans())
+@given(rows=rows, sliding=st.sampled_from([0, 5, 4]))
 def test_the_arrow_fold_gives_the_pandas_folds_rows(rows, sliding):
     """Keys with nulls, negative times, Sum, Count, Count(column), Min and Max of int64 and int32 columns."""
     plan = _plan(AGGREGATIONS, sliding)

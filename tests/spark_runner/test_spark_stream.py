@@ -71,6 +71,7 @@ def test_stream_matches_the_pandas_runner_batch_for_batch(spark, where, cuts):
 
 
 WINDOW_KINDS = {"fixed": lambda w: w.fixed("10 seconds"), "sliding": lambda w: w.sliding("20 seconds", every="10 seconds"),
+                "uneven sliding": lambda w: w.sliding("10 seconds", every="4 seconds"),
                 "sessions": lambda w: w.sessions("7 seconds"), "global": lambda w: w.global_window()}
 COUNT_TRIGGERS = {"default": None, "repeated count": Repeatedly(AfterCount(2)),
                   "early and late counts": AtWatermark().with_early_firings_every(2).with_late_firings_every(1),

@@ -4,8 +4,10 @@ Beam lifts a combiner into a partial combine before the shuffle. Here a
 stateless ``mapInArrow`` folds, per input partition and micro-batch, all rows
 of one key that fall in the same *unit* of time into one row:
 
-- fixed windows: the unit is the window; sliding windows: the slide
-  (``every``), since every instant of a slide belongs to the same windows;
+- fixed windows: the unit is the window; sliding windows: the greatest common
+  divisor of size and slide (the slide, ``every``, where it divides the size),
+  since windows start and end only at its multiples, so every instant of one
+  unit belongs to the same windows;
 - the row's event time ``_t`` is the unit's start (so it lands in exactly the
   windows of its rows), ``_tmax`` the largest event time folded into it (the
   watermark is computed from it, so it does not change);
@@ -43,6 +45,7 @@ fold rebuilds the exact values (`with_nulls`) and splits its results again.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -120,7 +123,7 @@ def lifting(windows: WindowFn, trigger: Trigger, aggregations: tuple[Aggregation
     if isinstance(windows, FixedWindows):
         unit, offset = windows.size, windows.offset
     elif isinstance(windows, SlidingWindows):
-        unit, offset = windows.every, windows.offset
+        unit, offset = math.gcd(windows.size, windows.every), windows.offset  # the slide, where it divides the size
     else:
         return None
     if not all(agg.accumulation.liftable for agg in aggregations) or trigger.counts_elements():
