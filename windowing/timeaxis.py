@@ -226,7 +226,7 @@ class TimeAxis:
             if self.tz and self.unit == "ns":
                 values = np.clip(values, *_zone_extremes(self.tz))
             if self.unit != "ns":  # the axis's start rounded up into the unit, inward as its end is, as on Spark
-                step = int(np.timedelta64(1, self.unit) // np.timedelta64(1, "ns"))
+                step = _NS_PER_DATETIME_UNIT[self.unit]
                 values = np.where(values == MIN_TIME, -(-MIN_TIME // step) * step, values)
             out = pd.Series(values.view("datetime64[ns]"))
             if self.unit != "ns":
