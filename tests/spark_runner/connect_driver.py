@@ -30,12 +30,20 @@ PARTS = [events(ROWS[:4]), events(ROWS[4:8]), events(ROWS[8:]), events([("b", 2,
 
 
 def batch(spark, work: Path) -> None:
-    """A batch DataFrame, fixed windows and sessions, as the pandas runner."""
+    """A batch DataFrame, fixed, uneven sliding and session windows, and float seconds, as the pandas runner."""
     frame = events(ROWS)
-    for build in (lambda w: w.fixed("10 seconds"), lambda w: w.sessions("8 seconds")):
+    for build in (lambda w: w.fixed("10 seconds"), lambda w: w.sliding("10 seconds", every="4 seconds"),
+                  lambda w: w.sessions("8 seconds")):
         expected = build(windowed(frame, time="ts", key="user")).aggregate(total=Sum("amount"), n=Count())
         actual = build(windowed(spark.createDataFrame(frame), time="ts", key="user")).aggregate(total=Sum("amount"), n=Count())
         assert_same_panes(actual.toPandas(), expected)
+    seconds = pd.DataFrame({"user": ["a", "a", "b"], "ts": [1700000001.0000004, 1700000001.0000007, -0.0000005],
+                            "amount": [1, 2, 4]})  # float products with 1e6 that round onto half a microsecond
+    expected = windowed(seconds, time="ts", key="user", time_unit="s").fixed("1 microsecond").aggregate(Sum("amount"))
+    actual = windowed(spark.createDataFrame(seconds), time="ts", key="user", time_unit="s").fixed(
+        "1 microsecond").aggregate(Sum("amount")).toPandas()
+    starts = [sorted(panes["window_start"].astype("datetime64[us]").tolist()) for panes in (actual, expected)]
+    assert starts[0] == starts[1], starts  # exactly: assert_same_panes compares numbers within a tolerance
 
 
 def _late_sessions(source, watermark: bool = False):

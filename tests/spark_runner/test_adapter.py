@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import accumulations
@@ -25,6 +26,7 @@ from windowing import TestStream, windowed
 from windowing.errors import WindowingConfigError
 from windowing.runners.spark import plan_spark, stacked, uses_processing_time
 from windowing.runners.spark.combine import CHECKED_BUCKET
+from windowing.windows import FixedWindows, Sessions, SlidingWindows
 
 from .helpers import SimulatedQuery, assert_same_late_data, assert_same_panes, events, shipped, spark_schema, split_output
 
@@ -349,7 +351,9 @@ def test_random_pipelines_stream_through_micro_batches_as_on_the_pandas_runner(p
     """issue 15's random pipelines (tests/beam/pipelines.py): each TestStream action is a micro-batch
     (a data-less one after a watermark or processing-time move), the engine is called only for the
     buckets with data or a due timeout, and the panes of every step, and the dropped elements, are
-    the pandas runner's."""
+    the pandas runner's. Not where a window ends at 1 (ms): Spark's timeouts are positive, so it
+    fires once the watermark passes 1 ms (docs/spark.md, "Watermark, timeouts, and firing latency")."""
+    assume(not _a_window_ends_at_the_first_millisecond(pipeline))
     everything = elements_frame([e for kind, arg in pipeline.actions if kind == "add" for e in arg])
     plan = plan_spark(pipeline.windowed(None).strategy(value=Sum("v")), spark_schema(everything), buckets, late_data=late)
     query = SimulatedQuery(plan, NO_DELAY, chunk_sizes=chunks, instant=True)
@@ -368,6 +372,13 @@ def test_random_pipelines_stream_through_micro_batches_as_on_the_pandas_runner(p
             for row in late_rows[late_rows["step"] < len(pipeline.actions)][
                 ["step", "k", "t", "v", "window_start", "window_end", "reason"]].itertuples(index=False)]
         assert sorted(dropped) == sorted(want), pipeline
+
+
+def _a_window_ends_at_the_first_millisecond(pipeline) -> bool:
+    times = np.array([e[1] for kind, arg in pipeline.actions if kind == "add" for e in arg], dtype=np.int64)
+    kind, *sizes = pipeline.windows
+    windows = {"fixed": FixedWindows, "sliding": SlidingWindows, "sessions": Sessions}[kind](*sizes)
+    return bool((windows.assign(times)[2] == 1).any())  # a session's first element's window, before merging
 
 
 def _ms(sc: dict, value) -> int:
