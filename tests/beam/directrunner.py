@@ -40,7 +40,7 @@ def run_direct(pipeline: Pipeline) -> list[tuple]:
             stream = stream.advance_processing_time(arg)
     stream = stream.advance_watermark_to_infinity()
     kind, *size = pipeline.windows
-    window_fn = (window.FixedWindows(size[0]) if kind == "fixed" else window.SlidingWindows(size[0], size[1])
+    window_fn = (window.FixedWindows(*size) if kind == "fixed" else window.SlidingWindows(*size)
                  if kind == "sliding" else window.Sessions(size[0]))
     mode = bt.AccumulationMode.ACCUMULATING if pipeline.accumulating else bt.AccumulationMode.DISCARDING
     options = PipelineOptions()

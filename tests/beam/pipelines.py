@@ -27,7 +27,7 @@ KEYS = ("a", "b", "c")
 
 @dataclass(frozen=True)
 class Pipeline:
-    windows: tuple  # ("fixed", size) | ("sliding", size, every) | ("sessions", gap)
+    windows: tuple  # ("fixed", size[, offset]) | ("sliding", size, every[, offset]) | ("sessions", gap)
     lateness: int
     accumulating: bool
     trigger: Trigger
@@ -48,9 +48,9 @@ class Pipeline:
         pipeline = windowed(source, time="t", key="k")
         kind, *size = self.windows
         if kind == "fixed":
-            pipeline = pipeline.fixed(size[0])
+            pipeline = pipeline.fixed(*size)
         elif kind == "sliding":
-            pipeline = pipeline.sliding(size[0], every=size[1])
+            pipeline = pipeline.sliding(size[0], every=size[1], offset=size[2] if len(size) > 2 else 0)
         else:
             pipeline = pipeline.sessions(size[0])
         pipeline = pipeline.allowed_lateness(self.lateness).trigger(engine_trigger(self.trigger))
@@ -122,10 +122,11 @@ def trigger_strategy(depth: int = 2, processing_time: bool = False) -> st.Search
     )
 
 
-windows_strategy = st.one_of(
-    st.tuples(st.just("fixed"), st.integers(2, 15)),
+windows_strategy = st.one_of(  # ("fixed", size[, offset]), ("sliding", size, every[, offset]), ("sessions", gap)
+    st.integers(2, 15).flatmap(lambda size: st.tuples(st.just("fixed"), st.just(size))
+                               | st.tuples(st.just("fixed"), st.just(size), st.integers(1, size - 1))),
     st.integers(1, 5).flatmap(lambda every: st.tuples(st.just("sliding"), st.integers(every, 4 * every),  # uneven too
-                                                      st.just(every))),
+                                                      st.just(every), st.integers(0, every - 1))),
     st.tuples(st.just("sessions"), st.integers(1, 10)),
 )
 

@@ -274,7 +274,7 @@ class BeamJava:
         self.clock = Clock()
         self.trigger = beam_trigger(pipeline.trigger, self.clock)
         kind, *size = pipeline.windows
-        self.window_fn = (FixedWindows(size[0]) if kind == "fixed" else SlidingWindows(size[0], size[1])
+        self.window_fn = (FixedWindows(*size) if kind == "fixed" else SlidingWindows(*size)
                           if kind == "sliding" else Sessions(size[0]))
         self.merging = kind == "sessions"
         self.keys: dict[str, Key] = {}
