@@ -1,7 +1,7 @@
 """The differential against Apache Beam (issue 15).
 
 Random pipelines (`tests.beam.pipelines`: 1 to 3 keys, 5 to 40 elements, random watermark and
-processing-time moves, fixed, sliding and session windows, random lateness, random triggers of
+processing-time moves, fixed, sliding (offsets, uneven slides) and session windows, random lateness, random triggers of
 Beam's algebra, discarding and accumulating, ``Sum``) run on the pandas runner and on Beam's own
 trigger state machines and window functions driven with Beam Java's rules (`tests.beam.reference`);
 their panes and dropped elements must be the same, step by step. A family of pipelines on which
