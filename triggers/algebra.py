@@ -32,7 +32,15 @@ class _Composite(Trigger):
         return any(child.uses_processing_time() for child in self.children)
 
 
-@dataclass(frozen=True)
+def _body(call: str, t: Trigger | None, trigger: Trigger | None) -> Trigger:
+    """The sub-trigger given as ``t`` (api.md's name, or positionally) or as ``trigger=`` (its field's name)."""
+    if (t is None) == (trigger is None):
+        raise WindowingConfigError(
+            f"{call}(t={t!r}, trigger={trigger!r}): give the sub-trigger once, e.g. {call}(AfterCount(2))")
+    return checked_trigger(f"{call}(trigger)", t if trigger is None else trigger)
+
+
+@dataclass(frozen=True, init=False)
 class Repeatedly(_Composite):
     """Runs ``trigger`` forever: whenever it finishes, it is reset. Never finishes.
 
@@ -42,8 +50,8 @@ class Repeatedly(_Composite):
 
     trigger: Trigger
 
-    def __post_init__(self) -> None:
-        set_field(self, "trigger", checked_trigger("Repeatedly(trigger)", self.trigger))
+    def __init__(self, t: Trigger | None = None, *, trigger: Trigger | None = None) -> None:
+        set_field(self, "trigger", _body("Repeatedly", t, trigger))
 
     @property
     def children(self) -> tuple[Trigger, ...]:
@@ -166,16 +174,16 @@ class AfterEach(_Sequence):
         return Fired.finishing(rows & (index >= len(self.children)), *fired)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class OrFinally(_Composite):
     """Runs ``trigger`` until ``until`` fires; the firing of ``until`` fires and finishes it."""
 
     trigger: Trigger
     until: Trigger
 
-    def __post_init__(self) -> None:
-        set_field(self, "trigger", checked_trigger("OrFinally(trigger)", self.trigger))
-        set_field(self, "until", checked_trigger("OrFinally(until)", self.until))
+    def __init__(self, t: Trigger | None = None, until: Trigger | None = None, *, trigger: Trigger | None = None) -> None:
+        set_field(self, "trigger", _body("OrFinally", t, trigger))
+        set_field(self, "until", checked_trigger("OrFinally(until)", until))
 
     @property
     def children(self) -> tuple[Trigger, ...]:

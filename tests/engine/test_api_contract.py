@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accumulations import Accumulation, BottomN, Count, Fold, Max, Mean, Min, Reduce, Sum, ToList, TopN, ToSet
-from triggers import AfterProcessingTime, AfterWatermark, AtWatermark, Repeatedly
+from triggers import AfterCount, AfterProcessingTime, AfterWatermark, AtWatermark, OrFinally, Repeatedly
 from windowing import TestStream, windowed
 from windowing.errors import WindowingConfigError
 
@@ -236,6 +236,13 @@ def test_a_windowed_result_unpacks_into_panes_and_late_data():
     result = windowed(late, time="ts", key="user").fixed(10).run(Sum("amount"))
     panes, late_data = result  # api.md: WindowedResult(panes, late_data)
     assert panes is result.panes and late_data is result.late_data and len(late_data) == 3
+
+
+def test_the_triggers_take_their_sub_triggers_by_the_names_api_md_gives_them():
+    # api.md: Repeatedly(t), OrFinally(t, until); `trigger=` (the field's name) still works.
+    assert Repeatedly(t=AfterCount(2)) == Repeatedly(AfterCount(2)) == Repeatedly(trigger=AfterCount(2))
+    assert OrFinally(t=AfterCount(1), until=AfterCount(3)) == OrFinally(AfterCount(1), AfterCount(3)) == \
+        OrFinally(trigger=AfterCount(1), until=AfterCount(3))
 
 
 def test_the_spark_helpers_import_from_windowing_without_pyspark():

@@ -31,6 +31,7 @@ TS_DF = DF.assign(ts=pd.to_datetime(DF.ts, unit="s"))
     (lambda: AfterCount(0), r"AfterCount\(n\)=0 must be a positive integer"),
     (lambda: AfterProcessingTime("-1 second"), r"AfterProcessingTime\(delay\)='-1 second' must be positive"),
     (lambda: Repeatedly(5), r"Repeatedly\(trigger\)=5 is not a trigger"),
+    (lambda: Repeatedly(), r"Repeatedly\(t=None, trigger=None\): give the sub-trigger once"),
     (lambda: AfterEach(), r"AfterEach\(\) needs at least one trigger"),
     (lambda: AtWatermark().with_early_firings_every(0), r"with_early_firings_every\(count\)=0 must be a positive integer"),
     (lambda: AtWatermark().with_late_firings_every("often"), r"with_late_firings_every\(duration\)='often' is not a duration"),
