@@ -39,10 +39,17 @@ def parquet_takes_ancient_timestamps(spark):
 
 
 def write_batch(source: Path, index: int, frame: pd.DataFrame) -> None:
+    """A file of the stream, modified a millisecond or more after every file before it: Spark's file source takes
+    new files in the order of their modification times in milliseconds, and of files written within the same one
+    in the directory's listing order (a cluster test read part-00002 before part-00001 so)."""
     source.mkdir(parents=True, exist_ok=True)
+    newest = max((p.stat().st_mtime_ns for p in source.glob("part-*.parquet")), default=0)
     tmp = source / f".part-{index:05d}.parquet"
     frame.to_parquet(tmp, index=False)
-    os.replace(tmp, source / f"part-{index:05d}.parquet")
+    path = source / f"part-{index:05d}.parquet"
+    os.replace(tmp, path)
+    modified = max(path.stat().st_mtime_ns, newest + 1_000_000)
+    os.utime(path, ns=(modified, modified))
 
 
 def start(spark, source: Path, sink: Path, checkpoint: Path, build, prepare=None):
