@@ -67,21 +67,22 @@ def commit_batch(config: SinkConfig, batch_id: int, reports: Sequence[TaskReport
     for part in finishing:
         directory.seal_final(part)
     pending = [entry for r in written for entry in r.pending]
-    pending += [(p.path, p.final_path, p.length, p.crc) for p in finishing]
+    pending += [(p.path, p.final_path, p.length, p.crc, p.schema) for p in finishing]
     _refuse_clashing_names(config, directory, pending)
     committed = SinkState(
         writer_id=state.writer_id,
         batch_id=batch_id,
         next_part=dict(state.next_part),
         open_parts=open_parts,
-        finalize=[(src, dst) for src, dst, _, _ in pending],
+        finalize=[(src, dst) for src, dst, *_ in pending],
         settings=directory.settings(),
         sequence=state.sequence + 1,
         owner=owner,
         owners={**state.owners, owner: batch_id},
-        finished=[(dst, n, crc) for _, dst, n, crc in pending],
+        finished=[(dst, n, crc, schema) for _, dst, n, crc, schema in pending],
         manifest=state.manifest,
         chain_from=state.chain_from,
+        schemas={key: text for texts in [state.schemas, *(r.schemas for r in written)] for key, text in texts.items()},
     )
     directory.publish(committed, lease, [], hook)
     directory.remove([path for r in written for path in r.superseded])
@@ -99,12 +100,12 @@ def discard_reports(config: SinkConfig, reports: Sequence[TaskReport], state: Si
 
 
 def _refuse_clashing_names(config: SinkConfig, directory: SinkDirectory,
-                           pending: list[tuple[str, str, int, int]]) -> None:
+                           pending: list[tuple[str, str, int, int, str]]) -> None:
     """A ``with_part_names`` fn may give two parts one name: renaming onto a part would lose its rows."""
     if config.part_name is None:
         return  # the default names hold each attempt's random token
     seen: set[str] = set()
-    for _, dst, _, _ in pending:
+    for _, dst, *_ in pending:
         if dst in seen or directory.fs.exists(dst):
             raise ValueError(
                 f"FileSink part name fn gave {dst.rsplit('/', 1)[-1]!r} to a part of this batch, which another "
@@ -164,9 +165,10 @@ def finish_open_parts(config: SinkConfig, lease: Lease | None, hook: PhaseHook =
         sequence=state.sequence + 1,
         owner=state.owner,
         owners=dict(state.owners),
-        finished=[(p.final_path, p.length, p.crc) for p in state.open_parts],
+        finished=[(p.final_path, p.length, p.crc, p.schema) for p in state.open_parts],
         manifest=state.manifest,
         chain_from=state.chain_from,
+        schemas=state.schemas,
     )
     directory.publish(committed, lease, [], hook)
     return True

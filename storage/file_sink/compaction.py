@@ -35,7 +35,7 @@ from .config import SinkConfig
 from .directory import INPROGRESS, SinkDirectory
 from .parts import FLUSH_BYTES, SpillingOutput
 from .reading import natural_order
-from .state import PartRecord, SinkState, finished_lengths
+from .state import PartRecord, SinkState, finished_parts
 
 DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
 
@@ -51,7 +51,7 @@ class Compacted:
 @dataclass(frozen=True)
 class _Group:
     bucket_dir: str
-    inputs: tuple[tuple[str, int, int], ...]  # finished path, committed length, CRC-32
+    inputs: tuple[tuple[str, int, int, str], ...]  # finished path, committed length, CRC-32, schema digest
 
 
 def compact(config: SinkConfig, target_size: int = DEFAULT_TARGET_SIZE, spark: Any = None,
@@ -65,7 +65,8 @@ def compact(config: SinkConfig, target_size: int = DEFAULT_TARGET_SIZE, spark: A
         state = directory.take(lease, take_over)
         if state is None:
             return Compacted(0, 0)
-        groups = _groups(finished_lengths(directory.fs, directory.root, state), target_size)
+        finished = finished_parts(directory.fs, directory.root, state)
+        groups = _groups(finished.parts, target_size)
         if not groups:
             return Compacted(0, 0)
         token = uuid.uuid4().hex[:12]
@@ -84,8 +85,9 @@ def compact(config: SinkConfig, target_size: int = DEFAULT_TARGET_SIZE, spark: A
             state,
             next_part=next_part,
             finalize=[(r.path, r.final_path) for r in written],
-            finished=[(r.final_path, r.length, r.crc) for r in written],
-            removed=[path for group in groups for path, _, _ in group.inputs],
+            finished=[(r.final_path, r.length, r.crc, r.schema) for r in written],
+            removed=[path for group in groups for path, *_ in group.inputs],
+            schemas={**finished.schemas, **state.schemas},
             sequence=state.sequence + 1,
         )
         directory.publish(committed, lease, [r.path for r in written], lambda phase, batch_id: None)
@@ -94,14 +96,14 @@ def compact(config: SinkConfig, target_size: int = DEFAULT_TARGET_SIZE, spark: A
         lease.release()
 
 
-def _groups(finished: dict[str, tuple[int, int]], target_size: int) -> list[_Group]:
+def _groups(finished: dict[str, tuple[int, int, str]], target_size: int) -> list[_Group]:
     """Neighbouring finished parts per bucket directory, each group of 2 or more summing to ``target_size`` at most."""
-    by_dir: dict[str, list[tuple[str, int, int]]] = {}
-    for path, (length, crc) in finished.items():
-        by_dir.setdefault(path.rsplit("/", 1)[0], []).append((path, length, crc))
+    by_dir: dict[str, list[tuple[str, int, int, str]]] = {}
+    for path, (length, crc, schema) in finished.items():
+        by_dir.setdefault(path.rsplit("/", 1)[0], []).append((path, length, crc, schema))
     groups = []
     for folder, parts in sorted(by_dir.items()):
-        current: list[tuple[str, int, int]] = []
+        current: list[tuple[str, int, int, str]] = []
         for part in sorted(parts, key=lambda p: natural_order(p[0])):
             if current and sum(p[1] for p in current) + part[1] > target_size:
                 if len(current) > 1:
@@ -149,8 +151,8 @@ def _named(directory: SinkDirectory, state: SinkState, outputs: list[PartRecord]
 
 
 def _merge(config: SinkConfig, group: _Group, stem: str) -> list[PartRecord]:
-    """Write one group as new hidden parts (one, unless its parts differ in schema or CSV header); their records,
-    to be given final names once every group is merged."""
+    """Write one group as new hidden parts (one, unless its parts differ in schema, recorded or a bulk file's own, or
+    CSV header); their records, to be given final names once every group is merged."""
     directory = SinkDirectory(config)
     fs, fmt = directory.fs, config.file_format
     outputs = _Outputs(config, directory, group.bucket_dir, stem)
@@ -162,23 +164,24 @@ def _merge(config: SinkConfig, group: _Group, stem: str) -> list[PartRecord]:
         return unseal(data, config.key)
 
     if fmt.bulk:
-        writer, schema = None, None
-        for path, length, crc in group.inputs:
+        writer, schema, schema_key = None, None, None
+        for path, length, crc, recorded in group.inputs:
             table = fmt.read_table(plain(path, length, crc))
-            if writer is None or not table.schema.equals(schema):  # rows of another schema start a new part
+            if writer is None or not table.schema.equals(schema) or recorded != schema_key:  # another schema
                 if writer is not None:
                     writer.close()
-                writer, schema = fmt.open_writer(outputs.start(), config.compression), table.schema
+                writer = fmt.open_writer(outputs.start(recorded), config.compression)
+                schema, schema_key = table.schema, recorded
             writer.write(table)
         assert writer is not None
         writer.close()
     else:
-        header = None
-        for path, length, crc in group.inputs:
+        header, schema_key = None, None
+        for path, length, crc, recorded in group.inputs:
             text = decompress(plain(path, length, crc), config.compression)
             part_header = fmt.header_of(text)
-            if part_header != header:  # the first part, or CSV rows under another header: a new part
-                header, out = part_header, outputs.start()
+            if (part_header, recorded) != (header, schema_key):  # the first part, or another header or schema: a new part
+                header, schema_key, out = part_header, recorded, outputs.start(recorded)
                 out.write(header)
             out.write(text[len(part_header) :])
     return outputs.finish()
@@ -192,10 +195,12 @@ class _Outputs:
         self._records: list[PartRecord] = []
         self._current: SpillingOutput | None = None
 
-    def start(self) -> SpillingOutput:
-        """Finish the current part and start the next; a row format's is sealed per flush, as a writer's."""
+    def start(self, schema: str) -> SpillingOutput:
+        """Finish the current part and start the next, of the schema digest ``schema``; a row format's is sealed
+        per flush, as a writer's."""
         self._finish_current()
-        rec = PartRecord("", 0, f"{self._folder}/{self._stem}-{len(self._records)}{INPROGRESS}", "", 0, 0, 0, 0, 0)
+        rec = PartRecord("", 0, f"{self._folder}/{self._stem}-{len(self._records)}{INPROGRESS}", "", 0, 0, 0, 0, 0,
+                         schema=schema)
         self._records.append(rec)
         if self._config.file_format.bulk:
             self._current = SpillingOutput(self._directory.fs, rec.path, self._config.key)

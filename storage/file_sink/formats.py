@@ -24,6 +24,8 @@ import pyarrow.parquet as pq
 
 from .avro_types import arrow_field_stored, avro_type, check_long_holds
 from .jsonl import encode as arrow_json_lines
+from .part_schemas import schema_from_text, schema_text
+from .typed_text import csv_table, json_table
 
 
 def _frame(table: pa.Table) -> pd.DataFrame:
@@ -77,8 +79,11 @@ class JsonLines:
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
         return arrow_json_lines(_binary_as_base64(_in_microseconds(self.name, table)))
 
-    def decode(self, data: bytes) -> pd.DataFrame:
+    def decode(self, data: bytes, schema: pa.Schema | None = None) -> pd.DataFrame:
+        """The rows as the types of ``schema`` (the part's, when the records keep it); without it, as JSON has them."""
         rows = [json.loads(line) for line in data.splitlines() if line]
+        if schema is not None:
+            return _frame(json_table(rows, schema))
         frame = pd.DataFrame(rows)
         for i, name in enumerate(frame.columns):
             if frame.dtypes.iloc[i] == np.float64:  # numbers beside nulls: integers stay exact, as _frame keeps them
@@ -179,8 +184,9 @@ class Csv:
             data, ends = b"".join(pieces), np.cumsum([len(p) for p in pieces])
         return _empty_lines_quoted(data, ends)
 
-    def decode(self, data: bytes) -> pd.DataFrame:
-        return _frame(pacsv.read_csv(pa.py_buffer(data)))
+    def decode(self, data: bytes, schema: pa.Schema | None = None) -> pd.DataFrame:
+        """The rows as the types of ``schema`` (the part's, when the records keep it); without it, inferred."""
+        return _frame(csv_table(data, schema) if schema is not None else pacsv.read_csv(pa.py_buffer(data)))
 
 
 def _empty_lines_quoted(data: bytes, ends: np.ndarray) -> tuple[bytes, np.ndarray]:
@@ -275,7 +281,7 @@ class Parquet(_BulkFormat):
         written = _in_microseconds(self.name, table)
         if written is not table:
             written = written.replace_schema_metadata(
-                {**(table.schema.metadata or {}), PARQUET_ARROW_SCHEMA: _schema_text(table.schema)})
+                {**(table.schema.metadata or {}), PARQUET_ARROW_SCHEMA: schema_text(table.schema)})
         return written
 
     def writer_for(self, out: pa.NativeFile, table: pa.Table, compression: str) -> Any:
@@ -285,7 +291,7 @@ class Parquet(_BulkFormat):
         table = self._read(pa.py_buffer(data))
         stored = (table.schema.metadata or {}).get(PARQUET_ARROW_SCHEMA)
         if stored is not None:
-            written_from = _schema_from_text(stored)
+            written_from = schema_from_text(stored)
             restored = [_nanoseconds_back(read, written) for read, written in zip(table.schema, written_from)]
             table = table.cast(pa.schema(restored, metadata=table.schema.metadata))
         return _frame(table)
@@ -335,15 +341,6 @@ def _microsecond_type(t: pa.DataType) -> pa.DataType:
     if pa.types.is_list(t):
         return pa.list_(t.value_field.with_type(_microsecond_type(t.value_type)))
     return t
-
-
-def _schema_text(schema: pa.Schema) -> str:
-    """An Arrow schema as text for a file's metadata."""
-    return base64.b64encode(schema.serialize().to_pybytes()).decode()
-
-
-def _schema_from_text(text: str | bytes) -> pa.Schema:
-    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
 
 
 def _read_orc(source: Any) -> pa.Table:
@@ -450,7 +447,7 @@ class Avro(_BulkFormat):
         stored = reader.metadata.get("arrow.schema")
         if stored is None:  # written by another Avro writer
             return pd.DataFrame.from_records(records)
-        schema = _schema_from_text(stored)
+        schema = schema_from_text(stored)
         # Arrow builds no dictionary of timestamps or dates from Python objects: categories are made in pandas.
         plain = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema],
                           metadata=schema.metadata)
@@ -466,7 +463,7 @@ class Avro(_BulkFormat):
         reader = fastavro.reader(io.BytesIO(data))
         records = list(reader)
         stored = reader.metadata.get("arrow.schema")
-        return pa.Table.from_pylist(records, schema=_schema_from_text(stored) if stored else None)
+        return pa.Table.from_pylist(records, schema=schema_from_text(stored) if stored else None)
 
 
 class _AvroWriter(BulkWriter):
@@ -490,7 +487,7 @@ class _AvroWriter(BulkWriter):
         table = pa.concat_tables(self._tables)
         fields = [{"name": f.name, "type": ["null", avro_type(f)]} for f in table.schema]
         schema = fastavro.parse_schema({"type": "record", "name": "Row", "fields": fields})
-        meta = {"arrow.schema": _schema_text(table.schema)}
+        meta = {"arrow.schema": schema_text(table.schema)}
         fastavro.writer(self._out, schema, table.to_pylist(), codec=self._codec, metadata=meta)
 
 

@@ -26,6 +26,7 @@ from .codec import compress, decompress, seal, unseal
 from .config import SinkConfig
 from .directory import SinkDirectory
 from .formats import BulkWriter
+from .part_schemas import SchemaBook, widened
 from .rolling import PartStats
 from .state import PartRecord
 
@@ -149,15 +150,17 @@ class PartFiles:
         self._format = config.file_format
         self._bulk = config.file_format.bulk
         self.parts: dict[str, _Part] = {}
-        self.pending: list[tuple[str, str, int, int]] = []  # rolled: in-progress path, final path, length, CRC
+        self.pending: list[tuple[str, str, int, int, str]] = []  # rolled: in-progress, final, length, CRC, schema
+        self.schemas = SchemaBook()  # the texts of the schemas its parts name
         self.unsynced_files: set[str] = set()
         self.unsynced_dirs: set[str] = set()
         self._handles: OrderedDict[str, Any] = OrderedDict()
         self._handle_used_ms: dict[str, int] = {}
         self._now = 0
 
-    def adopt(self, records: list[PartRecord]) -> None:
-        """Go on appending to committed in-progress parts."""
+    def adopt(self, records: list[PartRecord], schemas: dict[str, str]) -> None:
+        """Go on appending to committed in-progress parts, of the schemas named in ``schemas``."""
+        self.schemas.texts.update(schemas)
         for record in records:
             self.parts[record.bucket] = _Part(record)
 
@@ -214,10 +217,13 @@ class PartFiles:
         part = self.parts.get(bucket)
         if header and part is not None and self._header_of(part) != header:
             self.roll(part, batch_id)  # under the part's header its columns' values would be read as other columns
+        elif part is not None and self._schema_with(part, table.schema) is None:
+            self.roll(part, batch_id)  # no type holds the part's values and these: read back, one would be wrong
         limit = self.config.rolling.max_part_size
         start, row = 0, 0
         while row < len(ends):
             part = self.parts.get(bucket) or self._open_part(bucket, table, now)
+            part.record.schema = self._schema_with(part, table.schema) or ""
             stop = len(ends)
             if limit is not None:
                 room = limit - part.stats().size
@@ -238,7 +244,8 @@ class PartFiles:
         levels = bucket.split("/") if bucket else []
         for depth in range(len(levels) + 1):
             self.unsynced_dirs.add("/".join([self.directory.root, *levels[:depth]]))
-        part = _Part(PartRecord(bucket, number, temp, final, 0, 0, now, now, 0, self.slot))
+        schema = self.schemas.name(table.schema)
+        part = _Part(PartRecord(bucket, number, temp, final, 0, 0, now, now, 0, self.slot, schema=schema))
         if self._bulk:
             part.output = SpillingOutput(self.directory.fs, temp, self.config.key)
             part.bulk = self._format.open_writer(part.output, self.config.compression)
@@ -247,6 +254,14 @@ class PartFiles:
             part.pending, part.pending_bytes = ([part.header], len(part.header)) if part.header else ([], 0)
         self.parts[bucket] = part
         return part
+
+    def _schema_with(self, part: _Part, rows: pa.Schema) -> str | None:
+        """The digest of the part's schema once it holds ``rows`` too; None if no schema holds both, "" if the
+        part's is unknown (adopted from a record before version 5: it stays so)."""
+        if not part.record.schema:
+            return ""
+        schema = widened(self.schemas.schema(part.record.schema), rows.remove_metadata())
+        return None if schema is None else self.schemas.name(schema)
 
     def _header_of(self, part: _Part) -> bytes:
         """The header a part was opened with; an adopted part's is read back from its committed bytes."""
@@ -288,7 +303,7 @@ class PartFiles:
             self.flush(part, batch_id, final=True)
             self._close_handle(rec.path)
         del self.parts[rec.bucket]
-        self.pending.append((rec.path, rec.final_path, rec.length, rec.crc))
+        self.pending.append((rec.path, rec.final_path, rec.length, rec.crc, rec.schema))
 
     def end_batch(self, now: int, batch_id: int, end_of_input: bool) -> None:
         """Roll the parts the policy selects at the end of a batch (bulk parts always), flush the others."""

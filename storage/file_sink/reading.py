@@ -1,7 +1,7 @@
 """Reading a sink's output back: the finished parts, each checked against what was committed.
 
-The commit records know every finished part's length and CRC-32
-(``state.finished_lengths``), so a part that is shorter, longer or other than
+The commit records know every finished part's length, CRC-32 and schema
+(``state.finished_parts``), so a part that is shorter, longer or other than
 committed is reported by name, whatever its format (a JSON lines or CSV part cut
 at a row boundary, or with a digit changed, reads back without an error otherwise).
 A committed part that is missing is an error too; one whose
@@ -9,6 +9,8 @@ rename is still due (its writer stopped between its commit and its renames) is
 read from its pending file. Where the records know every finished part (a
 directory written by version 4 of the record from its first commit), a visible
 file no record finished is not read: a copy of a part would duplicate its rows.
+A JSON lines or CSV part whose schema the records keep (version 5) reads back
+as the types written; one written before, as JSON holds them or CSV infers them.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ import zlib
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from .codec import decompress, unseal
 from .config import SinkConfig
 from .directory import refuse_a_file
 from .errors import CommittedPartMissingError, CorruptPartError
-from .formats import FORMATS
-from .state import finished_lengths, load_state
+from .formats import FORMATS, Csv, JsonLines
+from .part_schemas import SchemaBook
+from .state import finished_parts, load_state
 
 
 def _exists_or_refuse(fs: Any, root: str, path: str) -> None:
@@ -47,7 +51,9 @@ def read(config: SinkConfig) -> pd.DataFrame:
     fs, root = config.fs_and_root
     _exists_or_refuse(fs, root, config.path)
     state = load_state(fs, root)
-    committed = finished_lengths(fs, root, state)
+    finished = finished_parts(fs, root, state)
+    committed = finished.parts
+    schemas = SchemaBook(finished.schemas)
     due = {dst: src for src, dst in state.finalize} if state is not None else {}
     replaced = set(state.removed) if state is not None else set()  # a compaction's inputs, not yet deleted
     visible = [path for path in finished_files(config) if path not in replaced]
@@ -57,9 +63,12 @@ def read(config: SinkConfig) -> pd.DataFrame:
     frames = []
     for path in sorted(set(visible) | set(missing), key=natural_order):
         data = _read_part(fs, path, due.get(path), state)
+        schema = None
         if path in committed:  # before decoding: pyarrow 14's ORC reader aborts the process on a changed byte
-            _check(path, data, *committed[path])
-        frames.append(_decode(config, path, data))
+            length, crc, schema_key = committed[path]
+            _check(path, data, length, crc)
+            schema = schemas.schema(schema_key)
+        frames.append(_decode(config, path, data, schema))
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -108,11 +117,13 @@ def _read_part(fs: Any, path: str, pending: str | None, state: Any) -> bytes:
     )
 
 
-def _decode(config: SinkConfig, path: str, data: bytes) -> pd.DataFrame:
-    """One part's rows; any failure names the part."""
+def _decode(config: SinkConfig, path: str, data: bytes, schema: pa.Schema | None) -> pd.DataFrame:
+    """One part's rows, JSON lines and CSV as the types of ``schema`` where known; any failure names the part."""
     fmt = config.file_format
     try:
         plain = unseal(data, config.key)
+        if isinstance(fmt, (JsonLines, Csv)):
+            return fmt.decode(decompress(plain, config.compression), schema)
         return fmt.decode(plain if FORMATS[config.format].bulk else decompress(plain, config.compression))
     except Exception as exc:
         raise CorruptPartError(f"finished part {path} cannot be read back: {type(exc).__name__}: {exc}") from exc

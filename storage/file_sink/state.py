@@ -30,8 +30,9 @@ from .errors import DamagedCommitRecordError, SinkFencedError
 
 STATE_DIR = "_file_sink"
 # 2 added the settings (a version 1 record reads with settings unknown, {}); 3 made the paths relative;
-# 4 named records by sequence number, added the owners' batch ids, the finished parts' lengths and manifests.
-VERSION = 4
+# 4 named records by sequence number, added the owners' batch ids, the finished parts' lengths and manifests;
+# 5 added each part's schema (a digest in its entry, the texts in ``schemas``), and manifests became objects.
+VERSION = 5
 MANIFEST_EVERY = 10
 _KEEP = 3
 
@@ -51,6 +52,7 @@ class PartRecord:
     batches: int
     slot: str = ""  # the writer slot appending to it: "" for a SinkWriter, "p<n>" for partition n of a query
     crc: int = 0  # CRC-32 of its committed bytes
+    schema: str = ""  # the digest of its rows' Arrow schema (part_schemas.py); "" before version 5
 
 
 @dataclass
@@ -67,10 +69,11 @@ class SinkState:
     sequence: int = -1
     owner: str | None = None  # who wrote the record (and holds its open parts); None in versions 1 to 3
     owners: dict[str, int] = field(default_factory=dict)  # the last committed batch id of every writer
-    finished: list[tuple[str, int, int]] = field(default_factory=list)  # parts it finished: length, CRC-32
+    finished: list[tuple[str, int, int, str]] = field(default_factory=list)  # parts it finished: length, CRC, schema
     removed: list[str] = field(default_factory=list)  # finished parts this commit removed (compaction)
     manifest: int | None = None  # the newest manifest (every finished part after that commit), if any
     chain_from: int = 0  # the first record whose ``finished`` the manifest does not hold
+    schemas: dict[str, str] = field(default_factory=dict)  # schema texts by digest: those its parts name, at least
 
     def committed_for(self, owner: str) -> int:
         """The last batch id ``owner`` committed here, -1 if none.
@@ -85,6 +88,8 @@ class SinkState:
     def to_json(self, root: str) -> str:
         """The record with every path relative to ``root``, the base path."""
         relative = self._with_paths(lambda path: path[len(root) + 1 :])
+        named = {p.schema for p in self.open_parts} | {entry[3] for entry in self.finished}
+        relative.schemas = {key: text for key, text in self.schemas.items() if key in named}
         return json.dumps({"version": VERSION, **asdict(relative)}, sort_keys=True)
 
     @classmethod
@@ -92,7 +97,7 @@ class SinkState:
         """The record numbered ``sequence``, with every path absolute below ``root`` wherever it was written."""
         raw = json.loads(text)
         version = raw.pop("version")
-        if version not in (1, 2, 3, VERSION):  # not a torn record: skipping it would roll the directory back
+        if version not in (1, 2, 3, 4, VERSION):  # not a torn record: skipping it would roll the directory back
             raise RuntimeError(
                 f"file sink commit record version {version!r} is unknown; this release reads versions 1 to "
                 f"{VERSION}: a newer release wrote it, write with that one"
@@ -102,7 +107,7 @@ class SinkState:
         if version < 4:  # named by batch id, one writer, lengths of finished parts unknown
             state = cls(**raw, sequence=sequence, chain_from=sequence + 1)
         else:
-            raw["finished"] = [tuple(entry) for entry in raw["finished"]]
+            raw["finished"] = [(*entry, "")[:4] for entry in raw["finished"]]  # no schema before version 5
             state = cls(**raw)
         if version >= 3:
             return state._with_paths(lambda path: f"{root}/{path}")
@@ -117,7 +122,7 @@ class SinkState:
                 dataclasses.replace(p, path=change(p.path), final_path=change(p.final_path)) for p in self.open_parts
             ],
             finalize=[(change(src), change(dst)) for src, dst in self.finalize],
-            finished=[(change(path), length, crc) for path, length, crc in self.finished],
+            finished=[(change(path), *rest) for path, *rest in self.finished],
             removed=[change(path) for path in self.removed],
         )
 
@@ -227,18 +232,33 @@ def _named(state: SinkState | None) -> str:
     return f"record {state.sequence} (batch {state.batch_id}{owner})"
 
 
-def finished_lengths(fs: AbstractFileSystem, root: str, state: SinkState | None) -> dict[str, tuple[int, int]]:
-    """Every part finished up to ``state``'s commit, with the length and CRC-32 it was committed with.
+@dataclass
+class Finished:
+    """The finished parts a commit knows: what each was committed with, and the texts of their schemas."""
+
+    parts: dict[str, tuple[int, int, str]] = field(default_factory=dict)  # path: length, CRC-32, schema digest
+    schemas: dict[str, str] = field(default_factory=dict)
+
+    def apply(self, state: SinkState) -> None:
+        """The parts after ``state``'s commit, which removed some and finished others."""
+        for path in state.removed:
+            self.parts.pop(path, None)
+        self.parts.update((path, (length, crc, schema)) for path, length, crc, schema in state.finished)
+        self.schemas.update(state.schemas)
+
+
+def finished_parts(fs: AbstractFileSystem, root: str, state: SinkState | None) -> Finished:
+    """Every part finished up to ``state``'s commit, with the length, CRC-32 and schema it was committed with.
 
     Parts finished before version 4 of the record are not known: their lengths were never kept.
     A record between the manifest and ``state`` that does not read is skipped where a crash can tear one,
     refused on the local disk (see ``load_state``): only it knows the parts it finished or removed.
     """
+    finished = Finished()
     if state is None:
-        return {}
-    lengths: dict[str, tuple[int, int]] = {}
+        return finished
     if state.manifest is not None:
-        lengths = _manifest(fs, root, state)
+        finished = _manifest(fs, root, state)
     start = state.manifest + 1 if state.manifest is not None else state.chain_from
     records = {sequence: path for sequence, path in _record_paths(fs, root)}
     for sequence in range(start, state.sequence):
@@ -260,17 +280,22 @@ def finished_lengths(fs: AbstractFileSystem, root: str, state: SinkState | None)
                     f"move it and the records after it out of {STATE_DIR}/ to go back to the records before it",
                 ) from None
             continue
-        _apply(lengths, older)
-    _apply(lengths, state)
-    return lengths
+        finished.apply(older)
+    finished.apply(state)
+    return finished
 
 
-def _manifest(fs: AbstractFileSystem, root: str, state: SinkState) -> dict[str, tuple[int, int]]:
-    """The finished parts the manifest ``state`` names lists, with their lengths and CRC-32s; a manifest that is
-    missing or does not read is refused naming it (it is published whole, so it was damaged since)."""
+def _manifest(fs: AbstractFileSystem, root: str, state: SinkState) -> Finished:
+    """The finished parts the manifest ``state`` names lists, with their lengths, CRC-32s and schemas; a manifest
+    that is missing or does not read is refused naming it (it is published whole, so it was damaged since).
+    Before version 5 a manifest is the list of parts alone."""
     path = f"{root}/{STATE_DIR}/{state.manifest:020d}.manifest"
     try:
-        return {f"{root}/{part}": (length, crc) for part, length, crc in json.loads(fs.cat_file(path).decode())}
+        raw = json.loads(fs.cat_file(path).decode())
+        listed = raw["parts"] if isinstance(raw, dict) else raw
+        parts = {f"{root}/{part}": (length, crc, schema) for part, length, crc, schema in (
+            (*entry, "")[:4] for entry in listed)}
+        return Finished(parts, raw["schemas"] if isinstance(raw, dict) else {})
     except FileNotFoundError:
         problem = "is missing"
     except _UNREADABLE as exc:
@@ -280,12 +305,6 @@ def _manifest(fs: AbstractFileSystem, root: str, state: SinkState) -> dict[str, 
         "from it, so reading back or the next manifest would leave every part it lists unchecked or forgotten. "
         "Restore it from a backup"
     )
-
-
-def _apply(lengths: dict[str, tuple[int, int]], state: SinkState) -> None:
-    for path in state.removed:
-        lengths.pop(path, None)
-    lengths.update((path, (length, crc)) for path, length, crc in state.finished)
 
 
 def commit_state(fs: AbstractFileSystem, root: str, state: SinkState, sync: Callable[[str], None]) -> None:
@@ -301,10 +320,13 @@ def commit_state(fs: AbstractFileSystem, root: str, state: SinkState, sync: Call
     since = state.manifest if state.manifest is not None else state.chain_from - 1
     if state.sequence - since >= MANIFEST_EVERY:
         previous = dataclasses.replace(state, finished=[], removed=[])
-        lengths = finished_lengths(fs, root, previous)
-        _apply(lengths, state)
+        finished = finished_parts(fs, root, previous)
+        finished.apply(state)
+        parts = sorted([path[len(root) + 1 :], n, crc, schema] for path, (n, crc, schema) in finished.parts.items())
+        named = {entry[3] for entry in parts}
+        schemas = {key: text for key, text in finished.schemas.items() if key in named}
         _put(fs, directory, f"{state.sequence:020d}.manifest",
-             json.dumps(sorted([path[len(root) + 1 :], n, crc] for path, (n, crc) in lengths.items())).encode(), sync)
+             json.dumps({"parts": parts, "schemas": schemas}, sort_keys=True).encode(), sync)
         state.manifest = state.sequence
     _put(fs, directory, f"{state.sequence:020d}.json", state.to_json(root).encode(), sync)
     sync(directory)

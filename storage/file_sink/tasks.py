@@ -58,7 +58,9 @@ class TaskReport:
     token: str
     skipped: bool = False  # the batch was committed before (a replay): nothing written
     open_parts: list[PartRecord] = field(default_factory=list)  # the slot's parts still in progress
-    pending: list[tuple[str, str, int, int]] = field(default_factory=list)  # rolled: in-progress, final, length, CRC
+    pending: list[tuple[str, str, int, int, str]] = field(default_factory=list)  # rolled: in-progress, final, length,
+    # CRC, schema digest
+    schemas: dict[str, str] = field(default_factory=dict)  # the texts of the schemas its parts name
     superseded: list[str] = field(default_factory=list)  # the slot's parts this attempt copied into its own
     created: list[str] = field(default_factory=list)  # every file this attempt made
     rows: int = 0
@@ -104,7 +106,8 @@ def write_task(config: SinkConfig, task: TaskInfo, batches: Iterable[pa.RecordBa
     files.start_batch(task.now_ms)
     try:
         hook("before_claim", task.batch_id)
-        files.adopt(_continue(config, directory, state, task, slot, names, files, report))
+        files.adopt(_continue(config, directory, state, task, slot, names, files, report),
+                    state.schemas if state is not None else {})
         hook("task_started", task.batch_id)
         for batch in prefetched(batches):
             table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
@@ -118,6 +121,7 @@ def write_task(config: SinkConfig, task: TaskInfo, batches: Iterable[pa.RecordBa
         directory.sync(path)  # durable before the driver commits what this report promises
     report.open_parts = files.open_records()
     report.pending = list(files.pending)
+    report.schemas = dict(files.schemas.texts)
     report.created = sorted(names.created)
     return report
 

@@ -114,7 +114,7 @@ class SinkWriter:
             self._unclean = False
         mine = state is not None and state.owner in (None, self._owner)
         parts = state.open_parts if state is not None else []
-        self._files.adopt([p for p in parts if mine and not p.slot])
+        self._files.adopt([p for p in parts if mine and not p.slot], state.schemas if state is not None else {})
         self._orphans = [p for p in parts if not mine or p.slot]
 
     # ------------------------------------------------------------------ writing
@@ -191,9 +191,9 @@ class SinkWriter:
         self._hook("after_staging", batch_id)
         for orphan in self._orphans:
             self._directory.seal_final(orphan)
-        rolled = self._files.pending + [(p.path, p.final_path, p.length, p.crc) for p in self._orphans]
-        pending = [(src, dst) for src, dst, _, _ in rolled]
-        finished = [(dst, n, crc) for _, dst, n, crc in rolled]
+        rolled = self._files.pending + [(p.path, p.final_path, p.length, p.crc, p.schema) for p in self._orphans]
+        pending = [(src, dst) for src, dst, *_ in rolled]
+        finished = [(dst, n, crc, schema) for _, dst, n, crc, schema in rolled]
         state = self._state
         committed = dataclasses.replace(
             state,
@@ -206,6 +206,7 @@ class SinkWriter:
             owners={**state.owners, self._owner: batch_id},
             finished=finished,
             removed=[],
+            schemas={**state.schemas, **self._files.schemas.texts},
             next_part=dict(state.next_part),
         )
         unsynced = sorted(self._files.unsynced_files) + sorted(self._files.unsynced_dirs)

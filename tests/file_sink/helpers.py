@@ -89,13 +89,23 @@ def counted_calls() -> Counter[str]:
     return fsspec.get_filesystem_class("counting").calls
 
 
+def as_version_4(path):
+    """Rewrite the record at ``path`` as a release writing version 4 did: no schemas."""
+    record = json.loads(path.read_text())
+    del record["schemas"]
+    for part in record["open_parts"]:
+        del part["schema"]
+    record["finished"] = [entry[:3] for entry in record["finished"]]
+    path.write_text(json.dumps({**record, "version": 4}))
+
+
 def as_old_record(path, version, root):
     """Rewrite the record at ``path`` as releases writing ``version`` 1 or 2 did: absolute paths under ``root``."""
     record = json.loads(path.read_text())
-    for name in ("sequence", "owner", "owners", "finished", "removed", "manifest", "chain_from"):
-        del record[name]  # added by version 4
+    for name in ("sequence", "owner", "owners", "finished", "removed", "manifest", "chain_from", "schemas"):
+        del record[name]  # added by versions 4 and 5
     for part in record["open_parts"]:
-        del part["slot"]
+        del part["slot"], part["schema"]
         part["path"], part["final_path"] = f"{root}/{part['path']}", f"{root}/{part['final_path']}"
     record["finalize"] = [[f"{root}/{src}", f"{root}/{dst}"] for src, dst in record["finalize"]]
     if version == 1:

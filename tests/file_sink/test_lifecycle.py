@@ -352,7 +352,7 @@ def test_a_commit_record_of_an_unknown_version_is_refused_not_skipped(tmp_path):
     sink = open_part_sink(tmp_path)
     path = tmp_path / "_file_sink" / f"{0:020d}.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "version": 99}))
-    with pytest.raises(RuntimeError, match="commit record version 99 is unknown; this release reads versions 1 to 4"):
+    with pytest.raises(RuntimeError, match="commit record version 99 is unknown; this release reads versions 1 to 5"):
         sink.writer()
     assert (tmp_path / ".part-w-0.jsonl.inprogress").exists()  # not deleted as a stray of no commit
 

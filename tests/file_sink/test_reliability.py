@@ -396,10 +396,11 @@ def test_reading_a_path_that_does_not_exist_is_an_error(tmp_path):
 def test_the_commit_record_keeps_the_writers_batch_ids_and_the_finished_parts(tmp_path):
     FileSink(str(tmp_path)).with_buckets(ColumnBuckets("k")).write(batch(0, 2, 2), batch_id=4)
     record = json.loads((tmp_path / "_file_sink" / f"{0:020d}.json").read_text())
-    assert record["owners"] == {"default": 4} and record["version"] == 4
+    assert record["owners"] == {"default": 4} and record["version"] == 5
     part = f"part-{record['writer_id']}-0.jsonl"
-    assert sorted(path for path, _, _ in record["finished"]) == [f"k=b0/{part}", f"k=b1/{part}"]
-    assert all(length == os.path.getsize(tmp_path / path) for path, length, _ in record["finished"])
+    assert sorted(path for path, *_ in record["finished"]) == [f"k=b0/{part}", f"k=b1/{part}"]
+    assert all(length == os.path.getsize(tmp_path / path) for path, length, *_ in record["finished"])
+    assert {schema for *_, schema in record["finished"]} == set(record["schemas"])  # one text per schema named
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])

@@ -1,7 +1,9 @@
 """Spark reading the sink's output: ColumnBuckets directories as Spark's own partitionBy output, Parquet
 timestamps; a bounded Spark DataFrame written by its tasks. The streaming queries are in test_spark_queries.py."""
 
+import datetime
 import os
+from decimal import Decimal
 
 import pandas as pd
 import pyarrow as pa
@@ -77,3 +79,21 @@ def test_parquet_of_pandas_nanosecond_timestamps_is_read_by_spark(spark, tmp_pat
     as_text = back.selectExpr("v", "string(window_start)", "string(window_end)").orderBy("v").collect()
     when = "2024-01-01 10:00:00.123456"  # window_end in the session time zone, UTC
     assert [tuple(r) for r in as_text] == [(1, when, when), (2, None, None)]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_parts_written_by_spark_tasks_read_back_as_the_types_written(spark, tmp_path, fmt):
+    """Each task reports its parts' schemas with them, the driver's commit keeps them: timestamps, dates and
+    decimals read back as such, text of digits as text."""
+    df = spark.range(0, 40, numPartitions=4).selectExpr(
+        "id", "timestamp_micros(id * 1000001) as at", "date_add(date'2024-02-28', cast(id as int)) as day",
+        "cast(id / 8 as decimal(10, 3)) as amount", "lpad(cast(id as string), 5, '0') as code")
+    sink = FileSink(str(tmp_path / "out"), format=fmt)
+    sink.write(df)
+    assert len(sink.finished_files()) == 4
+    back = sink.read().sort_values("id", ignore_index=True)
+    assert back["code"].tolist() == [f"{i:05d}" for i in range(40)]
+    assert back["amount"].tolist() == [Decimal(i) / 8 for i in range(40)]
+    assert [t.tz_convert("UTC").tz_localize(None) for t in back["at"]] == [
+        pd.Timestamp(i * 1000001, unit="us") for i in range(40)]
+    assert back["day"].tolist() == [datetime.date(2024, 2, 28) + datetime.timedelta(days=i) for i in range(40)]

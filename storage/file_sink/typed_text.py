@@ -1,0 +1,129 @@
+"""JSON lines and CSV parts read back as the Arrow types they were written from (the part's recorded schema).
+
+The inverse of what ``jsonl.encode`` and pyarrow's CSV writer make of each
+type: ISO 8601 text for timestamps (``Z`` for the UTC instant of one with a
+time zone) and dates, ``HH:MM:SS.ffffff`` for times, ``P<d>DT<h>H<m>M<s>S`` for
+durations, decimal text, base64 for a JSON column of bytes (text inside lists
+and structs). Values go to Arrow as integers in the type's unit, so years
+beyond Python's datetimes (0 and below, 10000 and above) read back too.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+_TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+_DURATION = re.compile(r"P(-?\d+)DT(\d+)H(\d+)M(\d+)(?:\.(\d+))?S")
+
+
+def json_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Rows parsed from JSON lines as a table of ``schema``."""
+    columns = [_array([row.get(field.name) for row in rows], field.type) for field in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _array(values: list[Any], kind: pa.DataType) -> pa.Array:
+    if pa.types.is_float16(kind):  # pyarrow makes no half floats of Python floats
+        mask = np.array([v is None for v in values], bool)
+        halves = np.array([0.0 if v is None else v for v in values], np.float32).astype(np.float16)
+        return pa.array(halves, pa.float16(), mask=mask)
+    top_binary = _is_binary(kind)  # a column of bytes is base64; bytes inside lists and structs are text
+    return pa.array([_value(v, kind, top_binary) for v in values], kind)
+
+
+def _is_binary(kind: pa.DataType) -> bool:
+    return pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind)
+
+
+def _value(value: Any, kind: pa.DataType, base64_bytes: bool = False) -> Any:
+    """A JSON value as pyarrow takes it for ``kind``."""
+    if value is None:
+        return None
+    if pa.types.is_dictionary(kind):
+        return _value(value, kind.value_type, base64_bytes)
+    if pa.types.is_timestamp(kind):
+        return _iso_ticks(value, kind.unit)
+    if pa.types.is_date32(kind):
+        return _iso_ticks(value, "s") // 86_400
+    if pa.types.is_date64(kind):
+        return _iso_ticks(value, "ms")
+    if pa.types.is_time(kind):
+        return _time_ticks(value, kind.unit)
+    if pa.types.is_duration(kind):
+        return _duration_ticks(value, kind.unit)
+    if pa.types.is_decimal(kind):
+        return Decimal(value)
+    if _is_binary(kind):
+        return base64.b64decode(value) if base64_bytes else value.encode()
+    if pa.types.is_struct(kind):
+        return {f.name: _value(value.get(f.name), f.type) for f in kind}
+    if pa.types.is_map(kind):
+        return [(_value(k, kind.key_type), _value(v, kind.item_type)) for k, v in value]
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return [_value(v, kind.value_type) for v in value]
+    return value
+
+
+def _iso_ticks(text: str, unit: str) -> int:
+    """An ISO 8601 time as written (microseconds, a sign before years beyond four digits, ``Z``) in ``unit``s since
+    1970; exact, as the writer kept every digit of the unit or refused the value."""
+    micros = int(np.datetime64(text.removesuffix("Z").removeprefix("+"), "us").astype(np.int64))
+    return _scaled(micros, 10**6, _TICKS_PER_SECOND[unit])
+
+
+def _time_ticks(text: str, unit: str) -> int:
+    hours, minutes, seconds = text.split(":")
+    whole, _, fraction = seconds.partition(".")
+    micros = ((int(hours) * 60 + int(minutes)) * 60 + int(whole)) * 10**6 + int(fraction.ljust(6, "0") or 0)
+    return _scaled(micros, 10**6, _TICKS_PER_SECOND[unit])
+
+
+def _duration_ticks(text: str, unit: str) -> int:
+    found = _DURATION.fullmatch(text)
+    if found is None:
+        raise ValueError(f"not a duration as the writer gives them: {text!r}")
+    days, hours, minutes, seconds = (int(found.group(i)) for i in range(1, 5))
+    nanos = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    nanos = nanos * 10**9 + int((found.group(5) or "").ljust(9, "0") or 0)
+    return _scaled(nanos, 10**9, _TICKS_PER_SECOND[unit])
+
+
+def _scaled(ticks: int, per_second: int, target_per_second: int) -> int:
+    if target_per_second >= per_second:
+        return ticks * (target_per_second // per_second)
+    return ticks // (per_second // target_per_second)
+
+
+def csv_table(data: bytes, schema: pa.Schema) -> pa.Table:
+    """A CSV part as a table of ``schema``: ``"02134"`` stays text, an unquoted empty field is null and a quoted one
+    the empty string (pyarrow's writer gives them so), ``NA`` or ``null`` in a text column are text, ``nan`` a NaN.
+
+    A part of one column writes a null as ``""`` (an empty line would be skipped), so there a quoted empty field
+    of another type than text is null."""
+    one_column = len(schema) == 1 and not pa.types.is_string(schema.types[0])
+    options = pacsv.ConvertOptions(
+        column_types={f.name: _csv_type(f.type) for f in schema},
+        null_values=[""],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=one_column,
+    )
+    table = pacsv.read_csv(pa.py_buffer(data), convert_options=options)
+    return table.cast(schema) if not table.schema.equals(schema) else table
+
+
+def _csv_type(kind: pa.DataType) -> pa.DataType:
+    """The type pyarrow's CSV reader reads a column written from ``kind`` as, cast to ``kind`` after."""
+    if pa.types.is_duration(kind):
+        return pa.int64()  # written as the count of its unit
+    if pa.types.is_dictionary(kind):
+        return _csv_type(kind.value_type)
+    if pa.types.is_null(kind):
+        return pa.string()
+    return kind

@@ -1,0 +1,163 @@
+"""JSON lines and CSV parts read back as the types written: each part's schema is in the commit records."""
+
+import datetime
+import json
+from decimal import Decimal
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from storage.file_sink import FileSink, RollingPolicy
+from storage.file_sink.formats import _frame
+
+from .helpers import as_version_4
+
+MICROS = st.integers(-(70 * 365 * 86_400 * 10**6), 230 * 365 * 86_400 * 10**6)  # 1900 to 2200
+DAY_US = 86_400 * 10**6
+
+
+def _nullable(values):
+    return st.one_of(st.none(), values)
+
+
+KINDS = {
+    "int": (pa.int64(), st.integers(-(2**63), 2**63 - 1)),
+    "uint": (pa.uint64(), st.integers(0, 2**64 - 1)),
+    "float": (pa.float64(), st.floats(allow_nan=False, allow_infinity=False)),
+    "float32": (pa.float32(), st.floats(width=32, allow_nan=False, allow_infinity=False)),
+    "text": (pa.string(), st.text(max_size=8) | st.sampled_from(["02134", "", "NA", "null", "nan", "1e3", "a,b"])),
+    "flag": (pa.bool_(), st.booleans()),
+    "ts_us": (pa.timestamp("us"), MICROS),
+    "ts_ns": (pa.timestamp("ns"), MICROS.map(lambda us: us * 1000)),
+    "ts_s": (pa.timestamp("s"), MICROS.map(lambda us: us // 10**6)),
+    "ts_utc": (pa.timestamp("us", "UTC"), MICROS),
+    "ts_paris": (pa.timestamp("ms", "Europe/Paris"), MICROS.map(lambda us: us // 1000)),
+    "date": (pa.date32(), st.integers(-25_000, 80_000)),
+    "decimal": (pa.decimal128(12, 7), st.decimals(min_value=-99_999, max_value=99_999, places=7,
+                                                  allow_nan=False, allow_infinity=False)),
+    "time": (pa.time64("us"), st.integers(0, DAY_US - 1)),
+    "duration": (pa.duration("us"), st.integers(-(10**15), 10**15)),
+    "category": (pa.dictionary(pa.int32(), pa.string()), st.sampled_from(["x", "y", "EARLY"])),
+}
+NESTED = {  # JSON lines only: CSV has no nested values
+    "times": (pa.list_(pa.timestamp("us")), st.lists(_nullable(MICROS), max_size=3)),
+    "pair": (pa.struct([("day", pa.date32()), ("amount", pa.decimal128(5, 2))]),
+             st.fixed_dictionaries({"day": _nullable(st.integers(0, 20_000)),
+                                    "amount": _nullable(st.decimals(-999, 999, places=2))})),
+    "bytes": (pa.binary(), st.binary(max_size=6)),  # base64 in a JSON column
+    "byte_list": (pa.list_(pa.binary()), st.lists(st.text(max_size=4).map(str.encode), max_size=2)),
+}
+
+
+def table_of(data, kinds, catalogue, n):
+    columns = {"id": pa.array(range(n), pa.int64())}  # two columns at least: see the one-column CSV test
+    for i, kind in enumerate(kinds):
+        arrow_type, values = catalogue[kind]
+        drawn = data.draw(st.lists(_nullable(values), min_size=n, max_size=n), label=kind)
+        columns[f"c{i}_{kind}"] = pa.array(drawn, arrow_type)
+    return pa.table(columns)
+
+
+def write_batches(sink, frames, first_batch_id=0, end_of_input=False):
+    """One writer (one process's run) writing ``frames`` as consecutive batches."""
+    writer = sink.writer()
+    try:
+        for i, frame in enumerate(frames):
+            writer.write_batch(frame, first_batch_id + i, 0, end_of_input=end_of_input and i == len(frames) - 1)
+    finally:
+        writer.close()
+
+
+def assert_reads_back(back: pd.DataFrame, table: pa.Table) -> None:
+    """What ``read()`` gives is what a Parquet part of the table gives: the table's own pandas conversion."""
+    pd.testing.assert_frame_equal(back, _frame(table), check_categorical=False)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fmt=st.sampled_from(["jsonl", "csv"]), kinds=st.lists(st.sampled_from(sorted(KINDS)), min_size=1, max_size=4),
+       data=st.data())
+def test_json_lines_and_csv_read_back_the_types_written(tmp_path_factory, fmt, kinds, data):
+    """Before, timestamps, decimals and bytes came back as text from JSON lines, and CSV inferred its types
+    ("02134" came back 2134, "NA" a null, decimals as floats)."""
+    catalogue = {**KINDS, **NESTED} if fmt == "jsonl" else KINDS
+    if fmt == "jsonl":
+        kinds = kinds + data.draw(st.lists(st.sampled_from(sorted(NESTED)), max_size=2), label="nested")
+    n = data.draw(st.integers(1, 12), label="rows")
+    table = table_of(data, kinds, catalogue, n)
+    sink = FileSink(str(tmp_path_factory.mktemp(fmt)), format=fmt)
+    sink.write(table)
+    assert_reads_back(sink.read(), table)
+
+
+def test_csv_keeps_nans_and_infinities_and_json_lines_write_them_as_null(tmp_path):
+    table = pa.table({"id": [0, 1, 2], "x": pa.array([float("nan"), float("inf"), None], pa.float64())})
+    csv_sink = FileSink(str(tmp_path / "csv"), format="csv")
+    csv_sink.write(table)
+    assert_reads_back(csv_sink.read(), table)
+    json_sink = FileSink(str(tmp_path / "jsonl"))
+    json_sink.write(table)
+    assert json_sink.read()["x"].isna().tolist() == [True, True, True]  # JSON has no NaN: documented
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_a_parts_schema_widens_as_batches_append_to_it(tmp_path, fmt):
+    """A column all null in the first batch and numbers later, integers then floats: one part, its schema the
+    one that holds them all."""
+    sink = FileSink(str(tmp_path), format=fmt).with_rolling_policy(RollingPolicy(max_batches=3))
+    write_batches(sink, [
+        pd.DataFrame({"k": [1, 2], "v": [None, None], "when": pd.to_datetime(["2024-01-01", None])}),
+        pd.DataFrame({"k": [3, 4], "v": [5, 6], "when": pd.to_datetime(["2024-01-02 03:04:05.000006", None])}),
+        pd.DataFrame({"k": [5], "v": [0.5], "when": pd.to_datetime(["2024-01-03"])}),
+    ])
+    assert len(sink.finished_files()) == 1
+    back = sink.read()
+    assert back["v"].tolist()[2:] == [5.0, 6.0, 0.5] and back["v"].isna().tolist()[:2] == [True, True]
+    assert back["when"].dtype == np.dtype("datetime64[us]")
+    assert back["when"].tolist()[::2] == [pd.Timestamp("2024-01-01"), pd.Timestamp("2024-01-02 03:04:05.000006"),
+                                          pd.Timestamp("2024-01-03")]
+
+
+def test_rows_no_type_of_the_open_part_holds_go_to_a_new_part(tmp_path):
+    """Numbers, then text in the same column: read back under one schema, one or the other would be wrong."""
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy(max_batches=3))
+    write_batches(sink, [pd.DataFrame({"v": [1, 2]}), pd.DataFrame({"v": ["02134", "x"]}), pd.DataFrame({"v": [3]})],
+                  end_of_input=True)
+    assert len(sink.finished_files()) == 3
+    assert sink.read()["v"].tolist() == [1, 2, "02134", "x", 3]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_the_schema_survives_restarts_manifests_and_compaction(tmp_path, fmt):
+    """An open part adopted by the next writer keeps widening its schema; manifests (every 10 commits) and
+    compaction's merged parts keep each part's."""
+    policy = RollingPolicy(max_batches=2)
+    expected = []
+    for batch_id in range(22):
+        frame = pd.DataFrame({"k": [batch_id], "amount": [Decimal(batch_id) / 8], "day": [datetime.date(2024, 1, 1)]})
+        write_batches(FileSink(str(tmp_path), format=fmt).with_rolling_policy(policy), [frame], batch_id)
+        expected.append(frame)
+    sink = FileSink(str(tmp_path), format=fmt)
+    assert any(p.name.endswith(".manifest") for p in (tmp_path / "_file_sink").iterdir())
+    expected_table = pa.Table.from_pandas(pd.concat(expected, ignore_index=True), preserve_index=False)
+    before = sink.read().sort_values("k", ignore_index=True)
+    assert_reads_back(before, expected_table)
+    assert sink.compact().replaced > 1
+    assert_reads_back(sink.read().sort_values("k", ignore_index=True), expected_table)
+
+
+def test_a_directory_written_before_schemas_were_kept_reads_as_before_and_its_open_part_stays_so(tmp_path):
+    """Version 4 records name no schemas: its parts read as JSON has them, and rows appended to its open part
+    too (their schema would not cover the rows before them)."""
+    policy = RollingPolicy(max_batches=2)
+    write_batches(FileSink(str(tmp_path)).with_rolling_policy(policy), [pd.DataFrame({"when": pd.to_datetime(["2024-01-01"])})])
+    as_version_4(tmp_path / "_file_sink" / f"{0:020d}.json")
+    write_batches(FileSink(str(tmp_path)).with_rolling_policy(policy), [pd.DataFrame({"when": pd.to_datetime(["2024-01-02"])})],
+                  1)
+    assert FileSink(str(tmp_path)).read()["when"].tolist() == ["2024-01-01T00:00:00.000000",
+                                                               "2024-01-02T00:00:00.000000"]
+    last = json.loads((tmp_path / "_file_sink" / f"{1:020d}.json").read_text())
+    assert [entry[3] for entry in last["finished"]] == [""] and last["schemas"] == {}
