@@ -279,7 +279,7 @@ class Parquet(_BulkFormat):
 
     def prepare(self, table: pa.Table) -> pa.Table:
         written = _in_microseconds(self.name, table)
-        if written is not table:
+        if any(not _microsecond_type(t, seconds_as="ms").equals(t) for t in table.schema.types):
             written = written.replace_schema_metadata(
                 {**(table.schema.metadata or {}), PARQUET_ARROW_SCHEMA: schema_text(table.schema)})
         return written
@@ -292,7 +292,7 @@ class Parquet(_BulkFormat):
         stored = (table.schema.metadata or {}).get(PARQUET_ARROW_SCHEMA)
         if stored is not None:
             written_from = schema_from_text(stored)
-            restored = [_nanoseconds_back(read, written) for read, written in zip(table.schema, written_from)]
+            restored = [_written_type_back(read, written) for read, written in zip(table.schema, written_from)]
             table = table.cast(pa.schema(restored, metadata=table.schema.metadata))
         return _frame(table)
 
@@ -317,29 +317,32 @@ def _in_microseconds(fmt: str, table: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _nanoseconds_back(read: pa.Field, written: pa.Field) -> pa.Field:
-    """The field as pyarrow read it from Parquet before its nanoseconds were written as microseconds."""
+def _written_type_back(read: pa.Field, written: pa.Field) -> pa.Field:
+    """The field as the table had it before Parquet stored its nanoseconds as micro- and its seconds as
+    milliseconds (pyarrow reads seconds back as milliseconds, its schema in the file notwithstanding)."""
     if pa.types.is_dictionary(written.type) and not pa.types.is_dictionary(read.type):
         written = written.with_type(written.type.value_type)  # pyarrow reads a dictionary of timestamps as its values
-    return written if _microsecond_type(written.type).equals(read.type) else read
+    return written if _microsecond_type(written.type, seconds_as="ms").equals(read.type) else read
 
 
-def _microsecond_type(t: pa.DataType) -> pa.DataType:
-    """``t`` with every nanosecond timestamp in it, nested ones too, in microseconds."""
+def _microsecond_type(t: pa.DataType, seconds_as: str = "s") -> pa.DataType:
+    """``t`` with every nanosecond timestamp in it, nested ones too, in microseconds (and second ones in
+    ``seconds_as``)."""
     if pa.types.is_timestamp(t):
-        return pa.timestamp("us", t.tz) if t.unit == "ns" else t
+        return pa.timestamp({"ns": "us", "s": seconds_as}.get(t.unit, t.unit), t.tz)
     if pa.types.is_dictionary(t):
-        return pa.dictionary(t.index_type, _microsecond_type(t.value_type), t.ordered)
+        return pa.dictionary(t.index_type, _microsecond_type(t.value_type, seconds_as), t.ordered)
     if pa.types.is_struct(t):
-        return pa.struct([f.with_type(_microsecond_type(f.type)) for f in t])
+        return pa.struct([f.with_type(_microsecond_type(f.type, seconds_as)) for f in t])
     if pa.types.is_map(t):
-        return pa.map_(_microsecond_type(t.key_type), _microsecond_type(t.item_type), t.keys_sorted)
+        return pa.map_(_microsecond_type(t.key_type, seconds_as), _microsecond_type(t.item_type, seconds_as),
+                       t.keys_sorted)
     if pa.types.is_fixed_size_list(t):
-        return pa.list_(t.value_field.with_type(_microsecond_type(t.value_type)), t.list_size)
+        return pa.list_(t.value_field.with_type(_microsecond_type(t.value_type, seconds_as)), t.list_size)
     if pa.types.is_large_list(t):
-        return pa.large_list(t.value_field.with_type(_microsecond_type(t.value_type)))
+        return pa.large_list(t.value_field.with_type(_microsecond_type(t.value_type, seconds_as)))
     if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(_microsecond_type(t.value_type)))
+        return pa.list_(t.value_field.with_type(_microsecond_type(t.value_type, seconds_as)))
     return t
 
 

@@ -20,6 +20,7 @@ import warnings
 import zlib
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -124,9 +125,22 @@ def _decode(config: SinkConfig, path: str, data: bytes, schema: pa.Schema | None
         plain = unseal(data, config.key)
         if isinstance(fmt, (JsonLines, Csv)):
             return fmt.decode(decompress(plain, config.compression), schema)
-        return fmt.decode(plain if FORMATS[config.format].bulk else decompress(plain, config.compression))
+        frame = fmt.decode(plain if FORMATS[config.format].bulk else decompress(plain, config.compression))
+        return _timestamp_units_back(frame, schema) if schema is not None else frame
     except Exception as exc:
         raise CorruptPartError(f"finished part {path} cannot be read back: {type(exc).__name__}: {exc}") from exc
+
+
+def _timestamp_units_back(frame: pd.DataFrame, schema: pa.Schema) -> pd.DataFrame:
+    """Timestamp columns in the unit they were written in: ORC stores nanoseconds, Avro seconds as microseconds
+    (exact: the values are whole units of the column's own)."""
+    for field in schema:
+        if pa.types.is_timestamp(field.type) and field.name in frame.columns:
+            unit, tz = field.type.unit, field.type.tz
+            wanted = pd.DatetimeTZDtype(unit=unit, tz=tz) if tz else np.dtype(f"datetime64[{unit}]")
+            if frame[field.name].dtype != wanted:
+                frame[field.name] = frame[field.name].astype(wanted)
+    return frame
 
 
 def natural_order(path: str) -> list[Any]:

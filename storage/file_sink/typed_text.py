@@ -115,7 +115,16 @@ def csv_table(data: bytes, schema: pa.Schema) -> pa.Table:
         quoted_strings_can_be_null=one_column,
     )
     table = pacsv.read_csv(pa.py_buffer(data), convert_options=options)
-    return table.cast(schema) if not table.schema.equals(schema) else table
+    columns = [_as_type(column, f.type) for column, f in zip(table.columns, schema)]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _as_type(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray:
+    if column.type.equals(kind):
+        return column
+    if pa.types.is_dictionary(kind):  # pyarrow 14 casts no text to a dictionary
+        return column.cast(kind.value_type).dictionary_encode().cast(kind)
+    return column.cast(kind)
 
 
 def _csv_type(kind: pa.DataType) -> pa.DataType:
