@@ -17,6 +17,8 @@ import hashlib
 
 import pyarrow as pa
 
+from .errors import DamagedCommitRecordError
+
 
 def schema_text(schema: pa.Schema) -> str:
     """An Arrow schema as text (its IPC bytes in base64), for a file's metadata or a commit record."""
@@ -64,5 +66,10 @@ class SchemaBook:
         if not key:
             return None
         if key not in self._parsed:
+            if key not in self.texts:
+                raise DamagedCommitRecordError(
+                    f"file sink commit records name schema {key} for a part but hold no text of it: a record or "
+                    "manifest was edited or damaged since; restore it from a backup"
+                )
             self._parsed[key] = schema_from_text(self.texts[key])
         return self._parsed[key]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 _TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
@@ -34,8 +35,26 @@ def _array(values: list[Any], kind: pa.DataType) -> pa.Array:
         mask = np.array([v is None for v in values], bool)
         halves = np.array([0.0 if v is None else v for v in values], np.float32).astype(np.float16)
         return pa.array(halves, pa.float16(), mask=mask)
+    if pa.types.is_timestamp(kind) or pa.types.is_date(kind):  # the usual columns: numpy parses them at once
+        texts = np.array([None if v is None else v.removesuffix("Z").removeprefix("+") for v in values],
+                         "datetime64[us]")
+        micros = pa.array(texts.astype(np.int64), mask=np.isnat(texts))
+        unit = kind.unit if pa.types.is_timestamp(kind) else "s" if pa.types.is_date32(kind) else "ms"
+        ticks = pc.divide(micros, 10**6 // _TICKS_PER_SECOND[unit]) if unit in ("s", "ms") else pc.multiply(
+            micros, _TICKS_PER_SECOND[unit] // 10**6)
+        if pa.types.is_date32(kind):
+            ticks = pc.divide(ticks, 86_400)
+        return ticks.cast(pa.int32() if pa.types.is_date32(kind) else pa.int64()).view(kind)
+    if _plain(kind):
+        return pa.array(values, kind)
     top_binary = _is_binary(kind)  # a column of bytes is base64; bytes inside lists and structs are text
     return pa.array([_value(v, kind, top_binary) for v in values], kind)
+
+
+def _plain(kind: pa.DataType) -> bool:
+    """Whether JSON's own values are the type's (numbers, booleans, text, null)."""
+    return (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
+            or pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind))
 
 
 def _is_binary(kind: pa.DataType) -> bool:

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage.file_sink import FileSink, RollingPolicy
-from storage.file_sink.formats import _frame
+from storage.file_sink import DamagedCommitRecordError, FileSink, RollingPolicy
+from storage.file_sink.formats import JsonLines, _frame
+from storage.file_sink.typed_text import json_table
 
 from .helpers import as_version_4
 
@@ -174,3 +175,21 @@ def test_every_format_reads_timestamps_back_in_the_unit_written(tmp_path, fmt, t
     sink = FileSink(str(tmp_path), format=fmt)
     sink.write(table)
     assert_reads_back(sink.read(), table)
+
+
+def test_json_lines_read_back_times_beyond_four_digit_years_and_before_1970():
+    micros = [253_402_300_800_000_000, -62_167_219_200_000_001, -62_135_596_800_000_000, None, -1]
+    days = [2_932_897, -720_990, 0, None, -1]
+    table = pa.table({"ts": pa.array(micros, pa.timestamp("us", "UTC")), "naive": pa.array(micros, pa.timestamp("us")),
+                      "day": pa.array(days, pa.date32()), "ms_day": pa.array(days, pa.date32()).cast(pa.date64())})
+    body, _ = JsonLines().encode(table)  # years 10000 and -1 are beyond Python's datetimes: compared in Arrow
+    assert json_table([json.loads(line) for line in body.splitlines()], table.schema).equals(table)
+
+
+def test_a_schema_the_records_name_without_its_text_is_named_as_damage(tmp_path):
+    sink = FileSink(str(tmp_path))
+    sink.write(pd.DataFrame({"v": [1]}))
+    record = tmp_path / "_file_sink" / f"{0:020d}.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "schemas": {}}))
+    with pytest.raises(DamagedCommitRecordError, match=r"commit records name schema [0-9a-f]{16} for a part but hold no"):
+        sink.read()
