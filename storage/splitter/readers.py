@@ -303,16 +303,20 @@ def read_csv_table(
     """CSV records (no newlines inside values) of one block as an Arrow table with ``csv_schema``.
 
     Every column is a string, because each block would otherwise infer its own types. With
-    ``header``, the file's first line is the header and is not a record. Empty lines are
-    skipped. ``path``, ``block_id`` and ``offset`` locate each record; a record belongs to the
+    ``header``, the file's first non-empty line is the header and is not a record, in whichever
+    block (or segment) it starts, as in Spark, which skips the empty lines before the header. Empty
+    lines are skipped. ``path``, ``block_id`` and ``offset`` locate each record; a record belongs to the
     block holding its first byte, as lines do. A record holding a lone ``\r`` is refused: Arrow's
     parser would end a record there, where the lines do not, and the records would lose their offsets.
     """
     schema = csv_schema(column_names)
     lines = read_block_table(fs, block, strict=strict, on_skip=on_skip)
     keep = pc.not_equal(lines["value"], "")
-    if header and block.segment_start == 0 and block.offset == 0 and len(lines):
-        keep = pc.and_(keep, pc.not_equal(lines["offset"], 0))
+    if header and pc.any(keep).as_py():
+        # The header is the file's first non-empty line: this block's first one, when only empty lines come before it.
+        first = pc.index(keep, True).as_py()
+        if block.offset == 0 or _only_empty_lines(fs, block, lines["offset"][0].as_py()):
+            keep = pc.and_(keep, pc.not_equal(lines["offset"], lines["offset"][first]))
     lines = lines.filter(keep)
     if len(lines) == 0:
         return schema.empty_table()
@@ -341,6 +345,24 @@ def read_csv_table(
     except pa.ArrowInvalid as err:
         raise _malformed_csv(block, lines, malformed, err) from err
     return pa.Table.from_arrays([*records.columns, lines["path"], lines["block_id"], lines["offset"]], schema=schema)
+
+
+def _only_empty_lines(fs: fsspec.AbstractFileSystem, block: BlockMetadata, stop: int) -> bool:
+    """Whether bytes ``[0, stop)`` of the block's file are empty lines only (each ``\n`` or ``\r\n``).
+
+    Reads up to the first other byte, by ranges (``cat_file``, so a remote file is not read ahead):
+    one read of a few bytes unless the file starts with empty lines.
+    """
+    pos, tail, size = 0, b"", 64
+    try:
+        while pos < stop:
+            probe = fs.cat_file(block.path, start=pos, end=min(stop, pos + size))
+            if not probe or probe.strip(b"\r\n") or b"\r\r" in tail + probe:
+                return False
+            pos, tail, size = pos + len(probe), probe[-1:], _PROBE_BYTES
+    except OSError as err:
+        raise OSError(f"cannot read block {block.block_id} of file {block.path!r}: {err}") from err
+    return tail != b"\r"
 
 
 def _malformed_csv(block: BlockMetadata, lines: pa.Table, malformed: list, err: Exception) -> ValueError:

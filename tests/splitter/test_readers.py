@@ -249,3 +249,62 @@ def test_a_csv_record_holding_a_lone_carriage_return_is_refused_with_its_file_an
     with pytest.raises(ValueError, match=rf"cannot read the record at offset {offset} of file '{path}' as CSV: "
                                          r"it holds a lone \\r \(not part of \\r\\n\)"):
         read_csv_block(FS, block, ["a", "b"])
+
+
+def csv_reference(data: bytes, header: bool) -> list[tuple[str, int]]:
+    """``(record, offset)`` as Spark's CSV reader takes them: empty lines skipped, and with ``header``
+    the first non-empty line of the file, wherever it is, is the header."""
+    records, offset = [], 0
+    for raw in data.split(b"\n"):
+        line = raw[:-1] if raw.endswith(b"\r") and offset + len(raw) < len(data) else raw
+        if line:
+            records.append((line.decode("utf-8"), offset))
+        offset += len(raw) + 1
+    return records[1:] if header else records
+
+
+def csv_records(blocks: list[BlockMetadata], header: bool, columns: int = 1) -> list[tuple[str, int]]:
+    """The records of the blocks, each read on its own, with their columns joined by commas."""
+    names = ["a", "b"][:columns]
+    frames = [read_csv_block(FS, b, names, header=header) for b in blocks]
+    return [(",".join(row[:-1]), row[-1]) for frame in frames for row in frame[[*names, "offset"]].itertuples(index=False)]
+
+
+@pytest.mark.parametrize("data", [
+    b"\na,b\n1,2\n", b"\r\na,b\n1,2\n", b"\n\r\n\n\na,b\n1,2\n\n3,4", b"a,b\n1,2\n", b"\n\n\n", b"", b"\n\na,b",
+    b"\n\na,b\n", b"\n" * 20 + b"a,b\n" + b"\n" * 7 + b"1,2\r\n3,4\n",
+])
+@pytest.mark.parametrize("header", [True, False])
+def test_the_csv_header_is_the_first_non_empty_line_of_the_file_whatever_the_block(tmp_path, data, header):
+    """As in Spark (CSVExprUtils.extractHeader drops the empty lines before the header): with leading
+    empty lines the header is still no record, also when it starts in a later block."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(data)
+    expected = csv_reference(data, header)
+    for block_size in range(1, len(data) + 2):
+        assert csv_records(all_blocks(str(path), block_size), header, columns=2) == expected, block_size
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(st.one_of(st.just(""), st.text(alphabet="abé中😀", min_size=1, max_size=6)), max_size=10),
+    crlf=st.lists(st.booleans(), min_size=10, max_size=10),
+    final_newline=st.booleans(),
+    block_size=st.integers(min_value=1, max_value=40),
+    cut=st.integers(min_value=0, max_value=10),
+)
+def test_csv_records_with_a_header_after_empty_lines_in_blocks_and_segments(tmp_path, lines, crlf, final_newline,
+                                                                            block_size, cut):
+    """Blocks and segments of any size, read separately: every record once, and the header (the
+    first non-empty line) never; a file grown by whole lines is read as two segments."""
+    text = "".join(line + ("\r\n" if crlf[i] else "\n") for i, line in enumerate(lines))
+    data = (text if final_newline else text.removesuffix("\n").removesuffix("\r")).encode("utf-8")
+    path = tmp_path / "t.csv"
+    path.write_bytes(data)
+    cut = min(cut, len(lines))
+    grown_at = min(len("".join(line + ("\r\n" if crlf[i] else "\n") for i, line in enumerate(lines[:cut])).encode()),
+                   len(data))
+    blocks = list(FileMetadata(str(path), grown_at, 0.0, 0, block_size).blocks())
+    blocks += list(FileMetadata(str(path), len(data), 0.0, grown_at, block_size).blocks())
+    assert csv_records(blocks, header=True) == csv_reference(data, header=True)
+    assert csv_records(blocks, header=False) == csv_reference(data, header=False)
