@@ -142,8 +142,9 @@ def decode_frames(
 
     With ``tail`` (the end of the log, where a crash may have cut a frame) a
     frame that is cut short or fails its CRC ends the log there, if it is the
-    last: when a whole frame of a later batch follows it (``find_frame``), it
-    is damage to committed bytes, not a torn append, and raises. Without
+    last: when a whole frame of a later batch follows what it holds
+    (``find_frame`` from ``_contents_end``), it is damage to committed bytes,
+    not a torn append, and raises. Without
     ``tail`` (bytes the metadata says were committed) any bad frame is
     corruption. ``after`` is the last batch id before ``data``.
     """
@@ -166,7 +167,7 @@ def decode_frames(
         if problem is not None:
             if not tail:
                 raise CorruptStoreError(where, f"committed log bytes are damaged: {problem}")
-            found = find_frame(data, pos + 1, last)
+            found = find_frame(data, _contents_end(data, pos), last)
             if found is not None:
                 raise CorruptStoreError(where, damaged_tail(problem, last, found, "in this segment"))
             break  # a torn tail: the batch it held was never committed
@@ -175,6 +176,33 @@ def decode_frames(
         last = batch_id
         pos = end
     return frames, pos
+
+
+def _contents_end(data: bytes, pos: int) -> int:
+    """Where the search for a later frame past the bad frame at ``pos`` starts: past what that frame holds.
+
+    Its blocks, walked from header to header (each states its sections' sizes), end where the next frame
+    starts; a frame inside a value is inside a block and skipped. A block cut short by the end of ``data``
+    means the frame runs to the end (a torn append, nothing after it here). The walk stops at the frame's
+    declared end too, so a damaged block header that claims to reach past it does not hide the next frame,
+    and a damaged length field (longer, or past the end) does not either, as the blocks end before it. A
+    header without a frame's magic states no extent: the search starts at the next byte.
+    """
+    if len(data) - pos < FRAME.size or data[pos : pos + 4] not in (_ONE_BLOCK_FRAME, _FRAME_MAGIC):
+        return pos + 1
+    declared_end = pos + FRAME.size + FRAME.unpack_from(data, pos)[1]
+    at = pos + FRAME.size
+    while at < min(declared_end, len(data)):
+        if len(data) - at < _BLOCK.size:
+            return len(data)
+        magic, n, width, flags, data_len = _BLOCK.unpack_from(data, at)
+        if magic != _BLOCK_MAGIC:
+            return at
+        end = at + _BLOCK.size + n * width + (n + 1) * 8 + (_pad8(n) if flags & _HAS_VALID else 0) + data_len
+        if end > len(data):
+            return min(declared_end, len(data))
+        at = end
+    return min(at, declared_end)
 
 
 def find_frame(data: bytes, start: int, after: int) -> tuple[int, int] | None:

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from storage import KVStore
 from storage.kv import BucketHeldError, CorruptStoreError, FencedError, KVStoreError
 from storage.kv.datafile import DataFile
-from storage.kv.format import DataFileBuilder
+from storage.kv.format import DataFileBuilder, decode_frames, encode_frame
+from storage.kv.keys import Run, encode
 
 from .crash_worker import batch_ops, model
 from .test_crash import COMPACT_AFTER, POINTS, SETTINGS
@@ -422,6 +423,73 @@ def test_a_torn_last_frame_holding_bytes_of_a_frame_is_still_a_torn_tail(tmp_pat
     segments[-1].write_bytes(bytes(data))
     with KVStore(str(tmp_path)).open(0) as b:
         assert b.committed_batch_id == 1 and b.get(b"k2") is None
+
+
+@pytest.mark.parametrize("tear", ["cut", "garbage"])
+def test_a_torn_last_frame_holding_a_whole_frame_of_a_later_batch_is_still_a_torn_tail(tmp_path, tear):
+    """A value of the torn batch holding a whole frame of a later batch, CRC and all, was taken for a later frame
+    after the bad one: the torn tail was refused as damage. The bad frame's own blocks cover that frame."""
+    fill(str(tmp_path / "other"), 5)
+    (other,) = (tmp_path / "other" / "bucket-0" / "log").iterdir()
+    later_frame = other.read_bytes()[frame_offsets(other.read_bytes())[4] :]  # batch 4's, whole
+    fill(str(tmp_path), 2)
+    with KVStore(str(tmp_path)).open(0) as b:
+        b.begin(2)
+        b.put_many([b"a", b"b"], [later_frame, b"x" * 100])
+        b.commit()
+    segments = sorted((tmp_path / "bucket-0" / "log").iterdir())
+    data = segments[-1].read_bytes()
+    if tear == "cut":  # cut short after the value holding the frame: the frame's declared length runs past the end
+        data = data[:-50]
+    else:  # written to its end, the last bytes garbage: it fails its CRC
+        data = data[:-3] + b"\xff\xff\xff"
+    segments[-1].write_bytes(data)
+    with KVStore(str(tmp_path)).open(0) as b:
+        assert b.committed_batch_id == 1 and b.get(b"a") is None and b.get(b"k1") == b"v1"
+
+
+def test_a_torn_frame_holding_a_later_frame_is_a_torn_tail_wherever_it_is_cut(tmp_path):
+    """Every cut of a last frame whose value holds a whole frame of a later batch: no frame is read, none refused."""
+    fill(str(tmp_path / "other"), 5)
+    (other,) = (tmp_path / "other" / "bucket-0" / "log").iterdir()
+    later_frame = other.read_bytes()[frame_offsets(other.read_bytes())[4] :]
+    keys = pa.array([b"a", b"b"], pa.large_binary())
+    frame = encode_frame(2, [Run(encode(keys), pa.array([later_frame, b"x" * 30], pa.large_binary()))])
+    assert decode_frames(frame, "log", tail=True, after=1)[1] == len(frame)
+    for cut in range(1, len(frame)):
+        assert decode_frames(frame[:cut], "log", tail=True, after=1) == ([], 0), cut
+        garbage = frame[:cut] + bytes(b ^ 0xFF for b in frame[cut:])  # written to its end, the rest garbage
+        assert decode_frames(garbage, "log", tail=True, after=1) == ([], 0), cut
+
+
+def test_any_byte_of_a_committed_frame_damaged_before_a_later_frame_is_refused(tmp_path):
+    """Whichever byte of batch 1's frame is damaged (header, block headers, values), the whole frame of batch 2
+    after it is found and the tail refused, never dropped."""
+    fill(str(tmp_path), 3)
+    (segment,) = (tmp_path / "bucket-0" / "log").iterdir()
+    data = segment.read_bytes()
+    offsets = frame_offsets(data)
+    for at in range(offsets[1], offsets[2]):
+        for mask in (0x01, 0x80, 0xFF):
+            damaged = data[:at] + bytes([data[at] ^ mask]) + data[at + 1 :]
+            with pytest.raises(CorruptStoreError, match=r"yet a whole frame of batch 2 follows"):
+                decode_frames(damaged, "log", tail=True, after=-1)
+
+
+@pytest.mark.parametrize("damage", ["longer", "past the end"])
+def test_a_damaged_frame_length_followed_by_whole_frames_is_refused(tmp_path, damage):
+    """A frame whose length field was damaged to cover the frames after it (inside the segment or past its end):
+    its blocks end where the next frame starts, so the search for a later frame starts there."""
+    fill(str(tmp_path), 5, lease=600)
+    (segment,) = (tmp_path / "bucket-0" / "log").iterdir()
+    data = bytearray(segment.read_bytes())
+    offsets = frame_offsets(bytes(data))
+    length = offsets[3] - offsets[1] - 24 if damage == "longer" else len(data)
+    data[offsets[1] + 4 : offsets[1] + 12] = length.to_bytes(8, "little")
+    segment.write_bytes(bytes(data))
+    with pytest.raises(CorruptStoreError, match=rf"{segment.name}: the log is damaged: the frame at offset "
+                                                rf"{offsets[1]} .*batch 2 follows \(in this segment, at offset {offsets[2]}\)"):
+        KVStore(str(tmp_path)).open(0)
 
 
 def test_damaged_committed_log_names_the_file(tmp_path):
