@@ -45,10 +45,11 @@ def local_spark():
     spark = (SparkSession.builder.master("local[2]").appName("windowing-demo")
              .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC").config("windowing.spark.buckets", "4")
+             .config("spark.sql.session.timeZone", "UTC")
              .config("spark.python.unix.domain.socket.enabled", "true")  # docs/spark.md, "Python workers over TCP"
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    spark.conf.set("windowing.spark.buckets", "4")  # a session setting: the builder's launcher warns of non-Spark keys
     return spark
 
 
@@ -80,7 +81,8 @@ def main() -> None:
         write_clicks(inbox, part)
         print(f"[{part + 2}/4] clicks-{part}.csv arrived; running the query until it is caught up", flush=True)
         run_once(spark, inbox, outbox, checkpoints)
-    panes = FileSink(str(outbox), format="jsonl").read().sort_values(["user", "window_start"], kind="stable")
+    order = ["user", "window_start", "window_end", "pane_index", "is_retraction"]  # each retraction after its pane
+    panes = FileSink(str(outbox), format="jsonl").read().sort_values(order, ignore_index=True)
     pd.set_option("display.width", 200)
     columns = ["user", "window_start", "window_end", "total", "clicks", "timing", "pane_index", "is_retraction"]
     print("\nPanes in the sink's finished files (sessions of 5 minutes, early firing per click):\n")
