@@ -23,6 +23,7 @@ import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
 from .avro_types import arrow_field_stored, avro_type, check_long_holds
+from .jsonl import as_float32
 from .jsonl import encode as arrow_json_lines
 from .part_schemas import schema_from_text, schema_text
 from .typed_text import csv_table, json_table
@@ -170,8 +171,12 @@ class Csv:
                     f"csv format cannot write column {field.name!r} of type {field.type}: CSV has no nested "
                     "values; cast it to a string (to_json), or use jsonl or parquet"
                 )
+        table = _as_csv_writes(table)
         sink = pa.BufferOutputStream()
-        pacsv.write_csv(table, sink, _CSV_ROWS)
+        try:
+            pacsv.write_csv(table, sink, _CSV_ROWS)
+        except pa.ArrowInvalid as bad:
+            raise _csv_unwritable(table, bad) from bad
         data = sink.getvalue().to_pybytes()
         ends = _line_ends(data)
         if len(ends) != table.num_rows:
@@ -187,6 +192,33 @@ class Csv:
     def decode(self, data: bytes, schema: pa.Schema | None = None) -> pd.DataFrame:
         """The rows as the types of ``schema`` (the part's, when the records keep it); without it, inferred."""
         return _frame(csv_table(data, schema) if schema is not None else pacsv.read_csv(pa.py_buffer(data)))
+
+
+def _as_csv_writes(table: pa.Table) -> pa.Table:
+    """Timestamps with a time zone as their UTC instants (``...Z``): pyarrow's CSV writer gives a local time
+    and its offset in whole minutes, so a zone's old offsets with seconds (New York's -04:56:02 before 1883)
+    would read back seconds off. Half floats as the float32 of the same value (pyarrow 14 writes none). The
+    part's recorded schema gives zone and type back."""
+    for i, field in enumerate(table.schema):
+        kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+        if pa.types.is_timestamp(kind) and kind.tz not in (None, "UTC"):
+            utc = pa.timestamp(kind.unit, "UTC")
+            table = table.set_column(i, field.with_type(utc), table.column(i).cast(kind).cast(utc))
+        elif pa.types.is_float16(field.type):
+            table = table.set_column(i, field.with_type(pa.float32()), as_float32(table.column(i)))
+    return table
+
+
+def _csv_unwritable(table: pa.Table, bad: pa.ArrowInvalid) -> ValueError:
+    """pyarrow's error names no column: bytes that are not UTF-8 are what it refuses."""
+    for field, column in zip(table.schema, table.columns):
+        if pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type):
+            try:
+                column.cast(pa.string())  # checks that the bytes are UTF-8
+            except pa.ArrowInvalid:
+                return ValueError(f"csv format cannot write column {field.name!r}: its bytes are not all UTF-8 "
+                                  "text; encode them first (base64), or use jsonl or parquet")
+    return ValueError(f"csv format cannot write this batch: {bad}")
 
 
 def _empty_lines_quoted(data: bytes, ends: np.ndarray) -> tuple[bytes, np.ndarray]:

@@ -57,7 +57,7 @@ def encode(table: pa.Table) -> tuple[bytes, np.ndarray]:
     return b"".join(bodies), np.concatenate(ends)
 
 
-def _as_float32(halves: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+def as_float32(halves: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """Half floats as float32, through NumPy: pyarrow 14 (Databricks Runtime 15.4's) casts no half floats."""
     chunks = [pa.array(chunk.to_numpy(zero_copy_only=False).astype(np.float32),
                        mask=chunk.is_null().to_numpy(zero_copy_only=False))
@@ -73,7 +73,7 @@ def _column_text(column: pa.ChunkedArray, kind: pa.DataType) -> pa.Array | pa.Ch
         text = column.cast(pa.string())
     elif pa.types.is_floating(kind):
         if pa.types.is_float16(kind):  # Arrow has no kernels for half floats; each is exact as a float32
-            column, kind = _as_float32(column), pa.float32()
+            column, kind = as_float32(column), pa.float32()
         finite = pc.if_else(pc.is_finite(column), column, None)  # NaN and infinities have no JSON: null
         text = finite.cast(pa.string())
         if pc.any(pc.equal(finite, pc.floor(finite))).as_py():  # only whole numbers may lack a point

@@ -3,10 +3,12 @@
 JSON lines and CSV hold text: without the schema a timestamp reads back as a
 string, a decimal as a string or a float, bytes as base64 and ``"02134"`` as
 2134. A part's schema is the one of the rows written into it, widened as
-later batches append (a column all null at first, an integer column that
-later holds floats); rows whose schema cannot widen it (a column that was
-numbers and now holds text) start a new part, as CSV rows under another
-header do. Records name schemas by a digest of their text and hold each text
+later batches append where no value changes type: a column all null at first
+takes the type of the values that follow, a column more joins (JSON lines).
+Rows of any other type (integers, then floats or text) start a new part, as
+CSV rows under another header do: a promoted type would not hold every value
+before it (pyarrow's permissive promotion takes int64 for int64 and uint64,
+binary for text and bytes, float64 for 2**53 + 1 and a decimal). Records name schemas by a digest of their text and hold each text
 once (``SinkState.schemas``), as manifests do.
 """
 
@@ -35,12 +37,12 @@ def digest(text: str) -> str:
 
 
 def widened(current: pa.Schema | None, rows: pa.Schema) -> pa.Schema | None:
-    """The schema of a part holding rows of ``current`` and of ``rows``; None if no type holds both (the rows
-    need a part of their own)."""
+    """The schema of a part holding rows of ``current`` and of ``rows``: the two merged where they differ in null
+    columns (and columns one of them lacks) only; None otherwise (the rows need a part of their own)."""
     if current is None or current.equals(rows):
         return rows
     try:
-        return pa.unify_schemas([current, rows], promote_options="permissive")
+        return pa.unify_schemas([current, rows], promote_options="default")
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return None
 

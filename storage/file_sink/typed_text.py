@@ -125,8 +125,8 @@ def csv_table(data: bytes, schema: pa.Schema) -> pa.Table:
     the empty string (pyarrow's writer gives them so), ``NA`` or ``null`` in a text column are text, ``nan`` a NaN.
 
     A part of one column writes a null as ``""`` (an empty line would be skipped), so there a quoted empty field
-    of another type than text is null."""
-    one_column = len(schema) == 1 and not pa.types.is_string(schema.types[0])
+    of another type than text or bytes is null."""
+    one_column = len(schema) == 1 and not _text_or_bytes(schema.types[0])
     options = pacsv.ConvertOptions(
         column_types={f.name: _csv_type(f.type) for f in schema},
         null_values=[""],
@@ -138,11 +138,19 @@ def csv_table(data: bytes, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+def _text_or_bytes(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        return _text_or_bytes(kind.value_type)
+    return (pa.types.is_string(kind) or pa.types.is_large_string(kind) or _is_binary(kind))
+
+
 def _as_type(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray:
     if column.type.equals(kind):
         return column
     if pa.types.is_dictionary(kind):  # pyarrow 14 casts no text to a dictionary
         return column.cast(kind.value_type).dictionary_encode().cast(kind)
+    if pa.types.is_float16(kind):  # nor any number to a half float
+        return pa.chunked_array([_array(chunk.to_pylist(), kind) for chunk in column.chunks], kind)
     return column.cast(kind)
 
 
@@ -154,4 +162,6 @@ def _csv_type(kind: pa.DataType) -> pa.DataType:
         return _csv_type(kind.value_type)
     if pa.types.is_null(kind):
         return pa.string()
+    if pa.types.is_float16(kind):  # pyarrow's CSV reader makes no half floats
+        return pa.float32()
     return kind
