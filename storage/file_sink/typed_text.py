@@ -149,6 +149,8 @@ def _as_type(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray:
         return column
     if pa.types.is_dictionary(kind):  # pyarrow 14 casts no text to a dictionary
         return column.cast(kind.value_type).dictionary_encode().cast(kind)
+    if pa.types.is_null(kind):  # a column all null when written: empty fields, read as text
+        return pa.chunked_array([pa.nulls(len(column))], kind)
     if pa.types.is_float16(kind):  # nor any number to a half float
         return pa.chunked_array([_array(chunk.to_pylist(), kind) for chunk in column.chunks], kind)
     return column.cast(kind)

@@ -2,6 +2,7 @@
 
 import datetime
 import json
+import warnings
 from decimal import Decimal
 from pathlib import Path
 
@@ -93,6 +94,45 @@ def test_json_lines_and_csv_read_back_the_types_written(tmp_path_factory, fmt, k
     sink = FileSink(str(tmp_path_factory.mktemp(fmt)), format=fmt)
     sink.write(table)
     assert_reads_back(sink.read(), table)
+
+
+def parts_of(batches):
+    """The model of an open part: consecutive batches share one while their schemas unify with null columns taking
+    the other's type; a batch of another type starts the next."""
+    parts: list[list[pa.Table]] = []
+    for table in batches:
+        try:
+            schema = pa.unify_schemas([parts[-1][0].schema, table.schema], promote_options="default") if parts else None
+        except (pa.ArrowTypeError, pa.ArrowInvalid):
+            schema = None
+        if schema is None:
+            parts.append([table])
+        else:
+            parts[-1] = [t.cast(schema) for t in [*parts[-1], table]]
+    return [pa.concat_tables(tables) for tables in parts]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fmt=st.sampled_from(["jsonl", "csv"]), kinds=st.lists(st.sampled_from(sorted(KINDS) + ["null"]), min_size=1,
+                                                             max_size=4), data=st.data())
+def test_batches_of_changing_types_read_back_as_the_parts_they_make(tmp_path_factory, fmt, kinds, data):
+    """One open part over several batches whose column changes type (or is all null): read() gives each part's
+    rows under the schema that holds them, concatenated as Parquet parts of the same tables would be."""
+    batches = []
+    for kind in kinds:
+        n = data.draw(st.integers(1, 4), label="rows")
+        if kind == "null":
+            batches.append(pa.table({"id": pa.array(range(n), pa.int64()), "v": pa.nulls(n)}))
+        else:
+            batches.append(table_of(data, [kind], KINDS, n).rename_columns(["id", "v"]))
+    sink = FileSink(str(tmp_path_factory.mktemp(fmt)), format=fmt).with_rolling_policy(RollingPolicy(max_batches=9))
+    write_batches(sink, batches, end_of_input=True)
+    assert len(sink.finished_files()) == len(parts_of(batches))
+    with warnings.catch_warnings():  # pandas 2 on concatenating an all-null column: read() concatenates so too
+        warnings.simplefilter("ignore", FutureWarning)
+        expected = pd.concat([_frame(part) for part in parts_of(batches)], ignore_index=True)
+        back = sink.read()
+    pd.testing.assert_frame_equal(back, expected, check_categorical=False)
 
 
 def test_csv_keeps_nans_and_infinities_and_json_lines_write_them_as_null(tmp_path):
