@@ -25,12 +25,22 @@ _DURATION = re.compile(r"P(-?\d+)DT(\d+)H(\d+)M(\d+)(?:\.(\d+))?S")
 
 
 def json_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
-    """Rows parsed from JSON lines as a table of ``schema``."""
+    """Rows parsed from JSON lines as a table of ``schema`` (its categories unordered, see ``readable``)."""
+    schema = readable(schema)
     columns = [_array([row.get(field.name) for row in rows], field.type) for field in schema]
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+def readable(schema: pa.Schema) -> pa.Schema:
+    """``schema`` as text gives it back: a category column's categories are the values its rows hold, in the order
+    they come, so an ordered one is read unordered (its order, and categories no row holds, are not in the text)."""
+    return pa.schema([f.with_type(pa.dictionary(f.type.index_type, f.type.value_type)) if pa.types.is_dictionary(
+        f.type) else f for f in schema], metadata=schema.metadata)
+
+
 def _array(values: list[Any], kind: pa.DataType) -> pa.Array:
+    if pa.types.is_dictionary(kind):  # pyarrow makes dictionaries of Python values for text only
+        return _array(values, kind.value_type).dictionary_encode().cast(kind)
     if pa.types.is_float16(kind):  # pyarrow makes no half floats of Python floats
         mask = np.array([v is None for v in values], bool)
         halves = np.array([0.0 if v is None else v for v in values], np.float32).astype(np.float16)
@@ -67,6 +77,8 @@ def _value(value: Any, kind: pa.DataType, base64_bytes: bool = False) -> Any:
         return None
     if pa.types.is_dictionary(kind):
         return _value(value, kind.value_type, base64_bytes)
+    if pa.types.is_float16(kind):  # pyarrow 14 takes half floats inside lists and structs as numpy's only
+        return np.float16(value)
     if pa.types.is_timestamp(kind):
         return _iso_ticks(value, kind.unit)
     if pa.types.is_date32(kind):
@@ -126,6 +138,7 @@ def csv_table(data: bytes, schema: pa.Schema) -> pa.Table:
 
     A part of one column writes a null as ``""`` (an empty line would be skipped), so there a quoted empty field
     of another type than text or bytes is null."""
+    schema = readable(schema)
     one_column = len(schema) == 1 and not _text_or_bytes(schema.types[0])
     options = pacsv.ConvertOptions(
         column_types={f.name: _csv_type(f.type) for f in schema},
@@ -166,4 +179,6 @@ def _csv_type(kind: pa.DataType) -> pa.DataType:
         return pa.string()
     if pa.types.is_float16(kind):  # pyarrow's CSV reader makes no half floats
         return pa.float32()
+    if isinstance(kind, pa.Decimal256Type):  # nor 256-bit decimals: their text is cast
+        return pa.string()
     return kind

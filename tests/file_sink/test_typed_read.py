@@ -45,6 +45,9 @@ KINDS = {
     "time": (pa.time64("us"), st.integers(0, DAY_US - 1)),
     "duration": (pa.duration("us"), st.integers(-(10**15), 10**15)),
     "category": (pa.dictionary(pa.int32(), pa.string()), st.sampled_from(["x", "y", "EARLY"])),
+    "days_category": (pa.dictionary(pa.int8(), pa.date32()), st.integers(0, 20_000)),
+    "decimal256": (pa.decimal256(60, 10), st.decimals(min_value=-(10**20), max_value=10**20, places=10,
+                                                      allow_nan=False, allow_infinity=False)),
 }
 NESTED = {  # JSON lines only: CSV has no nested values
     "times": (pa.list_(pa.timestamp("us")), st.lists(_nullable(MICROS), max_size=3)),
@@ -53,6 +56,9 @@ NESTED = {  # JSON lines only: CSV has no nested values
                                     "amount": _nullable(st.decimals(-999, 999, places=2))})),
     "bytes": (pa.binary(), st.binary(max_size=6)),  # base64 in a JSON column
     "byte_list": (pa.list_(pa.binary()), st.lists(st.text(max_size=4).map(str.encode), max_size=2)),
+    "halves": (pa.list_(pa.float16()), st.lists(_nullable(st.floats(width=16, allow_nan=False, allow_infinity=False)
+                                                          .map(np.float16)), max_size=3)),
+    "times_category": (pa.dictionary(pa.int32(), pa.timestamp("us", "UTC")), MICROS),
 }
 
 
@@ -61,7 +67,10 @@ def table_of(data, kinds, catalogue, n):
     for i, kind in enumerate(kinds):
         arrow_type, values = catalogue[kind]
         drawn = data.draw(st.lists(_nullable(values), min_size=n, max_size=n), label=kind)
-        columns[f"c{i}_{kind}"] = pa.array(drawn, arrow_type)
+        if pa.types.is_dictionary(arrow_type):  # pyarrow makes dictionaries of Python values for text only
+            columns[f"c{i}_{kind}"] = pa.array(drawn, arrow_type.value_type).dictionary_encode().cast(arrow_type)
+        else:
+            columns[f"c{i}_{kind}"] = pa.array(drawn, arrow_type)
     return pa.table(columns)
 
 
@@ -291,3 +300,16 @@ def test_csv_names_a_column_of_bytes_that_are_not_utf8(tmp_path):
     with pytest.raises(ValueError, match=r"csv format cannot write column 'b': its bytes are not all UTF-8"):
         sink.write(pa.table({"n": [1], "b": [b"\xff"]}))
     assert sink.finished_files() == []
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_an_ordered_category_reads_back_unordered_of_the_values_its_rows_hold(tmp_path, fmt):
+    """Text holds a category's values, not its categories: their order and the unused ones are not in the file.
+    Read back as ordered in the order the values come, max() was wrong."""
+    frame = pd.DataFrame({"level": pd.Categorical(["high", "low", "high"], categories=["low", "mid", "high"],
+                                                  ordered=True)})
+    sink = FileSink(str(tmp_path), format=fmt)
+    sink.write(frame)
+    back = sink.read()["level"]
+    assert back.dtype == pd.CategoricalDtype(["high", "low"], ordered=False)
+    assert back.tolist() == ["high", "low", "high"]
