@@ -124,11 +124,27 @@ def _decode(config: SinkConfig, path: str, data: bytes, schema: pa.Schema | None
     try:
         plain = unseal(data, config.key)
         if isinstance(fmt, (JsonLines, Csv)):
-            return fmt.decode(decompress(plain, config.compression), schema)
+            return _typed_or_as_text(fmt, path, decompress(plain, config.compression), schema)
         frame = fmt.decode(plain if FORMATS[config.format].bulk else decompress(plain, config.compression))
         return _timestamp_units_back(frame, schema) if schema is not None else frame
     except Exception as exc:
         raise CorruptPartError(f"finished part {path} cannot be read back: {type(exc).__name__}: {exc}") from exc
+
+
+def _typed_or_as_text(fmt: JsonLines | Csv, path: str, text: bytes, schema: pa.Schema | None) -> pd.DataFrame:
+    """The part's rows as the types written; where its text does not parse as one of them (a CSV timestamp after
+    the year 9999, a date before the year 1, ...), as the text holds them, as before schemas were kept, with a
+    warning: the part was committed whole (its CRC-32 holds), so the rows are read, not refused."""
+    if schema is not None:
+        try:
+            return fmt.decode(text, schema)
+        except Exception as exc:  # noqa: BLE001 - any parse or conversion failure of a value: read the text instead
+            warnings.warn(
+                f"FileSink.read(): part {path} does not read back as the types it was written from "
+                f"({type(exc).__name__}: {exc}); its rows are read as {fmt.name} text gives them",
+                stacklevel=4,
+            )
+    return fmt.decode(text)
 
 
 def _timestamp_units_back(frame: pd.DataFrame, schema: pa.Schema) -> pd.DataFrame:

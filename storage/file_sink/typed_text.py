@@ -38,9 +38,11 @@ def readable(schema: pa.Schema) -> pa.Schema:
         f.type) else f for f in schema], metadata=schema.metadata)
 
 
-def _array(values: list[Any], kind: pa.DataType) -> pa.Array:
+def _array(values: list[Any], kind: pa.DataType, base64_bytes: bool = True) -> pa.Array:
+    """A column of ``kind``; a column of bytes is base64 (``formats._binary_as_base64``), not a category of bytes,
+    which is written as text as bytes inside lists and structs are."""
     if pa.types.is_dictionary(kind):  # pyarrow makes dictionaries of Python values for text only
-        return _array(values, kind.value_type).dictionary_encode().cast(kind)
+        return _array(values, kind.value_type, base64_bytes=False).dictionary_encode().cast(kind)
     if pa.types.is_float16(kind):  # pyarrow makes no half floats of Python floats
         mask = np.array([v is None for v in values], bool)
         halves = np.array([0.0 if v is None else v for v in values], np.float32).astype(np.float16)
@@ -57,8 +59,7 @@ def _array(values: list[Any], kind: pa.DataType) -> pa.Array:
         return ticks.cast(pa.int32() if pa.types.is_date32(kind) else pa.int64()).view(kind)
     if _plain(kind):
         return pa.array(values, kind)
-    top_binary = _is_binary(kind)  # a column of bytes is base64; bytes inside lists and structs are text
-    return pa.array([_value(v, kind, top_binary) for v in values], kind)
+    return pa.array([_value(v, kind, base64_bytes) for v in values], kind)
 
 
 def _plain(kind: pa.DataType) -> bool:
