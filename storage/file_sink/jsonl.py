@@ -136,7 +136,7 @@ def _utf8(column: pa.ChunkedArray) -> pa.ChunkedArray:
         return column.cast(pa.string())
     except pa.ArrowInvalid as bad:
         raise _Unwritable(
-            f"bytes inside lists or structs are written as text and these are not UTF-8 ({bad}); "
+            f"bytes inside lists, structs and categories are written as text and these are not UTF-8 ({bad}); "
             "encode them first (base64), or use parquet"
         ) from bad
 

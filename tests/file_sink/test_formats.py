@@ -454,7 +454,7 @@ def test_json_lines_write_bytes_in_base64_as_spark_does_and_half_floats(tmp_path
 def test_json_lines_refuse_bytes_that_are_not_utf8_inside_lists(tmp_path):
     sink = FileSink(str(tmp_path), format="jsonl")
     with pytest.raises(ValueError, match=r"jsonl format cannot write column 'l' of type list<item: binary>: bytes "
-                                         r"inside lists or structs are written as text and these are not UTF-8 .*"
+                                         r"inside lists, structs and categories are written as text and these are not UTF-8 .*"
                                          r"encode them first \(base64\), or use parquet"):
         sink.write(pa.table({"l": pa.array([[b"\xff"]])}))
     assert sink.finished_files() == []
