@@ -8,8 +8,9 @@ takes the type of the values that follow, a column more joins (JSON lines).
 Rows of any other type (integers, then floats or text) start a new part, as
 CSV rows under another header do: a promoted type would not hold every value
 before it (pyarrow's permissive promotion takes int64 for int64 and uint64,
-binary for text and bytes, float64 for 2**53 + 1 and a decimal). Records name schemas by a digest of their text and hold each text
-once (``SinkState.schemas``), as manifests do.
+binary for text and bytes, float64 for 2**53 + 1 and a decimal). Records name
+schemas by a digest of their text and hold each text once
+(``SinkState.schemas``), as manifests do.
 """
 
 from __future__ import annotations

@@ -125,7 +125,9 @@ def _decode(config: SinkConfig, path: str, data: bytes, schema: pa.Schema | None
         plain = unseal(data, config.key)
         if isinstance(fmt, (JsonLines, Csv)):
             return _typed_or_as_text(fmt, path, decompress(plain, config.compression), schema)
-        frame = fmt.decode(plain if FORMATS[config.format].bulk else decompress(plain, config.compression))
+        if not FORMATS[config.format].bulk:  # text lines: one column of text, whatever it was written from
+            return fmt.decode(decompress(plain, config.compression))
+        frame = fmt.decode(plain)
         return _timestamp_units_back(frame, schema) if schema is not None else frame
     except Exception as exc:
         raise CorruptPartError(f"finished part {path} cannot be read back: {type(exc).__name__}: {exc}") from exc

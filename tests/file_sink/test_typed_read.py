@@ -334,3 +334,12 @@ def test_json_lines_read_back_a_category_of_bytes_written_as_text(tmp_path):
     sink = FileSink(str(tmp_path))
     sink.write(table)
     assert_reads_back(sink.read(), table)
+
+
+def test_text_lines_of_a_zoned_timestamp_column_named_value_read_back_as_text(tmp_path):
+    """Text lines hold str(value) of one column, read back as text whatever the column was: the recorded schema
+    is not applied to them (a zoned timestamp named like the text column would be cast, and fail)."""
+    table = pa.table({"value": pa.array([0], pa.timestamp("us", "UTC"))})
+    sink = FileSink(str(tmp_path), format="text")
+    sink.write(table)
+    assert sink.read()["value"].tolist() == ["1970-01-01 00:00:00+00:00"]
