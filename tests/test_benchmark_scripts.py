@@ -35,6 +35,8 @@ RUNS = {
     "engine_pandas.py": (["--events", "10000", "--keys", "100"],
                          r"\| keys \| case \| events/s \| time vs groupby \| peak MiB \|(.|\n)*\| 100 \| fixed-stream-10-steps \|"),
     "file_sink_bench.py": (["--fs-calls"], r"\| format \| buckets \| batches \| parts \| calls \| by method \|"),
+    "file_sink_read.py": (["--rows", "1000", "--repeat", "1"],
+                          r"\| jsonl \| [\d.]+ \| [\d.]+ \| [\d.]+ \|(.|\n)*microseconds a write call"),
     # rocksdict comes with the optional `bench` extra, which the test venv does not install.
     "kv_bench.py": (["--keys", "1000", "--batch", "100", "--engines", "kv,kv-arrow,sqlite"],
                     r"\| keys \| engine \| batched puts \|(.|\n)*\| monotonic \| sqlite3 \(WAL\) \|"),
