@@ -25,6 +25,24 @@ def check_long_holds(field: pa.Field, column: pa.ChunkedArray) -> None:
         )
 
 
+def check_python_holds(field: pa.Field, column: pa.ChunkedArray) -> None:
+    """Refuse a date or timestamp outside the years 1 to 9999 when it is written, naming its column: fastavro takes
+    the rows as Python dates and datetimes, which end there, and the conversion failed at the part's close with a
+    bare ``OverflowError: date value out of range``."""
+    t = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+    if not (pa.types.is_date(t) or pa.types.is_timestamp(t)) or column.null_count == len(column):
+        return
+    extremes = pc.min_max(column.cast(t))
+    try:
+        extremes["min"].as_py(), extremes["max"].as_py()
+    except (OverflowError, ValueError) as exc:
+        raise ValueError(
+            f"avro format cannot write column {field.name!r} of type {field.type}: it holds a value outside the "
+            f"years 1 to 9999 ({exc}), which the Avro writer's Python dates and datetimes cannot hold; cast it to "
+            "int64, or use parquet"
+        ) from exc
+
+
 def arrow_field_stored(field: pa.Field) -> pa.Field:
     """The column type Avro stores: timestamps in ms or us, everything else as it is."""
     t = field.type

@@ -22,21 +22,12 @@ import pyarrow.csv as pacsv
 import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
-from .avro_types import arrow_field_stored, avro_type, check_long_holds
+from .avro_types import arrow_field_stored, avro_type, check_long_holds, check_python_holds
+from .frames import as_frame
 from .jsonl import as_float32
 from .jsonl import encode as arrow_json_lines
 from .part_schemas import schema_from_text, schema_text
 from .typed_text import csv_table, json_table
-
-
-def _frame(table: pa.Table) -> pd.DataFrame:
-    """``table.to_pandas()`` with integer columns holding nulls as pandas' nullable integers: ``to_pandas`` makes
-    them float64 (unless pandas' own metadata asks for more), so 2**53 + 1 read back as 2**53."""
-    frame = table.to_pandas()
-    for i, column in enumerate(table.columns):
-        if pa.types.is_integer(column.type) and column.null_count and frame.dtypes.iloc[i] == np.float64:
-            frame.isetitem(i, pd.arrays.IntegerArray(column.fill_null(0).to_numpy(), column.is_null().to_numpy()))
-    return frame
 
 
 def _exact_integers(values: list[int | None]) -> Any:
@@ -84,10 +75,10 @@ class JsonLines:
         """The rows as the types of ``schema`` (the part's, when the records keep it); without it, as JSON has them."""
         rows = [json.loads(line) for line in data.splitlines() if line]
         if schema is not None:
-            return _frame(json_table(rows, schema))
+            return as_frame(json_table(rows, schema))
         frame = pd.DataFrame(rows)
         for i, name in enumerate(frame.columns):
-            if frame.dtypes.iloc[i] == np.float64:  # numbers beside nulls: integers stay exact, as _frame keeps them
+            if frame.dtypes.iloc[i] == np.float64:  # numbers beside nulls: integers stay exact, as as_frame keeps them
                 values = [row.get(name) for row in rows]
                 if all(v is None or type(v) is int for v in values):
                     frame.isetitem(i, _exact_integers(values))
@@ -191,7 +182,7 @@ class Csv:
 
     def decode(self, data: bytes, schema: pa.Schema | None = None) -> pd.DataFrame:
         """The rows as the types of ``schema`` (the part's, when the records keep it); without it, inferred."""
-        return _frame(csv_table(data, schema) if schema is not None else pacsv.read_csv(pa.py_buffer(data)))
+        return as_frame(csv_table(data, schema) if schema is not None else pacsv.read_csv(pa.py_buffer(data)))
 
 
 def _as_csv_writes(table: pa.Table) -> pa.Table:
@@ -268,7 +259,7 @@ class _BulkFormat:
         return self._read(pa.py_buffer(data))
 
     def decode(self, data: bytes) -> pd.DataFrame:
-        return _frame(self._read(pa.py_buffer(data)))
+        return as_frame(self._read(pa.py_buffer(data)))
 
 
 class _ArrowFileWriter(BulkWriter):
@@ -326,7 +317,7 @@ class Parquet(_BulkFormat):
             written_from = schema_from_text(stored)
             restored = [_written_type_back(read, written) for read, written in zip(table.schema, written_from)]
             table = table.cast(pa.schema(restored, metadata=table.schema.metadata))
-        return _frame(table)
+        return as_frame(table)
 
 
 def _in_microseconds(fmt: str, table: pa.Table) -> pa.Table:
@@ -486,7 +477,7 @@ class Avro(_BulkFormat):
         # Arrow builds no dictionary of timestamps or dates from Python objects: categories are made in pandas.
         plain = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema],
                           metadata=schema.metadata)
-        frame = _frame(pa.Table.from_pylist(records, schema=plain))
+        frame = as_frame(pa.Table.from_pylist(records, schema=plain))
         for i, field in enumerate(schema):
             if pa.types.is_dictionary(field.type):
                 frame.isetitem(i, frame.iloc[:, i].astype(pd.CategoricalDtype(ordered=field.type.ordered)))
@@ -511,6 +502,7 @@ class _AvroWriter(BulkWriter):
         table = _in_microseconds(Avro.name, table)
         for field, column in zip(table.schema, table.columns):
             check_long_holds(field, column)
+            check_python_holds(field, column)
         self._tables.append(table.cast(pa.schema([arrow_field_stored(f) for f in table.schema],
                                                  metadata=table.schema.metadata)))
 

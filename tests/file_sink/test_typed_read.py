@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage.file_sink import DamagedCommitRecordError, FileSink, RollingPolicy
-from storage.file_sink.formats import JsonLines, _frame
+from storage.file_sink.formats import JsonLines
+from storage.file_sink.frames import as_frame
 from storage.file_sink.typed_text import json_table
 
 from .helpers import as_version_4
@@ -86,7 +87,7 @@ def write_batches(sink, frames, first_batch_id=0, end_of_input=False):
 
 def assert_reads_back(back: pd.DataFrame, table: pa.Table) -> None:
     """What ``read()`` gives is what a Parquet part of the table gives: the table's own pandas conversion."""
-    pd.testing.assert_frame_equal(back, _frame(table), check_categorical=False)
+    pd.testing.assert_frame_equal(back, as_frame(table), check_categorical=False)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -139,7 +140,7 @@ def test_batches_of_changing_types_read_back_as_the_parts_they_make(tmp_path_fac
     assert len(sink.finished_files()) == len(parts_of(batches))
     with warnings.catch_warnings():  # pandas 2 on concatenating an all-null column: read() concatenates so too
         warnings.simplefilter("ignore", FutureWarning)
-        expected = pd.concat([_frame(part) for part in parts_of(batches)], ignore_index=True)
+        expected = pd.concat([as_frame(part) for part in parts_of(batches)], ignore_index=True)
         back = sink.read()
     pd.testing.assert_frame_equal(back, expected, check_categorical=False)
 
@@ -193,7 +194,7 @@ def test_a_batch_of_another_type_starts_a_new_part(tmp_path, fmt, pair):
     sink = FileSink(str(tmp_path), format=fmt).with_rolling_policy(RollingPolicy(max_batches=3))
     write_batches(sink, [first, second], end_of_input=True)
     assert len(sink.finished_files()) == 2
-    pd.testing.assert_frame_equal(sink.read(), pd.concat([_frame(first), _frame(second)], ignore_index=True))
+    pd.testing.assert_frame_equal(sink.read(), pd.concat([as_frame(first), as_frame(second)], ignore_index=True))
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
@@ -343,3 +344,58 @@ def test_text_lines_of_a_zoned_timestamp_column_named_value_read_back_as_text(tm
     sink = FileSink(str(tmp_path), format="text")
     sink.write(table)
     assert sink.read()["value"].tolist() == ["1970-01-01 00:00:00+00:00"]
+
+
+OUT_OF_PYTHONS_RANGE = {  # values Arrow holds and pandas' NumPy and Python types do not
+    "date": pa.array([-800_000, 0, None, 3_000_000], pa.date32()),  # the years -221 and 10183
+    "nanos": pa.array([1, 86_399_999_999_999, None, 0], pa.time64("ns")),  # below the microsecond
+}
+
+
+@pytest.mark.parametrize(("fmt", "kind"), [("parquet", "date"), ("orc", "date"), ("jsonl", "date"),
+                                           ("parquet", "nanos"), ("csv", "nanos")])
+def test_values_pandas_cannot_hold_read_back_as_arrow_values_not_as_damage(tmp_path, fmt, kind):
+    """``to_pandas`` refuses a date outside the years 1 to 9999 or a time below the microsecond, and read() named
+    the committed part damaged (``CorruptPartError``), so no read() of the sink worked again: now such a column
+    alone keeps its Arrow values (``pd.ArrowDtype``), exact, beside the others' usual dtypes."""
+    column = OUT_OF_PYTHONS_RANGE[kind]
+    table = pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "c": column})
+    sink = FileSink(str(tmp_path), format=fmt)
+    sink.write(table)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # read as the types written, not as text
+        back = sink.read()
+    assert back["id"].dtype == np.int64 and back["id"].tolist() == [1, 2, 3, 4]
+    assert back["c"].dtype == pd.ArrowDtype(column.type)
+    assert pa.array(back["c"].array).equals(column)
+
+
+def test_a_parquet_column_of_a_pandas_arrow_list_dtype_reads_back(tmp_path):
+    """pandas' metadata in the Parquet file names the column's dtype ``list<item: int64>[pyarrow]``, which
+    ``to_pandas`` does not understand: read() named the part damaged; now its lists come back."""
+    frame = pd.DataFrame({"id": [1, 2], "c": pd.Series([[1, 2], None], dtype=pd.ArrowDtype(pa.list_(pa.int64())))})
+    sink = FileSink(str(tmp_path), format="parquet")
+    sink.write(frame)
+    back = sink.read()
+    assert back["id"].tolist() == [1, 2]
+    assert [None if v is None else list(v) for v in back["c"]] == [[1, 2], None]
+
+
+@pytest.mark.parametrize("column", [pa.array([-800_000], pa.date32()).dictionary_encode(),
+                                    pa.array([-(10**17)], pa.timestamp("us", "UTC")),
+                                    pa.array([None, 3_000_000], pa.date32())])
+def test_avro_refuses_dates_beyond_pythons_years_naming_the_column_and_keeps_the_batches_before(tmp_path, column):
+    """The Avro writer takes Python dates and datetimes (years 1 to 9999): such a value failed the part's close
+    with a bare ``OverflowError: date value out of range``, naming nothing."""
+    sink = FileSink(str(tmp_path), format="avro")
+    writer = sink.writer()
+    try:
+        plain = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+        writer.write_batch(pa.table({"c": pa.array([1], pa.int32() if pa.types.is_date(plain) else pa.int64()).cast(plain)}), 0, 0)
+        with pytest.raises(ValueError, match=r"avro format cannot write column 'c' of type .*: it holds a value "
+                                             r"outside the years 1 to 9999"):
+            writer.write_batch(pa.table({"c": column}), 1, 0)
+    finally:
+        writer.close()
+    back = sink.read()["c"]
+    assert len(back) == 1
