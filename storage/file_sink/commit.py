@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from .._lease import Lease
 from .config import SinkConfig
 from .directory import INPROGRESS, SinkDirectory
+from .errors import DamagedCommitRecordError
 from .parts import PhaseHook, no_hook
 from .rolling import PartStats
 from .state import PartRecord, SinkState, load_state
@@ -97,6 +98,18 @@ def discard_reports(config: SinkConfig, reports: Sequence[TaskReport], state: Si
     if state is not None:
         known = {p.path for p in state.open_parts} | {src for src, _ in state.finalize}
     directory.remove([path for r in reports for path in r.created if path not in known])
+
+
+def discard_after_failed_commit(config: SinkConfig, reports: Sequence[TaskReport]) -> None:
+    """After a commit failed: delete the reports' files that the records do not name. Where the records do not read
+    (a record damaged since the tasks began, which failed the commit too), nothing is deleted, since which files
+    they name is not known, and the commit's own error is raised alone, not again chained to this read's."""
+    directory = SinkDirectory(config)
+    try:
+        state = load_state(directory.fs, directory.root)
+    except DamagedCommitRecordError:
+        return
+    discard_reports(config, reports, state)
 
 
 def _refuse_clashing_names(config: SinkConfig, directory: SinkDirectory,

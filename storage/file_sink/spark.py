@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from .._lease import Lease
-from .commit import commit_batch, discard_reports, finish_open_parts, now_ms
+from .commit import commit_batch, discard_after_failed_commit, finish_open_parts, now_ms
 from .config import SinkConfig
 from .directory import RUNNING_HERE, SinkDirectory
 from .parts import PhaseHook, no_hook, refuse_duplicate_columns
@@ -115,8 +115,7 @@ def write_with_tasks(config: SinkConfig, df: DataFrame, owner: str | None, batch
     try:
         return commit_batch(config, batch_id, reports, lease, now_ms(), end_of_input, hook)
     except BaseException:
-        directory = SinkDirectory(config)
-        discard_reports(config, reports, load_state(directory.fs, directory.root))
+        discard_after_failed_commit(config, reports)
         raise
 
 

@@ -18,11 +18,9 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from .commit import commit_batch, discard_reports, fenced_lease, now_ms
+from .commit import commit_batch, discard_after_failed_commit, fenced_lease, now_ms
 from .config import SinkConfig
-from .directory import SinkDirectory
 from .parts import PhaseHook
-from .state import load_state
 from .tasks import TaskReport, describe_task_context, write_task
 
 
@@ -63,8 +61,7 @@ class FileSinkStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         reports = [TaskReport.from_json(m.report) for m in messages if isinstance(m, ReportMessage)]
-        directory = SinkDirectory(self.sink)
-        discard_reports(self.sink, reports, load_state(directory.fs, directory.root))
+        discard_after_failed_commit(self.sink, reports)
 
 
 def register_source(spark: Any, sink: SinkConfig, fence: tuple[int, str], bounded: bool, hook: PhaseHook) -> str:

@@ -97,3 +97,22 @@ def test_parts_written_by_spark_tasks_read_back_as_the_types_written(spark, tmp_
     assert [t.tz_convert("UTC").tz_localize(None) for t in back["at"]] == [
         pd.Timestamp(i * 1000001, unit="us") for i in range(40)]
     assert back["day"].tolist() == [datetime.date(2024, 2, 28) + datetime.timedelta(days=i) for i in range(40)]
+
+
+def test_a_record_damaged_while_the_tasks_write_is_named_once_and_their_files_stay(spark, tmp_path):
+    """The commit refuses the damaged record, and the cleanup read it again to find the tasks' files to delete:
+    the same DamagedCommitRecordError came twice, the second raised while handling the first. Now the commit's
+    error comes alone, and the tasks' files stay (which of them the records name is not known)."""
+    from storage.file_sink import DamagedCommitRecordError
+    from storage.file_sink.spark import write_with_tasks
+    from tests.file_sink.spark_hooks import DamageNewestRecord
+
+    sink = FileSink(str(tmp_path))
+    sink.write(pd.DataFrame({"id": [1, 2]}))
+    before = {p for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(DamagedCommitRecordError, match="is damaged") as refused:
+        write_with_tasks(sink, spark.createDataFrame(pd.DataFrame({"id": [3, 4]})).coalesce(1), "w", 1, None, False,
+                         DamageNewestRecord(str(tmp_path), 1))
+    assert refused.value.__context__ is None
+    written = {p for p in tmp_path.rglob("*") if p.is_file()} - before
+    assert written and all(p.name.startswith(".") or "_file_sink" in p.parts for p in written)
