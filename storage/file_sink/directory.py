@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import os
 import zlib
 from typing import Any, Callable
@@ -239,7 +240,7 @@ class SinkDirectory:
         moved, old = [], []
         for rec in state.open_parts:
             self.check_open_part(rec, state, truncate=False)
-            copy = f"{rec.path.removesuffix(INPROGRESS)}.e{lease.epoch}{INPROGRESS}"
+            copy = self._taken_over_copy(rec, lease.epoch)
             self.fs.cp_file(rec.path, copy)
             if self.fs.size(copy) > rec.length:
                 self.truncate(copy, rec.length)
@@ -250,6 +251,16 @@ class SinkDirectory:
         self.publish(detached, lease, [p.path for p in moved], lambda phase, batch_id: None)
         self.remove(old)
         return detached
+
+    def _taken_over_copy(self, rec: PartRecord, epoch: int) -> str:
+        """The in-progress name of a taken-over part's copy: its final name and the new epoch, so that a part taken
+        over again is not named longer each time (``.e3.e5``); where that passes the name limit (a part name near it
+        gains ``.e<epoch>``), the epoch and a digest of the final name. Both are unique to the part and the epoch."""
+        folder, final = rec.path.rsplit("/", 1)[0], rec.final_path.rsplit("/", 1)[-1]
+        name = f".{final}.e{epoch}{INPROGRESS}"
+        if self.name_limit is not None and len(name.encode()) > self.name_limit:
+            name = f".e{epoch}-{hashlib.sha256(final.encode()).hexdigest()[:40]}{INPROGRESS}"
+        return f"{folder}/{name}"
 
     def seal_final(self, rec: PartRecord) -> None:
         """Append an idle row-format part's final (empty) segment, when encrypted, so that it can be finished."""

@@ -431,3 +431,30 @@ def test_a_damaged_or_missing_manifest_is_named(tmp_path, damage):
     problem = r"does not read \(10 bytes: JSONDecodeError" if damage == "truncated" else "is missing"
     with pytest.raises(DamagedCommitRecordError, match=rf"file sink manifest {manifest} {problem}"):
         sink.read()
+
+
+def in_progress_names(root: Path) -> list[str]:
+    return sorted(p.name for p in root.rglob(".*.inprogress"))
+
+
+@pytest.mark.parametrize("prefix_length", [4, 233])  # 233: the in-progress name is 255 bytes, the most allowed
+def test_taking_over_a_live_writer_again_and_again_keeps_the_copys_name_within_the_limit(tmp_path, prefix_length):
+    """A take-over copies the live writer's in-progress parts. The copy was named by adding ``.e<epoch>`` to the
+    part's in-progress name: one more each take-over (``.e2.e3``), and past the name limit for a part name near it,
+    so the take-over failed with ``OSError: File name too long``. Now it is the final name and the epoch, or where
+    that is too long the epoch and a digest of it."""
+    sink = (FileSink(str(tmp_path)).with_writer_id("w").with_part_names(prefix="p" * prefix_length)
+            .with_rolling_policy(RollingPolicy(max_batches=10)))
+    first = sink.writer()
+    first.write_batch(batch(0, 2), 0, 0)  # part 0 stays in progress
+    lengths = []
+    for batch_id in (1, 2, 3):
+        taker = sink.writer(take_over=True)
+        taker.write_batch(batch(2 * batch_id, 2), batch_id, 0)  # appends to the copy of part 0
+        names = in_progress_names(tmp_path)
+        assert len(names) == 1 and all(len(n.encode()) <= 255 for n in names)
+        lengths.append(len(names[0]))
+    assert len(set(lengths)) == 1  # no longer with each take-over
+    taker.finish(processing_time_ms=0)
+    taker.close()
+    assert sorted(sink.read()["id"]) == list(range(8))
