@@ -80,7 +80,8 @@ class SplitterConfig:
     values; needs ``columns``).
     ``columns``: for CSV, the column names in file order, each optionally with one of
     ``CSV_TYPES`` (``"ts timestamp, user, amount long"``; the default type is ``string``).
-    ``header``: for CSV, the first line of each file is a header, not a record.
+    ``header``: for CSV, the first non-blank line of each file is a header, not a record (blank
+    lines, empty or of characters up to U+0020 only, are skipped, as Spark's CSV reader skips them).
     ``scan_trigger_file``: a file whose content changing (``FileSplitter.trigger_scan()`` writes a
     new token into it) makes the next hand-out list the files at once, whatever ``scan_interval``
     says; it reaches a Spark source running in another process. Name it with a leading ``_`` or

@@ -286,6 +286,13 @@ def read_lines(fs: fsspec.AbstractFileSystem, blocks: Sequence[BlockMetadata], *
     return pa.concat_tables([LINE_SCHEMA.empty_table(), *tables]).to_pandas()
 
 
+#: What a blank CSV line holds: characters up to U+0020, those Java's ``String.trim`` strips. Spark's
+#: CSV reader skips a line that is empty once trimmed (``CSVExprUtils.filterCommentAndEmpty``), and
+#: the blank lines before the header (``CSVExprUtils.extractHeader``).
+_BLANK_BYTES = bytes(range(0x21))
+_BLANK_CHARACTERS = _BLANK_BYTES.decode("ascii")
+
+
 def csv_schema(column_names: Sequence[str]) -> pa.Schema:
     """Arrow schema of ``read_csv_table``: the CSV columns as strings, then where each record is."""
     return pa.schema([pa.field(name, pa.string()) for name in column_names] + list(LINE_SCHEMA)[1:])
@@ -302,20 +309,22 @@ def read_csv_table(
 ) -> pa.Table:
     """CSV records (no newlines inside values) of one block as an Arrow table with ``csv_schema``.
 
-    Every column is a string, because each block would otherwise infer its own types. With
-    ``header``, the file's first non-empty line is the header and is not a record, in whichever
-    block (or segment) it starts, as in Spark, which skips the empty lines before the header. Empty
-    lines are skipped. ``path``, ``block_id`` and ``offset`` locate each record; a record belongs to the
-    block holding its first byte, as lines do. A record holding a lone ``\r`` is refused: Arrow's
-    parser would end a record there, where the lines do not, and the records would lose their offsets.
+    Every column is a string, because each block would otherwise infer its own types. Blank lines
+    (empty, or only characters up to U+0020: spaces, tabs, ``\r``, other control characters) are
+    skipped, as Spark's CSV reader skips the lines that Java's ``String.trim`` empties. With
+    ``header``, the file's first non-blank line is the header and is not a record, in whichever
+    block (or segment) it starts, as in Spark, which skips the blank lines before the header.
+    ``path``, ``block_id`` and ``offset`` locate each record; a record belongs to the block holding
+    its first byte, as lines do. A record holding a lone ``\r`` is refused: Arrow's parser would end
+    a record there, where the lines do not, and the records would lose their offsets.
     """
     schema = csv_schema(column_names)
     lines = read_block_table(fs, block, strict=strict, on_skip=on_skip)
-    keep = pc.not_equal(lines["value"], "")
+    keep = pc.not_equal(pc.utf8_ltrim(lines["value"], characters=_BLANK_CHARACTERS), "")
     if header and pc.any(keep).as_py():
-        # The header is the file's first non-empty line: this block's first one, when only empty lines come before it.
+        # The header is the file's first non-blank line: this block's first one, when only blank lines come before it.
         first = pc.index(keep, True).as_py()
-        if block.offset == 0 or _only_empty_lines(fs, block, lines["offset"][0].as_py()):
+        if block.offset == 0 or _only_blank_lines(fs, block, lines["offset"][0].as_py()):
             keep = pc.and_(keep, pc.not_equal(lines["offset"], lines["offset"][first]))
     lines = lines.filter(keep)
     if len(lines) == 0:
@@ -347,22 +356,23 @@ def read_csv_table(
     return pa.Table.from_arrays([*records.columns, lines["path"], lines["block_id"], lines["offset"]], schema=schema)
 
 
-def _only_empty_lines(fs: fsspec.AbstractFileSystem, block: BlockMetadata, stop: int) -> bool:
-    """Whether bytes ``[0, stop)`` of the block's file are empty lines only (each ``\n`` or ``\r\n``).
+def _only_blank_lines(fs: fsspec.AbstractFileSystem, block: BlockMetadata, stop: int) -> bool:
+    """Whether bytes ``[0, stop)`` of the block's file are blank lines only: every byte, line ends
+    included, is at most ``0x20`` (no byte of a multi-byte UTF-8 character is).
 
     Reads up to the first other byte, by ranges (``cat_file``, so a remote file is not read ahead):
-    one read of a few bytes unless the file starts with empty lines.
+    one read of a few bytes unless the file starts with blank lines.
     """
-    pos, tail, size = 0, b"", 64
+    pos, size = 0, 64
     try:
         while pos < stop:
             probe = fs.cat_file(block.path, start=pos, end=min(stop, pos + size))
-            if not probe or probe.strip(b"\r\n") or b"\r\r" in tail + probe:
+            if not probe or probe.translate(None, _BLANK_BYTES):
                 return False
-            pos, tail, size = pos + len(probe), probe[-1:], _PROBE_BYTES
+            pos, size = pos + len(probe), _PROBE_BYTES
     except OSError as err:
         raise OSError(f"cannot read block {block.block_id} of file {block.path!r}: {err}") from err
-    return tail != b"\r"
+    return True
 
 
 def _malformed_csv(block: BlockMetadata, lines: pa.Table, malformed: list, err: Exception) -> ValueError:

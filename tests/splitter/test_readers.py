@@ -238,11 +238,12 @@ def test_a_malformed_csv_record_is_refused_with_its_file_and_offset(tmp_path):
 
 
 @pytest.mark.parametrize(("data", "offset"), [
-    (b"a,b\n1,x\r2,y\n3,z\n", 4), (b"a,b\r\n1,x\r\n\r\r\n2,y\r\n", 10), (b"a,b\n1,x\r2,y\n\r\r\n3,z\n", 4),
+    (b"a,b\n1,x\r2,y\n3,z\n", 4), (b"a,b\r\n1,x\r\n \rz\r\n2,y\r\n", 10), (b"a,b\n1,x\r2,y\n\r\r\n3,z\n", 4),
     (b"a,b\r\n1,x\r", 5)])
 def test_a_csv_record_holding_a_lone_carriage_return_is_refused_with_its_file_and_offset(tmp_path, data, offset):
     """Arrow's CSV parser ends a record at a lone \\r where the lines do not: a cryptic ArrowInvalid
-    about column lengths, or records at the wrong offsets."""
+    about column lengths, or records at the wrong offsets. A blank line holding one (``\r\r\n``) is
+    skipped instead, as any blank line."""
     path = tmp_path / "t.csv"
     path.write_bytes(data)
     [block] = all_blocks(str(path), 1024)
@@ -251,14 +252,20 @@ def test_a_csv_record_holding_a_lone_carriage_return_is_refused_with_its_file_an
         read_csv_block(FS, block, ["a", "b"])
 
 
+#: What Java's ``String.trim`` strips: Spark's CSV reader skips a line that is empty once trimmed.
+#: (Python's ``str.strip()`` strips more: U+0085, U+00A0, U+2028, ..., which Spark keeps.)
+JAVA_TRIM = "".join(map(chr, range(0x21)))
+
+
 def csv_reference(data: bytes, header: bool) -> list[tuple[str, int]]:
-    """``(record, offset)`` as Spark's CSV reader takes them: empty lines skipped, and with ``header``
-    the first non-empty line of the file, wherever it is, is the header."""
+    """``(record, offset)`` as Spark's CSV reader takes them: blank lines (empty after Java's
+    ``trim``) skipped, and with ``header`` the first non-blank line of the file, wherever it is,
+    is the header."""
     records, offset = [], 0
     for raw in data.split(b"\n"):
-        line = raw[:-1] if raw.endswith(b"\r") and offset + len(raw) < len(data) else raw
-        if line:
-            records.append((line.decode("utf-8"), offset))
+        line = (raw[:-1] if raw.endswith(b"\r") and offset + len(raw) < len(data) else raw).decode("utf-8")
+        if line.strip(JAVA_TRIM):
+            records.append((line, offset))
         offset += len(raw) + 1
     return records[1:] if header else records
 
@@ -273,11 +280,18 @@ def csv_records(blocks: list[BlockMetadata], header: bool, columns: int = 1) -> 
 @pytest.mark.parametrize("data", [
     b"\na,b\n1,2\n", b"\r\na,b\n1,2\n", b"\n\r\n\n\na,b\n1,2\n\n3,4", b"a,b\n1,2\n", b"\n\n\n", b"", b"\n\na,b",
     b"\n\na,b\n", b"\n" * 20 + b"a,b\n" + b"\n" * 7 + b"1,2\r\n3,4\n",
+    # Blank lines: spaces, tabs and other control characters up to 0x20, a lone \r among them included.
+    b"a,b\n1,2\n   \n\t\n3,4\n \n", b" \na,b\n1,2\n", b"\t\r\n\x0b\x0c\na,b\n \n1,2\n\t\t\n3,4", b"  \n\t\r\n\x0c",
+    b"\x00\n\x1f\x01\r\na,b\n\x00\n1,2", b"a,b\n1,2\n\r\r\n3,4\n \r \n5,6", b"a,b\n1,2\n\r", b"\r\r\na,b\r\n1,2",
+    b" \t" * 40 + b"\n" + b"\x0b" * 70 + b"\r\na,b\n \n1,2\n",  # more than the first ranged read (64 bytes) before the header
+    # Not blank: characters above U+0020 that Python's str.strip() would strip too, and padded records.
+    "a,b\n\u00a0,x\n \u00a0 , y \n\x7f,z\n\x85,w\n\u2028,v\n 1 , 2 \n".encode(), " \n\u00a0,\x85\n\ta,b\n1,2".encode(),
 ])
 @pytest.mark.parametrize("header", [True, False])
-def test_the_csv_header_is_the_first_non_empty_line_of_the_file_whatever_the_block(tmp_path, data, header):
-    """As in Spark (CSVExprUtils.extractHeader drops the empty lines before the header): with leading
-    empty lines the header is still no record, also when it starts in a later block."""
+def test_the_csv_header_is_the_first_non_blank_line_of_the_file_whatever_the_block(tmp_path, data, header):
+    """As in Spark (CSVExprUtils.extractHeader drops the blank lines before the header, and
+    filterCommentAndEmpty the blank lines after it): with leading blank lines the header is still no
+    record, also when it starts in a later block, and a blank line is never a record."""
     path = tmp_path / "t.csv"
     path.write_bytes(data)
     expected = csv_reference(data, header)
@@ -285,18 +299,65 @@ def test_the_csv_header_is_the_first_non_empty_line_of_the_file_whatever_the_blo
         assert csv_records(all_blocks(str(path), block_size), header, columns=2) == expected, block_size
 
 
+class _RangeRecorder:
+    """The local file system, keeping the ranges read by ``cat_file``."""
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, int]] = []
+
+    def open(self, path, mode):
+        return FS.open(path, mode)
+
+    def cat_file(self, path, start, end):
+        self.ranges.append((start, end))
+        return FS.cat_file(path, start=start, end=end)
+
+
+@pytest.mark.parametrize("blank", [b"", b" \t\r\n" * 100])
+def test_a_later_block_looks_for_the_header_by_small_ranged_reads_up_to_the_first_non_blank_byte(tmp_path, blank):
+    """A block after byte 0 holding a non-blank line reads the file from byte 0 to see whether only
+    blank lines come before its first line: one read of 64 bytes when the file starts with its header,
+    one more (up to the block's first line) when 400 bytes of blank lines come first; never past that."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(blank + b"a,b\n" + b"1,2\n" * 500)
+    fs = _RangeRecorder()
+    rows = []
+    for block in all_blocks(str(path), 256):
+        fs.ranges.clear()
+        table = read_csv_block(fs, block, ["a", "b"])
+        rows += table[["a", "b"]].values.tolist()
+        if block.offset == 0 or block.end <= len(blank):
+            assert fs.ranges == [], block  # the file's first block, or one of blank lines only
+        else:  # every line is 4 bytes: the block's first one starts at the first multiple of 4
+            assert fs.ranges == [(0, 64)] + ([(64, -(-block.offset // 4) * 4)] if blank else []), block
+    assert rows == [["1", "2"]] * 500
+
+
+def test_text_lines_keep_blank_lines_as_spark_read_text_does(tmp_path):
+    """Only CSV skips blank lines: with format="text" a line of spaces, tabs or control characters is a record."""
+    (tmp_path / "t.txt").write_bytes(b"a\n \n\t\r\n\x0b\x0c\n\n\x00\nb")
+    for block_size in (1, 3, 1024):
+        lines = FileSplitter(str(tmp_path), block_size=block_size, settle=0).read_records()["value"].tolist()
+        assert lines == ["a", " ", "\t", "\x0b\x0c", "", "\x00", "b"], block_size
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    lines=st.lists(st.one_of(st.just(""), st.text(alphabet="abé中😀", min_size=1, max_size=6)), max_size=10),
+    lines=st.lists(st.one_of(
+        st.just(""),
+        st.text(alphabet="abé中😀", min_size=1, max_size=6),
+        st.text(alphabet=" \t\x0b\x0c\x00\x1f\r", min_size=1, max_size=4),  # blank (a lone \r is blank too)
+        st.text(alphabet="a中 \t\x0b\x00\u00a0\x85\x7f", min_size=1, max_size=5).filter(lambda s: s.strip(JAVA_TRIM)),
+    ), max_size=10),
     crlf=st.lists(st.booleans(), min_size=10, max_size=10),
     final_newline=st.booleans(),
     block_size=st.integers(min_value=1, max_value=40),
     cut=st.integers(min_value=0, max_value=10),
 )
-def test_csv_records_with_a_header_after_empty_lines_in_blocks_and_segments(tmp_path, lines, crlf, final_newline,
+def test_csv_records_with_a_header_after_blank_lines_in_blocks_and_segments(tmp_path, lines, crlf, final_newline,
                                                                             block_size, cut):
-    """Blocks and segments of any size, read separately: every record once, and the header (the
-    first non-empty line) never; a file grown by whole lines is read as two segments."""
+    """Blocks and segments of any size, read separately: every record once, blank lines never, and
+    the header (the first non-blank line) never; a file grown by whole lines is read as two segments."""
     text = "".join(line + ("\r\n" if crlf[i] else "\n") for i, line in enumerate(lines))
     data = (text if final_newline else text.removesuffix("\n").removesuffix("\r")).encode("utf-8")
     path = tmp_path / "t.csv"

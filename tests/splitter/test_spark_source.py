@@ -216,6 +216,62 @@ def test_every_type_a_csv_column_accepts_is_cast_by_the_source(spark, tmp_path):
     assert list(row[: len(columns)]) == [value for _, value in TYPED_VALUES.values()]
 
 
+#: CSV files with blank lines: spaces, tabs, \r\n, control characters up to 0x20 (a lone \r among
+#: them), before the header too, more than 64 bytes of them, a file of blank lines only; and lines
+#: that are not blank (characters above U+0020 that Python's str.strip() strips), padded records.
+BLANK_LINE_FILES = {
+    "spaces.csv": b"a,b\n1,2\n   \n\t\n3,4\n \n",
+    "control.csv": b"a,b\r\n1,2\r\n\x0b\r\n\x0c \r\n\x00\n\x1f\x01\n3,4\r\n\t\r\n5,6",
+    "before_header.csv": b" \t\n\r\n\x0b\n\x0c\na,b\n \n1,2\n\t\t\n3,4",
+    "long_before_header.csv": b" \t" * 40 + b"\n" + b"\x0b" * 70 + b"\r\na,b\n \n1,2\n",
+    "only_blank.csv": b" \n\t\r\n\x0c\n\x0b \n\n",
+    "lone_cr.csv": b"a,b\n1,2\n\r\r\n3,4\n \r \n5,6\n\r",
+    "not_blank.csv": " \n\u00a0,h\n \u00a0 , y \n\x7f,z\n\x85,w\n\u2028,v\n 1 , 2 \n\t3,4\t\n".encode(),
+}
+
+
+def by_file(rows) -> dict[str, list[tuple]]:
+    """``(file name, *values)`` rows, in order, as lists of values by file name."""
+    files: dict[str, list[tuple]] = {}
+    for name, *values in rows:
+        files.setdefault(name.rsplit("/", 1)[-1], []).append(tuple(values))
+    return files
+
+
+@pytest.mark.spark
+def test_csv_blank_lines_are_skipped_as_spark_read_csv_skips_them(spark, tmp_path):
+    """Spark's CSV reader skips the lines that Java's String.trim empties (every character up to
+    U+0020), before the header too (CSVExprUtils.filterCommentAndEmpty, extractHeader); so does
+    the splitter, whatever blocks cut the file, in pandas and through the Spark source. Text keeps
+    them, as spark.read.text does."""
+    data = tmp_path / "in"
+    data.mkdir()
+    for name, content in BLANK_LINE_FILES.items():
+        (data / name).write_bytes(content)
+    for header in (True, False):
+        spark_rows = (spark.read.schema("a string, b string").csv(str(data), header=header)
+                      .select("_metadata.file_name", "a", "b").collect())
+        expected = by_file(spark_rows)
+        assert "only_blank.csv" not in expected and len(expected["control.csv"]) == 3 + (not header)
+        for block_size in (1, 2, 3, 5, 8, 64, 1 << 20):
+            records = FileSplitter(str(data), format="csv", columns="a, b", header=header, block_size=block_size,
+                                   settle=0).read_records().sort_values(["path", "offset"])
+            assert by_file(records[["path", "a", "b"]].itertuples(index=False)) == expected, (header, block_size)
+        if header:
+            frame = FileSplitter(str(data), format="csv", columns="a, b", header=True, block_size=3, settle=0,
+                                 blocks_per_batch=50).read_stream(spark)
+            streamed = collect_stream(frame.select("path", "offset", "a", "b"), tmp_path / "cp")
+            assert by_file((path, a, b) for path, _, a, b in streamed) == expected
+    # Text: every line is a record, blank or not (files without a lone \r, where Spark's text reader ends a line).
+    text_files = [name for name, content in BLANK_LINE_FILES.items() if b"\r" not in content.replace(b"\r\n", b"")]
+    spark_lines = by_file(spark.read.text(str(data)).select("_metadata.file_name", "value").collect())
+    for block_size in (1, 5, 1 << 20):
+        lines = FileSplitter(str(data), block_size=block_size, settle=0).read_records().sort_values(["path", "offset"])
+        splitter_lines = by_file(lines[["path", "value"]].itertuples(index=False))
+        assert {name: splitter_lines[name] for name in text_files} == {name: spark_lines[name] for name in text_files}
+    assert ("   ",) in spark_lines["spaces.csv"] and ("\x0b",) in spark_lines["control.csv"]
+
+
 #: CSV column names that Spark SQL reads only in backticks, with a backtick inside doubled.
 AWKWARD_COLUMNS = [("a`b", "long"), ("my col", "string"), ("x.y, z", "int"), ("`q`", "string")]
 
