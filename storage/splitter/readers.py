@@ -309,7 +309,8 @@ def read_csv_table(
 ) -> pa.Table:
     """CSV records (no newlines inside values) of one block as an Arrow table with ``csv_schema``.
 
-    Every column is a string, because each block would otherwise infer its own types. Blank lines
+    Every column is a string, because each block would otherwise infer its own types; an empty field, quoted
+    or not, is null, as Spark's CSV reader reads it. Blank lines
     (empty, or only characters up to U+0020: spaces, tabs, ``\r``, other control characters) are
     skipped, as Spark's CSV reader skips the lines that Java's ``String.trim`` empties. With
     ``header``, the file's first non-blank line is the header and is not a record, in whichever
@@ -349,7 +350,8 @@ def read_csv_table(
             pa.BufferReader(text.as_buffer()),
             read_options=pacsv.ReadOptions(column_names=list(column_names)),
             parse_options=pacsv.ParseOptions(newlines_in_values=False, invalid_row_handler=refuse),
-            convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in column_names}),
+            convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in column_names},
+                                                 strings_can_be_null=True, null_values=[""]),
         )
     except pa.ArrowInvalid as err:
         raise _malformed_csv(block, lines, malformed, err) from err

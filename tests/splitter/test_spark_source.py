@@ -11,6 +11,7 @@ from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from storage import FileSplitter
@@ -604,3 +605,25 @@ def test_rows_option_is_checked():
         SplitterDataSource({"path": ".", "rows": "chunks", "format": "csv", "columns": "a"})
     with pytest.raises(ValueError, match=r"skipped_accumulator='x' must be the id of an accumulator, an integer"):
         SplitterDataSource({"path": ".", "skipped_accumulator": "x"})
+
+
+@pytest.mark.spark
+def test_csv_empty_fields_are_null_as_spark_read_csv_reads_them(spark, tmp_path):
+    """Spark's CSV reader reads an empty field, quoted (``""``) or not, as null (its ``nullValue`` is ""); the
+    splitter gave "" (a typed column became null through try_cast, a string column kept ""). Other text that
+    other readers take for null (NA, null, a space) stays text in both."""
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "empty.csv").write_bytes(b'a,b\n1,\n2,""\n3," "\n,4\n"",\nNA,null\n')
+    expected = by_file(spark.read.schema("a string, b string").csv(str(data), header=True)
+                       .select("_metadata.file_name", "a", "b").collect())
+    assert expected["empty.csv"][:2] == [("1", None), ("2", None)]  # the reference reads them as null
+    for block_size in (1, 4, 1 << 20):
+        records = FileSplitter(str(data), format="csv", columns="a, b", block_size=block_size,
+                               settle=0).read_records().sort_values(["path", "offset"])
+        rows = [(path, *(None if pd.isna(v) else v for v in values))
+                for path, *values in records[["path", "a", "b"]].itertuples(index=False)]
+        assert by_file(rows) == expected, block_size
+    frame = FileSplitter(str(data), format="csv", columns="a, b", block_size=4, settle=0).read_stream(spark)
+    streamed = collect_stream(frame.select("path", "offset", "a", "b"), tmp_path / "cp")
+    assert by_file((path, a, b) for path, _, a, b in streamed) == expected
