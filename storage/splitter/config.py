@@ -43,9 +43,6 @@ _MAX_PRECISION = 38
 
 #: File names the scanner never offers: hidden ('.x', '_SUCCESS') and temporary files.
 TEMPORARY_SUFFIXES = (".tmp", ".temp", ".crc", ".inprogress", ".partial", ".swp", "~")
-#: Compressed files (Hadoop's codecs, which Spark's text source decompresses, and xz, zip): read in blocks as bytes
-#: they would give lines of garbage, so the scanner refuses them (a warning, or an error with ``strict``).
-COMPRESSED_SUFFIXES = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".xz", ".zip")
 
 
 def _positive_int(name: str, value: int | str) -> int:

@@ -3,12 +3,16 @@
 A block is a byte range of one *segment* of a file. A segment is the part of a file
 offered at once: the whole file, or, when a file grows, only its new bytes. Block ids
 are ``offset // block_size`` in file coordinates, so they stay unique across segments.
+A compressed file (``compression.codec_of``) is one block, id 0, covering the whole file, whatever
+the block size: its bytes cannot be split.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Iterable, Iterator
+
+from storage.splitter.compression import codec_of
 
 if TYPE_CHECKING:  # pandas is imported where frames are made: Spark's Python processes never need it
     import pandas as pd
@@ -25,11 +29,16 @@ class FileMetadata:
     block_size: int
 
     @property
+    def _step(self) -> int:
+        """The size of its blocks: the whole file's for a compressed one."""
+        return max(self.length, 1) if codec_of(self.path) is not None else self.block_size
+
+    @property
     def block_ids(self) -> range:
         """Ids of the blocks that cover the segment; a lazy ``range``, never a list."""
         if self.length <= self.segment_start:
             return range(0)
-        return range(self.segment_start // self.block_size, (self.length - 1) // self.block_size + 1)
+        return range(self.segment_start // self._step, (self.length - 1) // self._step + 1)
 
     @property
     def block_count(self) -> int:
@@ -38,10 +47,10 @@ class FileMetadata:
     def blocks(self, start_offset: int | None = None) -> Iterator["BlockMetadata"]:
         """Yield the segment's blocks lazily, from ``start_offset`` (a block start) on."""
         first = self.segment_start if start_offset is None else start_offset
-        offset = first
+        offset, step = first, self._step
         while offset < self.length:
-            end = min((offset // self.block_size + 1) * self.block_size, self.length)
-            yield BlockMetadata(self.path, offset // self.block_size, offset, end - offset, self.segment_start, self.length)
+            end = min((offset // step + 1) * step, self.length)
+            yield BlockMetadata(self.path, offset // step, offset, end - offset, self.segment_start, self.length)
             offset = end
 
 

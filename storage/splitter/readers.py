@@ -8,10 +8,13 @@ Lines end at ``\\n``; one ``\\r`` before it is dropped (CRLF); a lone ``\\r`` is
 ending a file without a final ``\\n``.
 Splitting on the byte ``\\n`` never cuts a multi-byte UTF-8 character, because no byte
 of such a character is ``0x0A``.
+A compressed file is one block (``metadata``): it is decompressed whole, in memory, and its
+records read from the decompressed bytes as from one block covering an uncompressed file.
 """
 
 from __future__ import annotations
 
+import io
 import warnings
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Callable, Iterator, Sequence
@@ -22,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from storage.splitter.compression import codec_of, decompress
 from storage.splitter.metadata import BlockMetadata
 
 if TYPE_CHECKING:  # pyarrow's to_pandas() imports pandas when a frame is asked for
@@ -143,6 +147,8 @@ def _pieces_of(fs: fsspec.AbstractFileSystem, block: BlockMetadata, strict: bool
     given = False
     try:
         with fs.open(block.path, "rb") as f:
+            if codec_of(block.path) is not None:
+                f, block = _decompressed(f, block)
             for piece in _record_pieces(f, block, piece_bytes):
                 given = True
                 yield piece
@@ -152,6 +158,15 @@ def _pieces_of(fs: fsspec.AbstractFileSystem, block: BlockMetadata, strict: bool
         warnings.warn(f"skipped unreadable file {block.path!r}: {err}", UnreadableFileWarning, stacklevel=3)
         if on_skip is not None:
             on_skip(SkippedBlock(block.path, block.block_id, str(err)))
+
+
+def _decompressed(f: IO[bytes], block: BlockMetadata) -> tuple[IO[bytes], BlockMetadata]:
+    """A compressed file's whole content, decompressed in memory, and the one block covering it: its
+    records are then read as an uncompressed file's (offsets in the decompressed bytes). Only the bytes
+    listed are read (``segment_end``), so a replayed block reads the same ones, and members appended
+    since are left out. A truncated or corrupt file raises ``OSError`` naming it, as an unreadable one does."""
+    data = decompress(f.read(block.segment_end), block.path)
+    return io.BytesIO(data), BlockMetadata(block.path, block.block_id, 0, len(data), 0, len(data))
 
 
 def _split_lines(start: int, data: bytes, stop: int) -> tuple[pa.Array, np.ndarray]:

@@ -21,7 +21,8 @@ from typing import Callable, Iterator, Mapping
 
 import fsspec
 
-from storage.splitter.config import COMPRESSED_SUFFIXES, SplitterConfig
+from storage.splitter.compression import refusal
+from storage.splitter.config import SplitterConfig
 from storage.splitter.readers import UnreadableFileWarning
 
 
@@ -83,8 +84,8 @@ class Scanner:
         self._only: frozenset[str] | None = None
         #: The files the last scan found not yet stable.
         self.settling: dict[str, Settling] = {}
-        #: Compressed files already warned about (`_refuse_compressed`).
-        self._compressed: set[str] = set()
+        #: Refused files (``.lz4``, ``.snappy``, ``.zip``) already warned about (`_refuse`).
+        self._refused: set[str] = set()
 
     @property
     def frozen(self) -> bool:
@@ -139,16 +140,15 @@ class Scanner:
                     directories.append(path)
         return dict(sorted(found.items()))
 
-    def _refuse_compressed(self, path: str) -> None:
-        """A compressed file read in blocks would give lines of garbage: an error with ``strict``, else a warning
-        the first time a scan finds it (it is never offered)."""
-        refused = (f"compressed file {path!r} is not read: the splitter reads files in blocks of bytes, and a "
-                   "compressed file's are not lines; decompress it into the watched paths, or read it with Spark's "
-                   "text source, which decompresses it whole")
+    def _refuse(self, path: str, why: str) -> None:
+        """A file the splitter cannot read (``compression.REFUSED_SUFFIXES``): an error with ``strict``, else a
+        warning the first time a scan finds it (it is never offered)."""
+        refused = (f"compressed file {path!r} is not read: {why}; decompress it into the watched paths, or "
+                   "recompress it as .gz, .bz2, .xz, .zst or .deflate, which are read whole")
         if self._config.strict:
             raise ValueError(refused)
-        if path not in self._compressed:
-            self._compressed.add(path)
+        if path not in self._refused:
+            self._refused.add(path)
             warnings.warn(refused, UnreadableFileWarning, stacklevel=4)
 
     def _unlistable(self, directory: str, err: OSError) -> None:
@@ -173,8 +173,9 @@ class Scanner:
         for path, info in self._walk():
             named = path in self._roots
             if self._config.accepts(posixpath.basename(path), named) and (self._only is None or path in self._only):
-                if path.lower().endswith(COMPRESSED_SUFFIXES):
-                    self._refuse_compressed(path)
+                why = refusal(path)
+                if why is not None:
+                    self._refuse(path, why)
                     continue
                 mtime = _mtime(info)
                 if mtime is None:

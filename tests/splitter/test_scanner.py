@@ -525,22 +525,14 @@ def test_a_directory_that_cannot_be_listed_warns_or_raises_when_strict(tmp_path,
         assert len(caught) == 1
 
 
-@pytest.mark.parametrize("strict", [False, True])
-def test_a_compressed_file_is_refused_not_read_as_garbage(tmp_path, strict):
-    """Read in blocks, a rotated log's .gz gave lines of garbage (U+FFFD and all) without a word."""
+def test_a_rotated_gz_log_is_read_decompressed_not_as_garbage(tmp_path):
+    """Read in blocks, a rotated log's .gz gave lines of garbage (U+FFFD and all) without a word; then it was
+    refused; now it is read whole, decompressed (tests/splitter/test_compressed.py)."""
     import gzip
 
     write(tmp_path / "app.log", "plain\n")
     (tmp_path / "app.log.1.gz").write_bytes(gzip.compress(b"rotated\n"))
-    splitter = FileSplitter(str(tmp_path), settle=0, strict=strict)
-    refused = r"compressed file '.*app\.log\.1\.gz' is not read: the splitter reads files in blocks"
-    if strict:
-        with pytest.raises(ValueError, match=refused):
-            splitter.read_lines()
-        return
-    with pytest.warns(UnreadableFileWarning, match=refused) as caught:
-        assert all_lines(splitter) == ["plain"]
-    assert len(caught) == 1
+    assert all_lines(FileSplitter(str(tmp_path), settle=0, strict=True)) == ["plain", "rotated"]
 
 
 def test_a_hidden_file_named_in_paths_is_read_as_spark_reads_it(tmp_path):
