@@ -62,7 +62,8 @@ class SplitterConfig:
 
     ``paths``: files or directories, all on one fsspec filesystem (local when no protocol).
     ``pattern``: a regular expression that must match the whole file name (not the directory).
-    ``block_size``: bytes per block; a record belongs to the block holding its first byte.
+    ``block_size``: bytes per block; a record belongs to the block holding its first byte. A
+    compressed file (``.gz``, ``.bz2``, ``.xz``, ``.zst``, ``.deflate``) is one block whatever it says.
     ``blocks_per_batch``: at most this many blocks per micro-batch (Apex's blocksThreshold).
     ``scan_interval``: seconds between two listings; a listing is reused until then.
     ``settle``: a file is stable once its size and mtime have stayed the same this many seconds
@@ -72,7 +73,8 @@ class SplitterConfig:
     ``watermark_slack``: files whose mtime is older than the newest fully read file minus this
     slack are forgotten and never offered again; ``None`` (or ``"none"``) remembers every file (unbounded).
     ``continuous``: keep scanning for new files; ``False`` reads what the first scan found and ends.
-    ``strict``: an unreadable file raises instead of being skipped with a warning.
+    ``strict``: an unreadable file (a truncated or corrupt compressed one included), or a refused
+    ``.lz4``, ``.snappy`` or ``.zip`` one, raises instead of being skipped with a warning.
     ``format``: ``"text"`` (one record per line) or ``"csv"`` (CSV records without newlines in
     values; needs ``columns``).
     ``columns``: for CSV, the column names in file order, each optionally with one of

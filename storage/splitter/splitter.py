@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 class FileSplitter:
     """Discovers files under ``paths`` and hands out their blocks exactly once.
 
+    A ``.gz``, ``.bz2``, ``.xz``, ``.zst`` or ``.deflate`` file is one block, decompressed whole in
+    memory by one task, its records' offsets in the decompressed bytes; ``.lz4``, ``.snappy`` and
+    ``.zip`` files are refused (``storage.splitter.compression``, docs/splitter.md "Compressed files").
+
     See ``SplitterConfig`` for the parameters. ``clock`` (epoch seconds) and ``sleep`` are
     injectable so tests control the scan interval and the settle time, and the waits for files
     still settling, without waiting on the wall clock.
