@@ -46,7 +46,7 @@ $(SPARK35_STAMP): pyproject.toml
 test-spark35: $(SPARK35_STAMP)
 	$(SPARK35_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/engine tests/spark_runner tests/test_spark_output_types.py \
 		tests/file_sink --ignore tests/file_sink/test_cluster.py --ignore tests/file_sink/test_spark.py tests/kv --ignore tests/kv/test_spark.py \
-		tests/splitter/test_readers.py tests/splitter/test_scanner.py tests/splitter/test_state.py
+		tests/splitter/test_readers.py tests/splitter/test_scanner.py tests/splitter/test_state.py tests/splitter/test_compressed.py
 
 # The differential against Apache Beam (tests/beam) in its own venv: apache-beam pins an older pyarrow.
 # BEAM_EXAMPLES random pipelines (hypothesis), drawn from BEAM_SEED on.
