@@ -62,7 +62,9 @@ class TestStream:
         return self._then(AdvanceWatermark(None))
 
     def advance_processing_time(self, duration: Any) -> "TestStream":
-        return self._then(AdvanceProcessingTime(parse_duration("advance_processing_time(duration)", duration)))
+        """Checked here; kept as given, so that an error of the run (a duration on a numeric column) shows it so."""
+        parse_duration("advance_processing_time(duration)", duration)
+        return self._then(AdvanceProcessingTime(duration))
 
     def first_elements(self) -> pd.DataFrame | None:
         return next((a.elements for a in self.actions if isinstance(a, AddElements) and len(a.elements.columns)), None)

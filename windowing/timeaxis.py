@@ -253,20 +253,21 @@ class TimeAxis:
             out = np.clip(np.where(values == MIN_TIME, info.min, values), info.min, info.max).astype(info.dtype)
         return pd.Series(out).astype(dtype)
 
-    def duration(self, param: str, value: Any) -> int:
-        """A duration in the axis's unit; strings and timedeltas need a timestamp column."""
+    def duration(self, param: str, value: Any, where: str = "") -> int:
+        """A duration in the axis's unit; strings and timedeltas need a timestamp column. ``where`` says which
+        input the value is from, for the errors."""
         whole = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
         parsed = value if whole else parse_duration(param, value, allow_zero=True)
-        return self.units_of(param, value, parsed)
+        return self.units_of(param, value, parsed, where)
 
-    def units_of(self, param: str, value: Any, parsed: Any) -> int:
+    def units_of(self, param: str, value: Any, parsed: Any, where: str = "") -> int:
         """A duration parsed already (``parsed``, of ``value`` as given) in the axis's unit."""
         if not isinstance(parsed, dt.timedelta) and parsed == 0:
             return 0  # zero needs no unit
         if isinstance(parsed, dt.timedelta):
             if self.kind == "numeric":
                 raise WindowingConfigError(
-                    f"{param}={value!r} is a duration, but time column {self.column!r} is numeric; "
+                    f"{param}={value!r}{where} is a duration, but time column {self.column!r} is numeric; "
                     "give a plain number in the column's unit")
             if not self.microseconds:
                 return int(pd.Timedelta(parsed).value)
@@ -274,18 +275,18 @@ class TimeAxis:
             if micros == 0 and parsed:
                 read = f"read with time_unit={self.epoch_unit!r}" if self.epoch_unit else "(a Spark timestamp)"
                 raise WindowingConfigError(
-                    f"{param}={value!r} is less than a microsecond, the precision of time column {self.column!r} {read}")
+                    f"{param}={value!r}{where} is less than a microsecond, the precision of time column {self.column!r} {read}")
             return int(micros)
         if _is_number(parsed):
             if self.kind == "datetime":
                 holds = f"is read as timestamps (time_unit={self.epoch_unit!r})" if self.epoch_unit else "holds timestamps"
                 raise WindowingConfigError(
-                    f"{param}={value!r} is a plain number, but time column {self.column!r} {holds}; "
+                    f"{param}={value!r}{where} is a plain number, but time column {self.column!r} {holds}; "
                     "give a duration such as '10 seconds'")
             if parsed < 0 or parsed != int(parsed):
-                raise WindowingConfigError(f"{param}={value!r} must be a non-negative whole number in the column's unit")
+                raise WindowingConfigError(f"{param}={value!r}{where} must be a non-negative whole number in the column's unit")
             return int(parsed)
-        raise WindowingConfigError(f"{param}={value!r} is not a duration")
+        raise WindowingConfigError(f"{param}={value!r}{where} is not a duration")
 
     def instant(self, param: str, value: Any, where: str = "") -> int:
         """An instant (a watermark) in the axis's unit: a whole number on a numeric axis, a timestamp

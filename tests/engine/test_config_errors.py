@@ -164,6 +164,19 @@ def test_running_refuses_inconsistent_configuration(run, message):
         run()
 
 
+@pytest.mark.parametrize("frame, duration, message", [
+    (DF, "10 seconds", r"advance_processing_time\(duration\)='10 seconds' at action 1 is a duration, but time column 'ts' "
+                       r"is numeric; give a plain number"),
+    (TS_DF, 10, r"advance_processing_time\(duration\)=10 at action 1 is a plain number, but time column 'ts' holds "
+                r"timestamps; give a duration such as '10 seconds'"),
+])
+def test_a_processing_time_duration_of_the_other_kind_is_named_as_given_with_its_action(frame, duration, message):
+    # The message showed the parsed value (Timedelta('0 days 00:00:10')) and ran the action into it ("at action 1=10").
+    stream = TestStream().add_elements(frame).advance_processing_time(duration)
+    with pytest.raises(WindowingConfigError, match=message):
+        windowed(stream, time="ts").fixed(5 if frame is DF else "5 seconds").aggregate(Sum("x"))
+
+
 @pytest.mark.parametrize("frame, watermark, message", [
     (DF, -5.5, r"advance_watermark_to\(time\)=-5.5 at action 1 must be a whole number in the unit of time column 'ts'"),
     (DF, float("nan"), r"advance_watermark_to\(time\)=nan at action 1 must be a whole number"),

@@ -153,7 +153,7 @@ class _Run:
                 self.watermark = to
                 self._step(index, None)
             else:
-                self.processing_time += axis.duration(f"advance_processing_time(duration) at action {index}", action.by)
+                self.processing_time += axis.duration("advance_processing_time(duration)", action.by, f" at action {index}")
                 if self.processing_time >= MAX_TIME:  # a timer there would be due at once: the axis's end is no time
                     raise WindowingConfigError(
                         f"advance_processing_time({action.by!r}) at action {index} takes processing time to "
