@@ -236,6 +236,9 @@ def test_a_windowed_result_unpacks_into_panes_and_late_data():
     result = windowed(late, time="ts", key="user").fixed(10).run(Sum("amount"))
     panes, late_data = result  # api.md: WindowedResult(panes, late_data)
     assert panes is result.panes and late_data is result.late_data and len(late_data) == 3
+    # and indexes as that pair does (it was a dataclass that only unpacked: result[0] raised TypeError)
+    assert len(result) == 2 and result[0] is panes and result[1] is late_data and result[-1] is late_data
+    assert result.dropped_count == 3
 
 
 def test_the_triggers_take_their_sub_triggers_by_the_names_api_md_gives_them():

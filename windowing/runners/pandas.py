@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -21,9 +20,9 @@ from ..window_state import clear, forget_undo, keyed_step
 from ..window_table import empty_state
 
 
-@dataclass
-class WindowedResult:
-    """What a pandas run produced.
+class WindowedResult(NamedTuple):
+    """What a pandas run produced: ``WindowedResult(panes, late_data)``, as api.md writes it, so it unpacks
+    (``panes, late_data = pipeline.run(...)``) and indexes (``result[0]``) as that pair does.
 
     ``panes``: every pane fired, in firing order. ``late_data``: the input
     rows the engine dropped (late beyond the allowed lateness, or for a
@@ -33,10 +32,6 @@ class WindowedResult:
 
     panes: pd.DataFrame
     late_data: pd.DataFrame
-
-    def __iter__(self) -> Iterator[pd.DataFrame]:
-        """``panes, late_data = pipeline.run(...)``, as api.md writes the result: ``WindowedResult(panes, late_data)``."""
-        return iter((self.panes, self.late_data))
 
     @property
     def dropped_count(self) -> int:
