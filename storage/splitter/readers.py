@@ -169,9 +169,18 @@ def _decompressed(f: IO[bytes], block: BlockMetadata) -> tuple[IO[bytes], BlockM
     return io.BytesIO(data), BlockMetadata(block.path, block.block_id, 0, len(data), 0, len(data))
 
 
-def _split_lines(start: int, data: bytes, stop: int) -> tuple[pa.Array, np.ndarray]:
+#: UTF-8's byte order mark: at a file's first byte it is no text (Hadoop's ``LineRecordReader``, behind Spark's text
+#: and CSV readers, skips it there); anywhere else it is the character U+FEFF.
+_BOM = b"\xef\xbb\xbf"
+
+
+def _split_lines(start: int, data: bytes, stop: int, drop_bom: bool = True) -> tuple[pa.Array, np.ndarray]:
     """Lines of ``data[:stop]`` (as UTF-8 strings) and their file offsets (``start`` is the
-    first's), split by Arrow on a zero-copy view, not by a Python loop."""
+    first's), split by Arrow on a zero-copy view, not by a Python loop. A byte order mark at the
+    file's first byte is left out of the first line (its offset stays 0) unless ``drop_bom`` is
+    false (the Spark source's chunk rows, whose first line the JVM cuts without it)."""
+    if drop_bom and start == 0 and data[:stop] == _BOM:  # a file of a byte order mark alone holds no line
+        return pa.array([], pa.string()), np.empty(0, np.int64)
     final_newline = data[stop - 1] == 10
     if final_newline:  # the final '\n' ends the last line; it does not start an empty one
         stop -= 1
@@ -184,6 +193,8 @@ def _split_lines(start: int, data: bytes, stop: int) -> tuple[pa.Array, np.ndarr
         kept = not final_newline and data[stop - 1] == 13  # a '\r' ending a last line without '\n' is data
         cut = pc.replace_substring_regex(raw.slice(0, len(raw) - kept), pattern=r"\r\z", replacement=b"")
         raw = pa.concat_arrays([cut, raw.slice(len(raw) - 1)]) if kept else cut
+    if drop_bom and start == 0 and data.startswith(_BOM):  # a file's byte order mark is no text, as Hadoop's line reader drops it
+        raw = pa.concat_arrays([pa.array([raw[0].as_py()[len(_BOM):]], pa.binary()), raw.slice(1)])
     try:
         values = raw.cast(pa.string())
     except pa.ArrowInvalid:  # invalid UTF-8: replace bad bytes, as Spark's text source does
@@ -217,7 +228,8 @@ def read_block_table(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, str
 
 #: Arrow schema of ``chunk_batches``: a block's records in chunks, one row per chunk. Record
 #: ``i`` of a chunk is ``text[starts[i] : starts[i] + lengths[i]]``, UTF-8, at file offset
-#: ``base + starts[i]``. Starts are relative and 32-bit (a chunk is far below 2 GiB): 4 bytes less per
+#: ``base + starts[i]`` (the Spark source leaves a byte order mark at file offset 0 out of it).
+#: Starts are relative and 32-bit (a chunk is far below 2 GiB): 4 bytes less per
 #: record for the Python worker to send and the JVM to convert than absolute 64-bit offsets.
 CHUNK_SCHEMA = pa.schema(
     [
@@ -256,7 +268,7 @@ def _chunk_piece(path: str, block_id: int, start: int, data: bytes, stop: int, c
     try:
         whole.cast(pa.string())
     except pa.ArrowInvalid:  # invalid UTF-8: one chunk per line, holding the line with bad bytes replaced
-        values, offsets = _split_lines(start, data, stop)
+        values, offsets = _split_lines(start, data, stop, drop_bom=False)
         text = values.cast(pa.binary())
         lengths = pc.binary_length(text).to_numpy()
         return _chunks(path, block_id, offsets, text, np.zeros(len(offsets)), lengths, np.arange(len(offsets) + 1))
@@ -291,7 +303,8 @@ def chunk_batches(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict
     ``line_batches``' replaced lines instead, one chunk per line (rare, slower).
     """
     for start, data, stop in _pieces_of(fs, block, strict, piece_bytes, on_skip):
-        yield _chunk_piece(block.path, block.block_id, start, data, stop, chunk_bytes)
+        if not (start == 0 and data[:stop] == _BOM):  # a file of a byte order mark alone holds no line
+            yield _chunk_piece(block.path, block.block_id, start, data, stop, chunk_bytes)
 
 
 def read_lines(fs: fsspec.AbstractFileSystem, blocks: Sequence[BlockMetadata], *, strict: bool = True,
@@ -353,7 +366,10 @@ def read_csv_table(
             f"cannot read the record at offset {offset} of file {block.path!r} as CSV: it holds a lone \\r (not "
             f"part of \\r\\n), which a CSV parser takes for a line end and the block reader for data; fix the file"
         )
-    text = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values), "\n")[0]
+    # After an empty first line, which the parser skips: it drops a byte order mark at the start of its text, and a
+    # record of U+FEFF first that starts a block would lose it, where one inside the block keeps it.
+    text = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(values) + 1], pa.int32()),
+                                                   pa.concat_arrays([pa.array([""], pa.string()), values])), "\n")[0]
     malformed: list[pacsv.InvalidRow] = []
 
     def refuse(row: pacsv.InvalidRow) -> str:
@@ -375,7 +391,7 @@ def read_csv_table(
 
 def _only_blank_lines(fs: fsspec.AbstractFileSystem, block: BlockMetadata, stop: int) -> bool:
     """Whether bytes ``[0, stop)`` of the block's file are blank lines only: every byte, line ends
-    included, is at most ``0x20`` (no byte of a multi-byte UTF-8 character is).
+    included, is at most ``0x20`` (no byte of a multi-byte UTF-8 character is), after a byte order mark.
 
     Reads up to the first other byte, by ranges (``cat_file``, so a remote file is not read ahead):
     one read of a few bytes unless the file starts with blank lines.
@@ -384,7 +400,8 @@ def _only_blank_lines(fs: fsspec.AbstractFileSystem, block: BlockMetadata, stop:
     try:
         while pos < stop:
             probe = fs.cat_file(block.path, start=pos, end=min(stop, pos + size))
-            if not probe or probe.translate(None, _BLANK_BYTES):
+            text = probe[len(_BOM):] if pos == 0 and probe.startswith(_BOM) else probe  # no text (``_split_lines``)
+            if not probe or text.translate(None, _BLANK_BYTES):
                 return False
             pos, size = pos + len(probe), _PROBE_BYTES
     except OSError as err:

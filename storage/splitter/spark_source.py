@@ -319,8 +319,9 @@ def read_stream(spark: SparkSession, config: SplitterConfig,
     if config.format == "text":
         chunks = spark.readStream.format(FORMAT).options(**options, rows="chunks").load()
         records = chunks.selectExpr("path", "block_id", "base", "text", "lengths", "posexplode(starts) AS (i, start)")
+        bom = "IF(base + start = 0 AND substr(text, 1, 3) = X'EFBBBF', 3, 0)"  # not text at the file's first byte
         return records.selectExpr(
-            "CAST(substr(text, start + 1, element_at(lengths, i + 1)) AS STRING) AS value",
+            f"CAST(substr(text, start + 1 + {bom}, element_at(lengths, i + 1) - {bom}) AS STRING) AS value",
             "path", "block_id", "base + start AS offset",
         )
     frame = spark.readStream.format(FORMAT).options(**options).load()
