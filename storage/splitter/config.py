@@ -73,8 +73,8 @@ class SplitterConfig:
     ``watermark_slack``: files whose mtime is older than the newest fully read file minus this
     slack are forgotten and never offered again; ``None`` (or ``"none"``) remembers every file (unbounded).
     ``continuous``: keep scanning for new files; ``False`` reads what the first scan found and ends.
-    ``strict``: an unreadable file (a truncated or corrupt compressed one included), or a refused
-    ``.lz4``, ``.snappy`` or ``.zip`` one, raises instead of being skipped with a warning.
+    ``strict``: an unreadable file (a corrupt compressed one included; one ending inside a stream is
+    not), or a refused ``.lz4``, ``.snappy`` or ``.zip`` one, raises instead of being skipped with a warning.
     ``format``: ``"text"`` (one record per line) or ``"csv"`` (CSV records without newlines in
     values; needs ``columns``).
     ``columns``: for CSV, the column names in file order, each optionally with one of

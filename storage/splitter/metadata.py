@@ -3,8 +3,10 @@
 A block is a byte range of one *segment* of a file. A segment is the part of a file
 offered at once: the whole file, or, when a file grows, only its new bytes. Block ids
 are ``offset // block_size`` in file coordinates, so they stay unique across segments.
-A compressed file (``compression.codec_of``) is one block, id 0, covering the whole file, whatever
-the block size: its bytes cannot be split.
+A segment of a compressed file (``compression.codec_of``) is one block covering the segment, whatever
+the block size: its bytes cannot be split. Its id is the segment's start (0 for the first): segments
+of a file do not overlap, so ids stay unique across them, and a replay or a resumed state plans the
+same segment, so the same id. (``offset // length`` would give a grown file's second segment id 0 again.)
 """
 
 from __future__ import annotations
@@ -29,16 +31,18 @@ class FileMetadata:
     block_size: int
 
     @property
-    def _step(self) -> int:
-        """The size of its blocks: the whole file's for a compressed one."""
-        return max(self.length, 1) if codec_of(self.path) is not None else self.block_size
+    def compressed(self) -> bool:
+        """Whether the file is compressed: the segment is then one block, id ``segment_start``."""
+        return codec_of(self.path) is not None
 
     @property
     def block_ids(self) -> range:
         """Ids of the blocks that cover the segment; a lazy ``range``, never a list."""
         if self.length <= self.segment_start:
             return range(0)
-        return range(self.segment_start // self._step, (self.length - 1) // self._step + 1)
+        if self.compressed:
+            return range(self.segment_start, self.segment_start + 1)
+        return range(self.segment_start // self.block_size, (self.length - 1) // self.block_size + 1)
 
     @property
     def block_count(self) -> int:
@@ -47,7 +51,12 @@ class FileMetadata:
     def blocks(self, start_offset: int | None = None) -> Iterator["BlockMetadata"]:
         """Yield the segment's blocks lazily, from ``start_offset`` (a block start) on."""
         first = self.segment_start if start_offset is None else start_offset
-        offset, step = first, self._step
+        if self.compressed:
+            if first < self.length:
+                yield BlockMetadata(self.path, self.segment_start, self.segment_start, self.length - self.segment_start,
+                                    self.segment_start, self.length)
+            return
+        offset, step = first, self.block_size
         while offset < self.length:
             end = min((offset // step + 1) * step, self.length)
             yield BlockMetadata(self.path, offset // step, offset, end - offset, self.segment_start, self.length)

@@ -8,8 +8,9 @@ Lines end at ``\\n``; one ``\\r`` before it is dropped (CRLF); a lone ``\\r`` is
 ending a file without a final ``\\n``.
 Splitting on the byte ``\\n`` never cuts a multi-byte UTF-8 character, because no byte
 of such a character is ``0x0A``.
-A compressed file is one block (``metadata``): it is decompressed whole, in memory, and its
-records read from the decompressed bytes as from one block covering an uncompressed file.
+A segment of a compressed file is one block (``metadata``): it delivers the streams that end in it
+(``compression.segment_content``), decompressed in memory, and its records are read from their content as
+from one block covering an uncompressed file; a line is whole within what one segment delivers.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from storage.splitter.compression import codec_of, decompress
+from storage.splitter.compression import codec_of, segment_content
 from storage.splitter.metadata import BlockMetadata
 
 if TYPE_CHECKING:  # pyarrow's to_pandas() imports pandas when a frame is asked for
@@ -161,12 +162,34 @@ def _pieces_of(fs: fsspec.AbstractFileSystem, block: BlockMetadata, strict: bool
 
 
 def _decompressed(f: IO[bytes], block: BlockMetadata) -> tuple[IO[bytes], BlockMetadata]:
-    """A compressed file's whole content, decompressed in memory, and the one block covering it: its
-    records are then read as an uncompressed file's (offsets in the decompressed bytes). Only the bytes
-    listed are read (``segment_end``), so a replayed block reads the same ones, and members appended
-    since are left out. A truncated or corrupt file raises ``OSError`` naming it, as an unreadable one does."""
-    data = decompress(f.read(block.segment_end), block.path)
-    return io.BytesIO(data), BlockMetadata(block.path, block.block_id, 0, len(data), 0, len(data))
+    """The content of the streams of a compressed file that end in the block's segment, decompressed in
+    memory, and the one block covering it, at its offsets in the file's decompressed content: its records
+    are then read as an uncompressed file's. Bytes ``[0, segment_end)`` are read (the streams before the
+    segment are decompressed only to find where its streams start and their decompressed length), so a
+    replayed block reads the same ones. Bytes that end inside a stream (a file still being written) leave
+    that stream out, with a warning, and no error: the segment that holds its end delivers it. A corrupt
+    file raises ``OSError`` naming it, as an unreadable one does."""
+    segment = segment_content(f.read(block.segment_end), block.path, block.segment_start)
+    if segment.incomplete is not None:
+        warnings.warn(f"compressed file {block.path!r} ends inside a stream at byte {block.segment_end} (the stream "
+                      f"starts at byte {segment.incomplete}): the stream is not read yet; it will be read when "
+                      f"the file grows", UnreadableFileWarning, stacklevel=4)
+    start, end = segment.before, segment.before + len(segment.content)
+    return _Shifted(segment.content, start), BlockMetadata(block.path, block.block_id, start, end - start, start, end)
+
+
+class _Shifted(io.BytesIO):
+    """Bytes that stand at offset ``base`` of a file: ``seek`` and ``tell`` take and give file offsets."""
+
+    def __init__(self, data: bytes, base: int) -> None:
+        super().__init__(data)
+        self._base = base
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return super().seek(pos - self._base if whence == 0 else pos, whence) + self._base
+
+    def tell(self) -> int:
+        return super().tell() + self._base
 
 
 #: UTF-8's byte order mark: at a file's first byte it is no text (Hadoop's ``LineRecordReader``, behind Spark's text
@@ -353,7 +376,11 @@ def read_csv_table(
     if header and pc.any(keep).as_py():
         # The header is the file's first non-blank line: this block's first one, when only blank lines come before it.
         first = pc.index(keep, True).as_py()
-        if block.offset == 0 or _only_blank_lines(fs, block, lines["offset"][0].as_py()):
+        if codec_of(block.path) is not None:  # the segment's content starts the file's, or came after the header's
+            here = lines["offset"][0].as_py() == 0
+        else:
+            here = block.offset == 0 or _only_blank_lines(fs, block, lines["offset"][0].as_py())
+        if here:
             keep = pc.and_(keep, pc.not_equal(lines["offset"], lines["offset"][first]))
     lines = lines.filter(keep)
     if len(lines) == 0:

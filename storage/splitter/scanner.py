@@ -144,7 +144,7 @@ class Scanner:
         """A file the splitter cannot read (``compression.REFUSED_SUFFIXES``): an error with ``strict``, else a
         warning the first time a scan finds it (it is never offered)."""
         refused = (f"compressed file {path!r} is not read: {why}; decompress it into the watched paths, or "
-                   "recompress it as .gz, .bz2, .xz, .zst or .deflate, which are read whole")
+                   "recompress it as .gz, .bz2, .xz, .zst or .deflate, which are read decompressed")
         if self._config.strict:
             raise ValueError(refused)
         if path not in self._refused:

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 class FileSplitter:
     """Discovers files under ``paths`` and hands out their blocks exactly once.
 
-    A ``.gz``, ``.bz2``, ``.xz``, ``.zst`` or ``.deflate`` file is one block, decompressed whole in
-    memory by one task, its records' offsets in the decompressed bytes; ``.lz4``, ``.snappy`` and
+    A ``.gz``, ``.bz2``, ``.xz``, ``.zst`` or ``.deflate`` file is one block per segment, decompressed in
+    memory by one task, delivering the streams that end in the segment, its records' offsets in the
+    decompressed content; ``.lz4``, ``.snappy`` and
     ``.zip`` files are refused (``storage.splitter.compression``, docs/splitter.md "Compressed files").
 
     See ``SplitterConfig`` for the parameters. ``clock`` (epoch seconds) and ``sleep`` are

@@ -9,9 +9,9 @@ moves it no further than a file written at that moment would. Finished files old
 stays bounded on a directory that grows forever.
 The state is a small JSON value, stored in every stream offset.
 
-A compressed file (``compression``) is one block, read whole: one that shrinks is taken as rewritten
-and read again, as any file, but one that grows after it was read cannot be read from where it
-stood, so it is passed over with a warning naming it (its new size taken as read).
+A compressed file (``compression``) is handed out as any file: its first segment, then on growth a
+segment of its new bytes, each one block (``metadata``) that delivers the streams ending in it; one
+that shrinks is taken as rewritten and read again from byte 0.
 
 A hand-out costs time in the blocks it hands out (and a pass over each new listing), not in
 the files remembered: beside the durable state, ``SplitState`` keeps indexes of it, made
@@ -22,13 +22,10 @@ files that may have new bytes, made once per listing. None of them is written ou
 from __future__ import annotations
 
 import heapq
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from storage.splitter.compression import codec_of
 from storage.splitter.metadata import BlockMetadata, FileMetadata
-from storage.splitter.readers import UnreadableFileWarning
 from storage.splitter.scanner import Listing
 
 
@@ -137,8 +134,7 @@ class SplitState:
         """Whether a listed file of this size and mtime has blocks to hand out once it is stable."""
         if path not in self.files and self.forgotten(mtime, slack):
             return False
-        start = self._new_bytes_start(path, size)
-        return start is not None and not (start > 0 and codec_of(path) is not None)
+        return self._new_bytes_start(path, size) is not None
 
     def take(self, stable: Listing, block_size: int, limit: int | None, slack: float | None,
              now: float, changing: Listing | None = None) -> list[BlockMetadata]:
@@ -166,10 +162,7 @@ class SplitState:
                 start = self._new_bytes_start(candidate, size)
                 if start is None or (candidate not in self.files and self.forgotten(mtime, slack)):
                     continue
-                if start > 0 and codec_of(candidate) is not None:
-                    self._pass_over_grown(candidate, size, mtime)
-                else:
-                    self._hand_out(FileMetadata(candidate, size, mtime, start, block_size), start, taken, limit)
+                self._hand_out(FileMetadata(candidate, size, mtime, start, block_size), start, taken, limit)
         self._advance(slack, now)
         return taken
 
@@ -189,15 +182,6 @@ class SplitState:
             listed = stable.get(path) or changing.get(path)
             if listed is not None and listed[0] < self.files[path].segment_end:
                 self._remember(path, Entry(self.files[path].mtime, 0, 0, 0))
-
-    def _pass_over_grown(self, path: str, size: int, mtime: float) -> None:
-        """A compressed file read whole that grew since: its new bytes are not a stream of their own, and
-        reading it whole again would give its old records twice. Say so, and take its new size as read."""
-        read = self.files[path].segment_end
-        warnings.warn(f"compressed file {path!r} grew from {read} to {size} bytes after it was read whole: a "
-                      f"compressed file is read once, so what was added is not read; write a new file instead",
-                      UnreadableFileWarning, stacklevel=4)
-        self._remember(path, Entry(mtime, size, size, size))
 
     def _hand_out(self, meta: FileMetadata, resume: int, taken: list[BlockMetadata], limit: int | None) -> bool:
         """Append the segment's blocks from ``resume`` to ``taken`` up to ``limit`` and record how far
