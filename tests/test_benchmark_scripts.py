@@ -44,6 +44,8 @@ RUNS = {
                             r"\| keys per call \| get_many \(list\) \|(.|\n)*\| per key \(slope 1k to 10k\) \|"),
     "packed_output_memory.py": (["--panes", "1000"], r"1,000 panes: the frame \d+ bytes a pane, packed"),
     "splitter_newline_search.py": (["--repeat", "1"], r"\| numpy flatnonzero \(used\) \| [\d.]+ ms \|"),
+    "splitter_compressed.py": (["--lines", "2000", "--streams", "1,3", "--repeat", "1"],
+                               r"\| uncompressed \| - \|(.|\n)*\| \.zst \| 3 \| [\d.]+ \| [\d.]+ \| \d+ \|"),
     "splitter_drain.py": (["--files", "200,400"],
                           r"\| 200 \| 16 \| 13 \| [\d.]+ \| [\d.]+ \|\n\| 400 \| 16 \| 25 \| [\d.]+ \| [\d.]+ \|"),
     "state_codec_threads.py": (["--repeats", "1"],
