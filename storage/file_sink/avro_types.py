@@ -33,14 +33,18 @@ def check_python_holds(field: pa.Field, column: pa.ChunkedArray) -> None:
     if not (pa.types.is_date(t) or pa.types.is_timestamp(t)) or column.null_count == len(column):
         return
     extremes = pc.min_max(column.cast(t))
-    try:
-        extremes["min"].as_py(), extremes["max"].as_py()
-    except (OverflowError, ValueError) as exc:
-        raise ValueError(
-            f"avro format cannot write column {field.name!r} of type {field.type}: it holds a value outside the "
-            f"years 1 to 9999 ({exc}), which the Avro writer's Python dates and datetimes cannot hold; cast it to "
-            "int64, or use parquet"
-        ) from exc
+    for end in ("min", "max"):
+        try:
+            extremes[end].as_py()
+        except (OverflowError, ValueError) as exc:
+            value = pa.array([extremes[end]], t)  # Arrow writes what Python cannot hold
+            shown = pc.strftime(value.cast(pa.timestamp("s")) if pa.types.is_date(t) else value,
+                                format="%Y-%m-%d" if pa.types.is_date(t) else "%Y-%m-%dT%H:%M:%S")[0].as_py()
+            raise ValueError(
+                f"avro format cannot write column {field.name!r} of type {field.type}: it holds a value outside the "
+                f"years 1 to 9999, {shown} ({exc}), which the Avro writer's Python dates and datetimes cannot hold; "
+                "cast it to int64, or use parquet"
+            ) from exc
 
 
 def arrow_field_stored(field: pa.Field) -> pa.Field:

@@ -381,10 +381,11 @@ def test_a_parquet_column_of_a_pandas_arrow_list_dtype_reads_back(tmp_path):
     assert [None if v is None else list(v) for v in back["c"]] == [[1, 2], None]
 
 
-@pytest.mark.parametrize("column", [pa.array([-800_000], pa.date32()).dictionary_encode(),
-                                    pa.array([-(10**17)], pa.timestamp("us", "UTC")),
-                                    pa.array([None, 3_000_000], pa.date32())])
-def test_avro_refuses_dates_beyond_pythons_years_naming_the_column_and_keeps_the_batches_before(tmp_path, column):
+@pytest.mark.parametrize(("column", "shown"), [(pa.array([-800_000], pa.date32()).dictionary_encode(), "-0221-09-04"),
+                                               (pa.array([-(10**17)], pa.timestamp("us", "UTC")), "-1199-02-15T"),
+                                               (pa.array([None, 3_000_000], pa.date32()), "10183-09-21")])
+def test_avro_refuses_dates_beyond_pythons_years_naming_the_column_and_keeps_the_batches_before(tmp_path, column,
+                                                                                                shown):
     """The Avro writer takes Python dates and datetimes (years 1 to 9999): such a value failed the part's close
     with a bare ``OverflowError: date value out of range``, naming nothing."""
     sink = FileSink(str(tmp_path), format="avro")
@@ -393,7 +394,7 @@ def test_avro_refuses_dates_beyond_pythons_years_naming_the_column_and_keeps_the
         plain = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
         writer.write_batch(pa.table({"c": pa.array([1], pa.int32() if pa.types.is_date(plain) else pa.int64()).cast(plain)}), 0, 0)
         with pytest.raises(ValueError, match=r"avro format cannot write column 'c' of type .*: it holds a value "
-                                             r"outside the years 1 to 9999"):
+                                             rf"outside the years 1 to 9999, {shown}"):
             writer.write_batch(pa.table({"c": column}), 1, 0)
     finally:
         writer.close()
