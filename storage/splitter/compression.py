@@ -95,6 +95,22 @@ def segment_content(data: bytes, path: str, start: int) -> Segment:
     return Segment(before, b"".join(parts), incomplete)
 
 
+def complete_streams(data: bytes, path: str) -> Iterator[bytes]:
+    """The decompressed content of each whole stream of ``data`` (bytes ``[0, n)`` of the compressed file
+    ``path``), in order and one at a time, so a caller that has seen enough decompresses no more; it
+    stops where the bytes end inside a stream. A corrupt stream raises ``OSError`` naming the file."""
+    codec = codec_of(path)
+    if codec is None:
+        raise ValueError(f"{path!r} is not named as a compressed file ({sorted(WHOLE_FILE_CODECS)})")
+    try:
+        for _, content in _streams(memoryview(data), codec):
+            yield content
+    except _EndsInsideStream:
+        return
+    except (EOFError, ValueError, OSError, zlib.error, lzma.LZMAError, pa.ArrowException) as err:
+        raise OSError(f"cannot decompress {codec} file {path!r}, corrupt: {err}") from err
+
+
 def decompress(data: bytes, path: str) -> bytes:
     """The decompressed content of the whole compressed file ``data``; ``OSError`` when it is corrupt or
     ends inside a stream."""

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from storage.splitter.compression import codec_of, segment_content
+from storage.splitter.compression import codec_of, complete_streams, segment_content
 from storage.splitter.metadata import BlockMetadata
 
 if TYPE_CHECKING:  # pyarrow's to_pandas() imports pandas when a frame is asked for
@@ -376,8 +376,8 @@ def read_csv_table(
     if header and pc.any(keep).as_py():
         # The header is the file's first non-blank line: this block's first one, when only blank lines come before it.
         first = pc.index(keep, True).as_py()
-        if codec_of(block.path) is not None:  # the segment's content starts the file's, or came after the header's
-            here = lines["offset"][0].as_py() == 0
+        if codec_of(block.path) is not None:  # the segment's content starts the file's, or follows the header's
+            here = lines["offset"][0].as_py() == 0 or _only_blank_streams(fs, block)
         else:
             here = block.offset == 0 or _only_blank_lines(fs, block, lines["offset"][0].as_py())
         if here:
@@ -431,6 +431,24 @@ def _only_blank_lines(fs: fsspec.AbstractFileSystem, block: BlockMetadata, stop:
             if not probe or text.translate(None, _BLANK_BYTES):
                 return False
             pos, size = pos + len(probe), _PROBE_BYTES
+    except OSError as err:
+        raise OSError(f"cannot read block {block.block_id} of file {block.path!r}: {err}") from err
+    return True
+
+
+def _only_blank_streams(fs: fsspec.AbstractFileSystem, block: BlockMetadata) -> bool:
+    """Whether the streams of the block's compressed file before its segment hold blank lines only (after a
+    byte order mark), as ``_only_blank_lines`` for an uncompressed file: those streams are decompressed one
+    by one up to the first that holds text, so with the header in the file's first stream only that one is."""
+    try:
+        with fs.open(block.path, "rb") as f:
+            data = f.read(block.segment_start)
+        at_start = True
+        for content in complete_streams(data, block.path):
+            if at_start and content:
+                content, at_start = content.removeprefix(_BOM), False
+            if content.translate(None, _BLANK_BYTES):
+                return False
     except OSError as err:
         raise OSError(f"cannot read block {block.block_id} of file {block.path!r}: {err}") from err
     return True

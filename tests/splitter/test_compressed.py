@@ -166,6 +166,27 @@ def test_streams_appended_to_a_compressed_file_are_read_as_a_new_segment_one_tha
     assert splitter.read_lines().empty
 
 
+@pytest.mark.parametrize("suffix", sorted(CODECS))
+@pytest.mark.parametrize("before", [b"", b"\n", b"\xef\xbb\xbf \t\r\n\n", b"ts,user\n"])
+def test_a_csv_header_in_a_later_segment_is_no_record_when_only_blank_lines_came_before(tmp_path, suffix, before):
+    """The header is the file's first non-blank line (after a byte order mark), also when the streams before
+    it were delivered by an earlier segment: the same records as the whole content read uncompressed."""
+    first, rest = before, b"" if before.startswith(b"ts") else b"ts,user\n"
+    path = tmp_path / "c" / f"x.csv{suffix}"
+    path.parent.mkdir()
+    _rewrite(path, compressed(suffix, first), 1_000)
+    splitter = FileSplitter(str(path.parent), settle=0, scan_interval=0, format="csv", columns="ts long, user")
+    seen = rows(splitter.read_records())
+    _rewrite(path, compressed(suffix, first) + compressed(suffix, rest + b"1,a\n\n2,b\n"), 2_000)
+    _, blocks = splitter.blocks()
+    assert blocks["segment_start"].tolist() == [len(compressed(suffix, first))]
+    seen += rows(splitter.read_records(blocks))
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "x.csv").write_bytes(first + rest + b"1,a\n\n2,b\n")
+    plain = FileSplitter(str(tmp_path / "p"), settle=0, format="csv", columns="ts long, user").read_records()
+    assert seen == rows(plain) and [r[:2] for r in seen] == [("1", "a"), ("2", "b")]
+
+
 @pytest.mark.parametrize("strict", [False, True])
 def test_a_compressed_file_handed_out_half_written_is_read_once_complete_every_line_once(tmp_path, strict):
     """A writer paused longer than ``settle`` mid-stream: the segment handed out delivers the whole streams,
