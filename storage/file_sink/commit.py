@@ -82,6 +82,7 @@ def commit_batch(config: SinkConfig, batch_id: int, reports: Sequence[TaskReport
         owners={**state.owners, owner: batch_id},
         finished=[(dst, n, crc, schema) for _, dst, n, crc, schema in pending],
         manifest=state.manifest,
+        manifest_file=state.manifest_file,
         chain_from=state.chain_from,
         schemas={key: text for texts in [state.schemas, *(r.schemas for r in written)] for key, text in texts.items()},
     )
@@ -180,6 +181,7 @@ def finish_open_parts(config: SinkConfig, lease: Lease | None, hook: PhaseHook =
         owners=dict(state.owners),
         finished=[(p.final_path, p.length, p.crc, p.schema) for p in state.open_parts],
         manifest=state.manifest,
+        manifest_file=state.manifest_file,
         chain_from=state.chain_from,
         schemas=state.schemas,
     )

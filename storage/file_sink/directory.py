@@ -286,7 +286,7 @@ class SinkDirectory:
         """
         for path in unsynced:
             self.sync(path)  # the record must never promise bytes or files a crash can take back
-        commit_state(self.fs, self.root, state, self.sync)
+        commit_state(self.fs, self.root, state, self.sync, lambda phase: hook(phase, state.batch_id))
         if lease is not None:
             lease.confirm(f"publish batch {state.batch_id}")
         hook("after_commit_record", state.batch_id)

@@ -9,6 +9,10 @@ parts still in progress with their committed lengths, the renames due, and the
 parts this commit finished with their lengths. Every ``MANIFEST_EVERY`` commits
 a manifest lists every finished part with its length, so readers can check each
 part against the length it was committed with (Spark's compacted file sink log).
+A manifest's name holds a random token besides its sequence number, and the record
+names it: a writer killed between publishing its manifest and its record leaves a
+manifest no record names, which the next writer's manifest of that number must not
+take for another writer's commit (nor find its own name taken); it is pruned later.
 
 In memory the paths are absolute; on disk they are relative to the sink's base
 path, so the directory, moved or copied with its records or reached under
@@ -20,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
@@ -31,8 +36,9 @@ from .errors import DamagedCommitRecordError, SinkFencedError
 STATE_DIR = "_file_sink"
 # 2 added the settings (a version 1 record reads with settings unknown, {}); 3 made the paths relative;
 # 4 named records by sequence number, added the owners' batch ids, the finished parts' lengths and manifests;
-# 5 added each part's schema (a digest in its entry, the texts in ``schemas``), and manifests became objects.
-VERSION = 5
+# 5 added each part's schema (a digest in its entry, the texts in ``schemas``), and manifests became objects;
+# 6 named the manifest's file (``manifest_file``: its number and a random token; before, ``<number>.manifest``).
+VERSION = 6
 MANIFEST_EVERY = 10
 _KEEP = 3
 
@@ -73,6 +79,7 @@ class SinkState:
     removed: list[str] = field(default_factory=list)  # finished parts this commit removed (compaction)
     manifest: int | None = None  # the newest manifest (every finished part after that commit), if any
     chain_from: int = 0  # the first record whose ``finished`` the manifest does not hold
+    manifest_file: str = ""  # the manifest's file name under STATE_DIR; "" before version 6: ``<manifest>.manifest``
     schemas: dict[str, str] = field(default_factory=dict)  # schema texts by digest: those its parts name, at least
 
     def committed_for(self, owner: str) -> int:
@@ -97,7 +104,7 @@ class SinkState:
         """The record numbered ``sequence``, with every path absolute below ``root`` wherever it was written."""
         raw = json.loads(text)
         version = raw.pop("version")
-        if version not in (1, 2, 3, 4, VERSION):  # not a torn record: skipping it would roll the directory back
+        if version not in (1, 2, 3, 4, 5, VERSION):  # not a torn record: skipping it would roll the directory back
             raise RuntimeError(
                 f"file sink commit record version {version!r} is unknown; this release reads versions 1 to "
                 f"{VERSION}: a newer release wrote it, write with that one"
@@ -107,7 +114,11 @@ class SinkState:
         if version < 4:  # named by batch id, one writer, lengths of finished parts unknown
             state = cls(**raw, sequence=sequence, chain_from=sequence + 1)
         else:
+            if raw["sequence"] != sequence:  # the newest by name decides: a record copied or renamed would roll back
+                raise ValueError(f"it holds commit {raw['sequence']}, not commit {sequence} as its name says")
             raw["finished"] = [(*entry, "")[:4] for entry in raw["finished"]]  # no schema before version 5
+            if version < 6 and raw["manifest"] is not None:
+                raw["manifest_file"] = f"{raw['manifest']:020d}.manifest"
             state = cls(**raw)
         if version >= 3:
             return state._with_paths(lambda path: f"{root}/{path}")
@@ -150,13 +161,15 @@ def _base_path_written_under(state: SinkState, root: str) -> str:
     )
 
 
-def _numbered(listed: list[str], suffix: str) -> list[tuple[int, str]]:
-    """The paths of ``listed`` named ``<number><suffix>``, by number."""
+def _numbered(listed: list[str], suffix: str, tokens: bool = False) -> list[tuple[int, str]]:
+    """The paths of ``listed`` named ``<number><suffix>`` (or, with ``tokens``, ``<number>.<token><suffix>`` too),
+    by number."""
     found = []
     for path in listed:
         name = path.rstrip("/").rsplit("/", 1)[-1]
-        if name.endswith(suffix) and name[: -len(suffix)].isdigit():
-            found.append((int(name[: -len(suffix)]), path))
+        number = name[: -len(suffix)].split(".", 1)[0] if tokens else name[: -len(suffix)]
+        if name.endswith(suffix) and number.isdigit():
+            found.append((int(number), path))
     return sorted(found)
 
 
@@ -289,7 +302,7 @@ def _manifest(fs: AbstractFileSystem, root: str, state: SinkState) -> Finished:
     """The finished parts the manifest ``state`` names lists, with their lengths, CRC-32s and schemas; a manifest
     that is missing or does not read is refused naming it (it is published whole, so it was damaged since).
     Before version 5 a manifest is the list of parts alone."""
-    path = f"{root}/{STATE_DIR}/{state.manifest:020d}.manifest"
+    path = f"{root}/{STATE_DIR}/{state.manifest_file}"
     try:
         raw = json.loads(fs.cat_file(path).decode())
         listed = raw["parts"] if isinstance(raw, dict) else raw
@@ -307,11 +320,14 @@ def _manifest(fs: AbstractFileSystem, root: str, state: SinkState) -> Finished:
     )
 
 
-def commit_state(fs: AbstractFileSystem, root: str, state: SinkState, sync: Callable[[str], None]) -> None:
+def commit_state(fs: AbstractFileSystem, root: str, state: SinkState, sync: Callable[[str], None],
+                 hook: Callable[[str], None] = lambda phase: None) -> None:
     """Write the record atomically (temporary name, then rename) and durably (``sync``), and prune old ones.
 
-    Every ``MANIFEST_EVERY`` commits the record is preceded by a manifest of every finished part.
-    """
+    Every ``MANIFEST_EVERY`` commits the record is preceded by a manifest of every finished part (``hook``
+    is called with ``after_manifest`` once it is published). Manifests that no record from this one on can
+    name are pruned: older ones, and those of commits that never published their record (a writer killed
+    between the two)."""
     directory = f"{root}/{STATE_DIR}"
     if not fs.exists(directory):
         fs.makedirs(directory, exist_ok=True)
@@ -325,16 +341,18 @@ def commit_state(fs: AbstractFileSystem, root: str, state: SinkState, sync: Call
         parts = sorted([path[len(root) + 1 :], n, crc, schema] for path, (n, crc, schema) in finished.parts.items())
         named = {entry[3] for entry in parts}
         schemas = {key: text for key, text in finished.schemas.items() if key in named}
-        _put(fs, directory, f"{state.sequence:020d}.manifest",
-             json.dumps({"parts": parts, "schemas": schemas}, sort_keys=True).encode(), sync)
-        state.manifest = state.sequence
+        name = f"{state.sequence:020d}.{secrets.token_hex(8)}.manifest"
+        _put(fs, directory, name, json.dumps({"parts": parts, "schemas": schemas}, sort_keys=True).encode(), sync)
+        state.manifest, state.manifest_file = state.sequence, name
+        hook("after_manifest")
     _put(fs, directory, f"{state.sequence:020d}.json", state.to_json(root).encode(), sync)
     sync(directory)
     keep_from = min(state.sequence - _KEEP + 1, state.manifest if state.manifest is not None else state.chain_from)
     listed = fs.ls(directory, detail=False)
     _remove(fs, [path for sequence, path in _numbered(listed, ".json") if sequence < keep_from])
-    manifests = _numbered(listed, ".manifest")
-    _remove(fs, [path for sequence, path in manifests if state.manifest is not None and sequence < state.manifest])
+    manifests = _numbered(listed, ".manifest", tokens=True)
+    _remove(fs, [path for sequence, path in manifests
+                 if sequence <= state.sequence and path.rsplit("/", 1)[-1] != state.manifest_file])
 
 
 def _put(fs: AbstractFileSystem, directory: str, name: str, data: bytes, sync: Callable[[str], None]) -> None:

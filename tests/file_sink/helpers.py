@@ -92,18 +92,28 @@ def counted_calls() -> Counter[str]:
 def as_version_4(path):
     """Rewrite the record at ``path`` as a release writing version 4 did: no schemas."""
     record = json.loads(path.read_text())
-    del record["schemas"]
+    del record["schemas"], record["manifest_file"]
     for part in record["open_parts"]:
         del part["schema"]
     record["finished"] = [entry[:3] for entry in record["finished"]]
     path.write_text(json.dumps({**record, "version": 4}))
 
 
+def as_version_5(path):
+    """Rewrite the record at ``path`` as a release writing version 5 did, its manifest named ``<number>.manifest``."""
+    record = json.loads(path.read_text())
+    if record["manifest_file"]:
+        (path.parent / record["manifest_file"]).rename(path.parent / f"{record['manifest']:020d}.manifest")
+    del record["manifest_file"]
+    path.write_text(json.dumps({**record, "version": 5}))
+
+
 def as_old_record(path, version, root):
     """Rewrite the record at ``path`` as releases writing ``version`` 1 or 2 did: absolute paths under ``root``."""
     record = json.loads(path.read_text())
-    for name in ("sequence", "owner", "owners", "finished", "removed", "manifest", "chain_from", "schemas"):
-        del record[name]  # added by versions 4 and 5
+    for name in ("sequence", "owner", "owners", "finished", "removed", "manifest", "chain_from", "schemas",
+                 "manifest_file"):
+        del record[name]  # added by versions 4 to 6
     for part in record["open_parts"]:
         del part["slot"], part["schema"]
         part["path"], part["final_path"] = f"{root}/{part['path']}", f"{root}/{part['final_path']}"

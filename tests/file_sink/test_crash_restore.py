@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .crash_writer import CRASH_EXIT, sink_from
-from .helpers import tree
+from .helpers import as_version_5, tree
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "crash_writer.py")
 PHASES = ["mid_write", "after_staging", "after_commit_record", "mid_rename"]
@@ -102,3 +102,23 @@ def test_any_crash_point_loses_and_duplicates_nothing(
         assert sorted(crashed["id"]) == list(range(sum(sizes)))
     if not encrypted:  # AES-GCM nonces are random, so only plaintext runs compare bytes
         assert tree(base / "crashed") == tree(base / "clean")
+
+
+@pytest.mark.parametrize("written_by", ["this release", "version 5"])
+def test_a_crash_between_a_manifest_and_its_record_restarts(tmp_path, written_by):
+    """Commit 9 publishes a manifest, then its record; killed between the two, the restart's commit 9 had found the
+    manifest's name taken and refused every batch from then on as fenced (`SinkFencedError`), for good. An orphan
+    of a release writing version 5 (``<number>.manifest``) no longer blocks either; both are pruned."""
+    spec = {"sizes": [2] * 12, "buckets": 2, "policy": {"every_batch": True}}
+    run({**spec, "path": str(tmp_path / "clean")})
+    crashed = tmp_path / "crashed"
+    assert run({**spec, "path": str(crashed), "crash": ["after_manifest", 9]}) == CRASH_EXIT
+    [orphan] = (crashed / "_file_sink").glob("*.manifest")
+    if written_by == "version 5":
+        as_version_5(crashed / "_file_sink" / f"{8:020d}.json")
+        orphan = orphan.rename(orphan.parent / f"{9:020d}.manifest")
+    assert run({**spec, "path": str(crashed), "start": 8}) == 0
+    assert tree(crashed) == tree(tmp_path / "clean")
+    assert sorted(sink_from({**spec, "path": str(crashed)}).read()["id"]) == list(range(24))
+    manifests = list((crashed / "_file_sink").glob("*.manifest"))
+    assert len(manifests) == 1 and orphan not in manifests

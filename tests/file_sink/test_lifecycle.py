@@ -11,7 +11,7 @@ import pytest
 
 import storage.file_sink.directory as directory_module
 import storage.file_sink.writer as writer_module
-from storage.file_sink import CallableBuckets, ColumnBuckets, FileSink, RollingPolicy
+from storage.file_sink import CallableBuckets, ColumnBuckets, DamagedCommitRecordError, FileSink, RollingPolicy
 
 from .helpers import as_old_record, batch, counted_calls, tree  # helpers also registers noappend:// and counting://
 
@@ -348,11 +348,30 @@ def test_a_moved_version_2_record_whose_old_path_is_ambiguous_is_refused(tmp_pat
         FileSink(str(tmp_path / "new")).writer()
 
 
+def test_a_commit_record_named_by_another_number_is_refused_naming_it(tmp_path):
+    """The newest record by name decides: a copy of record 4 named 50 was taken for the newest commit, so the writer
+    went back to batch 4 (committing 5, 6, 7 again after it, then failing on a part name taken) and read() left the
+    rows of batches 5 and 6 out with a warning."""
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy.on_every_batch())
+    for batch_id in range(5):
+        sink.write(batch(batch_id, 1), batch_id=batch_id)
+    misnamed = tmp_path / "_file_sink" / f"{50:020d}.json"
+    shutil.copy(tmp_path / "_file_sink" / f"{4:020d}.json", misnamed)
+    refused = rf"file sink commit record {misnamed} \(\d+ bytes: ValueError: it holds commit 4, not commit 50 as its name"
+    with pytest.raises(DamagedCommitRecordError, match=refused):
+        sink.writer()
+    with pytest.raises(DamagedCommitRecordError, match=refused):
+        sink.read()
+    misnamed.unlink()  # as the message says: moved out, the directory goes on
+    sink.write(batch(5, 1), batch_id=5)
+    assert sorted(sink.read()["id"]) == list(range(6))
+
+
 def test_a_commit_record_of_an_unknown_version_is_refused_not_skipped(tmp_path):
     sink = open_part_sink(tmp_path)
     path = tmp_path / "_file_sink" / f"{0:020d}.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "version": 99}))
-    with pytest.raises(RuntimeError, match="commit record version 99 is unknown; this release reads versions 1 to 5"):
+    with pytest.raises(RuntimeError, match="commit record version 99 is unknown; this release reads versions 1 to 6"):
         sink.writer()
     assert (tmp_path / ".part-w-0.jsonl.inprogress").exists()  # not deleted as a stray of no commit
 

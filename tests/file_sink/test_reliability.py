@@ -208,7 +208,8 @@ def test_lengths_come_from_the_manifest_once_old_records_are_pruned(tmp_path):
         writer.write_batch(pa.table({"value": [batch_id]}), batch_id, 0)
     writer.close()
     names = sorted(os.listdir(tmp_path / "_file_sink"))
-    assert f"{19:020d}.manifest" in names and f"{9:020d}.manifest" not in names and f"{5:020d}.json" not in names
+    assert [name.split(".")[0] for name in names if name.endswith(".manifest")] == [f"{19:020d}"]  # 9's pruned
+    assert f"{5:020d}.json" not in names
     first = min(sink.finished_files())  # finished by batch 0, known through the manifest only
     with open(first, "r+b") as fh:
         fh.truncate(os.path.getsize(first) - 2)  # "0\n" gone: the header alone is a valid CSV
@@ -396,7 +397,7 @@ def test_reading_a_path_that_does_not_exist_is_an_error(tmp_path):
 def test_the_commit_record_keeps_the_writers_batch_ids_and_the_finished_parts(tmp_path):
     FileSink(str(tmp_path)).with_buckets(ColumnBuckets("k")).write(batch(0, 2, 2), batch_id=4)
     record = json.loads((tmp_path / "_file_sink" / f"{0:020d}.json").read_text())
-    assert record["owners"] == {"default": 4} and record["version"] == 5
+    assert record["owners"] == {"default": 4} and record["version"] == 6
     part = f"part-{record['writer_id']}-0.jsonl"
     assert sorted(path for path, *_ in record["finished"]) == [f"k=b0/{part}", f"k=b1/{part}"]
     assert all(length == os.path.getsize(tmp_path / path) for path, length, *_ in record["finished"])
@@ -423,7 +424,7 @@ def test_a_damaged_or_missing_manifest_is_named(tmp_path, damage):
     for batch_id in range(12):  # a manifest after commit 9
         writer.write_batch(pa.table({"value": [batch_id]}), batch_id, 0)
     writer.close()
-    manifest = tmp_path / "_file_sink" / f"{9:020d}.manifest"
+    [manifest] = (tmp_path / "_file_sink").glob(f"{9:020d}.*.manifest")
     if damage == "truncated":
         manifest.write_bytes(manifest.read_bytes()[:10])
     else:
