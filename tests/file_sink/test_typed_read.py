@@ -316,6 +316,19 @@ def test_an_ordered_category_reads_back_unordered_of_the_values_its_rows_hold(tm
     assert back.tolist() == ["high", "low", "high"]
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet", "avro"])  # ORC holds a category's values, read as values
+def test_a_category_split_across_parts_reads_back_a_category_of_every_parts_values(tmp_path, fmt):
+    """Each part holds the categories of its own rows, and ``pd.concat`` of categories that differ gives plain
+    values: the column came back a category or not by how its rows were cut into parts."""
+    sink = FileSink(str(tmp_path), format=fmt).with_rolling_policy(RollingPolicy.on_every_batch())
+    write_batches(sink, [pd.DataFrame({"id": [0, 1], "c": pd.Categorical(["x", "y"])}),
+                         pd.DataFrame({"id": [2, 3], "c": pd.Categorical(["z", None])})])
+    back = sink.read().sort_values("id")
+    assert len(sink.finished_files()) == 2
+    assert isinstance(back["c"].dtype, pd.CategoricalDtype) and set(back["c"].cat.categories) == {"x", "y", "z"}
+    assert back["c"].tolist()[:3] == ["x", "y", "z"] and pd.isna(back["c"].tolist()[3])
+
+
 def test_a_part_whose_text_does_not_parse_as_its_types_reads_as_text_with_a_warning(tmp_path):
     """pyarrow's CSV reader parses no timestamp after the year 9999, which its writer writes: the part was
     committed whole, so its rows are read as the text gives them (as before schemas were kept), not refused."""
@@ -368,6 +381,27 @@ def test_values_pandas_cannot_hold_read_back_as_arrow_values_not_as_damage(tmp_p
     assert back["id"].dtype == np.int64 and back["id"].tolist() == [1, 2, 3, 4]
     assert back["c"].dtype == pd.ArrowDtype(column.type)
     assert pa.array(back["c"].array).equals(column)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "orc"])  # Avro and CSV hold no nested values
+def test_integers_inside_structs_lists_and_maps_beside_nulls_read_back_exact(tmp_path, fmt):
+    """``to_pandas`` makes the integers of a nested column floats where any of them is null, and Parquet and ORC
+    store a null struct's fields as nulls: ``{"a": 2**53 + 1}`` came back ``{"a": 2**53}``, and 1 as 1.0."""
+    table = pa.table({
+        "s": pa.array([{"a": 2**53 + 1, "b": 1}, None, {"a": None, "b": 2}], pa.struct([("a", pa.int64()),
+                                                                                      ("b", pa.int32())])),
+        "l": pa.array([[2**53 + 1, None], [], None], pa.list_(pa.int64())),
+        "m": pa.array([[("k", 2**53 + 1)], None, [("j", None)]], pa.map_(pa.string(), pa.int64())),
+        "whole": pa.array([{"a": 1}, {"a": 2}, {"a": 3}], pa.struct([("a", pa.int64())])),
+    })
+    sink = FileSink(str(tmp_path), format=fmt)
+    sink.write(table)
+    back = sink.read()
+    assert back["s"].tolist() == [{"a": 2**53 + 1, "b": 1}, None, {"a": None, "b": 2}]
+    assert back["l"].tolist() == [[2**53 + 1, None], [], None]
+    assert [None if m is None else [tuple(kv) for kv in m] for m in back["m"]] == [[("k", 2**53 + 1)], None,
+                                                                                  [("j", None)]]
+    assert [(v, type(v["a"])) for v in back["whole"]] == [({"a": i}, int) for i in (1, 2, 3)]
 
 
 def test_a_parquet_column_of_a_pandas_arrow_list_dtype_reads_back(tmp_path):
