@@ -285,5 +285,9 @@ class CallableBuckets:
 
     fn: Callable[[dict, int], str]
 
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise ValueError(f"CallableBuckets fn={self.fn!r} must be a function (row: dict, processing_time_ms) -> str")
+
     def assign(self, table: pa.Table, processing_time_ms: int) -> list[str]:
         return [str(self.fn(row, processing_time_ms)) for row in table.to_pylist()]

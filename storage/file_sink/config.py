@@ -49,6 +49,9 @@ class SinkConfig:
     lease_seconds: float = 60.0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.path, str) or not self.path.strip():  # "" would be the working directory, recovered
+            raise ValueError(f"FileSink path={self.path!r} must be a directory's path or URL, a non-empty str")
+        self._check_parts()
         if self.format not in FORMATS:
             raise ValueError(f"FileSink format={self.format!r} is unknown; choose one of {sorted(FORMATS)}")
         bulk = FORMATS[self.format].bulk
@@ -76,12 +79,14 @@ class SinkConfig:
             raise ValueError(f"FileSink expire_after_ms={expiry!r} must be a positive integer or None")
         for name in ("prefix", "writer_id"):
             value = getattr(self, name)
-            if value is not None and (not value or not re.fullmatch(r"[A-Za-z0-9_\-]+", value) or value[0] in "._"):
+            if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", value)
+                                      or value[0] in "._"):
                 raise ValueError(
                     f"FileSink {name}={value!r} must be letters, digits, '-' or '_', not starting with '.' or '_' "
                     "(readers skip such files)"
                 )
-        if self.suffix is not None and not re.fullmatch(r"[A-Za-z0-9_.\-]*", self.suffix):
+        suffix = self.suffix
+        if suffix is not None and (not isinstance(suffix, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]*", suffix)):
             raise ValueError(
                 f"FileSink suffix={self.suffix!r} must be letters, digits, '.', '-' or '_'; "
                 "a '/' would make the part's name a directory"
@@ -96,6 +101,18 @@ class SinkConfig:
                 f"FileSink rolling_policy={policy!r}: {reason}; use RollingPolicy.on_every_batch() "
                 "(size or time limits may be added to it)"
             )
+
+    def _check_parts(self) -> None:
+        """The builder steps' objects are of their kinds: a wrong one failed only when a batch was written."""
+        if not callable(getattr(self.buckets, "assign", None)):
+            raise ValueError(
+                f"FileSink buckets={self.buckets!r} must be a bucket assigner: BasePathBuckets(), "
+                "ColumnBuckets(column), DateTimeBuckets(...) or CallableBuckets(fn)"
+            )
+        if self.rolling_policy is not None and not isinstance(self.rolling_policy, RollingPolicy):
+            raise ValueError(f"FileSink rolling_policy={self.rolling_policy!r} must be a RollingPolicy(...)")
+        if self.part_name is not None and not callable(self.part_name):
+            raise ValueError(f"FileSink part name fn={self.part_name!r} must be a function (writer_id, number) -> str")
 
     # ----------------------------------------------------------- derived
 

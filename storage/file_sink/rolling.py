@@ -47,6 +47,8 @@ class RollingPolicy:
                     f"RollingPolicy {name}={value!r} must be a positive integer or None; "
                     "a part could never be rolled or would roll before its first row"
                 )
+        if not isinstance(self.every_batch, bool):
+            raise ValueError(f"RollingPolicy every_batch={self.every_batch!r} must be True or False")
 
     @classmethod
     def on_every_batch(cls) -> RollingPolicy:

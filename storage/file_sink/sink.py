@@ -94,10 +94,17 @@ class FileSink(SinkConfig):
                 "pass the panes of a TestStream run, or write a bounded result with write(df)"
             )
         steps = panes[step_column]
-        if not pd.api.types.is_integer_dtype(steps) or (len(steps) and steps.min() < 0):
+        if not pd.api.types.is_integer_dtype(steps):
             raise ValueError(
                 f"FileSink.write_panes: {step_column!r} must hold non-negative integers (the batch ids), "
                 f"got dtype {steps.dtype}"
+            )
+        bad = (steps.isna() | (steps.fillna(0) < 0)).to_numpy(dtype=bool)
+        if bad.any():
+            row = int(bad.argmax())
+            raise ValueError(
+                f"FileSink.write_panes: {step_column!r} must hold non-negative integers (the batch ids), "
+                f"got {steps.iloc[row]} at row {row}; nothing was written"
             )
         writer = self.writer()
         written = 0

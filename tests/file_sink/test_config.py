@@ -2,7 +2,7 @@
 
 import pytest
 
-from storage.file_sink import ColumnBuckets, DateTimeBuckets, FileSink, RollingPolicy
+from storage.file_sink import CallableBuckets, ColumnBuckets, DateTimeBuckets, FileSink, RollingPolicy
 
 from . import helpers  # noqa: F401  (registers noappend://)
 
@@ -38,6 +38,17 @@ KEY = b"k" * 32
         (lambda p: RollingPolicy(inactivity_ms=-1), r"inactivity_ms=-1"),
         (lambda p: DateTimeBuckets(timezone="Mars/Olympus"), r"timezone='Mars/Olympus' is not a known"),
         (lambda p: DateTimeBuckets(pattern="%Y/%m"), r"pattern='%Y/%m' must be"),
+        # Accepted until a batch was written (AttributeError, TypeError), or taken as true ("no"); "" wrote to and
+        # recovered the working directory, deleting its hidden .inprogress files.
+        (lambda p: FileSink(""), r"FileSink path='' must be a directory's path or URL, a non-empty str"),
+        (lambda p: FileSink(None), r"FileSink path=None must be"),
+        (lambda p: FileSink(p).with_buckets("k"), r"FileSink buckets='k' must be a bucket assigner: BasePathBuckets"),
+        (lambda p: FileSink(p).with_rolling_policy({"every_batch": True}), r"rolling_policy=\{'every_batch': True\}"),
+        (lambda p: FileSink(p).with_part_names(fn="x"), r"part name fn='x' must be a function"),
+        (lambda p: CallableBuckets(3), r"CallableBuckets fn=3 must be a function"),
+        (lambda p: RollingPolicy(every_batch="no"), r"every_batch='no' must be True or False"),
+        (lambda p: FileSink(p).with_writer_id(3), r"writer_id=3 must be letters"),
+        (lambda p: FileSink(p).with_part_names(suffix=3), r"suffix=3 must be letters"),
     ],
 )
 def test_bad_configuration_is_refused_at_construction(tmp_path, build, match):

@@ -81,3 +81,10 @@ def test_panes_without_a_step_column_are_refused(tmp_path):
         FileSink(str(tmp_path)).write_panes(result.panes)
     with pytest.raises(ValueError, match=r"'step' must hold non-negative integers"):
         FileSink(str(tmp_path)).write_panes(result.panes.assign(step="one"))
+    steps = pd.array([0, None, 1], dtype="Int64")  # failed with pandas' "boolean value of NA is ambiguous"
+    panes = pd.DataFrame({"step": steps, "x": [10, 20, 30]})
+    with pytest.raises(ValueError, match=r"'step' must hold non-negative integers \(the batch ids\), got <NA> at row 1"):
+        FileSink(str(tmp_path)).write_panes(panes)
+    with pytest.raises(ValueError, match=r"got -2 at row 2; nothing was written"):
+        FileSink(str(tmp_path)).write_panes(panes.assign(step=[0, 1, -2]))
+    assert FileSink(str(tmp_path)).read().empty
