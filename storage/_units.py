@@ -41,6 +41,8 @@ def parse_seconds(name: str, value: Seconds | None, *, allow_none: bool = False)
         return None
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
+    elif isinstance(value, bool):  # float(True) is 1.0: a flag passed where seconds were meant
+        raise ValueError(f"{name}={value!r} must be a number of seconds or a timedelta, not a bool")
     else:
         try:
             seconds = float(value)  # type: ignore[arg-type]

@@ -59,8 +59,10 @@ class Bucket:
         self._hook("claimed", -1)
         try:
             self._recover()
-        except KVStoreError:
-            self._catalog.release()  # a damaged bucket: the next open should see the damage, not a held lease
+        except BaseException:
+            # A damaged bucket, or a read that failed: the next open should see the damage or try again, not find
+            # the lease held by a writer that never came to be (``BucketHeldError`` naming this very process).
+            self._catalog.release()
             raise
 
     # ------------------------------------------------------------------ state
@@ -99,6 +101,7 @@ class Bucket:
             meta = catalog.load_meta() or Meta(epoch=0, token="00000000", version=-1)
             self._hook("loaded", meta.batch_id)
             runs, batch_id, log = replay_log(catalog, meta)
+            _refuse_missing_data_files(catalog, meta)
         except (CorruptStoreError, FileNotFoundError):
             # A newer writer that claimed the bucket meanwhile may have deleted what this one listed (its flush
             # dropped the log segments, its cleanup the metadata): then this writer is fenced, and nothing is damaged.
@@ -512,3 +515,17 @@ def _like(keys: Any, values: pa.LargeBinaryArray) -> Any:
         out[:] = values.to_pylist()
         return out
     return values.to_pylist()
+
+
+def _refuse_missing_data_files(catalog: Catalog, meta: Meta) -> None:
+    """Before the open adopts ``meta`` and deletes what it does not name: every data file it names is there. An older
+    metadata version put back (a partial restore, an object store's listing that missed the newest) names files
+    a later flush replaced, and its cleanup deleted the newer files holding every batch since, before the first
+    read found the old ones missing."""
+    missing = sorted({f["name"] for f in meta.files} - set(catalog.names("data")))
+    if missing:
+        raise CorruptStoreError(
+            catalog.path("data", missing[0]),
+            f"the data file is missing, one of {len(missing)} that metadata {meta.name} names (the open deleted "
+            "nothing: an older metadata version put back would have its cleanup delete the newer data files)",
+        )

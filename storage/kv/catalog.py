@@ -300,10 +300,12 @@ class Catalog:
             raise
 
     def remove(self, sub: str, names: list[str]) -> None:
+        """Delete files no metadata needs; a directory someone made among them (a backup) is left alone: the store
+        writes none, and failing on it failed every open of the bucket."""
         for name in names:
             try:
                 self.fs.rm_file(self.path(sub, name))
-            except FileNotFoundError:
+            except (FileNotFoundError, IsADirectoryError):
                 pass
 
     def unreferenced(self, meta: Meta) -> dict[str, list[str]]:

@@ -98,6 +98,9 @@ class DataFile:
                 tail = self.fs.cat_file(self.path, start=max(0, self.size - _TAIL_READ), end=self.size)
             except FileNotFoundError:
                 raise CorruptStoreError(self.path, "the data file is missing") from None
+            if len(tail) < min(self.size, _TAIL_READ):  # another, shorter file would decode as valid: wrong reads
+                raise CorruptStoreError(self.path, f"the data file is shorter than the {self.size} bytes the metadata "
+                                                   "records (cut short, or replaced by another file)")
             index = decode_index(tail, self.size, self.path, lambda s, e: self.fs.cat_file(self.path, start=s, end=e))
             self.cache.put(key, index, index.first_rows.nbytes + 64 * len(index.blocks))
         return index

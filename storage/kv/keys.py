@@ -74,6 +74,8 @@ def as_binary(values: Any, name: str, *, nulls: bool = False) -> pa.LargeBinaryA
                 raise TypeError(f"{name} must hold bytes (or None for a missing value): {exc}") from None
         if isinstance(values, list):
             _refuse_str(values, name)
+        else:
+            _refuse_str_beside_bytes(values, name)
         try:
             values = pa.array(values, _VALUE)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
@@ -99,6 +101,16 @@ def _refuse_str(values: list[Any], name: str) -> None:
     at = next(i for i, value in enumerate(values) if isinstance(value, str))
     raise TypeError(f"{name}[{at}]={reprlib.repr(values[at])} is a str; {name} must hold bytes, as put takes "
                     "them (encode it, or pass an Arrow string column, taken as UTF-8)")
+
+
+def _refuse_str_beside_bytes(values: np.ndarray, name: str) -> None:
+    """An object array (or pandas column) of text is taken as UTF-8, the way out of a NumPy ``U`` array; one that
+    mixes text and bytes is refused, as a list holding a str is: ``"a"`` and ``b"a"`` would be one key, written twice."""
+    kinds = set(map(type, values))
+    if any(issubclass(kind, str) for kind in kinds) and any(issubclass(kind, (bytes, bytearray)) for kind in kinds):
+        at = next(i for i, value in enumerate(values) if isinstance(value, str))
+        raise TypeError(f"{name}[{at}]={reprlib.repr(values[at])} is a str beside bytes in one column; encode it, so "
+                        f"that text and bytes of the same characters are not one {name[:-1]} written twice")
 
 
 def check_key_lengths(keys: pa.LargeBinaryArray, name: str) -> None:

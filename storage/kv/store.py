@@ -50,8 +50,9 @@ class KVStore:
     ) -> None:
         if isinstance(path, os.PathLike):
             path = os.fspath(path)
-        if not isinstance(path, str):  # str(None) would make a store under ./None
-            raise ValueError(f"KVStore path={path!r} must be a str or an os.PathLike: a local path or an fsspec URL")
+        if not isinstance(path, str) or not path.strip():  # str(None) would make a store under ./None; "" is ./
+            raise ValueError(f"KVStore path={path!r} must be a non-empty str or an os.PathLike: a local path or an "
+                             "fsspec URL")
         if storage_options is not None and not isinstance(storage_options, Mapping):
             raise ValueError(
                 f"KVStore storage_options={storage_options!r} must be a dict of the filesystem's options, or None"

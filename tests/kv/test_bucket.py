@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import tracemalloc
 import uuid
 import warnings
@@ -115,6 +116,13 @@ def test_bad_input_names_the_parameter_and_the_value(tmp_path):
             b.put_many([b"a", b"b"], [b"1", "2"])
         with pytest.raises(TypeError, match=r"keys\[0\]='s' is a str"):
             b.delete_many(iter(["s"]))
+        # An object column or array mixing text and bytes was taken, one key written twice; text alone is UTF-8.
+        with pytest.raises(TypeError, match=r"keys\[0\]='s' is a str beside bytes in one column; encode it"):
+            b.put_many(pd.Series(["s", b"s"], dtype=object), [b"1", b"2"])
+        with pytest.raises(TypeError, match=r"values\[1\]='t' is a str beside bytes"):
+            b.put_many([b"a", b"b"], np.array([b"t", "t"], dtype=object))
+        b.put_many(pd.Series(["u"]), pd.Series(["text"], dtype="string"))
+        assert b.get_uncommitted(b"u") == b"text"
     with pytest.raises(KVStoreError, match=r"bucket 0 is closed; open it again"):
         b.get(b"k")
 
@@ -122,9 +130,9 @@ def test_bad_input_names_the_parameter_and_the_value(tmp_path):
 @pytest.mark.parametrize(
     "path, options, match",
     [
-        (None, None, "KVStore path=None must be a str or an os.PathLike"),
-        (123, None, "KVStore path=123 must be a str or an os.PathLike"),
-        (b"/tmp/x", None, "KVStore path=b'/tmp/x' must be a str"),
+        (None, None, "KVStore path=None must be a non-empty str or an os.PathLike"),
+        (123, None, "KVStore path=123 must be a non-empty str or an os.PathLike"),
+        (b"/tmp/x", None, "KVStore path=b'/tmp/x' must be a non-empty str"),
         ("", 5, "KVStore storage_options=5 must be a dict of the filesystem's options, or None"),
         ("", [("a", 1)], r"KVStore storage_options=\[\('a', 1\)\] must be a dict"),
     ],
@@ -133,6 +141,14 @@ def test_a_bad_path_or_storage_options_names_the_parameter_and_the_value(tmp_pat
     """str(None) made a store under ./None, and storage_options=5 failed with 'int' object is not iterable."""
     with pytest.raises(ValueError, match=match):
         KVStore(path if path != "" else str(tmp_path), storage_options=options)
+
+
+def test_an_empty_path_or_a_bool_lease_is_refused(tmp_path):
+    """"" was the working directory, and lease=True a lease of one second."""
+    with pytest.raises(ValueError, match="KVStore path='' must be a non-empty str or an os.PathLike"):
+        KVStore("")
+    with pytest.raises(ValueError, match="lease=True must be a number of seconds or a timedelta, not a bool"):
+        KVStore(str(tmp_path), lease=True)
 
 
 @pytest.mark.parametrize("lease", [0, float("inf"), "inf"])
@@ -510,14 +526,82 @@ def test_damaged_data_file_names_the_file(tmp_path, where):
     fill(str(tmp_path), 3, flush_batches=1)
     (data_file,) = (tmp_path / "bucket-0" / "data").iterdir()
     data = bytearray(data_file.read_bytes())
-    if where == "missing":
+    if where == "missing":  # refused by the open, which deletes nothing
         data_file.unlink()
-    else:
-        data[30 if where == "block" else -30] ^= 0xFF
-        data_file.write_bytes(bytes(data))
+        with pytest.raises(CorruptStoreError, match=f"{data_file.name}: the data file is missing"):
+            KVStore(str(tmp_path)).open(0)
+        return
+    data[30 if where == "block" else -30] ^= 0xFF
+    data_file.write_bytes(bytes(data))
     with KVStore(str(tmp_path)).open(0) as b, pytest.raises(CorruptStoreError, match=data_file.name) as error:
         b.get(b"k1")
-    assert {"block": "fails its CRC", "index": "index fails its CRC", "missing": "is missing"}[where] in str(error.value)
+    assert {"block": "fails its CRC", "index": "index fails its CRC"}[where] in str(error.value)
+
+
+def test_a_data_file_replaced_by_a_shorter_one_is_refused_naming_it(tmp_path):
+    """Another bucket's smaller data file copied over this one's decoded as valid: gets found nothing, scans gave
+    the other bucket's keys."""
+    path = str(tmp_path)
+    for bucket, keys in ((0, [b"a%03d" % i for i in range(100)]), (1, [b"x"])):
+        with KVStore(path).open(bucket) as b:
+            b.begin(0)
+            b.put_many(keys, [b"v"] * len(keys))
+            b.commit()
+            b.flush()
+    (ours,), (theirs,) = ((tmp_path / f"bucket-{n}" / "data").iterdir() for n in (0, 1))
+    shutil.copyfile(theirs, ours)
+    refused = rf"{ours.name}: the data file is shorter than the \d+ bytes the metadata records"
+    for read in (lambda b: b.get(b"a005"), lambda b: list(b.scan())):
+        with KVStore(path).open(0) as b, pytest.raises(CorruptStoreError, match=refused):
+            read(b)
+
+
+def test_an_older_metadata_version_put_back_is_refused_before_its_cleanup_deletes_the_newer_data(tmp_path):
+    """Its open adopted it and deleted the data file holding every batch since (the newer metadata's), and only the
+    first read found the old data file missing: a restore from a backup could no longer help."""
+    path = str(tmp_path)
+    meta_dir = tmp_path / "bucket-0" / "meta"
+    with KVStore(path).open(0) as b:
+        for batch_id in range(2):
+            b.begin(batch_id)
+            b.put(b"k%d" % batch_id, b"v")
+            b.commit()
+            b.flush()
+            if batch_id == 0:
+                (old,) = meta_dir.iterdir()
+                saved = (old.name, old.read_bytes())
+    for meta in meta_dir.iterdir():
+        meta.unlink()
+    (meta_dir / saved[0]).write_bytes(saved[1])
+    before = listing(path)
+    for _ in range(2):  # refused each time, the lease left free, nothing deleted
+        with pytest.raises(CorruptStoreError, match=rf"the data file is missing, one of 1 that metadata {saved[0]} "
+                                                    r"names \(the open deleted nothing"):
+            KVStore(path).open(0)
+        assert listing(path) == before
+
+
+def test_an_open_that_fails_on_a_read_leaves_the_bucket_free_and_a_stray_directory_is_left_alone(tmp_path,
+                                                                                                   monkeypatch):
+    """Only the store's own errors released the lease: a failed read while recovering left it held, and the next
+    open blamed another writer (``BucketHeldError`` naming this very process) for the lease's whole length. A
+    directory made among the data files failed every open (``IsADirectoryError`` from the cleanup)."""
+    path = str(tmp_path)
+    fill(path, 2)
+    (tmp_path / "bucket-0" / "data" / "backup").mkdir()
+    store = KVStore(path)
+    real = store.fs.cat_file
+
+    def failing_once(*args, **kwargs):
+        monkeypatch.setattr(store.fs, "cat_file", real)
+        raise OSError("a transient read error")
+
+    monkeypatch.setattr(store.fs, "cat_file", failing_once)
+    with pytest.raises(OSError, match="a transient read error"):
+        store.open(0)
+    with KVStore(path).open(0) as b:
+        assert b.committed_batch_id == 1 and b.get(b"k1") == b"v1"
+    assert (tmp_path / "bucket-0" / "data" / "backup").is_dir()
 
 
 def test_damaged_metadata_names_the_file(tmp_path):
