@@ -100,7 +100,7 @@ class Bucket:
         try:
             meta = catalog.load_meta() or Meta(epoch=0, token="00000000", version=-1)
             self._hook("loaded", meta.batch_id)
-            runs, batch_id, log = replay_log(catalog, meta)
+            runs, batch_id, log, batches = replay_log(catalog, meta)
             _refuse_missing_data_files(catalog, meta)
         except (CorruptStoreError, FileNotFoundError):
             # A newer writer that claimed the bucket meanwhile may have deleted what this one listed (its flush
@@ -111,7 +111,7 @@ class Bucket:
         # time, each merge sorting the growing run again (a worker that reopens its bucket every micro-batch paid
         # that each time).
         self._runs = merge(runs)
-        self._batches_since_flush = len(runs)
+        self._batches_since_flush = batches
         adopted = Meta(
             epoch=catalog.epoch,
             token=catalog.token,

@@ -15,15 +15,16 @@ from .format import damaged_tail, decode_frames, find_frame
 from .keys import Run
 
 
-def replay_log(catalog: Catalog, meta: Meta) -> tuple[list[Run], int, list[list[Any]]]:
-    """The runs the log after ``meta`` replays to, the last batch id, and the segments replayed with their lengths."""
+def replay_log(catalog: Catalog, meta: Meta) -> tuple[list[Run], int, list[list[Any]], int]:
+    """The runs the log after ``meta`` replays to, the last batch id, the segments replayed with their lengths, and
+    how many batches it replayed (for ``flush_batches``: a batch's runs are one per width class)."""
     runs: list[Run] = []
-    batch_id, log = meta.flushed_batch_id, []
+    batch_id, log, batches = meta.flushed_batch_id, [], 0
     for name, length in meta.log:
         path = catalog.path("log", name)
         data = _read_log(catalog, path, length)
         frames, _ = decode_frames(data, path, tail=False)
-        batch_id = _replay(frames, batch_id, runs, path)
+        batch_id, batches = _replay(frames, batch_id, runs, path), batches + len(frames)
         log.append([name, length])
     tail = []
     for name in catalog.names("log"):
@@ -35,7 +36,7 @@ def replay_log(catalog: Catalog, meta: Meta) -> tuple[list[Run], int, list[list[
         path = catalog.path("log", name)
         data = _read_log(catalog, path, None)
         frames, used = decode_frames(data, path, tail=True, after=batch_id)
-        batch_id = _replay(frames, batch_id, runs, path)
+        batch_id, batches = _replay(frames, batch_id, runs, path), batches + len(frames)
         if used:
             log.append([name, used])
         if used < len(data):
@@ -49,7 +50,7 @@ def replay_log(catalog: Catalog, meta: Meta) -> tuple[list[Run], int, list[list[
             catalog.path("meta", meta.name),
             f"the log holds batches up to {batch_id}, the metadata says {meta.batch_id} were committed",
         )
-    return runs, batch_id, log
+    return runs, batch_id, log, batches
 
 
 def _check_nothing_after(catalog: Catalog, path: str, pos: int, batch_id: int, later: list[str]) -> None:

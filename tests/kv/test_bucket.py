@@ -1344,3 +1344,21 @@ def test_a_commit_that_raises_after_its_frame_is_durable_leaves_the_batch_commit
     with store.open(0) as b:
         assert b.committed_batch_id == 2
         assert list(b.scan()) == [(b"a", b"0"), (b"b", b"1"), (b"c", b"2")]
+
+
+def test_flush_batches_counts_the_batches_a_reopen_replays_not_their_width_classes(tmp_path):
+    """A reopen counted one batch per width class its keys fell in: a batch of keys of three widths counted three,
+    so with flush_batches=3 the next commit flushed at once."""
+    path = str(tmp_path)
+    with KVStore(path, flush_batches=3).open(0) as b:
+        b.begin(0)
+        b.put_many([b"k", b"k" * 100, b"k" * 1000], [b"1", b"2", b"3"])
+        b.commit()
+    with KVStore(path, flush_batches=3).open(0) as b:
+        b.begin(1)
+        b.put(b"a", b"1")
+        b.commit()  # two batches since the last flush: below three
+        assert b.cached_entries == 4 and not list((tmp_path / "bucket-0" / "data").iterdir())
+        b.begin(2)
+        b.commit()
+        assert b.cached_entries == 0 and list((tmp_path / "bucket-0" / "data").iterdir())  # the third flushes
