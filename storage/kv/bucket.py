@@ -203,7 +203,7 @@ class Bucket:
         batch_id = self._batch
         assert batch_id is not None
         runs = self._writes()
-        self._append_log(encode_frame(batch_id, runs), batch_id)
+        self._append_log(encode_frame(batch_id, runs, self._meta.batch_id), batch_id)
         # The frame is durable, so the batch is committed even if what follows raises: a retry must find it
         # committed, not log it a second time.
         self._meta.batch_id = batch_id

@@ -13,10 +13,14 @@ Each block has its own row width, so a long key widens only its own block.
 
 A log frame is one committed batch: ``magic | payload length u64 | batch id
 i64 | crc32 u32`` then the payload, the batch's runs as blocks one after
-another (one per width class, see ``classes``). The magic is "KVW1" when the
-payload is one block, the only kind of frame before width classes, and "KVW2"
-when it is several. The CRC covers the batch id and the payload, so a frame
-cut short or half-written by a crash is told from a whole one.
+another (one per width class, see ``classes``). The magic is "KVW3": its
+payload starts with the bucket's committed batch id before it (i64), which
+recovery checks against the batch the log before it ends at, so a segment
+missing from the middle of the log (deleted, emptied, an object lost) is
+found, not replayed around. Earlier releases wrote "KVW1" (one block, the
+only kind of frame before width classes) and "KVW2" (several), without it;
+both are read. The CRC covers the batch id and the payload, so a frame cut
+short or half-written by a crash is told from a whole one.
 
 A data file is its blocks, each possibly compressed, then a JSON index (per
 block: offset, stored and raw length, CRC32, count, and a key to find it by)
@@ -46,7 +50,9 @@ _BLOCK = struct.Struct("<4sIHHQ4x")
 _BLOCK_MAGIC = b"KVR1"
 _HAS_VALID = 1
 FRAME = struct.Struct("<4sQqI")
-_ONE_BLOCK_FRAME, _FRAME_MAGIC = b"KVW1", b"KVW2"
+_ONE_BLOCK_FRAME, _FRAME_MAGIC, _CHAINED_FRAME = b"KVW1", b"KVW2", b"KVW3"
+_FRAME_MAGICS = (_ONE_BLOCK_FRAME, _FRAME_MAGIC, _CHAINED_FRAME)
+_PREVIOUS = struct.Struct("<q")
 _FOOTER = struct.Struct("<QI8s")
 _OLD_FILE_MAGIC, _FILE_MAGIC = b"KVDATA01", b"KVDATA02"
 _VALUE = pa.large_binary()
@@ -124,21 +130,32 @@ def _decode_block_at(view: memoryview, pos: int, where: str) -> tuple[Run, int]:
 # ------------------------------------------------------------------------------- log frames
 
 
-def encode_frame(batch_id: int, runs: list[Run]) -> bytes:
-    """The frame of batch ``batch_id``, whose writes are ``runs`` (one or more)."""
+def encode_frame(batch_id: int, runs: list[Run], previous: int | None) -> bytes:
+    """The frame of batch ``batch_id``, whose writes are ``runs``, committed after batch ``previous`` (-1 for none);
+    ``previous=None`` writes the frame of earlier releases, which does not say."""
     parts = [part for run in runs for part in _run_parts(run)]
-    crc = zlib.crc32(struct.pack("<q", batch_id))
+    if previous is not None:
+        parts.insert(0, _PREVIOUS.pack(previous))
+    magic = _CHAINED_FRAME if previous is not None else _ONE_BLOCK_FRAME if len(runs) == 1 else _FRAME_MAGIC
+    crc = _crc_seed(magic, batch_id)
     for part in parts:
         crc = zlib.crc32(part, crc)
     length = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
-    magic = _ONE_BLOCK_FRAME if len(runs) == 1 else _FRAME_MAGIC
     return b"".join([FRAME.pack(magic, length, batch_id, crc), *parts])
+
+
+def _crc_seed(magic: bytes, batch_id: int) -> int:
+    """The CRC of a frame's batch id, where its payload's CRC starts; a "KVW3" frame's covers its magic too, so a
+    damaged magic that names another kind of frame fails the CRC rather than misread the payload."""
+    packed = struct.pack("<q", batch_id)
+    return zlib.crc32(magic + packed if magic == _CHAINED_FRAME else packed)
 
 
 def decode_frames(
     data: bytes, where: str, *, tail: bool, after: int = -1
-) -> tuple[list[tuple[int, list[Run]]], int]:
-    """The whole frames at the start of ``data`` and the length they take.
+) -> tuple[list[tuple[int, int | None, list[Run]]], int]:
+    """The whole frames at the start of ``data`` (batch id, the batch before it or None in a frame of an earlier
+    release, runs) and the length they take.
 
     With ``tail`` (the end of the log, where a crash may have cut a frame) a
     frame that is cut short or fails its CRC ends the log there, if it is the
@@ -156,13 +173,13 @@ def decode_frames(
         else:
             magic, length, batch_id, crc = FRAME.unpack_from(data, pos)
             end = pos + FRAME.size + length
-            if magic not in (_ONE_BLOCK_FRAME, _FRAME_MAGIC):
+            if magic not in _FRAME_MAGICS:
                 problem = f"no frame starts at offset {pos}"
             elif end > len(data):
                 problem = f"the frame at offset {pos} needs {length} bytes, only {len(data) - pos - FRAME.size} follow"
             else:
                 payload = memoryview(data)[pos + FRAME.size : end]
-                if zlib.crc32(payload, zlib.crc32(struct.pack("<q", batch_id))) != crc:
+                if zlib.crc32(payload, _crc_seed(magic, batch_id)) != crc:
                     problem = f"the frame at offset {pos} fails its CRC"
         if problem is not None:
             if not tail:
@@ -171,8 +188,13 @@ def decode_frames(
             if found is not None:
                 raise CorruptStoreError(where, damaged_tail(problem, last, found, "in this segment"))
             break  # a torn tail: the batch it held was never committed
+        previous = None
+        if magic == _CHAINED_FRAME:
+            if len(payload) < _PREVIOUS.size:
+                raise CorruptStoreError(where, f"the frame at offset {pos} is too short for the batch before it")
+            previous, payload = _PREVIOUS.unpack_from(payload)[0], payload[_PREVIOUS.size :]
         runs = [decode_run(payload, where)] if magic == _ONE_BLOCK_FRAME else _decode_blocks(payload, where)
-        frames.append((batch_id, runs))
+        frames.append((batch_id, previous, runs))
         last = batch_id
         pos = end
     return frames, pos
@@ -188,10 +210,12 @@ def _contents_end(data: bytes, pos: int) -> int:
     and a damaged length field (longer, or past the end) does not either, as the blocks end before it. A
     header without a frame's magic states no extent: the search starts at the next byte.
     """
-    if len(data) - pos < FRAME.size or data[pos : pos + 4] not in (_ONE_BLOCK_FRAME, _FRAME_MAGIC):
+    if len(data) - pos < FRAME.size or data[pos : pos + 4] not in _FRAME_MAGICS:
         return pos + 1
     declared_end = pos + FRAME.size + FRAME.unpack_from(data, pos)[1]
-    at = pos + FRAME.size
+    at = pos + FRAME.size + (_PREVIOUS.size if data[pos : pos + 4] == _CHAINED_FRAME else 0)
+    if at > len(data):
+        return len(data)
     while at < min(declared_end, len(data)):
         if len(data) - at < _BLOCK.size:
             return len(data)
@@ -213,15 +237,15 @@ def find_frame(data: bytes, start: int, after: int) -> tuple[int, int] | None:
     view = memoryview(data)
     pos = start
     while True:
-        hits = [i for i in (data.find(m, pos) for m in (_ONE_BLOCK_FRAME, _FRAME_MAGIC)) if i >= 0]
+        hits = [i for i in (data.find(m, pos) for m in _FRAME_MAGICS) if i >= 0]
         if not hits:
             return None
         pos = min(hits)
         if len(data) - pos >= FRAME.size:
-            _, length, batch_id, crc = FRAME.unpack_from(data, pos)
+            magic, length, batch_id, crc = FRAME.unpack_from(data, pos)
             end = pos + FRAME.size + length
             if (batch_id > after and end <= len(data)
-                    and zlib.crc32(view[pos + FRAME.size : end], zlib.crc32(struct.pack("<q", batch_id))) == crc):
+                    and zlib.crc32(view[pos + FRAME.size : end], _crc_seed(magic, batch_id)) == crc):
                 return pos, batch_id
         pos += 1
 

@@ -74,10 +74,16 @@ def _read_log(catalog: Catalog, path: str, length: int | None) -> bytes:
     return data
 
 
-def _replay(frames: list[tuple[int, list[Run]]], batch_id: int, runs: list[Run], path: str) -> int:
-    for frame_batch, frame_runs in frames:
+def _replay(frames: list[tuple[int, int | None, list[Run]]], batch_id: int, runs: list[Run], path: str) -> int:
+    for frame_batch, previous, frame_runs in frames:
         if frame_batch <= batch_id:
             raise CorruptStoreError(path, f"batch {frame_batch} follows batch {batch_id} in the log")
+        if previous is not None and previous != batch_id:
+            raise CorruptStoreError(
+                path, f"the frame of batch {frame_batch} was committed after batch {previous}, but the log before it "
+                f"ends at batch {batch_id}: a log segment in between is missing or was emptied, and replaying around "
+                "it would lose its batches and keep the later ones"
+            )
         runs.extend(piece for run in frame_runs for piece in split(run))  # a frame of the old format: one run
         batch_id = frame_batch
     return batch_id

@@ -96,7 +96,7 @@ def test_a_store_written_in_the_old_format_opens_and_reads(tmp_path):
     Path(meta_path).write_text(json.dumps(meta))
     (log,) = files_of(str(tmp_path), ".wal")
     frame = encode_frame(1, [Run.from_writes(pa.array(list(logged), pa.large_binary()),
-                                             pa.array(list(logged.values()), pa.large_binary()))])
+                                             pa.array(list(logged.values()), pa.large_binary()))], None)
     assert frame[:4] == b"KVW1"  # one block as wide as the 9,000-byte key: the frame of format 1
     Path(log).write_bytes(frame)
     expected = {**flushed, **logged}
