@@ -30,13 +30,28 @@ from .directory import refuse_a_file
 from .errors import CommittedPartMissingError, CorruptPartError
 from .formats import FORMATS, Csv, JsonLines
 from .part_schemas import SchemaBook
-from .state import finished_parts, load_state
+from .state import SinkState, finished_parts, load_state
 
 
 def _exists_or_refuse(fs: Any, root: str, path: str) -> None:
     if not fs.exists(root):
         raise FileNotFoundError(f"FileSink path {path!r} does not exist; nothing was ever written there (a typo?)")
     refuse_a_file(fs, root, path)
+
+
+def _refuse_other_settings(config: SinkConfig, state: SinkState | None) -> None:
+    """A format (or a row format's compression) other than the one the newest commit wrote with decodes no part:
+    the first failed as damage (``CorruptPartError: finished part ... cannot be read back: JSONDecodeError``)."""
+    if state is None:
+        return
+    names = ("format",) if FORMATS[config.format].bulk else ("format", "compression")
+    for name in names:
+        if name in state.settings and state.settings[name] != getattr(config, name):  # a version 1 record: not said
+            raise ValueError(
+                f"FileSink {name}={getattr(config, name)!r} differs from {name}={state.settings[name]!r}, which the "
+                f"parts under {config.path} were written with (commit record {state.sequence}); read them with "
+                f"FileSink({config.path!r}, {name}={state.settings[name]!r})"
+            )
 
 
 def finished_files(config: SinkConfig) -> list[str]:
@@ -52,6 +67,7 @@ def read(config: SinkConfig) -> pd.DataFrame:
     fs, root = config.fs_and_root
     _exists_or_refuse(fs, root, config.path)
     state = load_state(fs, root)
+    _refuse_other_settings(config, state)
     finished = finished_parts(fs, root, state)
     committed = finished.parts
     schemas = SchemaBook(finished.schemas)

@@ -367,6 +367,25 @@ def test_a_commit_record_named_by_another_number_is_refused_naming_it(tmp_path):
     assert sorted(sink.read()["id"]) == list(range(6))
 
 
+@pytest.mark.parametrize(("written", "reader", "named"), [
+    ({"format": "csv"}, {}, "FileSink format='jsonl' differs from format='csv'"),
+    ({"compression": "gzip"}, {}, "FileSink compression=None differs from compression='gzip'"),
+    ({}, {"format": "parquet"}, "FileSink format='parquet' differs from format='jsonl'"),
+])
+def test_read_with_another_format_or_compression_than_written_says_which(tmp_path, written, reader, named):
+    """It failed as damage: ``CorruptPartError: finished part ... cannot be read back: JSONDecodeError``."""
+    FileSink(str(tmp_path), **written).write(batch(0, 2))
+    with pytest.raises(ValueError, match=rf"{named}, which the parts under .* were written with \(commit record 0\); "
+                                         r"read them with FileSink\("):
+        FileSink(str(tmp_path), **reader).read()
+    assert sorted(FileSink(str(tmp_path), **written).read()["id"]) == [0, 1]
+
+
+def test_a_bulk_format_reads_whatever_its_compression(tmp_path):
+    FileSink(str(tmp_path), format="parquet", compression="zstd").write(batch(0, 2))
+    assert sorted(FileSink(str(tmp_path), format="parquet").read()["id"]) == [0, 1]  # Parquet names its codec
+
+
 def test_a_commit_record_of_an_unknown_version_is_refused_not_skipped(tmp_path):
     sink = open_part_sink(tmp_path)
     path = tmp_path / "_file_sink" / f"{0:020d}.json"
