@@ -220,7 +220,8 @@ def _parse_paths(name: str, raw: str) -> tuple[str, ...]:
 
 
 def _parse_columns(value: object) -> tuple[tuple[str, str], ...] | None:
-    """``"a, b long"``, ``["a", "b long"]`` or ``[("a", "string"), ...]`` as ``(name, type)`` pairs.
+    """``"a, b long"``, ``["a", "b long"]``, ``[("a", "string"), ...]`` or ``{"a": "string", ...}`` as ``(name, type)``
+    pairs (a dict was taken as its keys, every type dropped for ``string``).
 
     In strings a name is bare or in backticks, a backtick inside doubled, as Spark SQL writes it
     (``quote_name``); in pairs it is taken as it is.
@@ -228,7 +229,8 @@ def _parse_columns(value: object) -> tuple[tuple[str, str], ...] | None:
     if value is None:
         return None
     try:
-        items = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+        items = [value] if isinstance(value, str) else list(value.items()) if isinstance(value, Mapping) \
+            else list(value)  # type: ignore[call-overload]
     except TypeError:  # not iterable: 5
         items = [value]
     named: list[tuple[str, str]] = []

@@ -2,7 +2,9 @@
 
 A block is a byte range of one *segment* of a file. A segment is the part of a file
 offered at once: the whole file, or, when a file grows, only its new bytes. Block ids
-are ``offset // block_size`` in file coordinates, so they stay unique across segments.
+are ``offset // block_size`` in file coordinates; a new segment that starts inside a block's
+range repeats that block's id for its first block, so ``(path, block_id, segment_start)`` names
+a block across segments.
 A segment of a compressed file (``compression.codec_of``) is one block covering the segment, whatever
 the block size: its bytes cannot be split. Its id is the segment's start (0 for the first): segments
 of a file do not overlap, so ids stay unique across them, and a replay or a resumed state plans the

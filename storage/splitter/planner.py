@@ -7,6 +7,7 @@ the other, so the Spark source never imports the pandas-facing splitter.
 from __future__ import annotations
 
 import os
+import reprlib
 import time
 import uuid
 import warnings
@@ -194,6 +195,11 @@ class BlockPlanner:
         Files remembered under a root as written, by a version that did not normalise it, are
         renamed under the normalised root, as the listing names them now: otherwise read again.
         """
+        if not isinstance(state, dict) or not {"files", "watermark"} <= state.keys():
+            hint = " (a Spark offset of the splitter's source: pass its 'state')" if isinstance(state, dict) \
+                and isinstance(state.get("state"), dict) else ""
+            raise ValueError(f"restore({reprlib.repr(state)}): not a state of FileSplitter.state(){hint}; a state is "
+                             "a dict of 'files' and 'watermark'")
         if self._respelled:
             state = {**state, "files": {self._respell(path): entry for path, entry in state["files"].items()}}
         self._state = SplitState.from_json(state)

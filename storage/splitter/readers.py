@@ -393,6 +393,14 @@ def read_csv_table(
             f"cannot read the record at offset {offset} of file {block.path!r} as CSV: it holds a lone \\r (not "
             f"part of \\r\\n), which a CSV parser takes for a line end and the block reader for data; fix the file"
         )
+    unclosed = pc.and_(pc.match_substring(values, '"'), pc.invert(pc.match_substring_regex(values, _QUOTED_LINE)))
+    if pc.any(unclosed).as_py():
+        offset = lines["offset"].filter(unclosed)[0].as_py()
+        raise ValueError(
+            f"cannot read the record at offset {offset} of file {block.path!r} as CSV: it opens a quoted value that "
+            "its line does not close; a record is one line here, and Arrow's parser would run the value on into the "
+            "next line's, or close it where the block ends (rows that differ by block size); fix the file"
+        )
     # After an empty first line, which the parser skips: it drops a byte order mark at the start of its text, and a
     # record of U+FEFF first that starts a block would lose it, where one inside the block keeps it.
     text = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(values) + 1], pa.int32()),
@@ -403,17 +411,31 @@ def read_csv_table(
         malformed.append(row)
         return "error"
 
+    longest = pc.max(pc.binary_length(values)).as_py() or 0
     try:
         records = pacsv.read_csv(
             pa.BufferReader(text.as_buffer()),
-            read_options=pacsv.ReadOptions(column_names=list(column_names)),
+            # Arrow parses in blocks of 1 MiB by default, and a record across more than two fails ("straddling object
+            # straddles two block boundaries"): a record above 1 to 2 MiB failed, by where it fell.
+            read_options=pacsv.ReadOptions(column_names=list(column_names), block_size=max(1 << 20, 2 * longest + 2)),
             parse_options=pacsv.ParseOptions(newlines_in_values=False, invalid_row_handler=refuse),
             convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in column_names},
                                                  strings_can_be_null=True, null_values=[""]),
         )
     except pa.ArrowInvalid as err:
         raise _malformed_csv(block, lines, malformed, err) from err
+    if records.num_rows != len(lines):  # a value run on over a line end, which the check above should have caught
+        raise ValueError(f"cannot read block {block.block_id} of file {block.path!r} as CSV: its {len(lines)} lines "
+                         f"parsed as {records.num_rows} records; a quoted value runs over a line end")
     return pa.Table.from_arrays([*records.columns, lines["path"], lines["block_id"], lines["offset"]], schema=schema)
+
+
+#: A CSV line whose quoted values all close on it (RFC 4180, a quote inside doubled): every field is empty, starts
+#: with another character than a quote (a quote later in it is data), or is quoted and closed, by a quote that no
+#: quote follows (that would be a doubled one), then maybe other characters up to the comma, as Arrow's parser takes
+#: them (``"ab"c"d`` is ``abc"d``).
+_QUOTED_FIELD = r'(?:"(?:[^"]|"")*"(?:[^,"][^,]*)?|[^,"][^,]*|)'
+_QUOTED_LINE = rf"^{_QUOTED_FIELD}(?:,{_QUOTED_FIELD})*$"
 
 
 def _only_blank_lines(fs: fsspec.AbstractFileSystem, block: BlockMetadata, stop: int) -> bool:

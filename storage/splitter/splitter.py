@@ -8,6 +8,7 @@ streaming DataFrame through the Python Data Source in ``storage.splitter.spark_s
 
 from __future__ import annotations
 
+import numbers
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -105,7 +106,11 @@ class FileSplitter:
 
     def blocks(self, limit: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The next blocks (at most ``limit``, default ``blocks_per_batch``) as (files, blocks) frames."""
-        taken = self.next_blocks(limit or self.config.blocks_per_batch)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 1):
+            # -1 handed out nothing (a loop until empty stopped with data left), 0 the default, 2.5 took a float
+            raise ValueError(f"blocks(limit={limit!r}): limit must be an int of 1 or more, or None for "
+                             f"blocks_per_batch ({self.config.blocks_per_batch})")
+        taken = self.next_blocks(self.config.blocks_per_batch if limit is None else int(limit))
         segments: dict[tuple[str, int], BlockMetadata] = {}
         for block in taken:
             segments.setdefault((block.path, block.segment_start), block)

@@ -237,6 +237,36 @@ def test_a_malformed_csv_record_is_refused_with_its_file_and_offset(tmp_path):
         read_csv_block(FS, block, ["a", "b"], strict=False)
 
 
+@pytest.mark.parametrize(("data", "offset"), [(b'h\n"abc\nx\n', 2), (b'h\n"\n1\n', 2), (b'h\n1,"a""b\n2\n', 2),
+                                            (b'h\n"x",y\n"ab,c\n', 8), (b'h\n"ab""\n1\n', 2)])
+def test_a_csv_record_that_opens_a_quote_its_line_does_not_close_is_refused_at_every_block_size(tmp_path, data,
+                                                                                                  offset):
+    """Arrow's parser ran the quoted value on into the next line (an ArrowInvalid naming neither file nor offset)
+    or closed it where the block ended (the quote dropped, no error): rows that differed by block size."""
+    (tmp_path / "f.csv").write_bytes(data)
+    for block_size in (1, 2, 3, 5, 8, 64):
+        splitter = FileSplitter(str(tmp_path), format="csv", columns="a, b", block_size=block_size, settle=0)
+        with pytest.raises(ValueError, match=rf"cannot read the record at offset {offset} of file .*f.csv' as CSV: it "
+                                             "opens a quoted value that its line does not close"):
+            splitter.read_records()
+
+
+def test_quoted_csv_values_closed_on_their_line_read_as_arrow_reads_them(tmp_path):
+    (tmp_path / "f.csv").write_bytes(b'h\n"a,b","c""d"\n"ab"c"d,e\nab"c,\n"",""""\n')
+    records = FileSplitter(str(tmp_path), format="csv", columns="a, b", block_size=4, settle=0).read_records()
+    assert records[["a", "b"]].fillna("null").values.tolist() == [["a,b", 'c"d'], ['abc"d', "e"], ['ab"c', "null"],
+                                                                   ["null", '"']]
+
+
+def test_a_csv_record_longer_than_arrows_parse_block_is_read(tmp_path):
+    """Arrow parses in blocks of 1 MiB, and a record across more than two failed ("straddling object straddles two
+    block boundaries"): 3 MiB failed, and 1.5 MB after 800 KB of short records."""
+    for short, long in ((0, 3 << 20), (200_000, 1_500_000)):
+        (tmp_path / "f.csv").write_bytes(b"a,b\n" + b"s,1\n" * short + b"x" * long + b",2\n")
+        records = FileSplitter(str(tmp_path), format="csv", columns="a, b", settle=0).read_records()
+        assert len(records) == short + 1 and records["a"].iloc[-1] == "x" * long and records["b"].iloc[-1] == "2"
+
+
 @pytest.mark.parametrize(("data", "offset"), [
     (b"a,b\n1,x\r2,y\n3,z\n", 4), (b"a,b\r\n1,x\r\n \rz\r\n2,y\r\n", 10), (b"a,b\n1,x\r2,y\n\r\r\n3,z\n", 4),
     (b"a,b\r\n1,x\r", 5)])

@@ -295,6 +295,28 @@ def test_bad_parameters_name_the_parameter_and_value(tmp_path, kwargs, message):
         FileSplitter(**{"paths": str(tmp_path), **kwargs})
 
 
+def test_columns_as_a_dict_keep_their_types(tmp_path):
+    """A dict was taken as its keys: every type dropped for string, without a word."""
+    splitter = FileSplitter(str(tmp_path), format="csv", columns={"ts": "timestamp", "amount": "long"})
+    assert splitter.config.columns == (("ts", "timestamp"), ("amount", "long"))
+
+
+@pytest.mark.parametrize("limit", [-1, 0, 2.5, "3", True])
+def test_a_bad_blocks_limit_is_refused(tmp_path, limit):
+    """-1 handed out no block (a loop until empty stopped with data left), 0 the default, 2.5 was taken."""
+    with pytest.raises(ValueError, match=rf"blocks\(limit={limit!r}\): limit must be an int of 1 or more, or None"):
+        FileSplitter(str(tmp_path)).blocks(limit)
+
+
+def test_restoring_what_is_not_a_state_says_so(tmp_path):
+    """A bare KeyError: 'files', also for a Spark offset of the splitter's source, whose 'state' is the state."""
+    splitter = FileSplitter(str(tmp_path))
+    for bad in ({}, None, {"state": splitter.state(), "version": 1}):
+        hint = r" \(a Spark offset of the splitter's source: pass its 'state'\)" if bad else ""
+        with pytest.raises(ValueError, match=rf"not a state of FileSplitter.state\(\){hint}; a state is a dict"):
+            splitter.restore(bad)
+
+
 def test_watermark_slack_none_as_a_string_remembers_every_file_as_documented():
     assert SplitterConfig(paths=("x",), watermark_slack="none").watermark_slack is None
     assert SplitterConfig(paths=("x",), watermark_slack="None").watermark_slack is None
