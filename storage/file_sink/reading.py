@@ -86,27 +86,26 @@ def read(config: SinkConfig) -> pd.DataFrame:
             _check(path, data, length, crc)
             schema = schemas.schema(schema_key)
         frames.append(_decode(config, path, data, schema))
+    return concat_parts(frames)
+
+
+def concat_parts(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The parts' frames (changed in place) as one, a column that is a category of one type wherever it is given
+    the union of its categories: ``pd.concat`` makes categories that differ (each part holds those of its own rows)
+    plain values, so a category column came back a category or not by how its rows were cut into parts."""
     frames = [f for f in frames if len(f)]
-    return pd.concat(_same_categories(frames), ignore_index=True) if frames else pd.DataFrame()
-
-
-def _same_categories(frames: list[pd.DataFrame]) -> list[pd.DataFrame]:
-    """The frames (changed in place) with each column that is a category wherever it is given the union of their categories:
-    ``pd.concat`` makes categories that differ (each part holds those of its own rows) plain values, so a
-    category column came back a category or not by how its rows were cut into parts."""
     names = {name for frame in frames for name in frame.columns}
     for name in names:
         columns = [frame[name] for frame in frames if name in frame.columns]
         if len(columns) < 2 or not all(isinstance(c.dtype, pd.CategoricalDtype) for c in columns):
             continue
-        try:
-            union = pd.api.types.union_categoricals([c.array for c in columns], ignore_order=True).categories
-        except TypeError:  # categories of different types (text in one part, dates in another): values, as before
-            continue
+        if len({str(c.dtype.categories.dtype) for c in columns}) > 1:
+            continue  # categories of different types (text in one part, numbers in another): values, as before
+        union = pd.api.types.union_categoricals([c.array for c in columns], ignore_order=True).categories
         for frame in frames:
             if name in frame.columns:
                 frame[name] = frame[name].cat.set_categories(union)
-    return frames
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def _committed_only(visible: list[str], committed: dict[str, Any], root: str) -> list[str]:
