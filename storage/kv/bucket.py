@@ -101,7 +101,7 @@ class Bucket:
             meta = catalog.load_meta() or Meta(epoch=0, token="00000000", version=-1)
             self._hook("loaded", meta.batch_id)
             runs, batch_id, log, batches = replay_log(catalog, meta)
-            _refuse_missing_data_files(catalog, meta)
+            data_names = _refuse_missing_data_files(catalog, meta)
         except (CorruptStoreError, FileNotFoundError):
             # A newer writer that claimed the bucket meanwhile may have deleted what this one listed (its flush
             # dropped the log segments, its cleanup the metadata): then this writer is fenced, and nothing is damaged.
@@ -127,7 +127,7 @@ class Bucket:
         self._open_files()
         self._hook("adopted", -1)
         catalog.confirm("clean up")
-        for sub, names in catalog.unreferenced(adopted).items():
+        for sub, names in catalog.unreferenced(adopted, data_names).items():
             catalog.remove(sub, names)
 
     def _open_files(self) -> None:
@@ -517,15 +517,17 @@ def _like(keys: Any, values: pa.LargeBinaryArray) -> Any:
     return values.to_pylist()
 
 
-def _refuse_missing_data_files(catalog: Catalog, meta: Meta) -> None:
+def _refuse_missing_data_files(catalog: Catalog, meta: Meta) -> list[str]:
     """Before the open adopts ``meta`` and deletes what it does not name: every data file it names is there. An older
     metadata version put back (a partial restore, an object store's listing that missed the newest) names files
     a later flush replaced, and its cleanup deleted the newer files holding every batch since, before the first
-    read found the old ones missing."""
-    missing = sorted({f["name"] for f in meta.files} - set(catalog.names("data")))
+    read found the old ones missing. The listing is the cleanup's too: one per open, as before."""
+    names = catalog.names("data")
+    missing = sorted({f["name"] for f in meta.files} - set(names))
     if missing:
         raise CorruptStoreError(
             catalog.path("data", missing[0]),
             f"the data file is missing, one of {len(missing)} that metadata {meta.name} names (the open deleted "
             "nothing: an older metadata version put back would have its cleanup delete the newer data files)",
         )
+    return names

@@ -308,17 +308,19 @@ class Catalog:
             except (FileNotFoundError, IsADirectoryError):
                 pass
 
-    def unreferenced(self, meta: Meta) -> dict[str, list[str]]:
+    def unreferenced(self, meta: Meta, data_names: list[str] | None = None) -> dict[str, list[str]]:
         """The files ``meta`` does not need, by directory: what a crash, a flush or a zombie left behind.
 
         Files of a newer epoch are never listed: a writer that claimed the
-        bucket since this one checked its lease owns them.
+        bucket since this one checked its lease owns them (so ``data_names``, a listing of the data files
+        this writer made before, misses none of its own).
         """
         keep_log = {name for name, _ in meta.log}
         keep_data = {f["name"] for f in meta.files}
         out = {"meta": [n for n in self.names("meta") if n != meta.name and self._epoch_of(n) <= self.epoch]}
         out["lease"] = [n for n in self.names("lease") if self._epoch_of(n) < self.epoch]
-        out["data"] = [n for n in self.names("data") if n not in keep_data and self._epoch_of(n) <= self.epoch]
+        data_names = self.names("data") if data_names is None else data_names
+        out["data"] = [n for n in data_names if n not in keep_data and self._epoch_of(n) <= self.epoch]
         out["log"] = [
             n for n in self.names("log")
             if n not in keep_log and self._epoch_of(n) <= self.epoch and not self._mine_unpublished(n, meta)
