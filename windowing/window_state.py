@@ -198,17 +198,18 @@ def records_of(spec: EngineSpec, table: pd.DataFrame, processing_time: int) -> d
 
 def _processing_timers(spec: EngineSpec, table: pd.DataFrame, processing_time: int) -> tuple[np.ndarray, np.ndarray]:
     """Per window, its earliest processing-time timer after ``processing_time`` (NO_TIME: none) and whether one
-    at or before it is pending; none for triggers without processing-time timers, nor for closed windows."""
+    at or before it is pending; none for triggers without processing-time timers. A closed window's timer counts
+    too: it fires nothing, but the step that finds it due consumes it, as a step of the whole table does (left
+    unconsumed, the store kept a timer the table had dropped: state that differed, no pane in the cases tried)."""
     future = np.full(len(table), NO_TIME, dtype=np.int64)
     past = np.zeros(len(table), dtype=bool)
     if not spec.trigger.uses_processing_time():
         return future, past
     end = table["end"].to_numpy(dtype=np.int64)
     trigger_state = {name: table[name].to_numpy() for name in table.columns if name.startswith("t.")}
-    open_rows = ~table["closed"].to_numpy()
     for timer in spec.trigger.processing_timers(TriggerContext(trigger_state, end, 0, processing_time)):
-        future = np.minimum(future, np.where(open_rows & (timer > processing_time), timer, NO_TIME))
-        past |= open_rows & (timer <= processing_time)
+        future = np.minimum(future, np.where(timer > processing_time, timer, NO_TIME))
+        past |= timer <= processing_time
     return future, past
 
 
