@@ -135,6 +135,25 @@ def test_a_window_ending_inside_a_millisecond_fires_in_the_same_micro_batch_as_o
     assert_same_panes(actual, expected)
 
 
+def test_a_stream_refuses_event_times_before_1970_naming_the_column_and_value(spark, where):
+    """Spark's watermark starts at 0 and never goes below it: a stream of such times fired no window and reported
+    no late element, without a word (the pandas runner fires them), and times that crossed 0 got other timings."""
+    def build(source):
+        return windowed(source, time="ts", key="user").fixed("10 seconds").watermark("0 seconds").aggregate(Sum("amount"))
+
+    source, sink, checkpoint = where()
+    before = pd.DataFrame({"user": ["a"], "ts": pd.Series([pd.Timestamp("1969-12-31 23:58:25")]).astype("datetime64[us]"),
+                           "amount": [1]})
+    query = start(spark, source, sink, checkpoint, build)
+    try:
+        write_batch(source, 0, before)
+        with pytest.raises(Exception, match=r"time column 'ts' holds 1969-12-31 23:58:25, before 1970-01-01 .*Spark's "
+                                            r"watermark starts at 0 and never goes below it"):
+            query.processAllAvailable()
+    finally:
+        query.stop()
+
+
 def test_early_firings_and_retractions_reach_the_final_values(spark, where):
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     try:

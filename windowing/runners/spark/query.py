@@ -245,6 +245,15 @@ def _event_time(time: str, timestamp: bool, streaming: bool, epoch_unit: str | N
             F.lit(f"time column {time!r} holds "), column.cast("string"),
             F.lit(f", outside the engine's range ({NUMERIC_RANGE}): "
                   "filter such rows out before windowed()"))))
+    if streaming:
+        # Spark starts the watermark at 0 and never sets it lower (0 reads as "no watermark yet"): a stream of such
+        # times fired no window and reported no late element, without a word, and times that crossed 0 got wrong
+        # timings. A bounded DataFrame has no watermark, so no such limit.
+        checked = checked.when(value < 0, F.raise_error(F.concat(
+            F.lit(f"time column {time!r} holds "), column.cast("string"),
+            F.lit(", before 1970-01-01 (below 0 for a numeric time): Spark's watermark starts at 0 and never goes "
+                  "below it, so the windows of a stream's earlier times would never fire and their late elements "
+                  "would go unreported; shift the times past 0 (add a constant), or run a bounded DataFrame"))))
     return checked.otherwise(value)
 
 
