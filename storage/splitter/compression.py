@@ -19,6 +19,7 @@ the rest of the file (``gzip.decompress`` copies the rest once per member: quadr
 from __future__ import annotations
 
 import bz2
+import contextlib
 import lzma
 import zlib
 from typing import Any, Callable, Iterator, NamedTuple
@@ -78,20 +79,15 @@ def segment_content(data: bytes, path: str, start: int) -> Segment:
     zero bytes in fours after an xz stream, as ``gzip -d`` and ``xz -d`` accept them), raise ``OSError``
     naming the file, never part of the content.
     """
-    codec = codec_of(path)
-    if codec is None:
-        raise ValueError(f"{path!r} is not named as a compressed file ({sorted(WHOLE_FILE_CODECS)})")
     before, parts, incomplete = 0, [], None
     try:
-        for end, content in _streams(memoryview(data), codec):
+        for end, content in _file_streams(data, path):
             if end <= start:
                 before += len(content)
             else:
                 parts.append(content)
     except _EndsInsideStream as inside:
         incomplete = inside.start
-    except (EOFError, ValueError, OSError, zlib.error, lzma.LZMAError, pa.ArrowException) as err:
-        raise OSError(f"cannot decompress {codec} file {path!r}, corrupt: {err}") from err
     return Segment(before, b"".join(parts), incomplete)
 
 
@@ -99,14 +95,18 @@ def complete_streams(data: bytes, path: str) -> Iterator[bytes]:
     """The decompressed content of each whole stream of ``data`` (bytes ``[0, n)`` of the compressed file
     ``path``), in order and one at a time, so a caller that has seen enough decompresses no more; it
     stops where the bytes end inside a stream. A corrupt stream raises ``OSError`` naming the file."""
+    with contextlib.suppress(_EndsInsideStream):
+        for _, content in _file_streams(data, path):
+            yield content
+
+
+def _file_streams(data: bytes, path: str) -> Iterator[tuple[int, bytes]]:
+    """`_streams` of the file ``path`` (its codec by name), a corrupt stream raised as ``OSError`` naming the file."""
     codec = codec_of(path)
     if codec is None:
         raise ValueError(f"{path!r} is not named as a compressed file ({sorted(WHOLE_FILE_CODECS)})")
     try:
-        for _, content in _streams(memoryview(data), codec):
-            yield content
-    except _EndsInsideStream:
-        return
+        yield from _streams(memoryview(data), codec)
     except (EOFError, ValueError, OSError, zlib.error, lzma.LZMAError, pa.ArrowException) as err:
         raise OSError(f"cannot decompress {codec} file {path!r}, corrupt: {err}") from err
 
