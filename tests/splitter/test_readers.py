@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage import FileSplitter
+from storage.splitter import readers
 from storage.splitter.metadata import BlockMetadata, FileMetadata
 from storage.splitter.readers import (
     LINE_SCHEMA,
@@ -249,6 +250,18 @@ def test_a_csv_record_that_opens_a_quote_its_line_does_not_close_is_refused_at_e
         with pytest.raises(ValueError, match=rf"cannot read the record at offset {offset} of file .*f.csv' as CSV: it "
                                              "opens a quoted value that its line does not close"):
             splitter.read_records()
+
+
+def test_csv_lines_parsed_into_fewer_records_are_refused_not_paired_with_the_wrong_offsets(tmp_path, monkeypatch):
+    """The guard behind the unclosed-quote check, for a line that check would miss: a quoted value run on over
+    a line end gives fewer records than lines, and records zipped with the lines' offsets would be shifted."""
+    monkeypatch.setattr(readers, "_QUOTED_LINE", "")  # the check above passes every line
+    path = tmp_path / "t.csv"
+    path.write_bytes(b'a,b\n"1\n2",x\n3,z\n')
+    [block] = all_blocks(str(path), 1024)
+    with pytest.raises(ValueError, match=rf"cannot read block 0 of file '{path}' as CSV: its 3 lines parsed as 2 "
+                                         "records; a quoted value runs over a line end"):
+        read_csv_block(FS, block, ["a", "b"], strict=False)
 
 
 def test_quoted_csv_values_closed_on_their_line_read_as_arrow_reads_them(tmp_path):
