@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Union
+from typing import Any, Union
+
+import numpy as np
 
 Seconds = Union[float, int, timedelta, str]
 Size = Union[int, str]
 
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "kib": 1024, "mb": 1024**2, "mib": 1024**2, "gb": 1024**3, "gib": 1024**3}
 _SIZE_RE = re.compile(r"\s*(\d+)\s*([a-zA-Z]*)\s*")
+
+
+def is_whole_number(value: Any) -> bool:
+    """An int or a NumPy integer (what a pandas column or a NumPy array hands out), not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def parse_size(name: str, value: Size) -> int:

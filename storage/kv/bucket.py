@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .._units import is_whole_number
 from .catalog import Catalog, Meta, sequenced_name
 from .classes import by_class, from_writes, merge
 from .datafile import DataFile
@@ -141,7 +142,7 @@ class Bucket:
     def begin(self, batch_id: int) -> None:
         """Start batch ``batch_id``; a batch begun and not committed (a failed attempt) is discarded first."""
         self._check_open()
-        if isinstance(batch_id, bool) or not isinstance(batch_id, (int, np.integer)) or not 0 <= batch_id <= _MAX_BATCH_ID:
+        if not is_whole_number(batch_id) or not 0 <= batch_id <= _MAX_BATCH_ID:
             raise ValueError(
                 f"batch_id={batch_id!r} must be an int from 0 to 2**63 - 1 (Spark's batch id, a step number; "
                 "the log keeps it as a signed 64-bit integer)"
@@ -379,8 +380,9 @@ class Bucket:
         sorted by key, as an Arrow table with columns ``key`` and ``value``; with ``limit``, the first ``limit``
         pairs, found without reading the rest of the range (the smallest key of an index, say)."""
         self._check_open()
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        if limit is not None and (not is_whole_number(limit) or limit < 0):
             raise ValueError(f"scan limit={limit!r} must be a whole number >= 0, or None for the whole range")
+        limit = None if limit is None else int(limit)
         for name, bound in (("start", start), ("end", end), ("prefix", prefix)):
             if bound is not None and not isinstance(bound, bytes):
                 raise TypeError(f"scan {name}={bound!r} must be bytes or None")

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from fsspec.core import url_to_fs
 
-from .._units import parse_seconds, parse_size
+from .._units import is_whole_number, parse_seconds, parse_size
 from .bucket import Bucket, Hook
 from .datafile import BlockCache
 from .settings import StoreSettings
@@ -58,7 +58,7 @@ class KVStore:
                 f"KVStore storage_options={storage_options!r} must be a dict of the filesystem's options, or None"
             )
         for name, value in (("flush_entries", flush_entries), ("flush_batches", flush_batches)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_whole_number(value) or value < 1:
                 raise ValueError(f"KVStore {name}={value!r} must be an int of 1 or more")
         if compression not in CODECS:
             raise ValueError(f"KVStore compression={compression!r} is not one of {CODECS}")
@@ -72,8 +72,8 @@ class KVStore:
             "storage_options": tuple(sorted(dict(storage_options or {}).items())),
         }.items())))
         self.path = path
-        self.flush_entries = flush_entries
-        self.flush_batches = flush_batches
+        self.flush_entries = flush_entries = int(flush_entries)
+        self.flush_batches = flush_batches = int(flush_batches)
         self.flush_bytes = parse_size("flush_bytes", flush_bytes)
         self.max_file_size = parse_size("max_file_size", max_file_size)
         self.block_size = parse_size("block_size", block_size)
@@ -111,9 +111,9 @@ class KVStore:
         writer known to be gone, such as the failed attempt of a Spark task.
         ``hook`` is a test seam called at each crash point.
         """
-        if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0:
+        if not is_whole_number(bucket) or bucket < 0:
             raise ValueError(f"KVStore bucket={bucket!r} must be an int of 0 or more (a Spark partition id, a key hash)")
-        return Bucket(self._parsed, bucket, take_over=take_over, hook=hook)
+        return Bucket(self._parsed, int(bucket), take_over=take_over, hook=hook)
 
     def buckets(self) -> list[int]:
         """The buckets that exist under the store's path."""

@@ -71,6 +71,21 @@ def test_columns_in_columns_out(tmp_path):
         assert b.scan_table().to_pydict() == {"key": [b"d"], "value": [b"4"]}
 
 
+def test_numpy_integers_are_taken_wherever_an_int_is(tmp_path):
+    """A bucket, a count or a limit taken from a pandas column or a NumPy array is an ``np.int64``: ``begin`` took one,
+    ``open``, ``flush_entries``, ``flush_batches`` and ``scan(limit=)`` refused it as not an int."""
+    store = KVStore(str(tmp_path), flush_entries=np.int64(2), flush_batches=np.int32(3))
+    assert (store.flush_entries, store.flush_batches) == (2, 3) and type(store.flush_entries) is int
+    with store.open(np.int64(4)) as b:
+        b.begin(np.int64(0))
+        b.put_many([b"a", b"b", b"c"], [b"1", b"2", b"3"])
+        b.commit()
+        assert b.scan_table(limit=np.int64(2)).to_pydict() == {"key": [b"a", b"b"], "value": [b"1", b"2"]}
+    assert store.buckets() == [4]
+    with pytest.raises(ValueError, match="bucket=np.True_ must be an int of 0 or more|bucket=True must be an int"):
+        store.open(np.bool_(True))
+
+
 def test_bad_input_names_the_parameter_and_the_value(tmp_path):
     with pytest.raises(ValueError, match="flush_entries=0 must be an int of 1 or more"):
         KVStore(str(tmp_path), flush_entries=0)
