@@ -123,6 +123,8 @@ class SplitterConfig:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be True or False")
         if self.pattern is not None and not isinstance(self.pattern, str):
             raise ValueError(f"pattern={self.pattern!r} must be a regular expression in a string")
+        if self.pattern == "":  # it must match the whole name: only a file named "" would pass
+            raise ValueError("pattern='' matches no file name (it must match the whole name); give None for every file")
         if self.pattern is not None:
             try:
                 re.compile(self.pattern)

@@ -250,6 +250,7 @@ def test_state_round_trip_resumes_mid_file(tmp_path):
     [
         ({"pattern": "(unclosed"}, r"pattern='\(unclosed' is not a valid regular expression"),
         ({"pattern": 123}, r"pattern=123 must be a regular expression in a string"),
+        ({"pattern": ""}, r"pattern='' matches no file name \(it must match the whole name\); give None for every file"),
         ({"settle": "inf"}, r"settle='inf' must be a finite number of seconds: no file would ever be stable"),
         ({"block_size": 0}, r"block_size=0 must be positive"),
         ({"block_size": -5}, r"block_size=-5 must be positive"),
