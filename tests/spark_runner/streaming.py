@@ -67,15 +67,17 @@ def start(spark, source: Path, sink: Path, checkpoint: Path, build, prepare=None
             .outputMode("append").start())
 
 
-def start_run(spark, source: Path, sink: Path, checkpoint: Path, build, block: dict | None = None):
-    """Start ``build(input)``, a ``SparkRun``, writing panes and late data from one query (docs/spark.md).
+def start_run(spark, source: Path, sink: Path, checkpoint: Path, build, block: dict | None = None, prepare=None):
+    """Start ``build(input)``, a ``SparkRun``, writing panes and late data from one query (docs/spark.md);
+    ``prepare`` may transform the input first.
 
     ``foreachBatch`` writes ``sink/panes/batch=<id>`` and ``sink/late/batch=<id>``, each
     overwriting itself on replay. ``block``: ``{"batch": id, "reached": path}`` stops the writer,
     after the panes of that batch and before its late data, until the process is killed.
     """
     source.mkdir(parents=True, exist_ok=True)
-    run = build(spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source)))
+    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
+    run = build(stream if prepare is None else prepare(stream))
 
     def write(batch, batch_id):
         batch.persist()  # two writes: without it the stateful step would run twice

@@ -6,6 +6,7 @@ import datetime as dt
 import decimal
 import re
 
+import numpy as np
 import pandas as pd
 import pendulum
 import pytest
@@ -272,6 +273,39 @@ def test_sums_and_extremes_of_a_decimal_column_are_decimals_as_on_pandas(spark):
     got = result.toPandas()
     assert sorted(got.s) == [D("0.00"), D("0.00"), D("0.00"), D("3.75")]
     assert_same_panes(got, build(frame.toPandas()).aggregate(**aggregations))
+
+
+def test_an_interval_column_sums_averages_and_extremes_as_spark_does(spark):
+    """Sum, Min and Max of a day-time interval were refused at planning ("cannot derive the Spark type ...
+    spark_typed(..., 'double')") and Mean failed in the worker: against Spark's own sum, min, max and avg per
+    window (avg rounds its microseconds half away from zero, as does Mean here; the pandas runner keeps
+    nanoseconds), and the pandas runner for the rest."""
+    micros = [1, 2, -1, -2, -1, 5, None, 2, 7, 86_400_000_000, -3]
+    rows = [(k, s, m) for k, s, m in zip("aaabbcccdee", [1, 2, 3, 4, 5, 6, 7, 8, 61, 62, 63], micros)]
+    frame = spark.createDataFrame(rows, "user string, s bigint, us bigint").select(
+        "user", F.timestamp_seconds("s").alias("ts"),
+        F.make_dt_interval(F.lit(0), F.lit(0), F.lit(0), F.col("us") / 1_000_000).alias("d"))
+    aggregations = dict(s=Sum("d"), lo=Min("d"), hi=Max("d"), m=Mean("d"))
+    result = windowed(frame, time="ts", key="user").fixed("1 minute").aggregate(**aggregations)
+    assert {result.schema[c].dataType.simpleString() for c in aggregations} == {"interval day to second"}
+    native = frame.groupBy("user", F.window("ts", "1 minute").start.alias("window_start")).agg(
+        F.sum("d").alias("s"), F.min("d").alias("lo"), F.max("d").alias("hi"), F.avg("d").alias("m"))
+    columns = ["user", "window_start", *aggregations]
+    ordered = lambda panes: panes[columns].sort_values(columns[:2]).reset_index(drop=True)  # noqa: E731
+    got = ordered(result.toPandas())
+    pd.testing.assert_frame_equal(got, ordered(native.toPandas()), check_dtype=False)
+    assert got.m.tolist()[:3] == pd.to_timedelta([1, -2, 4], unit="us").tolist()  # 2/3, -1.5 and 3.5 microseconds
+    assert_same_panes(result.drop("m").toPandas(),
+                      windowed(frame.toPandas(), time="ts", key="user").fixed("1 minute").aggregate(s=Sum("d"), lo=Min("d"),
+                                                                                                 hi=Max("d")))
+    # A Fold's type is sampled from one value: an interval (an np.timedelta64 output was typed bigint before).
+    present = frame.where("us is not null")
+    folds = dict(s=Sum("d"), fold=Fold("d", pd.Timedelta(0), lambda a, v: a + v, lambda a, b: a + b),
+                 numpy=Fold("d", np.timedelta64(0, "ns"), lambda a, v: a + np.timedelta64(v), lambda a, b: a + b))
+    folded = windowed(present, time="ts", key="user").fixed("1 minute").aggregate(**folds)
+    assert {folded.schema[c].dataType.simpleString() for c in folds} == {"interval day to second"}
+    got = folded.toPandas()
+    assert got.s.tolist() == got.fold.tolist() == got.numpy.tolist()
 
 
 @pytest.mark.parametrize("key_type", ["struct<u:string>", "array<string>", "map<string,int>"])

@@ -385,6 +385,29 @@ def test_a_decimal_column_streams_packed_and_sums_to_decimals_as_on_pandas(spark
     assert_same_panes(actual, mirror(with_cents, inputs, build))
 
 
+def test_an_interval_column_streams_packed_with_late_data_as_on_pandas(spark, where):
+    """A day-time interval (pandas' timedelta) column: Sum, Min and Max were refused at planning with a hint
+    to state them as 'double', Mean failed in the worker; sessions pack every element, late ones included."""
+    source, sink, checkpoint = where()
+    parts = [events(ROWS[:6]), events(ROWS[6:] + [("d", -100, 1), ("a", 2, 4)]), events([("z", 200, 0)])]
+    as_intervals = [part.assign(amount=pd.to_timedelta(part.amount * 250, unit="ms") - pd.Timedelta("1s")) for part in parts]
+
+    def build(frame):
+        return windowed(frame, time="ts", key="user").sessions("10 seconds").watermark("5 seconds") \
+            .allowed_lateness("10 seconds").trigger(AtWatermark()).run(total=Sum("amount"), lo=Min("amount"),
+                                                                       hi=Max("amount"))
+
+    interval = F.make_dt_interval(F.lit(0), F.lit(0), F.lit(0), F.col("amount") / 4 - 1)
+    query = start_run(spark, source, sink, checkpoint, build, prepare=lambda stream: stream.withColumn("amount", interval))
+    inputs = run_all(query, source, parts)
+    panes, late = mirror(as_intervals, inputs, build, late=True)
+    actual = read_sink(spark, sink / "panes")
+    assert str(actual.total.dtype).startswith("timedelta64") and (actual.lo < pd.Timedelta(0)).any()
+    assert_same_panes(actual, panes)
+    late_rows = lambda frame: frame[["user", "amount", "reason"]].sort_values(["user", "amount"]).values.tolist()  # noqa: E731
+    assert len(late) and late_rows(read_sink(spark, sink / "late")) == late_rows(late)
+
+
 def test_late_data_on_spark_equals_the_pandas_runners_late_data(spark, where):
     source, sink, checkpoint = where()
     # ("d", -100, 1) is far behind: beyond window size plus lateness, Spark's own watermark would drop it.

@@ -88,6 +88,9 @@ def output_type(name: str, acc: Accumulation[Any, Any, Any], input_type: Any) ->
             f"{type(acc).__name__} needs numbers: cast the column first, e.g. col({acc.column!r}).cast('double')")
     if kind == "count":
         return T.LongType()
+    if isinstance(input_type, T.DayTimeIntervalType) and kind in ("sum", "extreme", "mean"):
+        # As Spark's sum, min, max and avg of an interval: the workers hold it as a pandas timedelta.
+        return T.DayTimeIntervalType() if kind == "mean" else input_type
     if kind == "mean":
         return T.DoubleType()
     if kind in ("sum", "extreme"):
@@ -119,7 +122,8 @@ def _sampled_output_type(acc: Accumulation[Any, Any, Any], input_type: Any) -> A
     from pyspark.sql import types as T
 
     samples = [(T.BooleanType, True), (T.FloatType, 1.5), (T.DoubleType, 1.5), (T.StringType, "a"),
-               (T.BinaryType, b"a"), (T.TimestampType, pd.Timestamp("2024-01-01")), (T.DateType, dt.date(2024, 1, 1))]
+               (T.BinaryType, b"a"), (T.TimestampType, pd.Timestamp("2024-01-01")), (T.DateType, dt.date(2024, 1, 1)),
+               (T.DayTimeIntervalType, pd.Timedelta(1, "s"))]
     sample = 1 if integral(input_type) else next((v for cls, v in samples if isinstance(input_type, cls)), None)
     if sample is None and input_type is not None:  # no value of that type to run it on: the default would answer
         return None
@@ -133,7 +137,8 @@ def _python_value_type(value: Any) -> Any:
     """The Spark type a Python value crosses to Arrow as, or None where it is not clear."""
     from pyspark.sql import types as T
 
-    scalars = [((bool, np.bool_), T.BooleanType), ((int, np.integer), T.LongType), ((float, np.floating), T.DoubleType),
+    scalars = [((bool, np.bool_), T.BooleanType), ((dt.timedelta, np.timedelta64), T.DayTimeIntervalType),  # before
+               ((int, np.integer), T.LongType), ((float, np.floating), T.DoubleType),  # np.integer: np.timedelta64 is one
                ((str,), T.StringType), ((bytes,), T.BinaryType), ((dt.datetime, np.datetime64), T.TimestampType),
                ((dt.date,), T.DateType)]
     for classes, spark_type in scalars:
@@ -175,4 +180,6 @@ def numpy_dtype(spark_type: Any) -> Any:
     for cls, dtype in table:
         if isinstance(spark_type, cls):
             return np.dtype(dtype)
+    if isinstance(spark_type, T.DayTimeIntervalType):  # pyspark hands it to pandas as a timedelta, to the nanosecond
+        return np.dtype("timedelta64[ns]")
     return np.dtype(object)

@@ -137,7 +137,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     for i, ((name, _), vtype) in enumerate(zip(aggregations, value_types)):
         out_fields.append(T.StructField(name, vtype))
         columns.append(OutputColumn(name, "value", engine_columns.output(i), integral=integral(vtype),
-                                    array=isinstance(vtype, T.ArrayType)))
+                                    array=isinstance(vtype, T.ArrayType), interval=isinstance(vtype, T.DayTimeIntervalType)))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
                    T.StructField("is_retraction", T.BooleanType())]
     if late_data:

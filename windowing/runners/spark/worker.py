@@ -61,6 +61,7 @@ class OutputColumn:
     source: str
     integral: bool = False
     array: bool = False
+    interval: bool = False  # a Spark day-time interval: the engine's timedeltas, to the microsecond
 
 
 @dataclass(frozen=True)
@@ -383,6 +384,8 @@ def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
     values = values.reset_index(drop=True)
     if col.integral and values.dtype.kind in "iu":
         return values.to_numpy()
+    if col.interval:
+        return _interval_micros(values)
     if col.array:
         out = np.empty(len(values), dtype=object)
         out[:] = [None if v is None else _as_list(v) for v in values]
@@ -397,6 +400,18 @@ def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
                 "Fold or Reduce whose output type depends on the values, state it with "
                 "windowing.runners.spark.spark_typed(acc, 'double') (any Spark DDL type)") from err
     return values.to_numpy()
+
+
+def _interval_micros(values: pd.Series) -> np.ndarray:
+    """Timedeltas (a column of them, or Timedelta objects) as a Spark interval holds them, in microseconds: a
+    ``Mean``'s nanoseconds rounded half away from zero, as Spark's ``avg`` of an interval rounds them (pyspark's
+    conversion refused them as losing data)."""
+    deltas = pd.to_timedelta(values).to_numpy(dtype="timedelta64[ns]")
+    missing = np.isnat(deltas)
+    ns = np.where(missing, 0, deltas.view(np.int64))
+    micros = np.where(ns < 0, -((500 - ns) // NS_PER_US), (ns + 500) // NS_PER_US).astype("timedelta64[us]")
+    micros[missing] = np.timedelta64("NaT", "us")
+    return micros
 
 
 def _is_whole(value: Any) -> bool:
