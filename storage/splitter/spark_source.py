@@ -47,7 +47,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from storage.splitter.config import SplitterConfig, quote_name
+from storage.splitter.config import LOCATION_COLUMNS, SplitterConfig, quote_name
 from storage.splitter.metadata import BlockMetadata, FileMetadata
 from storage.splitter.planner import BlockPlanner
 from storage.splitter.readers import OnSkip, SkippedBlock, chunk_batches, line_batches, read_csv_table
@@ -312,6 +312,7 @@ def read_stream(spark: SparkSession, config: SplitterConfig,
     with ``try_cast``: a value that does not parse becomes null, as in Spark's own CSV reader
     (``PERMISSIVE``).
     """
+    _refuse_names_equal_but_for_case(spark, config)
     spark.dataSource.register(SplitterDataSource)
     options = _options(config)
     if skipped is not None:
@@ -331,3 +332,19 @@ def read_stream(spark: SparkSession, config: SplitterConfig,
             *SCHEMA.fieldNames()[1:],
         )
     return frame
+
+
+def _refuse_names_equal_but_for_case(spark: SparkSession, config: SplitterConfig) -> None:
+    """CSV columns named alike but for case (``a, A``; ``Path`` beside the location column ``path``) make every
+    reference to them ambiguous where Spark resolves names ignoring case, as it does by default; pandas keeps them
+    apart, so ``SplitterConfig`` takes them."""
+    if config.columns is None or str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true":
+        return
+    names = [name for name, _ in config.columns] + list(LOCATION_COLUMNS)
+    seen: dict[str, str] = {}
+    for name in names:
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            raise ValueError(
+                f"columns: {other!r} and {name!r} differ only in case, and Spark resolves column names ignoring case "
+                "(spark.sql.caseSensitive is false), so a reference to either would be ambiguous; rename one")

@@ -319,6 +319,26 @@ def test_awkward_csv_column_names_are_quoted_in_the_query(spark, tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize(("columns", "names"), [("a, A long", "'a' and 'A'"), ("Path, b", "'Path' and 'path'")])
+def test_csv_columns_named_alike_but_for_case_are_refused_where_spark_ignores_case(spark, tmp_path, columns, names):
+    """Spark resolves names ignoring case by default: a column named 'Path' made the location column 'path'
+    ambiguous (AMBIGUOUS_REFERENCE on select("path")), 'a, A' each other; the pandas reader keeps them apart."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("1,2\n")
+    splitter = FileSplitter(str(tmp_path / "in"), format="csv", columns=columns, header=False, settle=0)
+    assert splitter.read_records()[["path"]].shape == (1, 1)
+    with pytest.raises(ValueError, match=rf"columns: {names} differ only in case, and Spark resolves column names "
+                                         r"ignoring case \(spark.sql.caseSensitive is false\)"):
+        splitter.read_stream(spark)
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    try:
+        [row] = collect_stream(splitter.read_stream(spark), tmp_path / "cp")
+    finally:
+        spark.conf.unset("spark.sql.caseSensitive")
+    assert row[:2] == ("1", 2) if columns.endswith("long") else row[:2] == ("1", "2")
+
+
+@pytest.mark.spark
 def test_bad_option_is_reported_by_name(spark, tmp_path):
     from storage.splitter.spark_source import SplitterDataSource
 
