@@ -128,10 +128,11 @@ def _as_values(column: pd.Series) -> pa.Array | None:
 
 
 def encode(table: pd.DataFrame, buckets: int, pipeline: Mapping[str, str] | None = None,
-           placement: str | None = None, compression: str = COMPRESSIONS[0]) -> bytes:
+           placement: str | None = None, compression: str = COMPRESSIONS[0], store_batch: int | None = None) -> bytes:
     """The table as version-3 bytes; ``buckets`` is the bucket count it was written with, ``pipeline``
     what built it, ``placement`` how buckets were labelled (`windowing.runners.spark.Bucketing`),
-    ``compression`` one of `COMPRESSIONS` (`checked_compression`)."""
+    ``compression`` one of `COMPRESSIONS` (`checked_compression`), ``store_batch`` the batch the bucket's
+    window-state store had committed (`windowing.window_state.keyed_step`)."""
     arrays, objects, values = {}, [], []
     for name, column in table.items():  # not table[name]: a lookup on a new frame builds its column index's hash table
         if column.dtype == object:
@@ -155,6 +156,8 @@ def encode(table: pd.DataFrame, buckets: int, pipeline: Mapping[str, str] | None
         described["pipeline"] = dict(pipeline)
     if placement is not None:
         described["placement"] = placement
+    if store_batch is not None:
+        described["store_batch"] = store_batch
     meta = json.dumps(described, separators=(",", ":")).encode()
     return _HEADER.pack(MAGIC, VERSION, len(meta)) + meta + sink.getvalue().to_pybytes()
 

@@ -94,6 +94,8 @@ class KeyedStepResult:
     """The earliest watermark at which a window is due (`windowing.engine.next_timers`); NO_TIME: none."""
     next_processing_time: int
     """The earliest processing time after this step's at which a trigger may fire; NO_TIME: none."""
+    committed_batch_id: int
+    """The bucket's last committed batch after the step (the runner keeps it, for `keyed_step`'s ``committed_at_least``)."""
 
 
 def _time(t: int) -> bytes:
@@ -322,14 +324,22 @@ def _written_by_another_pipeline(cells: int, expected: int) -> WindowingConfigEr
 
 
 def keyed_step(spec: EngineSpec, template: pd.DataFrame, elements: pd.DataFrame, watermark: int, processing_time: int,
-               store: StoreBucket, batch_id: int) -> KeyedStepResult:
+               store: StoreBucket, batch_id: int, committed_at_least: int | None = None) -> KeyedStepResult:
     """`windowing.engine.step` over the window table that ``store`` (an open bucket) holds, as batch ``batch_id``.
 
     ``template``: a window table without rows, for the columns' dtypes. The batch is written and committed here,
     unless the store committed it already (a replay), when the step only reads; a step that changes nothing and
-    has no undo records to delete writes nothing.
+    has no undo records to delete writes nothing. ``committed_at_least``: the batch the bucket had committed by
+    the runner's last step, as its own state recorded it; a bucket that committed less lost batches since (a
+    deleted store, an older copy restored, a damaged log), and the step refuses to run on what is left.
     """
     committed = store.committed_batch_id
+    if committed_at_least is not None and committed < committed_at_least:
+        raise WindowingConfigError(
+            f"the window state's store committed batch {committed} in this bucket, but the query's checkpoint "
+            f"recorded batch {committed_at_least} committed there: the store lost batches (deleted, an older copy "
+            "restored, a damaged log), and their windows with them: restore it, or start from a new checkpoint and "
+            "an empty store")
     if batch_id < committed:
         raise WindowingConfigError(
             f"batch {batch_id} of the window state is behind its store, whose bucket committed batch {committed}: only "
@@ -390,11 +400,11 @@ def _first(store: StoreBucket, prefix: bytes) -> bytes | None:
     return keys[0].as_py() if len(keys) else None
 
 
-def _after(store: StoreBucket) -> tuple[bool, bool, int, int]:
-    """What the bucket holds after its last committed batch: windows, undo records, its next timers."""
+def _after(store: StoreBucket) -> tuple[bool, bool, int, int, int]:
+    """What the bucket holds after its last committed batch: windows, undo records, its next timers; and that batch."""
     due, processing = _first(store, DUE), _first(store, PROCESSING)
     return (due is not None, _first(store, UNDO) is not None, NO_TIME if due is None else _time_of(due),
-            NO_TIME if processing is None else _time_of(processing))
+            NO_TIME if processing is None else _time_of(processing), store.committed_batch_id)
 
 
 def forget_undo(store: StoreBucket, batch_id: int) -> None:

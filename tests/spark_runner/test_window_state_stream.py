@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from accumulations import Sum, ToSet
 from storage import KVStore
 from triggers import AfterAll, AfterCount, AfterProcessingTime, AfterWatermark, AtWatermark
-from windowing import windowed
+from windowing import WindowingConfigError, windowed
 from windowing.runners.spark import plan_spark
 
 from .helpers import SimulatedQuery, assert_same_late_data, assert_same_panes, events, spark_schema
@@ -127,6 +127,26 @@ def test_a_null_integer_key_reads_its_windows_back_from_the_store(tmp_path):
     in_memory, stored = (pd.concat(query.panes) for query in queries)
     assert_same_panes(stored, in_memory)
     assert sorted(zip(stored.user.map(lambda k: -1 if pd.isna(k) else k), stored.total)) == [(-1, 5), (1, 1), (2**62 + 1, 4)]
+
+
+@pytest.mark.parametrize("damage", ["deleted", "older copy"])
+def test_a_store_that_lost_committed_batches_is_refused_not_read_as_fewer_windows(tmp_path, damage):
+    """The store deleted, or a copy from before the last batches put back, between micro-batches: the query
+    went on with the windows left (the deleted store's as new, no error), its panes short of the lost elements."""
+    store_path = tmp_path / "kv"
+    pipeline = windowed(events(ROWS), time="ts", key="user").sessions("6 seconds").watermark("5 seconds")
+    strategy = pipeline.window_state(KVStore(str(store_path))).strategy(total=Sum("amount"))
+    query = TaskQuery(plan_spark(strategy, spark_schema(events(ROWS)), 2), 5000)
+    query.batch(events(ROWS[:4]), 1000)
+    shutil.copytree(store_path, tmp_path / "copy")
+    query.batch(events(ROWS[4:8]), 2000)
+    shutil.rmtree(store_path)
+    if damage == "older copy":
+        shutil.copytree(tmp_path / "copy", store_path)
+    with pytest.raises(WindowingConfigError, match=r"the window state's store committed batch -?\d+ in this bucket, but the "
+                                                   r"query's checkpoint recorded batch 1 committed there: the store lost "
+                                                   r"batches \(deleted, an older copy restored, a damaged log\)"):
+        query.batch(events(ROWS[8:]), 3000)
 
 
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

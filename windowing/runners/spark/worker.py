@@ -173,11 +173,15 @@ class BucketStep:
     def fresh_state(self) -> pd.DataFrame:
         return empty_state(self.plan.spec, list(self.key_dtypes))
 
-    def save(self, table: pd.DataFrame) -> bytes:
+    def save(self, table: pd.DataFrame, store_batch: int | None = None) -> bytes:
         return encode(table, self.buckets, pipeline_of(self.plan.spec, self.window_state), self.bucketing.placement,
-                      self.state_compression)
+                      self.state_compression, store_batch)
 
     def load(self, blob: bytes) -> pd.DataFrame:
+        return self.load_with_meta(blob)[0]
+
+    def load_with_meta(self, blob: bytes) -> tuple[pd.DataFrame, dict[str, Any]]:
+        """The table of a state value, checked against this query (pipeline, buckets), and the value's metadata."""
         table, meta = decode(blob)
         written_by, pipeline = meta.get("pipeline"), pipeline_of(self.plan.spec, self.window_state)
         if self.switched is not None and written_by == self.switched.pipeline:
@@ -200,7 +204,7 @@ class BucketStep:
                 f"bucket{'s' if count != 1 else ''}{f' placed by {placement}' if placement != self.bucketing.placement else ''}: "
                 f"keys would land in other buckets. To restart from this checkpoint set {restore} (Spark keeps the "
                 f"checkpoint's {SHUFFLE_PARTITIONS_CONF} too), or start from a new checkpoint")
-        return without_float_integers(self.plan.spec, table, self.nullable)
+        return without_float_integers(self.plan.spec, table, self.nullable), meta
 
     # -- batch: applyInPandas --
     def run_batch(self, frame: pd.DataFrame) -> pd.DataFrame:
@@ -219,13 +223,13 @@ class BucketStep:
         processing_ms = state.getCurrentProcessingTimeMs()
         # Spark reports 0 before the first watermark; 0 then means "no watermark yet".
         watermark = MIN_TIME if watermark_ms <= 0 else self._from_ms(watermark_ms)
-        table = self.load(state.get[0]) if state.exists else self.fresh_state()
+        table, meta = self.load_with_meta(state.get[0]) if state.exists else (self.fresh_state(), {})
         elements = self.elements(frames)
         processing_time = self._from_ms(processing_ms)
         if self.window_state is not None:
-            keyed = self._keyed_step(int(key[0]), elements, watermark, processing_time)
+            keyed = self._keyed_step(int(key[0]), elements, watermark, processing_time, meta.get("store_batch"))
             if keyed.windows_left or keyed.undo_pending or key[0] == CHECKED_BUCKET:  # see combine.CHECKED_BUCKET
-                state.update((self.save(self.fresh_state()),))
+                state.update((self.save(self.fresh_state(), keyed.committed_batch_id),))
                 # A bucket left with undo records but no window gets no element to call it again: it is called
                 # as soon as Spark can, or the records would outlive the windows until one of its keys came back.
                 self._set_timeout(state, keyed.next_watermark_time, keyed.next_processing_time, watermark_ms,
@@ -242,14 +246,17 @@ class BucketStep:
             state.remove()
         yield self.output(result.panes, result.dropped, elements)
 
-    def _keyed_step(self, bucket: int, elements: pd.DataFrame, watermark: int, processing_time: int) -> KeyedStepResult:
-        """The step over the windows of ``bucket`` that its window-state store holds, as Spark's micro-batch."""
+    def _keyed_step(self, bucket: int, elements: pd.DataFrame, watermark: int, processing_time: int,
+                    committed_at_least: int | None) -> KeyedStepResult:
+        """The step over the windows of ``bucket`` that its window-state store holds, as Spark's micro-batch;
+        ``committed_at_least``: the store's batch the bucket's state row recorded (None: no row, or one
+        written before it was recorded)."""
         from storage.kv.spark import task_batch_id  # lazily: only a query with a window-state store needs it
 
         # take_over: a failed attempt of this task (or a zombie) may still hold the bucket; it is fenced off.
         with self.window_state.open(bucket, take_over=True) as store:
             return keyed_step(self.plan.spec, self.fresh_state(), elements, watermark, processing_time, store,
-                              task_batch_id())
+                              task_batch_id(), committed_at_least)
 
     def _from_ms(self, ms: int) -> int:
         return int(ms) * per_ms(self.timestamp)
