@@ -25,10 +25,11 @@ groups are merged by Spark tasks, so no row passes through the driver.
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import uuid
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from .codec import decompress, unseal
 from .config import SinkConfig
@@ -72,7 +73,7 @@ def compact(config: SinkConfig, target_size: int = DEFAULT_TARGET_SIZE, spark: A
         token = uuid.uuid4().hex[:12]
         work = [(config, group, f".compaction-{token}-{i}") for i, group in enumerate(groups)]
         if spark is not None:
-            outputs = spark.sparkContext.parallelize(work, len(work)).map(lambda args: _merge(*args)).collect()
+            outputs = _merged_by_spark_tasks(spark, work)
         else:
             outputs = [_merge(*args) for args in work]
         merged = [rec for recs in outputs for rec in recs]
@@ -94,6 +95,21 @@ def compact(config: SinkConfig, target_size: int = DEFAULT_TARGET_SIZE, spark: A
         return Compacted(len(committed.removed), len(written))
     finally:
         lease.release()
+
+
+def _merged_by_spark_tasks(spark: Any, work: list[tuple[SinkConfig, _Group, str]]) -> list[list[PartRecord]]:
+    """``_merge`` of each group in a Spark task of its own, the outputs in the groups' order: a DataFrame of group
+    numbers through ``mapInPandas``, which a Spark Connect session runs too (it has no SparkContext)."""
+    import pandas as pd
+
+    def merge(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for frame in frames:
+            for i in frame["i"].tolist():
+                yield pd.DataFrame({"i": [i], "records": [pickle.dumps(_merge(*work[i]))]})
+
+    groups = spark.range(0, len(work), 1, len(work)).selectExpr("CAST(id AS INT) AS i")
+    rows = groups.mapInPandas(merge, "i int, records binary").collect()
+    return [pickle.loads(row["records"]) for row in sorted(rows, key=lambda row: row["i"])]
 
 
 def _groups(finished: dict[str, tuple[int, int, str]], target_size: int) -> list[_Group]:

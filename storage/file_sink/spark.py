@@ -162,7 +162,7 @@ def start_query(
             name = register_source(df.sparkSession, sink, (lease.epoch, lease.token), bounded, hook)
             stream = df.writeStream.format(name)
         else:
-            stream = df.writeStream.foreachBatch(_each_batch(sink, lease, bounded, hook))
+            stream = df.writeStream.foreachBatch(_each_batch(sink, lease, bounded, hook, checkpoint_location))
         stream = stream.option("checkpointLocation", checkpoint_location)
         for key, value in options.items():
             stream = stream.option(key, value)
@@ -177,11 +177,12 @@ def start_query(
     return query
 
 
-def _each_batch(sink: SinkConfig, lease: Lease, bounded: bool, hook: PhaseHook) -> Callable[[DataFrame, int], None]:
+def _each_batch(sink: SinkConfig, lease: Lease, bounded: bool, hook: PhaseHook,
+                checkpoint_location: str) -> Callable[[DataFrame, int], None]:
     """The ``foreachBatch`` function of pyspark 3.5 and 4.0."""
 
     def each(batch: DataFrame, batch_id: int) -> None:
-        owner = f"query-{batch.sparkSession.sparkContext.getLocalProperty('sql.streaming.queryId')}"
+        owner = f"query-{_running_query_id(batch, checkpoint_location)}"
         directory = SinkDirectory(sink)
         state = load_state(directory.fs, directory.root)
         if state is not None and state.committed_for(owner) >= batch_id:
@@ -189,6 +190,21 @@ def _each_batch(sink: SinkConfig, lease: Lease, bounded: bool, hook: PhaseHook) 
         write_with_tasks(sink, batch, owner, batch_id, lease, bounded, hook)
 
     return each
+
+
+def _running_query_id(batch: DataFrame, checkpoint_location: str) -> str:
+    """The id of the query a ``foreachBatch`` call belongs to: a local property of the SparkContext, or over Spark
+    Connect, which has none, the one Spark wrote into the checkpoint when the query started."""
+    from pyspark.errors import PySparkAttributeError
+
+    try:
+        return str(batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId"))
+    except PySparkAttributeError:  # Spark Connect: "Attribute 'sparkContext' is not supported"
+        query_id = _checkpoint_query_id(checkpoint_location)
+        if query_id is None:
+            raise RuntimeError(f"the file sink found no query id in the checkpoint {checkpoint_location!r} "
+                               "(Spark writes it into <checkpoint>/metadata when the query starts)") from None
+        return query_id
 
 
 def _keep_lease(query: StreamingQuery, lease: Lease) -> None:

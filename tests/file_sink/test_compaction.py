@@ -44,6 +44,19 @@ CASES = [("jsonl", None, None), ("jsonl", "zstd", b"k" * 16), ("csv", None, None
          ("parquet", None, None), ("parquet", "zstd", b"k" * 16), ("orc", "zlib", None), ("avro", None, b"k" * 16)]
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_compaction_by_spark_tasks_merges_as_the_driver_does(spark, tmp_path, fmt):
+    """``compact(spark=spark)``: a task per group (a DataFrame's, so Spark Connect runs it too:
+    `tests/spark_runner/connect_driver.py`); the same parts and rows as without Spark."""
+    by_driver, by_tasks = small_parts(tmp_path / "driver", fmt), small_parts(tmp_path / "tasks", fmt)
+    before = by_id(by_tasks.read())
+    assert by_driver.compact() == by_tasks.compact(spark=spark) == Compacted(12, 2)
+    named = lambda sink: [(p.rsplit("/", 2)[-2], p.rsplit("-", 1)[-1]) for p in sink.finished_files()]  # noqa: E731
+    assert named(by_tasks) == named(by_driver)  # bucket and number; the writer ids are random
+    pd.testing.assert_frame_equal(by_id(by_tasks.read()), before)
+
+
 @pytest.mark.parametrize(("fmt", "codec", "key"), CASES)
 def test_compaction_merges_each_buckets_parts_and_keeps_every_row(tmp_path, fmt, codec, key):
     sink = small_parts(tmp_path, fmt, codec, key)

@@ -151,7 +151,7 @@ def stream_aggregate_then_run(spark, work: Path) -> None:
     assert_same_late_data(late, expected_late)
 
 
-def file_sink(spark, work: Path) -> None:
+def file_sink(spark, work: Path, api: str = "auto") -> None:
     """``FileSink(...).start(...)`` on a stream, stopped and started again; ``read()`` has every row once."""
     from storage.file_sink import FileSink
 
@@ -161,7 +161,7 @@ def file_sink(spark, work: Path) -> None:
     written = []
     for first, last in ((0, 2), (2, 4)):
         stream = spark.readStream.schema("id long, k string").option("maxFilesPerTrigger", 1).json(str(source))
-        query = sink.start(stream, checkpoint_location=str(work / "chk"))
+        query = sink.start(stream, checkpoint_location=str(work / "chk"), api=api)
         try:
             for i in range(first, last):
                 rows = [{"id": 10 * i + j, "k": f"k{j % 2}"} for j in range(5)]
@@ -172,6 +172,45 @@ def file_sink(spark, work: Path) -> None:
             query.stop()
     read = sink.read()
     assert sorted(read["id"].tolist()) == sorted(r["id"] for r in written)
+
+
+def file_sink_foreach_batch(spark, work: Path) -> None:
+    """The same through ``foreachBatch`` (what pyspark 4.0 and 3.5 use): its function asked the SparkContext,
+    which Connect has none of, for the query's id, and failed at the first micro-batch."""
+    file_sink(spark, work, api="foreach_batch")
+
+
+def compaction(spark, work: Path) -> None:
+    """``compact(spark=spark)`` merges in Spark tasks; it called ``spark.sparkContext.parallelize`` and failed."""
+    from storage.file_sink import FileSink, RollingPolicy
+
+    sink = FileSink(str(work / "sink"), format="jsonl").with_rolling_policy(RollingPolicy.on_every_batch())
+    for b in range(3):
+        sink.write(pd.DataFrame({"id": [2 * b, 2 * b + 1]}))
+    assert (sink.compact(spark=spark).replaced, len(sink.finished_files())) == (3, 1)
+    assert sorted(sink.read()["id"]) == list(range(6))
+
+
+def window_state_foreach_batch(spark, work: Path) -> None:
+    """``.window_state(store)`` needs the micro-batch id in its tasks, which foreachBatch's jobs over Connect
+    lack: a clear error, where a bare "task_batch_id() found no streaming batch id" said to pass an argument
+    the user never handles."""
+    from storage import KVStore
+
+    source = work / "in"
+    source.mkdir(parents=True)
+    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
+    panes = windowed(stream, time="ts", key="user").fixed("10 seconds").watermark("5 seconds") \
+        .window_state(KVStore(str(work / "kv"))).aggregate(total=Sum("amount"))
+    write_batch(source, 0, PARTS[0])
+    query = panes.writeStream.foreachBatch(_write_into(work / "out")).option("checkpointLocation", str(work / "chk")).start()
+    try:
+        query.processAllAvailable()
+        raise AssertionError("the micro-batch ran")
+    except Exception as err:  # noqa: BLE001 - the query's failure, as Connect reports it
+        assert "without it. Write the query to a sink directly" in str(err), str(err)[-2000:]
+    finally:
+        query.stop()
 
 
 def splitter(spark, work: Path) -> None:
@@ -191,7 +230,8 @@ def splitter(spark, work: Path) -> None:
 
 
 SCENARIOS = {f.__name__: f for f in (batch, stream_with_watermark, stream_with_builder_watermark,
-                                     stream_aggregate_then_run, file_sink, splitter)}
+                                     stream_aggregate_then_run, file_sink, file_sink_foreach_batch, compaction,
+                                     window_state_foreach_batch, splitter)}
 
 
 def main(name: str, url: str, work: str) -> None:

@@ -20,6 +20,7 @@ def connect_url():
 
 
 @pytest.mark.parametrize("scenario", ["batch", "stream_with_watermark", "stream_with_builder_watermark",
-                                      "stream_aggregate_then_run", "file_sink", "splitter"])
+                                      "stream_aggregate_then_run", "file_sink", "file_sink_foreach_batch", "compaction",
+                                      "window_state_foreach_batch", "splitter"])
 def test_over_spark_connect(connect_url, tmp_path, scenario):
     sparks.run_driver("tests.spark_runner.connect_driver", scenario, connect_url, str(tmp_path))

@@ -253,10 +253,18 @@ class BucketStep:
         written before it was recorded)."""
         from storage.kv.spark import task_batch_id  # lazily: only a query with a window-state store needs it
 
+        try:
+            batch_id = task_batch_id()
+        except RuntimeError as err:
+            raise WindowingConfigError(
+                ".window_state(store) commits one batch of its store per micro-batch, by the micro-batch's id, which "
+                "this task does not carry: a query written with foreachBatch over Spark Connect runs its jobs outside "
+                "the query's thread, without it. Write the query to a sink directly (writeStream.format(...)), or run "
+                "it without .window_state") from err
         # take_over: a failed attempt of this task (or a zombie) may still hold the bucket; it is fenced off.
         with self.window_state.open(bucket, take_over=True) as store:
             return keyed_step(self.plan.spec, self.fresh_state(), elements, watermark, processing_time, store,
-                              task_batch_id(), committed_at_least)
+                              batch_id, committed_at_least)
 
     def _from_ms(self, ms: int) -> int:
         return int(ms) * per_ms(self.timestamp)
