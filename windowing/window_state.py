@@ -291,13 +291,16 @@ def _frame(template: pd.DataFrame, names: list[str], rows: list[tuple[Any, ...]]
             columns[name] = pd.Series(list(values), dtype=dtype)
         elif dtype.kind == "O":
             columns[name] = pd.Series(np.fromiter(values, dtype=object, count=len(rows)), dtype=object, copy=False)
-        elif dtype.kind in "iu" and any(value is None or value != value for value in values):
-            # A null among integers (a nullable bigint key on Spark): Python ints and None, the engine's form of
-            # such a column (`windowing.runners.spark.combine.nulls_restored`).
-            columns[name] = pd.Series([None if value is None or value != value else value for value in values],
-                                      dtype=object)
         else:
-            columns[name] = np.array(values, dtype=dtype)
+            try:
+                columns[name] = np.array(values, dtype=dtype)
+            except (TypeError, ValueError):
+                if dtype.kind not in "iu":
+                    raise
+                # A null among integers (a nullable bigint key on Spark): Python ints and None, the engine's form
+                # of such a column (`windowing.runners.spark.combine.nulls_restored`).
+                columns[name] = pd.Series([None if value is None or value != value else value for value in values],
+                                          dtype=object)
     return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))
 
 
