@@ -5,7 +5,7 @@ for the column's dtype by ``for_input``: docs/engine.md, "Built-in
 accumulations and column types"); the collection accumulations hold Python
 objects and run on the engine's slower per-window path. Every built-in skips
 missing values (None, NaN, a Decimal NaN, NaT, NA), as pandas' reductions skip them, so both
-paths agree and a set holds no NaN twice; ``Fold`` and ``Reduce`` hand every
+paths agree and a set holds no NaN twice; ``Fold`` and ``Reduce`` (`user_functions`) hand every
 value to your functions.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import heapq
 from decimal import Decimal
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -479,56 +479,3 @@ class BottomN(TopN):
     """The ``n`` smallest values, smallest first."""
 
     _largest = False
-
-
-class Fold(Accumulation[Any, Any, Any]):
-    """A user fold: ``add(acc, value)`` per element, ``merge(acc1, acc2)`` for merges.
-
-    ``initial`` must be immutable or ``add`` must not mutate it: every window
-    starts from the same object.
-    """
-
-    def __init__(self, column: str, initial: Any, add: Callable[[Any, Any], Any],
-                 merge: Callable[[Any, Any], Any], output: Callable[[Any], Any] | None = None):
-        self.column = require_column("Fold", column)
-        for name, fn in (("add", add), ("merge", merge)):
-            if not callable(fn):
-                raise WindowingConfigError(f"Fold({name}={fn!r}): {name} must be callable")
-        self.initial, self._add, self._merge = initial, add, merge
-        self._output = output or (lambda acc: acc)
-
-    def default_accumulated_value(self) -> Any:
-        return self.initial
-
-    def accumulate(self, accumulated: Any, value: Any) -> Any:
-        return self._add(accumulated, value)
-
-    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
-        return self._merge(accumulated1, accumulated2)
-
-    def get_output(self, accumulated: Any) -> Any:
-        return self._output(accumulated)
-
-
-class Reduce(Accumulation[Any, Any, Any]):
-    """A user reduction ``fn(a, b)`` over the values; None for an empty window."""
-
-    def __init__(self, column: str, fn: Callable[[Any, Any], Any]):
-        self.column = require_column("Reduce", column)
-        if not callable(fn):
-            raise WindowingConfigError(f"Reduce(fn={fn!r}): fn must be callable")
-        self._fn = fn
-
-    def default_accumulated_value(self) -> Any:
-        return None
-
-    def accumulate(self, accumulated: Any, value: Any) -> Any:
-        return value if accumulated is None else self._fn(accumulated, value)
-
-    def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
-        if accumulated1 is None:
-            return accumulated2
-        return accumulated1 if accumulated2 is None else self._fn(accumulated1, accumulated2)
-
-    def get_output(self, accumulated: Any) -> Any:
-        return accumulated

@@ -15,13 +15,15 @@ minutes on two cores.
 from __future__ import annotations
 
 import math
+import tempfile
 
 import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accumulations import Count, Distinct, Fold, Max, Mean, Min, Sum, ToList, ToSet
+from accumulations import Count, Distinct, Fold, Max, Mean, Min, Reduce, Sum, ToList, ToSet
+from storage import KVStore
 from triggers import (
     AfterAll,
     AfterAny,
@@ -245,6 +247,36 @@ def test_splitting_the_input_into_other_steps_never_changes_the_final_values(spe
         on_time_of_each_split.append(sorted((key_of(r), r["value"]) for r in rows(on_time)))
     if accumulating:
         assert on_time_of_each_split[0] == on_time_of_each_split[1]
+
+
+def _sum_unless_none(a, b):
+    """Associative and commutative, None absorbing: only right if ``Reduce`` hands it every value, None too."""
+    return None if a is None or b is None else a + b
+
+
+elements_with_nones = st.lists(
+    st.builds(Element, st.sampled_from(["a", "b"]), st.integers(-20, 60), st.one_of(st.none(), st.integers(-5, 20))),
+    min_size=1, max_size=25)
+
+
+@SETTINGS
+@given(spec=window_specs, items=elements_with_nones, trigger=early_triggers, in_store=st.booleans(), data=st.data())
+def test_a_reduce_that_gives_none_keeps_it_as_its_value_as_beams_binary_combine_fn(spec, items, trigger, in_store, data):
+    # Before: None was also the empty accumulator, so after a None (a value, or fn's answer) the next value
+    # started the reduction again: [1, None, 2] reduced to 2, not None.
+    batches, marks = data.draw(safe_steps(items))
+    actions = []
+    for batch, mark in zip(batches, marks):
+        actions.append(("add", pd.DataFrame({"k": [e.key for e in batch], "t": np.array([e.t for e in batch], dtype=np.int64),
+                                             "x": pd.Series([e.value for e in batch], dtype=object)})))
+        if mark is not None:
+            actions.append(("watermark", mark))
+    with tempfile.TemporaryDirectory() as store:
+        pipeline = build(spec, script_stream(actions)).trigger(trigger).accumulating()
+        pipeline = pipeline.window_state(KVStore(store)) if in_store else pipeline
+        panes = pipeline.aggregate(Reduce("x", _sum_unless_none))
+    on_time = {key_of(r): None if pd.isna(r["value"]) else r["value"] for r in rows(panes[panes["timing"] == "ON_TIME"])}
+    assert on_time == final_values(items, spec, reduce=lambda values: None if None in values else sum(values))
 
 
 KEY_TYPES = {"ints": lambda keys: pd.Series(keys, dtype=np.int64),

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from accumulations import Count, Distinct, Max, Mean, Min, Sum, ToList, TopN, ToSet
+from accumulations import Count, Distinct, Max, Mean, Min, Reduce, Sum, ToList, TopN, ToSet
 from triggers import AfterCount, AfterEach, AtWatermark, OrFinally, Repeatedly
 from windowing import windowed
 
@@ -406,6 +406,30 @@ def test_an_interval_column_streams_packed_with_late_data_as_on_pandas(spark, wh
     assert_same_panes(actual, panes)
     late_rows = lambda frame: frame[["user", "amount", "reason"]].sort_values(["user", "amount"]).values.tolist()  # noqa: E731
     assert len(late) and late_rows(read_sink(spark, sink / "late")) == late_rows(late)
+
+
+def test_a_reduce_that_gives_none_keeps_it_in_spark_state_as_on_pandas(spark, where):
+    """A None, a null value or ``fn``'s answer, is Reduce's value, across micro-batches in Spark's state too:
+    before, it was the empty accumulator and the next micro-batch's values started the reduction again."""
+    source, sink, checkpoint = where()
+    parts = [events(ROWS[:5]), events(ROWS[5:9]), events(ROWS[9:])]
+    parts = [part.assign(amount=pd.Series([None if v in (1, 7) else v for v in part.amount], dtype=object))
+             for part in parts]
+
+    def build(frame):
+        return windowed(frame, time="ts", key="user").sessions("10 seconds").watermark("5 seconds") \
+            .trigger(Repeatedly(AfterCount(1))).accumulating() \
+            .aggregate(total=Reduce("amount", lambda a, b: None if a is None or b is None else a + b))
+
+    query = start(spark, source, sink, checkpoint, build)
+    inputs = run_all(query, source, parts)
+    actual, expected = read_sink(spark, sink), mirror(parts, inputs, build)
+    rows = pd.concat(parts)
+    for pane in expected.drop_duplicates(["user", "window_start"], keep="last").itertuples():
+        inside = rows[(rows.user == pane.user) & (rows.ts >= pane.window_start) & (rows.ts < pane.window_end)].amount
+        assert (pane.total if pd.notna(pane.total) else None) == (None if inside.isna().any() else inside.sum())
+    assert expected.total.isna().any() and expected.total.notna().any()
+    assert_same_panes(actual, expected)
 
 
 def test_late_data_on_spark_equals_the_pandas_runners_late_data(spark, where):
