@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 HOURS = 4
-MINUTE_NS = 60 * 10**9
 
 
 def make_events(n: int, keys: int, seed: int = 0) -> pd.DataFrame:

@@ -46,10 +46,6 @@ class Duration:
         """The duration in the axis's unit (nanoseconds on a timestamp axis)."""
         return axis.units_of(self.param, self.given, self.value)
 
-    @property
-    def is_zero(self) -> bool:
-        return not self.value  # a Timedelta of 1 ns is true (pandas 2's total_seconds gave 0.0 for it)
-
 
 def _zero(param: str) -> Duration:
     return Duration(param, 0, 0)

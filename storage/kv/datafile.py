@@ -35,7 +35,6 @@ class BlockCache:
         self._bytes = 0
         self._read = 0
         self._lock = threading.Lock()
-        self.hits = 0
         self.misses = 0
 
     @property
@@ -55,7 +54,6 @@ class BlockCache:
                 return None
             self._entries[key] = (entry[0], entry[1], self._read)
             self._entries.move_to_end(key)
-            self.hits += 1
             return entry[0]
 
     def put(self, key: tuple[str, int], value: Any, nbytes: int) -> None:

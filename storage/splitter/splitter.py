@@ -66,16 +66,6 @@ class FileSplitter:
             storage_options={} if storage_options is None else storage_options, scan_trigger_file=scan_trigger_file,
             format=format, columns=columns, header=header, quick_ack=quick_ack,  # type: ignore[arg-type]
         )
-        self._init(config, clock, sleep)
-
-    @classmethod
-    def from_config(cls, config: SplitterConfig, clock: Callable[[], float] = time.time,
-                    sleep: Callable[[float], None] = time.sleep) -> "FileSplitter":
-        splitter = cls.__new__(cls)
-        splitter._init(config, clock, sleep)
-        return splitter
-
-    def _init(self, config: SplitterConfig, clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
         self.config = config
         self._planner = BlockPlanner(config, clock, sleep)
         self.fs = self._planner.fs
