@@ -126,7 +126,8 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
             paired = np.empty(len(frame), dtype=object)
             paired[:] = list(zip(frame[SIDE].to_numpy().tolist(), values.tolist()))
             values = paired
-        out[columns.value(i)] = values
+        # An object column stays one: pandas would infer str or datetime64 from its values, None becoming NaN or NaT
+        out[columns.value(i)] = pd.Series(values, dtype=object, index=frame.index, copy=False) if values.dtype == object else values
     return pd.DataFrame(out, index=frame.index)
 
 
@@ -159,6 +160,18 @@ def to_panes(plan: Plan, panes: pd.DataFrame) -> pd.DataFrame:
     out["pane_index"] = panes["pane_index"].to_numpy(dtype=np.int64)
     out["is_retraction"] = panes["is_retraction"].to_numpy(dtype=bool)
     return pd.DataFrame(out)
+
+
+def joined_panes(plan: Plan, steps: list[pd.DataFrame]) -> pd.DataFrame:
+    """The panes of several steps (`to_panes` each) as one frame. An output column whose steps have other dtypes
+    takes the dtype its values have together (`_tidy`), as one step of them all would: pandas' concat made int64
+    beside float64 float64, rounding integers beyond 2**53."""
+    out = pd.concat(steps, ignore_index=True)
+    for agg in plan.spec.aggregations:
+        if len({steps[0][agg.name].dtype, *(step[agg.name].dtype for step in steps)}) > 1:
+            out[agg.name] = _tidy(pd.Series(np.concatenate([step[agg.name].to_numpy(dtype=object) for step in steps]),
+                                            dtype=object))
+    return out
 
 
 def _keys(values: pd.Series, dtype: Any) -> Any:

@@ -75,7 +75,10 @@ def partial_accumulators(aggregations: tuple[Aggregation, ...], values: list[np.
     """Accumulate the element-window pairs of each group from scratch."""
     out: dict[str, np.ndarray] = {}
     for i, agg in enumerate(aggregations):
-        column = pd.Series(values[i] if values[i] is not None else np.zeros(len(group)))
+        raw = values[i]
+        raw = np.zeros(len(group)) if raw is None else raw
+        # An object column stays one: pandas would infer str or datetime64 from its values, turning None into NaN or NaT
+        column = pd.Series(raw, dtype=object if raw.dtype == object else None)
         if agg.vectorized:
             for fname, lifted in agg.accumulation.vector_lift(column).items():
                 out[columns.accumulator(i, fname)] = reduce_field(agg, lifted, group, n_groups, agg.fields[fname])

@@ -3,13 +3,14 @@ exact integers, and a clear refusal of the rest before any data is processed."""
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from accumulations import Accumulation, Count, Max, Mean, Min, Sum, ToList, ToSet
+from accumulations import Accumulation, Count, Fold, Max, Mean, Min, Reduce, Sum, ToList, ToSet
 from storage import KVStore
 from triggers import AfterCount, AtWatermark, Repeatedly
 from windowing import TestStream, WindowingConfigError, windowed
@@ -264,3 +265,30 @@ def test_a_missing_output_is_retracted_beside_a_pane_of_the_columns_type(column)
     outputs = column[[0, 0, 1, 1, 1]].reset_index(drop=True)  # the end of input retracts and fires the window again
     pd.testing.assert_frame_equal(panes[["lo", "hi", "is_retraction"]], pd.DataFrame(
         {"lo": outputs, "hi": outputs, "is_retraction": [False, True, False, True, False]}))
+
+
+@pytest.mark.parametrize("values", [[None, "h"], [None, dt.datetime(2026, 1, 3)], [pd.NA, "h"], [None, dt.date(2026, 1, 3)],
+                                    [pd.NaT, None]], ids=["strings", "datetimes", "NA", "dates", "NaT"])
+@pytest.mark.parametrize("in_store", [False, True])
+def test_fold_and_reduce_see_an_object_columns_values_as_they_are(values, in_store, tmp_path):
+    # Before: pandas 3 inferred str or datetime64 from an object column's values, and Fold and Reduce saw None as
+    # NaN or NaT and a datetime as a Timestamp (pandas 2 too, for datetimes), a different value in each step.
+    steps = TestStream().add_elements(pd.DataFrame({"ts": [1, 2], "x": pd.Series(values, dtype=object)})) \
+        .add_elements(pd.DataFrame({"ts": [3], "x": pd.Series([5], dtype=object)}))
+    pipeline = windowed(steps, time="ts").fixed(10).trigger(Repeatedly(AfterCount(1))).accumulating()
+    pipeline = pipeline.window_state(KVStore(str(tmp_path))) if in_store else pipeline
+    panes = pipeline.aggregate(seen=Fold("x", (), lambda a, v: a + (v,), lambda a, b: a + b),
+                               last=Reduce("x", lambda a, b: b))
+    seen = panes["seen"].iloc[-1]
+    assert [type(v) for v in seen] == [type(v) for v in [*values, 5]] and seen[0] is values[0] and seen[1] == values[1]
+    assert panes["last"].iloc[0] == values[1] or values[1] is None
+
+
+@pytest.mark.parametrize("first, second", [(2**60 + 1, 0.5), (np.uint64(2**63 + 1), -1)], ids=["int beside float", "uint64 beside int64"])
+def test_steps_whose_output_columns_have_other_dtypes_keep_their_integers_exact(first, second):
+    # Before: each step's panes had their own dtype (int64, float64) and pandas' concat of the steps made them
+    # float64, so 2**60 + 1 came out 2**60; one step of both values keeps them (the test above).
+    steps = TestStream().add_elements(pd.DataFrame({"ts": [0], "x": pd.Series([first], dtype=object)})) \
+        .advance_watermark_to(10).add_elements(pd.DataFrame({"ts": [20], "x": pd.Series([second], dtype=object)}))
+    values = windowed(steps, time="ts").fixed(10).aggregate(v=Reduce("x", lambda a, b: a + b))["v"].tolist()
+    assert values == [first, second] and type(values[0]) is int

@@ -11,7 +11,7 @@ import pandas as pd
 from .. import columns as spec_columns
 from ..engine import step
 from ..errors import WindowingConfigError
-from ..plan import SIDE, Plan, check_columns, check_late_data_columns, make_plan, to_elements, to_panes
+from ..plan import SIDE, Plan, check_columns, check_late_data_columns, joined_panes, make_plan, to_elements, to_panes
 from ..scripted_stream import Action, AddElements, AdvanceWatermark, TestStream
 from ..spec import StepResult
 from ..strategy import Strategy
@@ -159,7 +159,7 @@ class _Run:
             self.watermark = MAX_TIME
             self._step(len(script), None)
         self._finish(len(script) + 1)
-        panes = pd.concat([p for p in self.panes if len(p)] or self.panes[:1], ignore_index=True)
+        panes = joined_panes(self.plan, [p for p in self.panes if len(p)] or self.panes[:1])
         late = pd.concat(self.late, ignore_index=True) if self.late else self._late_rows(self.no_input, _NOTHING_DROPPED, 0)
         if not is_stream:
             panes = panes.drop(columns="step")
