@@ -79,9 +79,23 @@ def test_a_fold_whose_values_outgrow_its_sampled_type_fails_naming_the_column_an
     halves = Fold("amount", 0, lambda a, v: a + v if v < 5 else a + 0.5, lambda a, b: a + b)
     # One input partition (as in _assert_refused): pyspark 3.5 may leave a killed sibling task's worker broken.
     result = windowed(spark.createDataFrame(pd.DataFrame({"t": [1, 2], "amount": [1, 7]})).coalesce(1), time="t").fixed(10)
-    with pytest.raises(Exception, match=r"output column 'sum' is bigint, but a pane's value is not a whole number "
-                                        r"\(1\.5\); .*spark_typed\(acc, 'double'\)"):
+    with pytest.raises(Exception, match=r"output column 'sum' is bigint, but a pane holds 1\.5, not a whole number "
+                                        r"of 64 bits; .*spark_typed\(acc, 'double'\)"):
         result.aggregate(sum=halves).collect()
+
+
+@pytest.mark.parametrize("aggregation, message", [
+    (Fold("amount", (), lambda a, v: a + (v if v < 5 else v + 0.5,), lambda a, b: a + b, output=list),
+     r"output column 'out' is array<bigint>, but a pane holds 7\.5, not a whole number of 64 bits; .*'array<double>'"),
+    (Fold("amount", 0, lambda a, v: a + v if v < 5 else 2**64, lambda a, b: a + b),
+     r"output column 'out' is bigint, but a pane holds 18446744073709551616, not a whole number of 64 bits"),
+], ids=["a float in an array of integers", "an integer beyond 64 bits"])
+def test_values_a_sampled_integer_type_cannot_hold_fail_naming_the_column(spark, aggregation, message):
+    # Before: Arrow truncated the 7.5 sampled as array<bigint> (from [1]) to 7, without a word; 2**64 failed with
+    # "Python int too large to convert to C long", naming no column.
+    result = windowed(spark.createDataFrame(pd.DataFrame({"t": [1, 2], "amount": [1, 7]})).coalesce(1), time="t").fixed(10)
+    with pytest.raises(Exception, match=message):
+        result.aggregate(out=aggregation).collect()
 
 
 def test_a_list_of_keys_duration_objects_and_the_collecting_accumulations_match_the_pandas_runner(spark):

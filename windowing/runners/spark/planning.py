@@ -134,10 +134,12 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     for name, src in (("window_start", "start"), ("window_end", "end")):
         out_fields.append(T.StructField(name, window_type))
         columns.append(OutputColumn(name, "time", src))
-    for i, ((name, _), vtype) in enumerate(zip(aggregations, value_types)):
+    for i, ((name, acc), vtype) in enumerate(zip(aggregations, value_types)):
         out_fields.append(T.StructField(name, vtype))
-        columns.append(OutputColumn(name, "value", engine_columns.output(i), integral=integral(vtype),
-                                    array=isinstance(vtype, T.ArrayType), interval=isinstance(vtype, T.DayTimeIntervalType)))
+        array = isinstance(vtype, T.ArrayType)
+        columns.append(OutputColumn(name, "value", engine_columns.output(i), integral=integral(vtype), array=array,
+                                    interval=isinstance(vtype, T.DayTimeIntervalType),
+                                    whole_elements=array and integral(vtype.elementType) and acc.output_kind != "collection"))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
                    T.StructField("is_retraction", T.BooleanType())]
     if late_data:

@@ -62,6 +62,7 @@ class OutputColumn:
     integral: bool = False
     array: bool = False
     interval: bool = False  # a Spark day-time interval: the engine's timedeltas, to the microsecond
+    whole_elements: bool = False  # an array of integers whose values come from code of the user's: checked
 
 
 @dataclass(frozen=True)
@@ -404,17 +405,27 @@ def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
     if col.array:
         out = np.empty(len(values), dtype=object)
         out[:] = [None if v is None else _as_list(v) for v in values]
+        if col.whole_elements:  # Arrow would truncate a float into the array's integers without a word
+            stray = next((v for cell in out if cell is not None for v in cell if not _is_bigint(v)), _ALL_BIGINT)
+            if stray is not _ALL_BIGINT:
+                raise _not_bigint(col, stray, "array<bigint>", "'array<double>'")
         return out
     if col.integral:  # Python ints and None, exact: float64 would round beyond 2**53
         try:
             return pd.array(values.to_numpy(dtype=object), dtype="Int64").to_numpy(dtype=object, na_value=None)  # type: ignore[arg-type]
-        except (TypeError, ValueError) as err:
-            raise TypeError(
-                f"output column {col.name!r} is bigint, but a pane's value is not a whole number "
-                f"({next((v for v in values if not _is_whole(v)), None)!r}); for an accumulation of your own, "
-                "Fold or Reduce whose output type depends on the values, state it with "
-                "windowing.runners.spark.spark_typed(acc, 'double') (any Spark DDL type)") from err
+        except (TypeError, ValueError, OverflowError) as err:
+            raise _not_bigint(col, next((v for v in values if not _is_bigint(v)), None), "bigint", "'double'") from err
     return values.to_numpy()
+
+
+_ALL_BIGINT = object()
+
+
+def _not_bigint(col: OutputColumn, value: Any, spark_type: str, instead: str) -> TypeError:
+    return TypeError(
+        f"output column {col.name!r} is {spark_type}, but a pane holds {value!r}, not a whole number of 64 bits; "
+        "for an accumulation of your own, Fold or Reduce whose output type depends on the values, state it with "
+        f"windowing.runners.spark.spark_typed(acc, {instead}) (any Spark DDL type)")
 
 
 def _interval_micros(values: pd.Series) -> np.ndarray:
@@ -429,9 +440,11 @@ def _interval_micros(values: pd.Series) -> np.ndarray:
     return micros
 
 
-def _is_whole(value: Any) -> bool:
-    """An integer, or missing: what a bigint column takes."""
-    return isinstance(value, (int, np.integer)) or (pd.api.types.is_scalar(value) and pd.isna(value))
+def _is_bigint(value: Any) -> bool:
+    """An integer of 64 bits (not a bool), or missing: what a bigint column takes."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return bool(-2**63 <= value < 2**63)
+    return bool(pd.api.types.is_scalar(value) and pd.isna(value))
 
 
 def _as_list(value: Any) -> list[Any]:
