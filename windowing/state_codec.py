@@ -24,13 +24,12 @@ those values and listed under ``"values"``: they come back as an object
 column of the same Python values. Pickling them cell by cell was a sixth of a
 Spark worker's Python time (``o<i>`` is all None unless panes are re-emitted).
 Other object columns are stored as one pickle (protocol 4) per cell in an
-Arrow binary column, and listed under ``"objects"``. A cell whose pickle names
-numpy is pickled again with its numpy scalars and arrays as Python values
-(`plain`), so a sample does not depend on numpy's layout; other cells are
-pickled as they are (a namedtuple or ``Counter`` of an accumulation of one's
-own keeps its type). Walking every cell to make it plain was over half of a
-Spark worker's Python time with the whole table in state (`ToList` sessions:
-docs/kv_store.md, "Window state: speed and memory").
+Arrow binary column, and listed under ``"objects"``. Each cell is pickled as it
+is, so an accumulator of one's own keeps its type: a NumPy array, a namedtuple,
+a ``Counter``, a ``defaultdict``. (Earlier releases pickled a cell that held
+NumPy objects as plain Python values, `plain`: an array came back a list, which
+a fold's ``a + b`` then concatenated.) A cell holding NumPy objects needs a
+NumPy that reads the writer's pickles: NumPy 2 reads NumPy 1's.
 
 ``"pipeline"`` (optional; absent in values written before it) describes what built the
 table, for a restart to compare with its own (`windowing.runners.spark`). So does
@@ -106,8 +105,8 @@ def plain(value: Any) -> Any:
 
 def pickled(value: Any) -> bytes:
     """``value`` pickled (protocol 4), its numpy scalars and arrays as Python values when it holds any: equal
-    values give equal bytes. Walking every value costs more than pickling it, so only a pickle naming numpy is
-    redone from `plain`."""
+    values give equal bytes, as a key a store names must (a state cell is pickled as it is: `encode`). Walking
+    every value costs more than pickling it, so only a pickle naming numpy is redone from `plain`."""
     blob = pickle.dumps(value, protocol=4)
     return pickle.dumps(plain(value), protocol=4) if b"numpy" in blob else blob
 
@@ -142,7 +141,7 @@ def encode(table: pd.DataFrame, buckets: int, pipeline: Mapping[str, str] | None
                 arrays[name] = as_values
             else:
                 objects.append(name)
-                arrays[name] = pa.array([pickled(v) for v in column], type=pa.binary())
+                arrays[name] = pa.array([pickle.dumps(v, protocol=4) for v in column], type=pa.binary())
         else:  # a str column holds NaN (or NA) for a missing value, a null key: stored as Arrow null
             arrays[name] = pa.array(column.to_numpy(), from_pandas=isinstance(column.dtype, pd.StringDtype))
     batch = pa.record_batch(list(arrays.values()), names=list(arrays.keys()))

@@ -168,7 +168,7 @@ class _Record:
         return entries
 
     def encoded(self) -> bytes:
-        return pickled((self.due, self.next_processing, self.pending, self.rows, self.layout))
+        return pickle.dumps((self.due, self.next_processing, self.pending, self.rows, self.layout), protocol=4)
 
     @staticmethod
     def decoded(blob: bytes) -> _Record:

@@ -437,3 +437,17 @@ def test_a_pandas_run_leaves_nothing_in_the_store_and_ignores_an_earlier_crashed
 def test_window_state_refuses_what_is_not_a_store():
     with pytest.raises(WindowingConfigError, match=r"window_state\(store='/tmp/x'\) is not a key-value store"):
         windowed(pd.DataFrame({"t": [1]}), time="t").window_state("/tmp/x")
+
+
+@pytest.mark.parametrize("in_store", [False, True])
+def test_numpy_accumulators_merge_as_arrays_after_the_store_held_them(in_store, tmp_path):
+    # Before: the store pickled an accumulator holding numpy as plain Python values, so the sessions [0, 6) and
+    # [10, 16) came back as lists, and the element at 5 merging them added two lists: a broadcast ValueError.
+    steps = TestStream()
+    for t in (0, 10, 5):
+        steps = steps.add_elements(pd.DataFrame({"t": np.array([t], dtype=np.int64), "x": [float(t)]}))
+    sum_and_count = accumulations.Fold("x", None, lambda a, v: np.array([v, 1.0]) if a is None else a + np.array([v, 1.0]),
+                                       lambda a, b: b if a is None else a if b is None else a + b, output=tuple)
+    pipeline = windowed(steps, time="t").sessions(6).accumulating()
+    pipeline = pipeline.window_state(KVStore(str(tmp_path))) if in_store else pipeline
+    assert pipeline.aggregate(sum_and_count)["value"].tolist() == [(15.0, 3.0)]

@@ -13,13 +13,14 @@ import decimal
 import os
 import uuid
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from accumulations import Count, Distinct, Max, Mean, Min, Reduce, Sum, ToList, TopN, ToSet
+from accumulations import Count, Distinct, Fold, Max, Mean, Min, Reduce, Sum, ToList, TopN, ToSet
 from triggers import AfterCount, AfterEach, AtWatermark, OrFinally, Repeatedly
 from windowing import windowed
 
@@ -429,6 +430,25 @@ def test_a_reduce_that_gives_none_keeps_it_in_spark_state_as_on_pandas(spark, wh
         inside = rows[(rows.user == pane.user) & (rows.ts >= pane.window_start) & (rows.ts < pane.window_end)].amount
         assert (pane.total if pd.notna(pane.total) else None) == (None if inside.isna().any() else inside.sum())
     assert expected.total.isna().any() and expected.total.notna().any()
+    assert_same_panes(actual, expected)
+
+
+def test_numpy_accumulators_in_spark_state_merge_as_arrays_as_on_pandas(spark, where):
+    """Sessions of one micro-batch merged in the next: their accumulators, numpy arrays, came back from Spark's
+    state as lists before (the state codec pickled them as plain Python values), and merging added two lists."""
+    source, sink, checkpoint = where()
+    parts = [events([("a", 1, 5), ("a", 12, 7), ("b", 3, 1)]), events([("a", 8, 3), ("b", 40, 2)])]
+
+    def build(frame):
+        mean = Fold("amount", None, lambda a, v: np.array([v, 1.0]) if a is None else a + np.array([v, 1.0]),
+                    lambda a, b: b if a is None else a if b is None else a + b, output=lambda a: float(a[0] / a[1]))
+        return windowed(frame, time="ts", key="user").sessions("10 seconds").watermark("5 seconds") \
+            .trigger(Repeatedly(AfterCount(1))).accumulating().aggregate(mean=mean)
+
+    query = start(spark, source, sink, checkpoint, build)
+    inputs = run_all(query, source, parts)
+    actual, expected = read_sink(spark, sink), mirror(parts, inputs, build)
+    assert 5.0 in expected["mean"].tolist()  # a: (5 + 7 + 3) / 3 once 8 merged [1, 11) and [12, 22)
     assert_same_panes(actual, expected)
 
 

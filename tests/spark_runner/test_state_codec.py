@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from collections import Counter, namedtuple
+from collections import Counter, defaultdict, namedtuple
 from pathlib import Path
 
 import numpy as np
@@ -277,15 +277,18 @@ def test_object_columns_keep_every_python_value(columns):
 Point = namedtuple("Point", "x y")
 
 
-def test_an_accumulator_of_ones_own_keeps_its_type_and_numpy_inside_becomes_python_numbers():
+def test_an_accumulator_of_ones_own_comes_back_as_it_was_numpy_inside_included():
     """What a Fold or an accumulation of one's own holds comes back as it was, as on pandas (where the table
-    is never encoded); numpy scalars and arrays inside a cell come back as Python values."""
-    cells = [Point(1, [2, 3]), Counter({"a": 2}), [np.int64(4), 5], Point(np.int64(6), np.array([7, 8]))]
+    is never encoded). Before, a cell holding numpy came back as Python values: an array as a list (which a
+    fold's ``a + b`` then concatenated), a namedtuple holding numpy as a tuple, a defaultdict as a dict."""
+    cells = [Point(1, [2, 3]), Counter({"a": 2}), [np.int64(4), 5], Point(np.int64(6), np.array([7, 8])),
+             np.array([1.5, 2.0]), defaultdict(list, {np.int64(1): [np.float64(0.5)]})]
     decoded, meta = decode(encode(pd.DataFrame({"a0": pd.Series(cells, dtype=object)}), 1))
     assert meta["objects"] == ["a0"]
-    assert [type(v) for v in decoded["a0"][:3]] == [Point, Counter, list]
-    assert list(decoded["a0"]) == [Point(1, [2, 3]), Counter({"a": 2}), [4, 5], (6, [7, 8])]
-    assert [type(v) for v in decoded["a0"][2]] == [int, int] and type(decoded["a0"][3][0]) is int
+    assert [type(v) for v in decoded["a0"]] == [type(v) for v in cells]
+    assert [type(v) for v in decoded["a0"][2]] == [np.int64, int] and type(decoded["a0"][3].x) is np.int64
+    assert [repr(v) for v in decoded["a0"]] == [repr(v) for v in cells]
+    assert (decoded["a0"][4] + decoded["a0"][4]).tolist() == [3.0, 4.0]
 
 
 def _table_beside_nulls():
