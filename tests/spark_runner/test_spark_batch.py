@@ -89,11 +89,18 @@ def test_a_fold_whose_values_outgrow_its_sampled_type_fails_naming_the_column_an
      r"output column 'out' is array<bigint>, but a pane holds 7\.5, not a whole number of 64 bits; .*'array<double>'"),
     (Fold("amount", 0, lambda a, v: a + v if v < 5 else 2**64, lambda a, b: a + b),
      r"output column 'out' is bigint, but a pane holds 18446744073709551616, not a whole number of 64 bits"),
-], ids=["a float in an array of integers", "an integer beyond 64 bits"])
-def test_values_a_sampled_integer_type_cannot_hold_fail_naming_the_column(spark, aggregation, message):
+    (Reduce("flag", lambda a, b: int(a) + int(b)),
+     r"output column 'out' is boolean, as the accumulation's output for one sample value was, but a pane holds 2; "
+     r".*spark_typed"),
+    (Fold("amount", "", lambda a, v: a + "x" if v < 5 else len(a), lambda a, b: a + b),
+     r"output column 'out' is string, as the accumulation's output for one sample value was, but a pane holds 1"),
+], ids=["a float in an array of integers", "an integer beyond 64 bits", "an int in a boolean", "an int in a string"])
+def test_values_a_sampled_output_type_cannot_hold_fail_naming_the_column(spark, aggregation, message):
     # Before: Arrow truncated the 7.5 sampled as array<bigint> (from [1]) to 7, without a word; 2**64 failed with
-    # "Python int too large to convert to C long", naming no column.
-    result = windowed(spark.createDataFrame(pd.DataFrame({"t": [1, 2], "amount": [1, 7]})).coalesce(1), time="t").fixed(10)
+    # "Python int too large to convert to C long", and the others with pyspark's "Could not convert 2 with type int:
+    # tried to convert to boolean" or "Expected bytes, got a 'int' object", naming no column.
+    frame = pd.DataFrame({"t": [1, 2], "amount": [1, 7], "flag": [True, True]})
+    result = windowed(spark.createDataFrame(frame).coalesce(1), time="t").fixed(10)
     with pytest.raises(Exception, match=message):
         result.aggregate(out=aggregation).collect()
 

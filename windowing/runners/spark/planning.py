@@ -21,7 +21,19 @@ from .buckets import Bucketing
 from .combine import COMBINE_CONF, Lifting, lifted_aggregations, lifting
 from .output_types import integral, numpy_dtype, output_type
 from .wire import WIRE
-from .worker import ELEMENT, KIND, NS_PER_US, REASON, BucketStep, OutputColumn, SwitchedLayout, per_ms, pipeline_of, uses_processing_time
+from .worker import (
+    ELEMENT,
+    KIND,
+    NS_PER_US,
+    REASON,
+    SAMPLED_CHECKED,
+    BucketStep,
+    OutputColumn,
+    SwitchedLayout,
+    per_ms,
+    pipeline_of,
+    uses_processing_time,
+)
 
 # Shift of the watermark's helper column when Spark must drop no row (late-data output, the global
 # window): 100 years, so Spark drops only rows more than 100 years behind the watermark. Not more:
@@ -136,10 +148,11 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
         columns.append(OutputColumn(name, "time", src))
     for i, ((name, acc), vtype) in enumerate(zip(aggregations, value_types)):
         out_fields.append(T.StructField(name, vtype))
-        array = isinstance(vtype, T.ArrayType)
+        array, checked = isinstance(vtype, T.ArrayType), acc.output_kind is None  # a Fold, Reduce or own: its code's types
         columns.append(OutputColumn(name, "value", engine_columns.output(i), integral=integral(vtype), array=array,
                                     interval=isinstance(vtype, T.DayTimeIntervalType),
-                                    whole_elements=array and integral(vtype.elementType) and acc.output_kind != "collection"))
+                                    whole_elements=array and checked and integral(vtype.elementType),
+                                    sampled=vtype.simpleString() if checked and vtype.simpleString() in SAMPLED_CHECKED else None))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
                    T.StructField("is_retraction", T.BooleanType())]
     if late_data:

@@ -63,6 +63,7 @@ class OutputColumn:
     array: bool = False
     interval: bool = False  # a Spark day-time interval: the engine's timedeltas, to the microsecond
     whole_elements: bool = False  # an array of integers whose values come from code of the user's: checked
+    sampled: str | None = None  # one of SAMPLED_CHECKED, sampled from the user's code: checked
 
 
 @dataclass(frozen=True)
@@ -415,7 +416,40 @@ def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
             return pd.array(values.to_numpy(dtype=object), dtype="Int64").to_numpy(dtype=object, na_value=None)  # type: ignore[arg-type]
         except (TypeError, ValueError, OverflowError) as err:
             raise _not_bigint(col, next((v for v in values if not _is_bigint(v)), None), "bigint", "'double'") from err
+    if col.sampled is not None:
+        _check_sampled(values, col, col.sampled)
     return values.to_numpy()
+
+
+#: Spark types of a sampled output column (`output_types`) whose values the workers check before pyspark converts them.
+SAMPLED_CHECKED = ("boolean", "string", "binary", "double", "float")
+
+
+def _check_sampled(values: pd.Series, col: OutputColumn, spark_type: str) -> None:
+    """Fail naming the column, a value and `spark_typed` where pyspark's own conversion (the same Arrow call)
+    would fail with "Could not convert 2 with type int: tried to convert to boolean", naming neither."""
+    import pyarrow as pa
+
+    arrow_type = {"boolean": pa.bool_(), "string": pa.string(), "binary": pa.binary(), "double": pa.float64(),
+                  "float": pa.float32()}[spark_type]
+    try:
+        pa.Array.from_pandas(values, type=arrow_type, safe=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as err:
+        stray = next((v for v in values if not _converts(v, arrow_type)), None)
+        raise TypeError(
+            f"output column {col.name!r} is {spark_type}, as the accumulation's output for one sample value was, but a "
+            f"pane holds {stray!r}; for an accumulation of your own, Fold or Reduce whose output type depends on the "
+            "values, state it with windowing.runners.spark.spark_typed(acc, 'double') (any Spark DDL type)") from err
+
+
+def _converts(value: Any, arrow_type: Any) -> bool:
+    import pyarrow as pa
+
+    try:
+        pa.Array.from_pandas(pd.Series([value], dtype=object), type=arrow_type, safe=False)
+    except Exception:
+        return False
+    return True
 
 
 _ALL_BIGINT = object()
