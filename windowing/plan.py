@@ -33,6 +33,8 @@ class Plan:
     watermark_delay: int | None
     key_dtypes: tuple[Any, ...] = ()
     """The input dtype of each key column."""
+    two_streams: bool = False
+    """The input's rows carry their side in a ``SIDE`` column, and the aggregations see ``(side, value)``."""
 
 
 def check_columns(columns: list[str], strategy: Strategy) -> None:
@@ -83,7 +85,7 @@ def make_plan(strategy: Strategy, axis: TimeAxis, dtypes: Mapping[str, Any],
     delay = None if strategy.watermark_delay is None else strategy.watermark_delay.in_units_of(axis)
     key_dtypes = tuple(dtypes[k] for k in strategy.keys or ())
     axis = axis.fine_enough_for([getattr(windows, f.name) for f in fields(windows)])
-    return Plan(spec, axis, strategy.keys, tuple(acc.column for _, acc in aggregations), delay, key_dtypes)
+    return Plan(spec, axis, strategy.keys, tuple(acc.column for _, acc in aggregations), delay, key_dtypes, strategy.two_streams)
 
 
 def engine_aggregations(aggregations: tuple[NamedAccumulation, ...], dtypes: Mapping[str, Any]) -> tuple[Aggregation, ...]:
@@ -122,7 +124,7 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
         if column is None:
             continue
         values = _values(frame[column])
-        if SIDE in frame:  # two streams: merge accumulations see (side, value)
+        if plan.two_streams and SIDE in frame:  # merge accumulations see (side, value); one stream: SIDE is data
             paired = np.empty(len(frame), dtype=object)
             paired[:] = list(zip(frame[SIDE].to_numpy().tolist(), values.tolist()))
             values = paired

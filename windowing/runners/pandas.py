@@ -60,8 +60,7 @@ def run_pandas(strategy: Strategy, source: Any, second: Any = None, late_data: b
     if second is not None:
         if not isinstance(source, pd.DataFrame):
             raise WindowingConfigError("with_second_stream() works with bounded pandas DataFrames for now")
-        check_columns(list(second.columns), strategy)
-        source = pd.concat([source.assign(**{SIDE: 0}), second.assign(**{SIDE: 1})], ignore_index=True)
+        source = _sides_joined(strategy, source, second)
     if isinstance(source, pd.DataFrame):
         script: list[Action] = [AddElements(source)]
         is_stream = False
@@ -83,9 +82,62 @@ def run_pandas(strategy: Strategy, source: Any, second: Any = None, late_data: b
                        epoch_unit=strategy.time_unit)
     plan = make_plan(strategy, axis, _input_dtypes(strategy, source, sample))
     if strategy.window_state is None:
-        return _Run(plan, strategy, is_stream, sample.iloc[:0]).execute(script)
-    with strategy.window_state.open(SPILL_BUCKET) as bucket:
-        return _SpilledRun(plan, strategy, is_stream, sample.iloc[:0], bucket).execute(script)
+        result = _Run(plan, strategy, is_stream, sample.iloc[:0]).execute(script)
+    else:
+        with strategy.window_state.open(SPILL_BUCKET) as bucket:
+            result = _SpilledRun(plan, strategy, is_stream, sample.iloc[:0], bucket).execute(script)
+    return result if second is None else result._replace(late_data=result.late_data.drop(columns=SIDE))
+
+
+def _sides_joined(strategy: Strategy, first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
+    """The two inputs as one frame, each row's side in ``SIDE``. Each input is checked on its own (joined, a
+    column of one filled the other's rows with NaN), and a column the pipeline reads whose dtypes differ is
+    joined as Python objects (pandas' concat made int64 beside float64 float64, 2**53 + 1 became 2**53), except
+    where that would change what the engine compares: times, and keys of different kinds, are refused."""
+    sides: list[pd.DataFrame] = []
+    for which, frame in (("first", first), ("second", second)):
+        try:
+            check_columns(list(frame.columns), strategy)
+        except WindowingConfigError as error:
+            raise WindowingConfigError(f"{error} (the {which} input of with_second_stream())") from None
+        if SIDE in frame.columns:
+            raise WindowingConfigError(
+                f"the {which} input of with_second_stream() has a column {SIDE!r}, the name the runner marks each "
+                "row's input with; rename it")
+        sides.append(frame.assign(**{SIDE: len(sides)}))
+    time = strategy.time if isinstance(strategy.time, str) else None
+    keys = list(strategy.keys or ())
+    for name in dict.fromkeys([*([time] if time else []), *keys, *(c for c in strategy.value_columns if c is not None)]):
+        left, right = sides[0][name], sides[1][name]
+        if left.dtype == right.dtype:
+            continue
+        if not len(left) or not len(right):  # no values: the other input's dtype (an empty frame's are float64)
+            empty, full = (0, right) if not len(left) else (1, left)
+            sides[empty][name] = sides[empty][name].astype(full.dtype)
+        elif name == time:
+            if isinstance(left.dtype, pd.DatetimeTZDtype) and isinstance(right.dtype, pd.DatetimeTZDtype):
+                sides[1][name] = right.dt.tz_convert(left.dtype.tz)  # the same instants, in one zone
+                continue
+            raise WindowingConfigError(
+                f"time column {name!r} is {left.dtype} in the first input and {right.dtype} in the second; give both "
+                "inputs times of one kind (timestamps, both with a time zone or both without, or numbers of one dtype)")
+        elif name in keys and None not in (_kind(left.dtype), _kind(right.dtype)) and _kind(left.dtype) != _kind(right.dtype):
+            raise WindowingConfigError(
+                f"key column {name!r} is {left.dtype} in the first input and {right.dtype} in the second, so no key of "
+                "one equals a key of the other; cast one input's column to the other's type")
+        else:
+            sides[0][name], sides[1][name] = left.astype(object), right.astype(object)
+    return pd.concat(sides, ignore_index=True)
+
+
+def _kind(dtype: Any) -> str | None:
+    """What a key column holds, where its dtype says: None for Python objects."""
+    tests = (("boolean", pd.api.types.is_bool_dtype), ("number", pd.api.types.is_numeric_dtype),
+             ("timestamp", pd.api.types.is_datetime64_any_dtype), ("duration", pd.api.types.is_timedelta64_dtype),
+             ("string", pd.api.types.is_string_dtype))
+    if isinstance(dtype, np.dtype) and dtype.kind == "O":
+        return None
+    return next((kind for kind, test in tests if test(dtype)), None)
 
 
 def _input_dtypes(strategy: Strategy, source: Any, sample: pd.DataFrame) -> dict[str, Any]:
