@@ -23,7 +23,10 @@ def value_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if values.dtype.kind in "iu" and len(values):
         low, high = int(values.min()), int(values.max())
         if high - low <= 4 * len(values) + 1024:
-            return (values - low).astype(np.int64), np.arange(low, high + 1, dtype=values.dtype)
+            # In the column's own dtype an int8 127 - (-128) wraps around (NumPy 2 keeps the dtype): signed widen
+            # first; unsigned never goes below its minimum, and a uint64 beyond 2**63 would not fit int64
+            shifted = values.astype(np.int64) - low if values.dtype.kind == "i" else values - values.dtype.type(low)
+            return shifted.astype(np.int64), np.arange(low, high + 1, dtype=values.dtype)
     codes, uniques = pd.factorize(values, use_na_sentinel=False)
     return codes.astype(np.int64), np.asarray(uniques)
 

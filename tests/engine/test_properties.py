@@ -638,3 +638,19 @@ def test_equal_window_groups_number_key_and_start_pairs_as_pandas_groupby_in_ord
     starts = np.array([s for _, s in rows], dtype=np.int64)
     expected = pd.DataFrame({"k": keys, "s": starts}).groupby(["k", "s"], sort=False).ngroup().to_numpy()
     assert list(equal_window_groups(keys, starts)) == list(expected)
+
+
+@settings(SETTINGS, max_examples=40)
+@given(dtype=st.sampled_from([np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint64]), data=st.data())
+def test_keys_of_every_integer_dtype_group_as_pandas_groupby_does(dtype, data):
+    # Before: an int8 key column's codes were computed in int8, so -128 and 127 wrapped around: an error with one
+    # key column, and with two the keys of other rows, without a word.
+    info = np.iinfo(dtype)
+    keys = data.draw(st.lists(st.sampled_from([info.min, info.max, 0, info.min + 1, info.max - 1, 1]), min_size=1, max_size=12))
+    frame = pd.DataFrame({"k": np.array(keys, dtype=dtype), "other": [i % 3 for i in range(len(keys))],
+                          "t": np.zeros(len(keys), dtype=np.int64), "x": np.arange(len(keys))})
+    for keying in (["k"], ["other", "k"]):
+        panes = windowed(frame, time="t", key=keying).fixed(10).aggregate(Sum("x"))
+        expected = frame.groupby(keying)["x"].sum().to_dict()
+        got = {tuple(row[:-1]) if len(keying) > 1 else row[0]: row[-1] for row in panes[[*keying, "value"]].itertuples(index=False)}
+        assert got == expected and panes["k"].dtype == dtype

@@ -467,3 +467,19 @@ def test_the_fold_before_the_shuffle_gets_nullable_integers_as_they_are_without_
     assert len(calls) == 1 and "_k0#" in calls[0] and "_v0#" in calls[0], plan
     assert "_null" not in calls[0], plan
     assert [tuple(r) for r in panes.select("k", "total").collect()] == [(BIG, 0)]
+
+
+@pytest.mark.parametrize("combine", ["true", "false"])
+def test_tinyint_and_smallint_keys_at_their_extremes_group_as_spark_does(spark, combine):
+    # Before: a tinyint key's codes were computed in int8 in the workers: -128 and 127 wrapped around, and with a
+    # second key column the rows took other rows' keys, without a word.
+    frame = spark.createDataFrame([("x", -128, -32768, 1, 1), ("y", 127, 32767, 2, 2), ("z", 0, 0, 3, 4), ("x", 127, 0, 4, 8)],
+                                  "a string, k tinyint, s smallint, t long, v long")
+    spark.conf.set("windowing.spark.combine", combine)
+    try:
+        for keys in (["k"], ["a", "k"], ["s", "k"]):
+            panes = windowed(frame, time="t", key=keys).fixed(10).aggregate(total=Sum("v")).collect()
+            native = frame.groupBy(*keys).agg(F.sum("v").alias("total")).collect()
+            assert sorted(tuple(r[c] for c in [*keys, "total"]) for r in panes) == sorted(tuple(r) for r in native)
+    finally:
+        spark.conf.unset("windowing.spark.combine")
