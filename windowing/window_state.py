@@ -287,7 +287,11 @@ def _frame(template: pd.DataFrame, names: list[str], rows: list[tuple[Any, ...]]
     columns: dict[str, Any] = {}
     for name, values in zip(names, cells):
         dtype = template[name].dtype if name in template else np.dtype(object)
-        if not isinstance(dtype, np.dtype):  # a key column of a pandas dtype (strings, nullable integers)
+        if pd.api.types.is_integer_dtype(dtype) and not isinstance(dtype, np.dtype):
+            # nullable integers (Int64, UInt64): Python ints and None, as the engine holds them (`plan._values`);
+            # as Int64 the engine's to_numpy made them float64, 2**53 + 1 a float 2**53
+            columns[name] = pd.Series([None if value is None or value is pd.NA else value for value in values], dtype=object)
+        elif not isinstance(dtype, np.dtype):  # a key column of another pandas dtype (strings)
             columns[name] = pd.Series(list(values), dtype=dtype)
         elif dtype.kind == "O":
             columns[name] = pd.Series(np.fromiter(values, dtype=object, count=len(rows)), dtype=object, copy=False)
