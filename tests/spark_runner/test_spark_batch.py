@@ -483,3 +483,17 @@ def test_tinyint_and_smallint_keys_at_their_extremes_group_as_spark_does(spark, 
             assert sorted(tuple(r[c] for c in [*keys, "total"]) for r in panes) == sorted(tuple(r) for r in native)
     finally:
         spark.conf.unset("windowing.spark.combine")
+
+
+@pytest.mark.parametrize("buckets", ["3", "5", "7"])
+def test_a_nan_key_and_a_null_key_are_one_missing_key_whatever_the_bucket_count(spark, buckets):
+    # Before: the bucket hashed NaN and null apart, so by the bucket count they met in one bucket (one missing
+    # key, as on pandas) or not (the same missing key's panes twice: with 5 or 7 buckets here).
+    frame = spark.createDataFrame([(float("nan"), 1, 1), (None, 2, 2), (1.0, 3, 4), (-0.0, 4, 8), (0.0, 5, 16)],
+                                  "k double, t long, v long")
+    spark.conf.set("windowing.spark.buckets", buckets)
+    try:
+        panes = windowed(frame, time="t", key="k").fixed(10).aggregate(total=Sum("v")).collect()
+    finally:
+        spark.conf.unset("windowing.spark.buckets")
+    assert sorted((r["k"] is None, r["total"]) for r in panes) == [(False, 4), (False, 24), (True, 3)]

@@ -69,7 +69,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
     # (`combine.with_buckets`): one column fewer for the JVM to write into Arrow (docs/spark.md, "Packing").
     buckets_in_python = flags_in_python and (adapter.bucketing.count == 1
                                              or all(integral(source.schema[k].dataType) for k in keys))
-    projected = [] if buckets_in_python else [_bucket(keys, adapter.bucketing).alias(WIRE.bucket)]
+    projected = [] if buckets_in_python else [_bucket(keys, adapter.bucketing, source.schema).alias(WIRE.bucket)]
     projected += [c for i, k in enumerate(keys) for c in shipped(k, WIRE.key(i))] or [F.lit(0).cast("long").alias(WIRE.key(0))]
     projected.append(_event_time(time, adapter.timestamp, source.isStreaming, strategy.time_unit,
                                  source.schema[time].dataType).alias(WIRE.time))
@@ -184,13 +184,18 @@ def _check_watermark(strategy: Strategy, plan: Plan, watermarked: str | None, ti
             "Spark refuses to redefine a watermark; keep one of the two")
 
 
-def _bucket(keys: list[str], bucketing: Bucketing) -> Any:
-    """The group label of a row's bucket (`Bucketing`), an int column."""
+def _bucket(keys: list[str], bucketing: Bucketing, schema: Any) -> Any:
+    """The group label of a row's bucket (`Bucketing`), an int column. A float key's NaN is hashed as its null:
+    the engine takes them for one missing key, as pandas does, which a bucket that depended on the hash of each
+    split (one key's panes twice, or not, by the bucket count)."""
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
     if not keys or bucketing.count == 1:
         return F.lit(int(bucketing.labels()[0]))
-    number = F.pmod(F.xxhash64(*[_col(k) for k in keys]), F.lit(bucketing.count)).cast("int")
+    hashed = [F.nanvl(_col(k), F.lit(None).cast(schema[k].dataType))
+              if isinstance(schema[k].dataType, (T.FloatType, T.DoubleType)) else _col(k) for k in keys]
+    number = F.pmod(F.xxhash64(*hashed), F.lit(bucketing.count)).cast("int")
     if bucketing.placement == NUMBERS:
         return number
     return F.element_at(F.array(*[F.lit(int(label)) for label in bucketing.labels()]), number + 1)
