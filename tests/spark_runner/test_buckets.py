@@ -78,7 +78,7 @@ def test_a_worker_labels_integer_keys_with_the_bucket_spark_would(spark, rows, c
 
     bucketing = Bucketing(count)
     frame = spark.createDataFrame(rows, ", ".join(f"{name} {ddl}" for name, (ddl, _, _) in INTEGER_KEYS.items()))
-    by_spark = frame.select(*[_bucket(keys, bucketing).alias(f"b{i}") for i, keys in enumerate(combinations)]).collect()
+    by_spark = frame.select(*[_bucket(keys, bucketing, frame.schema).alias(f"b{i}") for i, keys in enumerate(combinations)]).collect()
     arrow = {name: pa.array([row[i] for row in rows], arrow_type) for i, (name, (_, arrow_type, _)) in enumerate(INTEGER_KEYS.items())}
     for i, keys in enumerate(combinations):
         assert bucketing.labels_of([arrow[k] for k in keys], len(rows)).tolist() == [row[f"b{i}"] for row in by_spark], keys
