@@ -113,10 +113,16 @@ def _numpy_dtype(dtype: Any) -> np.dtype:
 
 def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFrame:
     """The engine's element frame: ``_k*`` keys, ``_t`` times, ``_v*`` values; index kept."""
-    out: dict[str, Any] = {}
+    out: dict[str, np.ndarray] = {}
     if plan.key_names:
         for i, name in enumerate(plan.key_names):
-            out[columns.key(i)] = _values(frame[name])
+            planned = plan.key_dtypes[i] if i < len(plan.key_dtypes) else None
+            if isinstance(planned, np.dtype) and planned.kind == "O" and frame[name].dtype != planned:
+                # A TestStream's keys of several dtypes are objects: this step's Timestamps as pandas boxes them
+                # (beside the table's objects NumPy made a datetime64 column ints)
+                out[columns.key(i)] = frame[name].astype(object).to_numpy()
+            else:
+                out[columns.key(i)] = _values(frame[name])
     else:
         out[columns.key(0)] = np.zeros(len(frame), dtype=np.int64)
     out[columns.TIME] = times
@@ -128,9 +134,10 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
             paired = np.empty(len(frame), dtype=object)
             paired[:] = list(zip(frame[SIDE].to_numpy().tolist(), values.tolist()))
             values = paired
-        # An object column stays one: pandas would infer str or datetime64 from its values, None becoming NaN or NaT
-        out[columns.value(i)] = pd.Series(values, dtype=object, index=frame.index, copy=False) if values.dtype == object else values
-    return pd.DataFrame(out, index=frame.index)
+        out[columns.value(i)] = values
+    # An object column stays one: pandas would infer str or datetime64 from its values (None becoming NaN or NaT)
+    return pd.DataFrame({name: pd.Series(values, dtype=object, index=frame.index, copy=False) if values.dtype == object
+                         else values for name, values in out.items()}, index=frame.index)
 
 
 def _values(column: pd.Series) -> np.ndarray:

@@ -654,3 +654,17 @@ def test_keys_of_every_integer_dtype_group_as_pandas_groupby_does(dtype, data):
         expected = frame.groupby(keying)["x"].sum().to_dict()
         got = {tuple(row[:-1]) if len(keying) > 1 else row[0]: row[-1] for row in panes[[*keying, "value"]].itertuples(index=False)}
         assert got == expected and panes["k"].dtype == dtype
+
+
+def test_timestamp_keys_of_a_test_stream_whose_steps_hold_other_key_dtypes_stay_timestamps():
+    # Before: the key column is objects across such steps, and the table's objects beside a step's datetime64
+    # keys went through NumPy, which made the Timestamps ints (1704067200000000001) from the second step on.
+    first = pd.Timestamp("2024-01-01 00:00:00.000000001")
+    steps = [pd.DataFrame({"k": pd.Series([first, pd.Timestamp("2024-01-02")]), "t": [1, 2], "x": [1, 2]}),
+             pd.DataFrame({"k": ["a"], "t": [3], "x": [4]}), pd.DataFrame({"k": pd.Series([first]), "t": [4], "x": [8]})]
+    stream = TestStream()
+    for frame in steps:
+        stream = stream.add_elements(frame)
+    panes = windowed(stream, time="t", key="k").fixed(10).trigger(Repeatedly(AfterCount(1))).accumulating().aggregate(Sum("x"))
+    assert {type(k) for k in panes["k"]} == {pd.Timestamp, str}
+    assert dict(zip(panes["k"], panes["value"])) == {first: 9, pd.Timestamp("2024-01-02"): 2, "a": 4}
