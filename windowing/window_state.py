@@ -39,6 +39,7 @@ The store is any object with the `storage.KVStore` bucket interface: this module
 from __future__ import annotations
 
 import datetime
+import decimal
 import pickle
 import struct
 from dataclasses import dataclass
@@ -133,16 +134,29 @@ def _canonical_column(column: pd.Series) -> list[Any]:
 
 
 def _canonical(value: Any) -> Any:
-    """One spelling of a key value: None for every null, a whole number as an int, an instant or a duration as its
-    nanoseconds, the rest as it is."""
+    """One spelling of a key value: None for every null, a whole number as an int, a Decimal that equals a float as
+    that float (else in its shortest form), an instant or a duration as its nanoseconds, a tuple or frozenset of
+    such values, the rest as it is."""
     if value is None or value is pd.NA or value is pd.NaT:
         return None
     if isinstance(value, np.generic):
         return None if isinstance(value, (np.datetime64, np.timedelta64)) and np.isnat(value) else _canonical(value.item())
     if isinstance(value, (bool, float)):
         return None if value != value else int(value) if float(value).is_integer() else value
+    if isinstance(value, decimal.Decimal):  # Decimal("1") == 1 and Decimal("1.5") == 1.5: the engine groups them as one
+        if value.is_nan():
+            return None
+        if not value.is_finite():
+            return float(value)
+        if value == value.to_integral_value():
+            return int(value)
+        return float(value) if float(value) == value else value.normalize()
     if isinstance(value, (datetime.datetime, datetime.timedelta)):
         return (pd.Timestamp(value) if isinstance(value, datetime.datetime) else pd.Timedelta(value)).value
+    if isinstance(value, tuple):
+        return tuple(_canonical(item) for item in value)
+    if isinstance(value, frozenset):  # equal sets may iterate in other orders, so pickle apart
+        return ("frozenset", *sorted((_canonical(item) for item in value), key=repr))
     return value
 
 

@@ -10,6 +10,7 @@ batch and writes nothing.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +113,10 @@ NULLS_AND_EQUALS = {  # key columns whose equal keys (as the engine groups keys:
     "objects with None, NaN and 1 == 1.0 == True": pd.Series([1, None, 1.0, np.nan, True], dtype=object),
     "timestamps with NaT": pd.to_datetime([1, None, 1, None, 2], unit="s"),
     "strings with NA": pd.Series(["a", None, "a", pd.NA, "b"], dtype="string"),
+    # Before: the store kept these apart, where the engine groups them as one key (a split key's windows)
+    "decimals equal to an int and a float": pd.Series([1, Decimal("1.5"), Decimal("1.0"), 1.5, Decimal("NaN")], dtype=object),
+    "tuples of equal values": pd.Series([(1, 2), (1.5, None), (1.0, 2), (Decimal("1.5"), np.nan), ("b", 1)], dtype=object),
+    "frozensets": pd.Series([frozenset({1, 2}), frozenset(), frozenset({2.0, 1}), frozenset(), frozenset({"a"})], dtype=object),
 }
 
 
