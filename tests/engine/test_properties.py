@@ -19,6 +19,7 @@ import tempfile
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -668,3 +669,16 @@ def test_timestamp_keys_of_a_test_stream_whose_steps_hold_other_key_dtypes_stay_
     panes = windowed(stream, time="t", key="k").fixed(10).trigger(Repeatedly(AfterCount(1))).accumulating().aggregate(Sum("x"))
     assert {type(k) for k in panes["k"]} == {pd.Timestamp, str}
     assert dict(zip(panes["k"], panes["value"])) == {first: 9, pd.Timestamp("2024-01-02"): 2, "a": 4}
+
+
+@pytest.mark.parametrize("dtype", ["Int64", "int64"])
+@pytest.mark.parametrize("in_store", [False, True])
+def test_integer_keys_of_a_test_stream_beside_a_step_of_float_keys_stay_exact_and_apart(dtype, in_store, tmp_path):
+    # Before: planned float64 as pandas concatenates them, keys 2**53 and 2**53 + 1 (grouped apart) both came out 2**53.
+    stream = TestStream().add_elements(pd.DataFrame({"k": pd.Series([2**53, 2**53 + 1], dtype=dtype), "t": [1, 2], "x": [1, 2]})) \
+        .add_elements(pd.DataFrame({"k": [0.5, 2.0**53], "t": [3, 4], "x": [4, 8]}))
+    pipeline = windowed(stream, time="t", key="k").fixed(10)
+    pipeline = pipeline.window_state(KVStore(str(tmp_path))) if in_store else pipeline
+    panes = pipeline.aggregate(Sum("x"))
+    assert sorted(zip(panes["k"], panes["value"])) == [(0.5, 4), (2**53, 9), (2**53 + 1, 2)]
+    assert type(panes.set_index("value")["k"][2]) is int

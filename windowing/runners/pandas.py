@@ -153,6 +153,12 @@ def _input_dtypes(strategy: Strategy, source: Any, sample: pd.DataFrame) -> dict
         named = [c for c in dict.fromkeys([*(strategy.keys or ()), *strategy.value_columns])
                  if c is not None and c != strategy.time]  # the time column's kind is checked step by step
         dtypes.update({name: pd.concat([frame[name] for frame in frames], ignore_index=True).dtype for name in named})
+        for key in strategy.keys or ():
+            # Integer keys beside float ones: pandas' float64 would print 2**53 + 1 as 2**53, a key the engine keeps
+            # apart (it groups each step's exact values), so the column is objects, each key as its step holds it
+            if key != strategy.time and pd.api.types.is_float_dtype(dtypes[key]) and \
+                    any(pd.api.types.is_integer_dtype(frame[key].dtype) for frame in frames):
+                dtypes[key] = np.dtype(object)
     return dtypes
 
 
