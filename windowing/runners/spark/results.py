@@ -8,8 +8,10 @@ from typing import Any
 from ...errors import WindowingConfigError
 from .worker import ELEMENT, KIND, LATE, PANE, REASON
 
-# to_json/from_json keep microseconds (the default format keeps milliseconds).
-JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"}
+# to_json/from_json keep microseconds (the default formats keep milliseconds: timestamp_ntz's too), written in UTC
+# (an offset of the session's zone is written without its seconds: Kolkata's +05:21:10 of 1900 moved times by 10 s).
+JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+                "timeZone": "UTC"}
 
 
 @dataclass
