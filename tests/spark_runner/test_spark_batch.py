@@ -497,3 +497,44 @@ def test_a_nan_key_and_a_null_key_are_one_missing_key_whatever_the_bucket_count(
     finally:
         spark.conf.unset("windowing.spark.buckets")
     assert sorted((r["k"] is None, r["total"]) for r in panes) == [(False, 4), (False, 24), (True, 3)]
+
+
+def test_late_rows_round_trip_microseconds_of_timestamp_ntz_and_old_instants_in_any_session_zone(spark):
+    # Before: a timestamp_ntz came back with milliseconds (Spark's own timestampNTZFormat), and in a session zone
+    # whose offset once had seconds (Kolkata's +05:21:10 in 1900) the written offset lost them: 10 s later.
+    from windowing.runners.spark.results import JSON_OPTIONS, late_data_of
+
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Kolkata")
+    try:
+        rows = spark.sql("select timestamp_ntz'2024-01-01 01:02:03.999999' as ntz, timestamp'1900-01-01 00:00:00' as born, "
+                         "timestamp'2024-06-01 12:00:00.000001' as recent")
+        out = rows.select(F.lit("LATE").alias("kind"), F.to_json(F.struct(*rows.columns), JSON_OPTIONS).alias("element"),
+                          F.lit(1).alias("window_start"), F.lit(2).alias("window_end"), F.lit("r").alias("reason"))
+        assert late_data_of(out, rows.schema).select(*rows.columns).collect() == rows.collect()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+
+
+@pytest.mark.parametrize("columns, aggregation, message", [
+    ("ma map<int,string>", "total", r"run\(\): the input's column 'ma' holds a map<int,string>, a map whose keys are not strings"),
+    ("nested struct<m: map<date,int>>", "total", r"column 'nested' holds a map<date,int>"),
+    ("Reason string", "total", r"run\(\): the name 'Reason' equals the column 'reason' that run\(\) adds but for case"),
+    ("x int", "Kind", r"the name 'Kind' equals the column 'kind' that run\(\) adds but for case"),
+], ids=["map of int keys", "a map inside a struct", "an input column", "an aggregation"])
+def test_run_refuses_what_its_late_data_cannot_carry_before_the_query(spark, columns, aggregation, message):
+    # Before: run() built the query, and writing late_data failed at the first micro-batch with Spark's
+    # INVALID_JSON_MAP_KEY_TYPE, or COLUMN_ALREADY_EXISTS / AMBIGUOUS_REFERENCE for names equal but for case.
+    frame = spark.createDataFrame([], f"u string, t long, v long, {columns}")
+    with pytest.raises(WindowingConfigError, match=message):
+        windowed(frame, time="t", key="u").fixed(10).run(**{aggregation: Sum("v")})
+
+
+def test_names_equal_but_for_case_run_where_spark_tells_them_apart(spark):
+    frame = spark.createDataFrame([("a", 1, 2, "x")], "u string, t long, v long, Reason string")
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    try:
+        result = windowed(frame, time="t", key="u").fixed(10).run(Kind=Sum("v"))
+        assert [tuple(r) for r in result.panes.select("u", "Kind").collect()] == [("a", 2)]
+    finally:
+        spark.conf.unset("spark.sql.caseSensitive")

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import pandas as pd
 
 from ...errors import WindowingConfigError
-from ...plan import Plan
+from ...plan import LATE_DATA_COLUMNS, Plan
 from ...state_codec import COMPRESSIONS, checked_compression
 from ...strategy import Strategy
 from ...timeaxis import EPOCH_UNITS, MAX_MICROS, MAX_TIME, MIN_MICROS, MIN_TIME, NUMERIC_RANGE
@@ -20,7 +20,7 @@ from .output_types import integral
 from .planning import NEVER_BEHIND_MS, plan_spark
 from .results import JSON_OPTIONS, SparkRun, spark_run
 from .wire import WIRE
-from .worker import NS_PER_US, packed_output, per_ms
+from .worker import ELEMENT, KIND, NS_PER_US, REASON, packed_output, per_ms
 from .worker_python import check_worker_python, on_workers
 
 #: Whether Spark's Python workers acknowledge at once what the JVM sends them over TCP (`storage.worker_socket`).
@@ -47,6 +47,8 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
     quick = _switch(source.sparkSession, QUICK_ACK_CONF, "Python workers acknowledge what Spark's JVM sends them at once")
     compression = checked_compression(str(source.sparkSession.conf.get(STATE_COMPRESSION_CONF, COMPRESSIONS[0])),
                                       STATE_COMPRESSION_CONF)
+    if late_data:
+        _check_late_data_input(strategy, source.schema, _case_sensitive(source.sparkSession))
     sp = plan_spark(strategy, source.schema, bucketing_of(source, bool(keys)), combine, late_data, compression)
     adapter, time = sp.adapter, str(strategy.time)  # a column's name: plan_spark refuses a function
     watermarked = _input_watermark(source) if source.isStreaming else None
@@ -182,6 +184,47 @@ def _check_watermark(strategy: Strategy, plan: Plan, watermarked: str | None, ti
             f"watermark(delay={strategy.watermark_delay and strategy.watermark_delay.given!r}) on an input that already has "
             f"withWatermark on {watermarked!r}: "
             "Spark refuses to redefine a watermark; keep one of the two")
+
+
+def _case_sensitive(spark: Any) -> bool:
+    return str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
+
+
+def _check_late_data_input(strategy: Strategy, schema: Any, case_sensitive: bool) -> None:
+    """What ``run()``'s late data cannot carry, refused before the query starts (it failed at the first micro-batch
+    that wrote late data): a map whose keys are not strings (JSON, which ``element`` is, has string keys only; Spark's
+    ``from_json`` refuses such a map), and, where Spark takes names equal but for case for one (its default), a name
+    equal but for case to a column ``run()`` adds (exactly equal ones are refused at planning)."""
+    from pyspark.sql import types as T
+
+    def non_string_map_key(data_type: Any) -> Any:
+        if isinstance(data_type, T.MapType):
+            if not isinstance(data_type.keyType, T.StringType):
+                return data_type
+            return non_string_map_key(data_type.keyType) or non_string_map_key(data_type.valueType)
+        if isinstance(data_type, T.ArrayType):
+            return non_string_map_key(data_type.elementType)
+        if isinstance(data_type, T.StructType):
+            return next((found for f in data_type.fields if (found := non_string_map_key(f.dataType)) is not None), None)
+        return None
+
+    for field in schema.fields:
+        found = non_string_map_key(field.dataType)
+        if found is not None:
+            raise WindowingConfigError(
+                f"run(): the input's column {field.name!r} holds a {found.simpleString()}, a map whose keys are not "
+                "strings; late data carries each dropped row as JSON, whose maps have string keys only: cast the "
+                "map's keys to strings first (or use aggregate(), which returns panes only)")
+    if case_sensitive:
+        return
+    added = {name.lower(): name for name in (*LATE_DATA_COLUMNS, KIND, REASON, ELEMENT)}
+    names = [*(f.name for f in schema.fields), *(name for name, _ in strategy.aggregations)]
+    clash = next((name for name in names if name.lower() in added and name != added[name.lower()]), None)
+    if clash is not None:
+        raise WindowingConfigError(
+            f"run(): the name {clash!r} equals the column {added[clash.lower()]!r} that run() adds but for case, and "
+            "Spark takes them for one column (spark.sql.caseSensitive is false); rename it (or use aggregate(), "
+            "which returns panes only)")
 
 
 def _bucket(keys: list[str], bucketing: Bucketing, schema: Any) -> Any:
