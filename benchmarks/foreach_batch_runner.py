@@ -71,7 +71,7 @@ def foreach_batch_runner(shape: str, delay: str, sink=to_noop):
         watermark = [MIN_TIME]  # nanoseconds, the driver's between micro-batches
 
         # Columns built once: a micro-batch pays only for its DataFrame calls, each analysed by the driver.
-        bucket = _bucket(["key"], bucketing).alias("_b")
+        bucket = _bucket(["key"], bucketing, schema).alias("_b")
         micros, no, zero = F.expr("unix_micros(ts)"), F.lit(False), F.lit(0).cast("long")
         if planned.lifting is not None:
             unit, offset = planned.lifting.unit, planned.lifting.offset
