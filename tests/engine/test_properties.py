@@ -682,3 +682,13 @@ def test_integer_keys_of_a_test_stream_beside_a_step_of_float_keys_stay_exact_an
     panes = pipeline.aggregate(Sum("x"))
     assert sorted(zip(panes["k"], panes["value"])) == [(0.5, 4), (2**53, 9), (2**53 + 1, 2)]
     assert type(panes.set_index("value")["k"][2]) is int
+
+
+def test_late_rows_of_steps_whose_columns_have_other_dtypes_keep_their_values():
+    # Before: pandas' concat of the steps' late rows made an int64 column beside a float64 one float64: 2**53 + 1
+    # read 2**53, and 1 read 1.0.
+    stream = TestStream().add_elements(pd.DataFrame({"t": [30], "x": [1], "big": [0]})).advance_watermark_to(20) \
+        .add_elements(pd.DataFrame({"t": [2], "x": [1], "big": [np.nan]})) \
+        .add_elements(pd.DataFrame({"t": [3], "x": [1], "big": [2**53 + 1]}))
+    late = windowed(stream, time="t").fixed(10).run(Sum("x")).late_data
+    assert late["big"].tolist()[1:] == [2**53 + 1] and math.isnan(late["big"].tolist()[0]) and type(late["big"].tolist()[1]) is int

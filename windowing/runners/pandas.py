@@ -162,6 +162,14 @@ def _input_dtypes(strategy: Strategy, source: Any, sample: pd.DataFrame) -> dict
     return dtypes
 
 
+def _joined_rows(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Steps' dropped input rows as one frame, each value as its step held it: a column of other dtypes in two
+    steps is joined as objects (pandas' concat made int64 beside float64 float64, 2**53 + 1 read 2**53)."""
+    differ = [name for name in frames[0].columns if len({frame[name].dtype for frame in frames if name in frame}) > 1]
+    return pd.concat([frame.astype(dict.fromkeys([c for c in differ if c in frame], object)) for frame in frames],
+                     ignore_index=True)
+
+
 def _without_elements(strategy: Strategy, stream: TestStream) -> pd.DataFrame:
     """A frame with no rows and the columns the strategy names, to plan a TestStream that has no
     elements (it fires no pane): times are timestamps if its watermarks are, numbers otherwise."""
@@ -218,7 +226,7 @@ class _Run:
             self._step(len(script), None)
         self._finish(len(script) + 1)
         panes = joined_panes(self.plan, [p for p in self.panes if len(p)] or self.panes[:1])
-        late = pd.concat(self.late, ignore_index=True) if self.late else self._late_rows(self.no_input, _NOTHING_DROPPED, 0)
+        late = _joined_rows(self.late) if self.late else self._late_rows(self.no_input, _NOTHING_DROPPED, 0)
         if not is_stream:
             panes = panes.drop(columns="step")
         return WindowedResult(panes, late)
