@@ -229,8 +229,8 @@ def _check_late_data_input(strategy: Strategy, schema: Any, case_sensitive: bool
 
 def _bucket(keys: list[str], bucketing: Bucketing, schema: Any) -> Any:
     """The group label of a row's bucket (`Bucketing`), an int column. A float key's NaN is hashed as its null:
-    the engine takes them for one missing key, as pandas does, which a bucket that depended on the hash of each
-    split (one key's panes twice, or not, by the bucket count)."""
+    the engine takes the two for one missing key, as pandas does, and hashed apart they could land in two buckets,
+    that key's panes then coming twice (or not, by the bucket count)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
