@@ -129,8 +129,19 @@ def _canonical_column(column: pd.Series) -> list[Any]:
     if values.dtype.kind == "b":
         return values.astype(np.int64).tolist()
     if values.dtype.kind in "mM":
-        return [None if missing else ns for missing, ns in zip(np.isnat(values).tolist(), values.view(np.int64).tolist())]
+        return _nanoseconds(values)
     return [_canonical(value) for value in values.tolist()]
+
+
+def _nanoseconds(values: np.ndarray) -> list[int | None]:
+    """Instants or durations of any unit as whole nanoseconds (Python ints, exact beyond int64's nanosecond range),
+    None for NaT: a step's elements may hold microseconds (a Spark timestamp) where the table read back holds
+    Timestamps."""
+    unit: Any
+    unit, count = np.datetime_data(values.dtype)
+    per_tick = int(np.timedelta64(count, unit) // np.timedelta64(1, "ns"))
+    return [None if missing else ticks * per_tick
+            for missing, ticks in zip(np.isnat(values).tolist(), values.view(np.int64).tolist())]
 
 
 def _canonical(value: Any) -> Any:
@@ -139,8 +150,10 @@ def _canonical(value: Any) -> Any:
     such values, the rest as it is."""
     if value is None or value is pd.NA or value is pd.NaT:
         return None
+    if isinstance(value, (np.datetime64, np.timedelta64)):
+        return _nanoseconds(np.asarray([value]))[0]
     if isinstance(value, np.generic):
-        return None if isinstance(value, (np.datetime64, np.timedelta64)) and np.isnat(value) else _canonical(value.item())
+        return _canonical(value.item())
     if isinstance(value, (bool, float)):
         return None if value != value else int(value) if float(value).is_integer() else value
     if isinstance(value, decimal.Decimal):  # Decimal("1") == 1 and Decimal("1.5") == 1.5: the engine groups them as one
@@ -151,8 +164,10 @@ def _canonical(value: Any) -> Any:
         if value == value.to_integral_value():
             return int(value)
         return float(value) if float(value) == value else value.normalize()
-    if isinstance(value, (datetime.datetime, datetime.timedelta)):
-        return (pd.Timestamp(value) if isinstance(value, datetime.datetime) else pd.Timedelta(value)).value
+    if isinstance(value, datetime.datetime):
+        return _nanoseconds(np.asarray([pd.Timestamp(value).to_datetime64()]))[0]
+    if isinstance(value, datetime.timedelta):
+        return _nanoseconds(np.asarray([pd.Timedelta(value).to_timedelta64()]))[0]
     if isinstance(value, tuple):
         return tuple(_canonical(item) for item in value)
     if isinstance(value, frozenset):  # equal sets may iterate in other orders, so pickle apart
@@ -309,6 +324,11 @@ def _frame(template: pd.DataFrame, names: list[str], rows: list[tuple[Any, ...]]
             columns[name] = pd.Series(list(values), dtype=dtype)
         elif dtype.kind == "O":
             columns[name] = pd.Series(np.fromiter(values, dtype=object, count=len(rows)), dtype=object, copy=False)
+        elif dtype.kind == "b" and any(value is None or value != value for value in values):
+            # A null among booleans (a nullable boolean key on Spark, kept as NaN by the table written): True,
+            # False and None, as the step's elements hold it; NumPy would make None False and NaN True.
+            columns[name] = pd.Series([None if value is None or value != value else bool(value) for value in values],
+                                      dtype=object)
         else:
             try:
                 columns[name] = np.array(values, dtype=dtype)
