@@ -266,6 +266,39 @@ def test_windows_at_the_ends_of_a_numeric_axis_are_the_pandas_runners_lifted_or_
         spark.conf.unset("windowing.spark.combine")
 
 
+FIRST_INSTANTS = {  # a time in the first second of the axis (1677-09-21 00:12:43.145225), as a timestamp or an epoch
+    "timestamp": (None, pd.Series([pd.Timestamp("1677-09-21 00:12:43.645225"), pd.Timestamp("2024-01-01")]).astype("datetime64[us]")),
+    "epoch seconds": ("s", [-9223372036.354775, 1704067200.0]),
+    "epoch nanoseconds, rounded onto the axis": ("ns", np.array([-(2**63) + 308, 2**63 - 309], dtype=np.int64)),
+}
+
+
+@pytest.mark.parametrize("combine", ["true", "false"])
+@pytest.mark.parametrize("shape", ["fixed", "sliding"])
+@pytest.mark.parametrize("time", FIRST_INSTANTS.values(), ids=list(FIRST_INSTANTS))
+def test_instants_in_the_first_second_of_the_axis_window_as_on_pandas(spark, combine, shape, time):
+    """Folded before the shuffle, an instant of 1677 went into a window of 2262 (its unit's start, before the axis,
+    wrapped around when made nanoseconds), and sliding windows there, which the pandas runner refuses, came out;
+    nanoseconds that round onto the axis were refused on Spark, taken on pandas."""
+    unit, times = time
+    frame = pd.DataFrame({"user": ["a", "b"], "ts": times, "amount": [1, 2]})
+    build = {"fixed": lambda w: w.fixed("1 second"), "sliding": lambda w: w.sliding("2 seconds", every="1 second")}[shape]
+    spark.conf.set("windowing.spark.combine", combine)
+    try:
+        result = build(windowed(spark.createDataFrame(frame).coalesce(1), time="ts", key="user", time_unit=unit))
+        if shape == "sliding":  # its windows would start before the axis
+            with pytest.raises(Exception, match="belongs to windows that start before the time axis does"):
+                build(windowed(frame, time="ts", key="user", time_unit=unit)).aggregate(total=Sum("amount"))
+            with pytest.raises(Exception, match="belongs to windows that start before the time axis does"):
+                result.aggregate(total=Sum("amount")).collect()
+            return
+        expected = build(windowed(frame, time="ts", key="user", time_unit=unit)).aggregate(total=Sum("amount"))
+        assert expected["window_start"].min() < pd.Timestamp("1677-09-22")
+        assert_same_panes(result.aggregate(total=Sum("amount")).toPandas(), expected)
+    finally:
+        spark.conf.unset("windowing.spark.combine")
+
+
 @pytest.mark.parametrize("ts", [2**63 - 1, -(2**63)], ids=["end of time", "below the axis"])
 def test_an_integer_event_time_at_either_end_of_64_bits_fails_the_query_naming_it(spark, ts):
     frame = spark.createDataFrame([(1, 5), (ts, 7)], "t bigint, amount long").coalesce(1)  # see _assert_refused

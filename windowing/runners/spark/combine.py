@@ -59,6 +59,7 @@ from triggers import Trigger
 from ...reductions import group_outputs, group_reduce
 from ...spec import Aggregation
 from ...strategy import NamedAccumulation
+from ...timeaxis import MIN_TIME
 from ...windows import FixedWindows, SlidingWindows, WindowFn, behind_unit_start, cut_at_the_ends
 from .buckets import Bucketing
 from .wire import WIRE
@@ -78,11 +79,15 @@ class Lifting:
     key_columns: tuple[str, ...]
     nullable: tuple[str, ...] = ()
     """The key and value columns that arrive (and leave) as a value and a null flag (`wire.WireSchema.null_flag`)."""
+    first_time: int = MIN_TIME
+    """The start of the axis in ``_t``'s unit: `MIN_MICROS` for timestamps."""
 
     def unit_starts(self, times: np.ndarray) -> np.ndarray:
         """The start of each time's unit, which stands for every time of the unit: the engine gives it
-        the same windows, also where the ends of the axis cut them (`cut_at_the_ends`)."""
-        return cut_at_the_ends(times, behind_unit_start(times, self.unit, self.offset), self.unit)[0]
+        the same windows, also where the ends of the axis cut them (`cut_at_the_ends`). A unit that starts
+        before the axis starts with it: in microseconds, its start in nanoseconds wrapped around to 2262."""
+        return np.maximum(cut_at_the_ends(times, behind_unit_start(times, self.unit, self.offset), self.unit)[0],
+                          self.first_time)
 
 
 def with_nulls(frame: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
@@ -132,7 +137,8 @@ def lifting(windows: WindowFn, trigger: Trigger, aggregations: tuple[Aggregation
         return None  # Min/Max of timestamps, strings or booleans: the engine folds those itself
     if unit % unit_scale or offset % unit_scale:
         return None
-    return Lifting(unit // unit_scale, offset // unit_scale, aggregations, tuple(WIRE.keys(n_keys)), nullable)
+    return Lifting(unit // unit_scale, offset // unit_scale, aggregations, tuple(WIRE.keys(n_keys)), nullable,
+                   -(-MIN_TIME // unit_scale))
 
 
 def lifted_aggregations(aggregations: tuple[NamedAccumulation, ...]) -> tuple[NamedAccumulation, ...]:

@@ -326,7 +326,9 @@ def _epoch_micros(checked: Any, column: Any, time: str, unit: str, floating: boo
         return checked, _nearest_micros(number, time, unit)
     number = column.cast("long")
     if unit == "ns":
-        checked = checked.when((number < MIN_MICROS * 1000) | (number > MAX_MICROS * 1000), outside("outside the time axis"))
+        # what rounds to the axis's first or last microsecond is on it, as on pandas
+        checked = checked.when((number < MIN_MICROS * 1000 - 500) | (number > MAX_MICROS * 1000 + 499),
+                               outside("outside the time axis"))
         return checked, _nanos_to_micros(f"CAST({_quoted(time)} AS BIGINT)")
     low, high = -(-MIN_MICROS // factor), MAX_MICROS // factor
     checked = checked.when((number < low) | (number > high), outside("outside the time axis"))
@@ -349,10 +351,12 @@ def _nearest_micros(number: Any, time: str, unit: str) -> Any:
 
 def _nanos_to_micros(nanos: str) -> Any:
     """Whole nanoseconds (a bigint SQL expression) as the nearest microseconds, half up:
-    floor((t + 500) / 1000), exact and without overflow (pmod is the floor division's remainder)."""
+    floor((t + 500) / 1000), exact and without overflow (``div`` truncates toward zero, pmod is the floor
+    division's remainder; ``t - pmod(t, 1000)`` overflowed at the axis's first microsecond)."""
     from pyspark.sql import functions as F
 
-    return F.expr(f"({nanos} - pmod({nanos}, 1000)) div 1000 + CAST(pmod({nanos}, 1000) >= 500 AS BIGINT)")
+    return F.expr(f"{nanos} div 1000 - CAST({nanos} < 0 AND pmod({nanos}, 1000) != 0 AS BIGINT)"
+                  f" + CAST(pmod({nanos}, 1000) >= 500 AS BIGINT)")
 
 
 def _packed_schema(schema: Any) -> Any:
