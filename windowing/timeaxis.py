@@ -200,7 +200,9 @@ class TimeAxis:
         return np.where(inside, micros, 0), inside
 
     def _epoch_range(self) -> str:
-        return f"as epoch {_UNIT_NAMES[self.epoch_unit or 'us']}: {pd.Timestamp.min} to {pd.Timestamp.max}"
+        """The instants taken, once rounded to the nearest microsecond: the axis's first and last whole ones."""
+        first, last = pd.Timestamp(MIN_MICROS, unit="us"), pd.Timestamp(MAX_MICROS, unit="us")
+        return f"as epoch {_UNIT_NAMES[self.epoch_unit or 'us']}: {first} to {last}, to the nearest microsecond"
 
     def fine_enough_for(self, durations: list[int]) -> "TimeAxis":
         """This axis with bounds given in a unit that holds instants ``durations`` (nanoseconds) apart from the
