@@ -84,7 +84,7 @@ def make_plan(strategy: Strategy, axis: TimeAxis, dtypes: Mapping[str, Any],
     )
     delay = None if strategy.watermark_delay is None else strategy.watermark_delay.in_units_of(axis)
     key_dtypes = tuple(dtypes[k] for k in strategy.keys or ())
-    axis = axis.fine_enough_for([getattr(windows, f.name) for f in fields(windows)])
+    axis = axis.fine_enough_for([value for value in (getattr(windows, f.name) for f in fields(windows)) if isinstance(value, int)])
     return Plan(spec, axis, strategy.keys, tuple(acc.column for _, acc in aggregations), delay, key_dtypes, strategy.two_streams)
 
 

@@ -111,7 +111,7 @@ class SlidingWindowing(Windowing):
                 f"sliding window every={self.every.given!r} is longer than size={self.size.given!r}: the times "
                 "between one window's end and the next one's start would be in no window, and their elements "
                 "lost; make every at most size (as Spark's window() requires), or use fixed(size)")
-        return SlidingWindows(size, every, self.offset.in_units_of(axis))
+        return SlidingWindows(size, every, self.offset.in_units_of(axis), axis, self.call.removeprefix("."))
 
 
 @dataclass(frozen=True)

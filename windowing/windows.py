@@ -7,12 +7,12 @@ start, end) arrays, one entry per element and window.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import WindowingConfigError
-from .timeaxis import MAX_TIME, MIN_TIME
+from .timeaxis import MAX_TIME, MIN_TIME, TimeAxis
 
 
 def behind_unit_start(times: np.ndarray, unit: int, offset: int) -> np.ndarray:
@@ -79,6 +79,10 @@ class SlidingWindows(WindowFn):
     size: int
     every: int
     offset: int = 0
+    axis: TimeAxis | None = field(default=None, compare=False, repr=False)
+    """The time column's axis, to name the column and show its times in an error."""
+    call: str = field(default="", compare=False, repr=False)
+    """The builder's call, as the user wrote it (``.sliding('2 seconds', every='1 second')``)."""
 
     @property
     def max_extent(self) -> int | None:
@@ -92,12 +96,20 @@ class SlidingWindows(WindowFn):
         index = np.broadcast_to(np.arange(len(times))[:, None], kept.shape)[kept]
         too_early = times[index] < MIN_TIME + behind
         if too_early.any():  # cut there, an element's windows would share a start, which identifies a window
-            raise WindowingConfigError(
-                f"sliding(size={self.size}, every={self.every}, offset={self.offset}): the element at {times[index[too_early][0]]} "
-                f"belongs to windows that start before the time axis does ({MIN_TIME}; nanoseconds for timestamps): "
-                "filter out times within one window of the start of the axis")
+            raise self._before_the_axis(int(times[index[too_early][0]]))
         starts, ends = cut_at_the_ends(times[index], behind, self.size)
         return index, starts, ends
+
+    def _before_the_axis(self, time: int) -> WindowingConfigError:
+        call = self.call or f"sliding(size={self.size}, every={self.every}, offset={self.offset})"
+        if self.axis is None:
+            column, shown, first = "", time, MIN_TIME
+        else:
+            column = f" time column {self.axis.column!r}"
+            shown, first = self.axis.from_internal(np.array([time, MIN_TIME])).tolist()
+        return WindowingConfigError(
+            f"{call}:{column} holds {shown}, whose windows would start before the time axis does ({first}): "
+            "filter out times within one window of the start of the axis")
 
 
 @dataclass(frozen=True)

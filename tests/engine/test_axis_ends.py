@@ -49,7 +49,7 @@ def test_sliding_windows_anywhere_on_the_axis_are_exact_arithmetic_or_refused_be
     expected = exact_windows(t, size, every, offset)
     window = SlidingWindows(size, every, offset)
     if t - (t - offset) % every - (len(expected) - 1) * every < MIN_TIME:  # cut there, two windows would share a start
-        with pytest.raises(WindowingConfigError, match=r"belongs to windows that start before the time axis does"):
+        with pytest.raises(WindowingConfigError, match=r"whose windows would start before the time axis does"):
             window.assign(np.array([t], dtype=np.int64))
         return
     index, start, end = window.assign(np.array([t], dtype=np.int64))
@@ -86,11 +86,16 @@ def test_the_last_window_of_a_timestamp_axis_ends_at_the_last_timestamp_and_take
         [last_hour, pd.Timestamp.max, 3, "ON_TIME", 3]]
 
 
-def test_sliding_windows_that_would_start_before_the_axis_are_refused_naming_the_element():
+def test_sliding_windows_that_would_start_before_the_axis_are_refused_naming_the_column_and_its_time():
     frame = pd.DataFrame({"ts": [0, MIN_TIME + 5], "x": [1, 2]})
-    with pytest.raises(WindowingConfigError, match=rf"sliding\(size=30, every=10, offset=0\): the element at {MIN_TIME + 5} "
-                                                   r"belongs to windows that start before the time axis does"):
+    with pytest.raises(WindowingConfigError, match=rf"sliding\(30, every=10\): time column 'ts' holds {MIN_TIME + 5}, "
+                                                   r"whose windows would start before the time axis does"):
         windowed(frame, time="ts").sliding(30, every=10).aggregate(Sum("x"))
+    stamps = pd.DataFrame({"ts": pd.Series([pd.Timestamp("1677-09-21 00:12:43.645225")]).astype("datetime64[us]"), "x": [1]})
+    with pytest.raises(WindowingConfigError, match=r"sliding\('2 seconds', every='1 second'\): time column 'ts' holds "
+                                                   r"1677-09-21 00:12:43.645225, whose windows would start before the time "
+                                                   r"axis does \(1677-09-21 00:12:43.145225\)"):
+        windowed(stamps, time="ts").sliding("2 seconds", every="1 second").aggregate(Sum("x"))
 
 
 @pytest.mark.parametrize("ts", [np.iinfo(np.int64).max, np.iinfo(np.int64).min], ids=["end of time", "NaT's integer"])
