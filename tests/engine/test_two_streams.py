@@ -87,15 +87,24 @@ def test_an_inputs_own_side_column_is_refused_with_two_streams_and_data_with_one
         == [[[1, 2], ["x", "y"]]]
 
 
-@pytest.mark.parametrize("column, right, message", [
-    ("k", [1, 2, 2], r"key column 'k' is string in the first input and int64 in the second, so no key of one "
-                     r"equals a key of the other"),
-    ("ts", [2.0, 4.0, 15.0], r"time column 'ts' is int64 in the first input and float64 in the second"),
-], ids=["keys", "times"])
-def test_inputs_whose_keys_or_times_cannot_be_compared_are_refused_naming_both_dtypes(column, right, message):
-    left = LEFT.assign(k=LEFT.k.astype("string")) if column == "k" else LEFT  # a string dtype on pandas 2 too
+STRINGS = LEFT.k.astype("string")  # a string dtype on pandas 2 too
+
+
+@pytest.mark.parametrize("left, right, message", [
+    ({"k": STRINGS}, {"k": [1, 2, 2]}, r"key column 'k' is string in the first input and int64 in the second, so no key "
+                                       r"of one equals a key of the other"),
+    ({}, {"ts": [2.0, 4.0, 15.0]}, r"time column 'ts' is int64 in the first input and float64 in the second"),
+    ({"k": STRINGS}, {"k": pd.Series([1, 2, 2], dtype=object)}, r"key column 'k' is string in the first input and object "
+                                                                r"\(numbers\) in the second"),
+    ({"k": LEFT.k.astype(object)}, {"k": pd.Series([1, None, 2], dtype=object)}, r"key column 'k' is object \(strings\) in the "
+                                                                                 r"first input and object \(numbers\) in the second"),
+], ids=["keys", "times", "keys as Python objects", "both inputs' keys Python objects"])
+def test_inputs_whose_keys_or_times_cannot_be_compared_are_refused_naming_both_dtypes(left, right, message):
+    """Python objects are told apart by their values: strings in one input and ints in the other were taken, and
+    no key of one met a key of the other."""
     with pytest.raises(ValueError, match=message):
-        windowed(left, time="ts", key="k").fixed(10).with_second_stream(RIGHT.assign(**{column: right})).aggregate(Cogroup("v"))
+        windowed(LEFT.assign(**left), time="ts", key="k").fixed(10).with_second_stream(RIGHT.assign(**right)).aggregate(
+            Cogroup("v"))
 
 
 def test_times_in_two_zones_and_an_empty_second_input_keep_the_first_inputs_types():

@@ -109,7 +109,7 @@ def _sides_joined(strategy: Strategy, first: pd.DataFrame, second: pd.DataFrame)
     keys = list(strategy.keys or ())
     for name in dict.fromkeys([*([time] if time else []), *keys, *(c for c in strategy.value_columns if c is not None)]):
         left, right = sides[0][name], sides[1][name]
-        if left.dtype == right.dtype:
+        if left.dtype == right.dtype and not (name in keys and left.dtype == object):  # objects: their values say
             continue
         if not len(left) or not len(right):  # no values: the other input's dtype (an empty frame's are float64)
             empty, full = (0, right) if not len(left) else (1, left)
@@ -121,23 +121,36 @@ def _sides_joined(strategy: Strategy, first: pd.DataFrame, second: pd.DataFrame)
             raise WindowingConfigError(
                 f"time column {name!r} is {left.dtype} in the first input and {right.dtype} in the second; give both "
                 "inputs times of one kind (timestamps, both with a time zone or both without, or numbers of one dtype)")
-        elif name in keys and None not in (_kind(left.dtype), _kind(right.dtype)) and _kind(left.dtype) != _kind(right.dtype):
+        elif name in keys and None not in (_kind(left), _kind(right)) and _kind(left) != _kind(right):
             raise WindowingConfigError(
-                f"key column {name!r} is {left.dtype} in the first input and {right.dtype} in the second, so no key of "
-                "one equals a key of the other; cast one input's column to the other's type")
+                f"key column {name!r} is {_shown(left)} in the first input and {_shown(right)} in the second, so no key "
+                "of one equals a key of the other; cast one input's column to the other's type")
         else:
             sides[0][name], sides[1][name] = left.astype(object), right.astype(object)
     return pd.concat(sides, ignore_index=True)
 
 
-def _kind(dtype: Any) -> str | None:
-    """What a key column holds, where its dtype says: None for Python objects."""
+def _kind(column: pd.Series) -> str | None:
+    """What a key column holds, where its dtype or, for Python objects, its values say: None for a mix of kinds
+    or none at all."""
+    dtype = column.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind == "O":
+        return _OBJECT_KINDS.get(pd.api.types.infer_dtype(column, skipna=True))
     tests = (("boolean", pd.api.types.is_bool_dtype), ("number", pd.api.types.is_numeric_dtype),
              ("timestamp", pd.api.types.is_datetime64_any_dtype), ("duration", pd.api.types.is_timedelta64_dtype),
              ("string", pd.api.types.is_string_dtype))
-    if isinstance(dtype, np.dtype) and dtype.kind == "O":
-        return None
     return next((kind for kind, test in tests if test(dtype)), None)
+
+
+def _shown(column: pd.Series) -> str:
+    """A key column's dtype, and for Python objects what they are."""
+    return f"object ({_kind(column)}s)" if column.dtype == object else str(column.dtype)
+
+
+_OBJECT_KINDS = {"string": "string", "integer": "number", "floating": "number", "mixed-integer-float": "number",
+                 "decimal": "number", "boolean": "boolean", "datetime": "timestamp", "datetime64": "timestamp",
+                 "timedelta": "duration", "timedelta64": "duration"}
+"""`pandas.api.types.infer_dtype`'s names of an object column's values, as `_kind`'s kinds."""
 
 
 def _input_dtypes(strategy: Strategy, source: Any, sample: pd.DataFrame) -> dict[str, Any]:
