@@ -150,25 +150,36 @@ def test_a_null_boolean_key_reads_its_windows_back_from_the_store(tmp_path):
     assert_same_panes(null_as_none(stored), null_as_none(in_memory))
 
 
-def test_a_timestamp_key_finds_its_windows_in_the_store_in_every_micro_batch(spark, where):
+@pytest.mark.parametrize("combine, store, windows", [("true", True, "fixed"), ("false", True, "fixed"),
+                                                    ("false", False, "sessions")])
+def test_a_timestamp_key_keeps_its_windows_and_its_value_in_every_micro_batch(spark, where, combine, store, windows):
     """A timestamp key: a micro-batch's elements hold it in microseconds, the windows read back as Timestamps,
     and the store spelt the two apart, so from the third micro-batch of a key on its elements missed its open
-    window (a Sum of 1, 10 and 100 in one window gave 100)."""
+    window (a Sum of 1, 10 and 100 in one window gave 100). Not folded before the shuffle
+    (``windowing.spark.combine=false``), pyspark hands the key over in nanoseconds, which the table of Python
+    objects took as ints: read back from the store, or merged into a session, the key came out 1000 times later
+    (the year 55,000), and ``toPandas`` failed on it."""
     source, sink, checkpoint, kv = where()
-    key = pd.Timestamp("2024-01-01")
+    key, t0 = pd.Timestamp("2023-06-01 12:00"), pd.Timestamp("2024-01-01")
     parts = [pd.DataFrame({"user": pd.Series([key]).astype("datetime64[us]"), "amount": [10 ** i],
-                           "ts": pd.Series([key + pd.Timedelta(seconds=s)]).astype("datetime64[us]")})
+                           "ts": pd.Series([t0 + pd.Timedelta(seconds=s)]).astype("datetime64[us]")})
              for i, s in enumerate([1, 2, 3, 1000])]
 
     def build(stream):
-        return (windowed(stream, time="ts", key="user").fixed("10 seconds").watermark("5 seconds")
-                .window_state(KVStore(str(kv))).aggregate(total=Sum("amount")))
+        pipeline = windowed(stream, time="ts", key="user").watermark("5 seconds")
+        pipeline = pipeline.fixed("10 seconds") if windows == "fixed" else pipeline.sessions("5 seconds")
+        pipeline = pipeline.window_state(KVStore(str(kv))) if store else pipeline
+        return pipeline.aggregate(total=Sum("amount"))
 
     source.mkdir(parents=True)
-    stream = spark.readStream.schema("user timestamp, amount long, ts timestamp").option("maxFilesPerTrigger", 1)
-    query = (build(stream.parquet(str(source))).writeStream
-             .foreachBatch(lambda frame, batch_id: frame.write.mode("overwrite").parquet(str(sink / f"batch={batch_id}")))
-             .option("checkpointLocation", str(checkpoint)).outputMode("append").start())
+    spark.conf.set("windowing.spark.combine", combine)
+    try:
+        stream = spark.readStream.schema("user timestamp, amount long, ts timestamp").option("maxFilesPerTrigger", 1)
+        query = (build(stream.parquet(str(source))).writeStream
+                 .foreachBatch(lambda frame, batch_id: frame.write.mode("overwrite").parquet(str(sink / f"batch={batch_id}")))
+                 .option("checkpointLocation", str(checkpoint)).outputMode("append").start())
+    finally:
+        spark.conf.unset("windowing.spark.combine")
     try:
         for i, part in enumerate(parts):
             write_batch(source, i, part)
@@ -176,7 +187,8 @@ def test_a_timestamp_key_finds_its_windows_in_the_store_in_every_micro_batch(spa
     finally:
         query.stop()
     panes = read_sink(spark, sink)
-    assert list(zip(panes.window_start, panes.total)) == [(key, 111)]
+    first = t0 if windows == "fixed" else t0 + pd.Timedelta(seconds=1)
+    assert list(zip(panes.user, panes.window_start, panes.total)) == [(key, first, 111)]
 
 
 @pytest.mark.parametrize("damage", ["deleted", "older copy"])

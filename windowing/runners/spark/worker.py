@@ -122,6 +122,8 @@ class BucketStep:
             return pd.DataFrame(empty)
         times = np.asarray(columns[WIRE.time], dtype=np.int64)
         columns[WIRE.time] = times * NS_PER_US if self.timestamp else times
+        for name in spec.key_columns:
+            columns[name] = _in_micros(columns[name])
         return pd.DataFrame(nulls_restored(columns, self.nullable), index=pd.RangeIndex(len(times)))
 
     def panes(self, panes: pd.DataFrame) -> pd.DataFrame:
@@ -379,6 +381,14 @@ def _unpacked(frames: list[pd.DataFrame], names: list[str], flags: list[str]) ->
         cells = [cell for frame in frames for cell in frame[flag].to_numpy()]
         out[flag] = np.concatenate([np.zeros(n, dtype=bool) if missing is None else missing for missing, n in zip(cells, lengths)])
     return out
+
+
+def _in_micros(keys: Any) -> Any:
+    """A timestamp key column in microseconds, Spark's unit, whichever pyspark handed over (nanoseconds unpacked,
+    microseconds packed): a table of Python objects (`output_types.numpy_dtype`) took nanoseconds as ints,
+    and the panes gave them back as microseconds, keys 1000 times too late."""
+    values = np.asarray(keys)
+    return values.astype("datetime64[us]") if values.dtype.kind == "M" else keys
 
 
 def _micros(ns: np.ndarray) -> np.ndarray:
