@@ -211,7 +211,7 @@ def records_of(spec: EngineSpec, table: pd.DataFrame, processing_time: int) -> d
     codes, keys = pd.factorize(pd.Series(key_blobs(spec, table), dtype=object))
     order = np.argsort(codes, kind="stable")
     firsts = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1]])
-    rows = list(zip(*[table[name].to_numpy()[order].tolist() for name in table_columns(spec)]))
+    rows = list(zip(*[_cells(table[name])[order].tolist() for name in table_columns(spec)]))
     end = table["end"].to_numpy(dtype=np.int64)
     owes = ~table["on_time_done"].to_numpy() | table["end_timer"].to_numpy()
     # Due at a watermark W exactly when the step's purge (end + lateness <= W) or its ON_TIME pane or end-of-window
@@ -225,6 +225,13 @@ def records_of(spec: EngineSpec, table: pd.DataFrame, processing_time: int) -> d
                                 tuple(rows[first:last]), LAYOUT)
             for code, (key_due, next_processing, pending, first, last)
             in enumerate(zip(*per_key, firsts.tolist(), lasts))}
+
+
+def _cells(column: pd.Series) -> np.ndarray:
+    """A column's values as a record holds them: instants and durations as Timestamps and Timedeltas, which NumPy's
+    ``tolist`` made nanoseconds as ints (read back into a Spark table of Python objects, a timestamp key came out
+    1000 times later)."""
+    return column.astype(object).to_numpy() if column.dtype.kind in "mM" else column.to_numpy()
 
 
 def _processing_timers(spec: EngineSpec, table: pd.DataFrame, processing_time: int) -> tuple[np.ndarray, np.ndarray]:
@@ -324,6 +331,8 @@ def _frame(template: pd.DataFrame, names: list[str], rows: list[tuple[Any, ...]]
             columns[name] = pd.Series(list(values), dtype=dtype)
         elif dtype.kind == "O":
             columns[name] = pd.Series(np.fromiter(values, dtype=object, count=len(rows)), dtype=object, copy=False)
+        elif dtype.kind in "mM":  # Timestamps and Timedeltas (records written before: nanoseconds as ints), NaT
+            columns[name] = pd.Series(list(values), dtype=object).astype(dtype).to_numpy()  # NumPy cuts Timedeltas to us
         elif dtype.kind == "b" and any(value is None or value != value for value in values):
             # A null among booleans (a nullable boolean key on Spark, kept as NaN by the table written): True,
             # False and None, as the step's elements hold it; NumPy would make None False and NaN True.

@@ -122,8 +122,9 @@ class BucketStep:
             return pd.DataFrame(empty)
         times = np.asarray(columns[WIRE.time], dtype=np.int64)
         columns[WIRE.time] = times * NS_PER_US if self.timestamp else times
-        for name in spec.key_columns:
-            columns[name] = _in_micros(columns[name])
+        for name, dtype in zip(spec.key_columns, self.key_dtypes):
+            if isinstance(dtype, np.dtype) and dtype.kind == "O":
+                columns[name] = _timestamps_as_objects(columns[name])
         return pd.DataFrame(nulls_restored(columns, self.nullable), index=pd.RangeIndex(len(times)))
 
     def panes(self, panes: pd.DataFrame) -> pd.DataFrame:
@@ -383,12 +384,15 @@ def _unpacked(frames: list[pd.DataFrame], names: list[str], flags: list[str]) ->
     return out
 
 
-def _in_micros(keys: Any) -> Any:
-    """A timestamp key column in microseconds, Spark's unit, whichever pyspark handed over (nanoseconds unpacked,
-    microseconds packed): a table of Python objects (`output_types.numpy_dtype`) took nanoseconds as ints,
-    and the panes gave them back as microseconds, keys 1000 times too late."""
+def _timestamps_as_objects(keys: Any) -> Any:
+    """A key column of the table's Python objects (`output_types.numpy_dtype`), timestamps as Timestamps, however
+    pyspark handed them over (datetime64 in either unit, Timestamps that a DataFrame would make datetime64[ns]):
+    the table's objects joined with datetime64[ns] took them as ints, a key of its own, and the panes gave them
+    back as microseconds, 1000 times too late."""
     values = np.asarray(keys)
-    return values.astype("datetime64[us]") if values.dtype.kind == "M" else keys
+    if values.dtype.kind == "M":
+        return pd.Series(values).astype(object)
+    return pd.Series(values, dtype=object, copy=False) if values.dtype == object else keys
 
 
 def _micros(ns: np.ndarray) -> np.ndarray:
