@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+import decimal
 from decimal import Decimal
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -94,13 +95,13 @@ class _Additive(Accumulation[Any, Any, Any]):
         return 0
 
     def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
-        return accumulated1 + accumulated2
+        return _plus(accumulated1, accumulated2)
 
     def get_output(self, accumulated: Any) -> Any:
         return accumulated
 
     def get_retraction(self, output: Any) -> Any:
-        return -output
+        return output.copy_negate() if isinstance(output, Decimal) else -output  # a Decimal's - rounds to the context
 
 
 class _Numeric(Accumulation[Any, Any, Any]):
@@ -141,9 +142,22 @@ class _Numeric(Accumulation[Any, Any, Any]):
 def _add(acc: _Numeric, total: Any, value: Any) -> Any:
     """``total + value`` on the per-window path; a value that does not add names itself and what adds."""
     try:
-        return total + value
+        return _plus(total, value)
     except TypeError:
         raise TypeError(f"cannot add {value!r} ({type(value).__name__}) of column {acc.column!r}; {acc.needs}") from None
+
+
+_EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+"""A context whose sums of Decimals are exact: the default one rounds every sum to 28 digits, where Spark's `sum`
+of a ``decimal(38, 18)`` keeps 38."""
+
+
+def _plus(a: Any, b: Any) -> Any:
+    """``a + b``, exact for Decimals."""
+    if isinstance(a, Decimal) or isinstance(b, Decimal):
+        with decimal.localcontext(_EXACT):
+            return a + b
+    return a + b
 
 
 def _sum_dtype(kind: str) -> np.dtype:
@@ -330,7 +344,7 @@ class Mean(_Numeric):
         return (_add(self, accumulated[0], value), accumulated[1] + 1)
 
     def merge(self, accumulated1: Any, accumulated2: Any) -> Any:
-        return (accumulated1[0] + accumulated2[0], accumulated1[1] + accumulated2[1])
+        return (_plus(accumulated1[0], accumulated2[0]), accumulated1[1] + accumulated2[1])
 
     def get_output(self, accumulated: Any) -> Any:
         total, n = accumulated

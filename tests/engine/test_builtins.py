@@ -292,3 +292,18 @@ def test_steps_whose_output_columns_have_other_dtypes_keep_their_integers_exact(
         .advance_watermark_to(10).add_elements(pd.DataFrame({"ts": [20], "x": pd.Series([second], dtype=object)}))
     values = windowed(steps, time="ts").fixed(10).aggregate(v=Reduce("x", lambda a, b: a + b))["v"].tolist()
     assert values == [first, second] and type(values[0]) is int
+
+
+def test_sums_of_decimals_are_exact_beyond_the_default_contexts_28_digits():
+    """Python's default Decimal context rounds every sum to 28 digits: a Sum of decimal(38, 18) values lost ten
+    of them (Spark's own `sum` keeps 38), in an element's addition, a merge of sessions and a retraction alike."""
+    big, small = Decimal("12345678901234567890.123456789012345678"), Decimal("1.000000000000000001")
+    stream = (TestStream()
+              .add_elements(pd.DataFrame({"ts": [1, 9], "x": pd.Series([big, small], dtype=object)}))
+              .add_elements(pd.DataFrame({"ts": [5], "x": pd.Series([small], dtype=object)})))  # merges the two sessions
+    panes = (windowed(stream, time="ts").sessions(5).trigger(Repeatedly(AfterCount(1))).accumulating_and_retracting()
+             .aggregate(total=Sum("x"), mean=Mean("x")))
+    merged = Decimal("12345678901234567892.123456789012345680")  # big + small + small, 38 digits
+    assert [(p.total, p.is_retraction) for p in panes.itertuples()] == [
+        (big, False), (small, False), (big, True), (small, True), (merged, False), (merged, True), (merged, False)]
+    assert str(panes.total.iloc[-1]) == "12345678901234567892.123456789012345680"

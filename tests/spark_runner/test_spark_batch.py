@@ -329,6 +329,16 @@ def test_sums_and_extremes_of_a_decimal_column_are_decimals_as_on_pandas(spark):
     assert_same_panes(got, build(frame.toPandas()).aggregate(**aggregations))
 
 
+def test_a_sum_of_decimals_keeps_every_digit_as_sparks_sum_does(spark):
+    """The workers added Python Decimals in the default context, 28 digits: a decimal(38, 18) sum lost ten."""
+    D = decimal.Decimal
+    frame = spark.createDataFrame([(dt.datetime(2024, 1, 1), D("12345678901234567890.123456789012345678")),
+                                   (dt.datetime(2024, 1, 1, 0, 0, 1), D("1.000000000000000001"))], "ts timestamp, x decimal(38,18)")
+    expected = frame.agg(F.sum("x")).first()[0]
+    assert expected == D("12345678901234567891.123456789012345679")
+    assert windowed(frame, time="ts").fixed("1 minute").aggregate(s=Sum("x")).first()["s"] == expected
+
+
 def test_an_interval_column_sums_averages_and_extremes_as_spark_does(spark):
     """Sum, Min and Max of a day-time interval were refused at planning ("cannot derive the Spark type ...
     spark_typed(..., 'double')") and Mean failed in the worker: against Spark's own sum, min, max and avg per
