@@ -12,8 +12,8 @@ value to your functions.
 from __future__ import annotations
 
 import copy
-import heapq
 import decimal
+import heapq
 from decimal import Decimal
 from typing import Any, Iterable, Iterator, Mapping
 
