@@ -339,6 +339,15 @@ def test_a_sum_of_decimals_keeps_every_digit_as_sparks_sum_does(spark):
     assert windowed(frame, time="ts").fixed("1 minute").aggregate(s=Sum("x")).first()["s"] == expected
 
 
+def test_a_decimal_sum_beyond_its_type_fails_naming_the_column_and_the_value(spark):
+    """pyspark's conversion failed naming neither, and pointed to a setting that turns its safety check off."""
+    D = decimal.Decimal
+    frame = spark.createDataFrame([(dt.datetime(2024, 1, 1), D("99999999999999999999.5"))] * 2, "ts timestamp, x decimal(38,18)")
+    with pytest.raises(Exception, match=r"output column 's' is decimal\(38,18\), but a pane holds 199999999999999999999.0+, "
+                                        r"more than its 20 digits before the point"):
+        windowed(frame, time="ts").fixed("1 minute").aggregate(s=Sum("x")).collect()
+
+
 def test_an_interval_column_sums_averages_and_extremes_as_spark_does(spark):
     """Sum, Min and Max of a day-time interval were refused at planning ("cannot derive the Spark type ...
     spark_typed(..., 'double')") and Mean failed in the worker: against Spark's own sum, min, max and avg per

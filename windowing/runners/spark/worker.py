@@ -9,6 +9,7 @@ turns panes (and, for ``run()``, dropped elements) into the output rows. Tests d
 
 from __future__ import annotations
 
+import decimal
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -64,6 +65,7 @@ class OutputColumn:
     interval: bool = False  # a Spark day-time interval: the engine's timedeltas, to the microsecond
     whole_elements: bool = False  # an array of integers whose values come from code of the user's: checked
     sampled: str | None = None  # one of SAMPLED_CHECKED, sampled from the user's code: checked
+    decimal: tuple[int, int] | None = None  # a Spark decimal's precision and scale: its whole digits checked
 
 
 @dataclass(frozen=True)
@@ -432,7 +434,22 @@ def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
             raise _not_bigint(col, next((v for v in values if not _is_bigint(v)), None), "bigint", "'double'") from err
     if col.sampled is not None:
         _check_sampled(values, col, col.sampled)
+    if col.decimal is not None:
+        _check_decimal_digits(values, col, *col.decimal)
     return values.to_numpy()
+
+
+def _check_decimal_digits(values: pd.Series, col: OutputColumn, precision: int, scale: int) -> None:
+    """Fail naming the column and the value where a decimal has more whole digits than its Spark type holds (a
+    sum past 38 digits): pyspark's conversion failed naming neither, pointing to a setting that turns the check off."""
+    whole = precision - scale
+    stray = next((v for v in values if isinstance(v, decimal.Decimal) and v.is_finite() and v and v.adjusted() >= whole),
+                 None)
+    if stray is not None:
+        raise OverflowError(
+            f"output column {col.name!r} is decimal({precision},{scale}), but a pane holds {stray}, more than its {whole} "
+            "digits before the point (Spark's own sum fails there too, NUMERIC_VALUE_OUT_OF_RANGE); cast the column to "
+            "a decimal of fewer fractional digits, or to double, before windowed()")
 
 
 #: Spark types of a sampled output column (`output_types`) whose values the workers check before pyspark converts them.
