@@ -348,6 +348,18 @@ def test_a_decimal_sum_beyond_its_type_fails_naming_the_column_and_the_value(spa
         windowed(frame, time="ts").fixed("1 minute").aggregate(s=Sum("x")).collect()
 
 
+def test_a_nan_pane_value_reaches_spark_as_null_where_pandas_keeps_nan(spark):
+    """pyspark's conversion of a worker's pandas column to Arrow counts NaN as missing (docs/spark.md, "Output
+    types"); native sum gives NaN. Pinned so that the table changes when pyspark does."""
+    frame = spark.createDataFrame([(dt.datetime(2024, 1, 1), float("inf")), (dt.datetime(2024, 1, 1, 0, 0, 1), float("-inf"))],
+                                  "ts timestamp, x double")
+    build = lambda source: windowed(source, time="ts").fixed("1 minute").aggregate(s=Sum("x"), m=Mean("x"), hi=Max("x"))  # noqa: E731
+    assert build(frame).selectExpr("s is null", "m is null", "hi").first() == (True, True, float("inf"))
+    assert frame.agg(F.isnan(F.sum("x"))).first()[0]
+    on_pandas = build(frame.toPandas())
+    assert np.isnan(on_pandas.s.iloc[0]) and np.isnan(on_pandas.m.iloc[0]) and on_pandas.hi.tolist() == [float("inf")]
+
+
 def test_an_interval_column_sums_averages_and_extremes_as_spark_does(spark):
     """Sum, Min and Max of a day-time interval were refused at planning ("cannot derive the Spark type ...
     spark_typed(..., 'double')") and Mean failed in the worker: against Spark's own sum, min, max and avg per
