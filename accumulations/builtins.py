@@ -61,28 +61,33 @@ _PYTHON_KINDS = ("bool", "str", "object", "other")
 """Kinds of column whose values Min and Max compare as Python values, on the per-window path."""
 
 
-def _nanoseconds(values: pd.Series, kind: str) -> tuple[np.ndarray, np.ndarray]:
-    """Timestamps (in UTC) or timedeltas as int64 nanoseconds, and where a value is present."""
+def _unit(dtype: Any) -> str:
+    """The resolution of a datetime64 (tz-aware too) or timedelta64 dtype: "s", "ms", "us" or "ns"."""
+    return getattr(dtype, "unit", None) or np.datetime_data(dtype)[0]
+
+
+def _ticks(values: pd.Series, kind: str, unit: str = "ns") -> tuple[np.ndarray, np.ndarray]:
+    """Timestamps (in UTC) or timedeltas as int64 counts of ``unit``, and where a value is present."""
     if kind == "datetime":
-        times = pd.to_datetime(values, utc=True).dt.tz_localize(None).astype("datetime64[ns]")
+        times = pd.to_datetime(values, utc=True).dt.tz_localize(None).astype(f"datetime64[{unit}]")
     else:
-        times = pd.to_timedelta(values).astype("timedelta64[ns]")  # type: ignore[assignment]  # one Series either way
+        times = pd.to_timedelta(values).astype(f"timedelta64[{unit}]")  # type: ignore[assignment]  # one Series either way
     return times.to_numpy().view(np.int64), times.notna().to_numpy()
 
 
-def _from_nanoseconds(ns: np.ndarray, present: np.ndarray, dtype: Any) -> np.ndarray:
-    """Nanoseconds back as Timestamps or Timedeltas of ``dtype``, NaT where not present.
+def _from_ticks(ticks: np.ndarray, present: np.ndarray, dtype: Any, unit: str = "ns") -> np.ndarray:
+    """Counts of ``unit`` back as Timestamps or Timedeltas of ``dtype``, NaT where not present.
 
     An object array: the engine keeps each pane's values as Python objects, and a NumPy
     ``datetime64`` scalar would turn into a plain int on the way (``.item()``).
     """
-    raw = np.where(present, ns, np.iinfo(np.int64).min)  # the int64 minimum is NaT
+    raw = np.where(present, ticks, np.iinfo(np.int64).min)  # the int64 minimum is NaT
     if _kind(dtype) == "datetime":
-        out = pd.Series(raw.view("datetime64[ns]"))
+        out = pd.Series(raw.view(f"datetime64[{unit}]"))
         if getattr(dtype, "tz", None) is not None:
             out = out.dt.tz_localize("UTC")
     else:
-        out = pd.Series(raw.view("timedelta64[ns]"))
+        out = pd.Series(raw.view(f"timedelta64[{unit}]"))
     return out.astype(dtype).to_numpy(dtype=object)
 
 
@@ -192,13 +197,13 @@ class Sum(_Additive, _Numeric):
     def vector_lift(self, values: pd.Series) -> dict[str, np.ndarray]:
         kind = self._kind_of(values.dtype)
         if kind == "timedelta":
-            ns, present = _nanoseconds(values, kind)
+            ns, present = _ticks(values, kind)
             return {"sum": np.where(present, ns, 0)}
         return {"sum": values.to_numpy(dtype=_sum_dtype(kind), na_value=0)}
 
     def vector_output(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
         if self._kind == "timedelta":
-            return _from_nanoseconds(fields["sum"], np.ones(len(fields["sum"]), dtype=bool), self._dtype)
+            return _from_ticks(fields["sum"], np.ones(len(fields["sum"]), dtype=bool), self._dtype)
         return fields["sum"]
 
 
@@ -279,9 +284,9 @@ class _Extreme(_Numeric):
     def vector_lift(self, values: pd.Series) -> dict[str, np.ndarray]:
         kind = self._kind_of(values.dtype)
         sentinel = self.vector_defaults(values.dtype)[self.reduction]
-        if kind in _TIMES:
-            ns, present = _nanoseconds(values, kind)
-            return {self.reduction: np.where(present, ns, sentinel), "n": present.astype(np.int64)}
+        if kind in _TIMES:  # in the planned column's unit: a microsecond column may hold the year 3000
+            ticks, present = _ticks(values, kind, _unit(values.dtype if self._dtype is None else self._dtype))
+            return {self.reduction: np.where(present, ticks, sentinel), "n": present.astype(np.int64)}
         present = values.notna().to_numpy()
         return {self.reduction: values.to_numpy(dtype=sentinel.dtype, na_value=sentinel), "n": present.astype(np.int64)}
 
@@ -295,7 +300,7 @@ class _Extreme(_Numeric):
     def vector_output(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
         extreme, n = fields[self.reduction], fields["n"]
         if self._kind in _TIMES:
-            return _from_nanoseconds(extreme, n > 0, self._dtype)
+            return _from_ticks(extreme, n > 0, self._dtype, _unit(self._dtype))
         if (n > 0).all():
             return extreme
         if extreme.dtype.kind in "iu":  # Python ints and None: float64 would round beyond 2**53
@@ -358,7 +363,7 @@ class Mean(_Numeric):
 
     def vector_lift(self, values: pd.Series) -> dict[str, np.ndarray]:
         if self._kind_of(values.dtype) == "timedelta":
-            ns, present = _nanoseconds(values, "timedelta")
+            ns, present = _ticks(values, "timedelta")
             return {"sum": np.where(present, ns, 0).astype(np.float64), "n": present.astype(np.int64)}
         return {
             "sum": values.to_numpy(dtype=np.float64, na_value=0.0),
@@ -373,7 +378,7 @@ class Mean(_Numeric):
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(n > 0, fields["sum"] / np.maximum(n, 1), np.nan)
         if self._kind == "timedelta":
-            return _from_nanoseconds(np.round(np.where(n > 0, mean, 0)).astype(np.int64), n > 0, np.dtype("timedelta64[ns]"))
+            return _from_ticks(np.round(np.where(n > 0, mean, 0)).astype(np.int64), n > 0, np.dtype("timedelta64[ns]"))
         return mean
 
 

@@ -35,6 +35,21 @@ def test_min_and_max_of_a_time_column_are_values_of_its_type(column):
     assert panes[["lo", "hi"]].to_dict("records") == [{"lo": column[0], "hi": column[1]}, {"lo": pd.NaT, "hi": pd.NaT}]
 
 
+PANDAS_2 = pd.__version__.startswith("2.")
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us"])
+@pytest.mark.parametrize("kind", ["datetime64", pytest.param("timedelta64", marks=pytest.mark.xfail(
+    PANDAS_2, strict=True, reason="pandas 2 cannot cast Timedeltas beyond the nanosecond range back from objects"))])
+def test_min_and_max_of_a_coarse_time_column_hold_times_outside_the_nanosecond_range(kind, unit):
+    # Both went through nanoseconds: a year-3000 value of a microsecond column failed with OutOfBoundsDatetime.
+    far = np.array([400 * 365, -400 * 365, "NaT"], dtype=f"{kind}[D]").astype(f"{kind}[{unit}]")
+    column = pd.Series(far + np.array(1000 * 365, dtype="timedelta64[D]") if kind == "datetime64" else far)
+    panes = windowed(KEYS_AND_TIMES.assign(x=column), time="ts", key="k").fixed(10).aggregate(lo=Min("x"), hi=Max("x"))
+    assert panes["lo"].dtype == panes["hi"].dtype == column.dtype
+    assert panes[["lo", "hi"]].to_dict("records") == [{"lo": column[1], "hi": column[0]}, {"lo": pd.NaT, "hi": pd.NaT}]
+
+
 def test_sum_and_mean_of_timedeltas_are_timedeltas():
     column = pd.Series(pd.to_timedelta(["1s", "2.5s", None]))
     assert values_of(column, total=Sum("x"), mean=Mean("x")) == [
