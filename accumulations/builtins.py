@@ -69,9 +69,9 @@ def _unit(dtype: Any) -> str:
 def _ticks(values: pd.Series, kind: str, unit: str = "ns") -> tuple[np.ndarray, np.ndarray]:
     """Timestamps (in UTC) or timedeltas as int64 counts of ``unit``, and where a value is present."""
     if kind == "datetime":
-        times = pd.to_datetime(values, utc=True).dt.tz_localize(None).astype(f"datetime64[{unit}]")
+        times = pd.to_datetime(values, utc=True).dt.tz_localize(None).astype(np.dtype(f"datetime64[{unit}]"))
     else:
-        times = pd.to_timedelta(values).astype(f"timedelta64[{unit}]")  # type: ignore[assignment]  # one Series either way
+        times = pd.to_timedelta(values).astype(np.dtype(f"timedelta64[{unit}]"))
     return times.to_numpy().view(np.int64), times.notna().to_numpy()
 
 
