@@ -90,22 +90,56 @@ def read(config: SinkConfig) -> pd.DataFrame:
 
 
 def concat_parts(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """The parts' frames (changed in place) as one, a column that is a category of one type wherever it is given
-    the union of its categories: ``pd.concat`` makes categories that differ (each part holds those of its own rows)
-    plain values, so a category column came back a category or not by how its rows were cut into parts."""
+    """The parts' frames (changed in place) as one, each column of one type whatever the parts' rows: ``pd.concat``
+    makes categories that differ (each part holds those of its own rows) plain values, and an Arrow column (a
+    ``time64[ns]`` below the microsecond, a date before the year 1: `frames.as_frame`) beside a part whose values
+    pandas holds as Python objects objects too, which lost the nanoseconds, or failed on the date."""
     frames = [f for f in frames if len(f)]
-    names = {name for frame in frames for name in frame.columns}
-    for name in names:
+    if len(frames) < 2:
+        return frames[0].reset_index(drop=True) if frames else pd.DataFrame()
+    arrow_columns = {}
+    for name in {name for frame in frames for name in frame.columns}:
         columns = [frame[name] for frame in frames if name in frame.columns]
-        if len(columns) < 2 or not all(isinstance(c.dtype, pd.CategoricalDtype) for c in columns):
-            continue
-        if len({str(c.dtype.categories.dtype) for c in columns}) > 1:
-            continue  # categories of different types (text in one part, numbers in another): values, as before
-        union = pd.api.types.union_categoricals([c.array for c in columns], ignore_order=True).categories
-        for frame in frames:
-            if name in frame.columns:
-                frame[name] = frame[name].cat.set_categories(union)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        arrow = next((c.dtype for c in columns if isinstance(c.dtype, pd.ArrowDtype)), None)
+        if arrow is not None and _as_arrow(frames, name, arrow):
+            arrow_columns[name] = arrow.pyarrow_dtype
+        elif all(isinstance(c.dtype, pd.CategoricalDtype) for c in columns):
+            _union_of_categories(frames, name, columns)
+    joined = pd.concat([frame.drop(columns=[name for name in arrow_columns if name in frame.columns]) for frame in frames],
+                       ignore_index=True)
+    for name, kind in arrow_columns.items():  # pandas 2's concat of them looks at a value as Python's, which may fail
+        chunks = [pa.array(frame[name]) if name in frame.columns else pa.nulls(len(frame), kind) for frame in frames]
+        joined[name] = pd.arrays.ArrowExtensionArray(pa.chunked_array([chunk for part in chunks for chunk in (
+            part.chunks if isinstance(part, pa.ChunkedArray) else [part])], kind))
+    return joined[list(pd.concat([frame.iloc[:0] for frame in frames]).columns)]  # the columns in concat's order
+
+
+def _as_arrow(frames: list[pd.DataFrame], name: str, dtype: pd.ArrowDtype) -> bool:
+    """Column ``name`` of every frame as ``dtype``, and True, where its values convert to it exactly (Arrow refuses a
+    lossy conversion); where they do not, False, and the frames keep their own types, as ``pd.concat`` joins them."""
+    try:
+        converted = [pd.Series(pd.arrays.ArrowExtensionArray(pa.array(frame[name], type=dtype.pyarrow_dtype, from_pandas=True)),
+                               index=frame.index) if name in frame.columns and frame[name].dtype != dtype else None
+                     for frame in frames]
+    except (pa.ArrowException, ValueError, TypeError, OverflowError):
+        return False
+    for frame, column in zip(frames, converted):
+        if column is not None:
+            frame[name] = column
+    return True
+
+
+def _union_of_categories(frames: list[pd.DataFrame], name: str, columns: list[pd.Series]) -> None:
+    """Column ``name`` of every frame a category of the union of its parts' categories, where the categories are
+    of one type (a part whose values are all missing has none, of no type to speak of); text in one part and
+    numbers in another stay values, as before."""
+    holding = [c for c in columns if len(c.dtype.categories)]
+    if not holding or len({str(c.dtype.categories.dtype) for c in holding}) > 1:
+        return
+    union = pd.api.types.union_categoricals([c.array for c in holding], ignore_order=True).categories
+    for frame in frames:
+        if name in frame.columns:
+            frame[name] = frame[name].cat.set_categories(union)
 
 
 def _committed_only(visible: list[str], committed: dict[str, Any], root: str) -> list[str]:
