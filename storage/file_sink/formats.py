@@ -17,12 +17,12 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
 from .avro_types import arrow_field_stored, avro_type, check_long_holds, check_python_holds
+from .column_types import check_orc_reads_back, orc_writes, refuse_negative_scales
 from .frames import as_frame
 from .jsonl import as_float32
 from .jsonl import encode as arrow_json_lines
@@ -228,37 +228,6 @@ def _empty_lines_quoted(data: bytes, ends: np.ndarray) -> tuple[bytes, np.ndarra
     return b"".join(pieces), ends + 2 * np.cumsum(ends - starts == 1)
 
 
-def refuse_negative_scales(fmt: str, schema: pa.Schema) -> None:
-    """Refuse a decimal of negative scale (``decimal128(5, -2)`` counts hundreds), nested ones too, naming its
-    column: pyarrow's ORC writer aborted the Python process on one, Parquet and Avro refused it naming no column,
-    and CSV read it back as a float, its digits beyond 2**53 lost. JSON lines writes its digits, and keeps it."""
-    for field in schema:
-        decimal = _negative_scale(field.type)
-        if decimal is not None:
-            raise ValueError(
-                f"{fmt} format cannot write column {field.name!r} of type {field.type}: {decimal} has a negative "
-                f"scale; cast it to a decimal of scale 0 and precision {decimal.precision - decimal.scale}, which "
-                "holds the same values, or use jsonl"
-            )
-
-
-def _negative_scale(t: pa.DataType) -> Any:
-    """The decimal type of negative scale in ``t`` (itself, or inside it), or None."""
-    if pa.types.is_decimal(t):
-        return t if t.scale < 0 else None
-    if pa.types.is_dictionary(t):
-        return _negative_scale(t.value_type)
-    if pa.types.is_struct(t):
-        inner = [t.field(i).type for i in range(t.num_fields)]
-    elif pa.types.is_map(t):
-        inner = [t.key_type, t.item_type]
-    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        inner = [t.value_type]
-    else:
-        return None
-    return next((found for found in map(_negative_scale, inner) if found is not None), None)
-
-
 class BulkWriter:
     """Writes one bulk file onto ``out`` (a binary file-like), a table at a time; ``close`` ends the file."""
 
@@ -432,7 +401,7 @@ class Orc(_BulkFormat):
         refuse_negative_scales(self.name, table.schema)
         fields = [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in table.schema]
         for field in fields:
-            if not _orc_writes(field.type):
+            if not orc_writes(field.type):
                 raise ValueError(
                     f"orc format cannot write column {field.name!r} of type {field.type}; cast it (unsigned "
                     "integers to a wider signed one, half floats to float32, durations to int64, ...) or use parquet"
@@ -440,43 +409,23 @@ class Orc(_BulkFormat):
         schema = pa.schema(fields, metadata=table.schema.metadata)
         table = table if schema.equals(table.schema) else table.cast(schema)
         for field, column in zip(table.schema, table.columns):
-            _check_orc_reads_back(field, column)
+            check_orc_reads_back(field, column)
         return table
 
     def writer_for(self, out: pa.NativeFile, table: pa.Table, compression: str) -> Any:
         return paorc.ORCWriter(out, compression=compression)
 
-
-def _check_orc_reads_back(field: pa.Field, column: pa.ChunkedArray) -> None:
-    """Refuse a timestamp that pyarrow's ORC reader, which reads them as nanoseconds, cannot read back (outside
-    1677 to 2262, such as a global window's bounds or a 9999-12-31 "valid to"): pyarrow 14 reads year 3000 as
-    1830-11-23 without a word, later releases refuse the part, so read() and compact() could not be trusted."""
-    if not pa.types.is_timestamp(field.type) or field.type.unit == "ns" or column.null_count == len(column):
-        return
-    per_ns = {"s": 10**9, "ms": 10**6, "us": 10**3}[field.type.unit]
-    extremes = pc.min_max(column.cast(pa.int64()))
-    for tick in (extremes["min"].as_py(), extremes["max"].as_py()):
-        if not pd.Timestamp.min.value <= tick * per_ns <= pd.Timestamp.max.value:
-            raise ValueError(
-                f"orc format cannot write column {field.name!r}: it holds {np.datetime64(tick, field.type.unit)}, "
-                f"outside {pd.Timestamp.min} to {pd.Timestamp.max}, the nanosecond timestamps pyarrow reads ORC "
-                "back in (read() and compact() would fail, or on pyarrow 14 read another date); write parquet or "
-                "avro, which keep any date, or replace such values first"
-            )
-
-
-def _orc_writes(t: pa.DataType) -> bool:
-    """Whether pyarrow's ORC writer takes the type (nested types by their children)."""
-    if pa.types.is_struct(t):
-        return all(_orc_writes(f.type) for f in t)
-    if pa.types.is_map(t):
-        return _orc_writes(t.key_type) and _orc_writes(t.item_type)
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return _orc_writes(t.value_type)
-    return (pa.types.is_boolean(t) or pa.types.is_signed_integer(t) or pa.types.is_float32(t)
-            or pa.types.is_float64(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
-            or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
-            or pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_decimal128(t))
+    def decode_as(self, data: bytes, schema: pa.Schema) -> pd.DataFrame:
+        """The part's rows as the types written (``schema``; categories as their values, which ORC stores): pyarrow
+        reads every ORC timestamp as nanoseconds, and a nested one reached pandas as an integer of them."""
+        table = self._read(pa.py_buffer(data))
+        written = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema],
+                            metadata=table.schema.metadata)
+        try:
+            table = table.cast(written)
+        except (pa.ArrowException, ValueError):  # not the schema it was written from: as pyarrow reads it
+            pass
+        return as_frame(table)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from .codec import decompress, unseal
 from .config import SinkConfig
 from .directory import refuse_a_file
 from .errors import CommittedPartMissingError, CorruptPartError
-from .formats import FORMATS, Csv, JsonLines
+from .formats import FORMATS, Csv, JsonLines, Orc
 from .part_schemas import SchemaBook
 from .state import SinkState, finished_parts, load_state
 
@@ -195,8 +195,10 @@ def _decode(config: SinkConfig, path: str, data: bytes, schema: pa.Schema | None
             return _typed_or_as_text(fmt, path, decompress(plain, config.compression), schema)
         if not FORMATS[config.format].bulk:  # text lines: one column of text, whatever it was written from
             return fmt.decode(decompress(plain, config.compression))
-        frame = fmt.decode(plain)
-        return _timestamp_units_back(frame, schema) if schema is not None else frame
+        if schema is None:
+            return fmt.decode(plain)
+        frame = fmt.decode_as(plain, schema) if isinstance(fmt, Orc) else fmt.decode(plain)
+        return _timestamp_units_back(frame, schema)
     except Exception as exc:
         raise CorruptPartError(f"finished part {path} cannot be read back: {type(exc).__name__}: {exc}") from exc
 

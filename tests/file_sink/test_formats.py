@@ -627,17 +627,39 @@ def test_orc_refuses_a_type_it_cannot_write_naming_the_column(tmp_path, column):
     assert sink.finished_files() == []
 
 
+def _nested(far: pa.Array, how: str) -> pa.Array:
+    if how == "in a struct":
+        return pa.StructArray.from_arrays([far], ["t"])
+    return pa.array([[v] for v in far.to_pylist()], pa.list_(far.type)) if how == "in a list" else far
+
+
+@pytest.mark.parametrize("how", ["flat", "in a struct", "in a list"])
 @pytest.mark.parametrize("unit", ["s", "us"])
-def test_orc_refuses_a_timestamp_its_reader_cannot_read_back_naming_the_column(tmp_path, unit):
-    # Before: written and committed; then read() failed on the part (pyarrow 14 read year 3000 as 1830-11-23).
+def test_orc_refuses_a_timestamp_its_reader_cannot_read_back_naming_the_column(tmp_path, unit, how):
+    # Before: written and committed; then read() failed on the part (pyarrow 14 read year 3000 as 1830-11-23);
+    # nested ones until this release.
     far = pa.array([None, np.datetime64("3000-01-01", unit)], pa.timestamp(unit))
     sink = FileSink(str(tmp_path), format="orc")
     with pytest.raises(ValueError, match=r"orc format cannot write column 'valid_to': it holds 3000-01-01T00:00:00"
                                          r"(\.000000)?, outside 1677-09-21 .* write parquet or avro"):
-        sink.write(pa.table({"valid_to": far}))
+        sink.write(pa.table({"valid_to": _nested(far, how)}))
     assert sink.finished_files() == []
     sink.write(pa.table({"valid_to": far.cast(pa.date32())}))  # dates are not nanoseconds: any year
     assert sink.read()["valid_to"].tolist()[1] == datetime.date(3000, 1, 1)
+
+
+@pytest.mark.parametrize("how", ["in a struct", "in a list"])
+@pytest.mark.parametrize("tz", [None, "UTC"])
+def test_orc_reads_nested_timestamps_back_as_the_timestamps_written(tmp_path, how, tz):
+    """pyarrow reads ORC's timestamps as nanoseconds: one in a struct came back an integer of them, one in a
+    list in nanoseconds; now as Parquet gives them back."""
+    column = _nested(pa.array([None, np.datetime64("2024-01-02T03:04:05.123456", "us")]).cast(pa.timestamp("us", tz)), how)
+    table = pa.table({"valid_to": column})
+    for fmt in ("orc", "parquet"):
+        FileSink(str(tmp_path / fmt), format=fmt).write(table)
+    orc, parquet = (FileSink(str(tmp_path / fmt), format=fmt).read()["valid_to"].tolist() for fmt in ("orc", "parquet"))
+    assert str(orc) == str(parquet)
+    assert "2024, 1, 2, 3, 4, 5, 123456" in str(orc) or "'2024-01-02T03:04:05.123456'], dtype='datetime64[us]'" in str(orc)
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "orc"])
