@@ -147,9 +147,33 @@ def csv_table(data: bytes, schema: pa.Schema) -> pa.Table:
         strings_can_be_null=True,
         quoted_strings_can_be_null=one_column,
     )
-    table = pacsv.read_csv(pa.py_buffer(data), convert_options=options)
+    try:
+        table = pacsv.read_csv(pa.py_buffer(data), convert_options=options)
+    except pa.ArrowInvalid:
+        # pyarrow's parser overflows on a nanosecond timestamp in int64's first second (pd.Timestamp.min, which its
+        # writer writes): such columns are read as text, and parsed by NumPy
+        nanos = {f.name for f in schema if _nanosecond_timestamp(f.type)}
+        if not nanos:
+            raise
+        options.column_types = {**options.column_types, **dict.fromkeys(nanos, pa.string())}
+        table = pacsv.read_csv(pa.py_buffer(data), convert_options=options)
+        table = pa.table([_parsed_nanoseconds(column, f.type) if f.name in nanos else column
+                          for column, f in zip(table.columns, schema)], names=table.column_names)
     columns = [_as_type(column, f.type) for column, f in zip(table.columns, schema)]
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _nanosecond_timestamp(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        return _nanosecond_timestamp(kind.value_type)
+    return pa.types.is_timestamp(kind) and kind.unit == "ns"
+
+
+def _parsed_nanoseconds(column: pa.ChunkedArray, kind: pa.DataType) -> pa.Array:
+    """A column of CSV's timestamp text (``Z`` after a zoned one's UTC instant) as timestamps of ``kind``'s zone."""
+    kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+    texts = np.array([None if v is None else v.removesuffix("Z") for v in column.to_pylist()], "datetime64[ns]")
+    return pa.array(texts.astype(np.int64), mask=np.isnat(texts)).view(kind)
 
 
 def _text_or_bytes(kind: pa.DataType) -> bool:

@@ -364,6 +364,21 @@ def test_a_column_reads_back_of_one_type_however_its_rows_were_cut_into_parts(tm
         pd.testing.assert_series_equal(back["c"], whole["c"])
 
 
+@pytest.mark.parametrize("tz", [None, "UTC", "Australia/Lord_Howe"])
+def test_csv_reads_back_the_least_nanosecond_timestamp_typed(tmp_path, tz):
+    """pyarrow's CSV reader overflows on a time in int64's first second of nanoseconds, which its writer writes
+    (pd.Timestamp.min, a "valid from" of all time): the whole part read back as text, with a warning."""
+    ends = pa.array([pd.Timestamp.min.value, None, pd.Timestamp.max.value, 0], pa.timestamp("ns", tz))
+    table = pa.table({"id": [1, 2, 3, 4], "valid": ends, "c": pa.array(["a", "b", "a", None]).dictionary_encode()})
+    sink = FileSink(str(tmp_path), format="csv")
+    sink.write(table)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # read as the types written, not as text
+        back = sink.read()
+    assert back.dtypes.to_dict() == as_frame(table).dtypes.to_dict()
+    assert pa.array(back["valid"]).equals(ends) and back["id"].tolist() == [1, 2, 3, 4]
+
+
 def test_a_part_whose_text_does_not_parse_as_its_types_reads_as_text_with_a_warning(tmp_path):
     """pyarrow's CSV reader parses no timestamp after the year 9999, which its writer writes: the part was
     committed whole, so its rows are read as the text gives them (as before schemas were kept), not refused."""
