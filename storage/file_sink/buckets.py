@@ -126,10 +126,14 @@ class DateTimeBuckets:
                 f"DateTimeBuckets column={self.column!r} has {nulls} null timestamp(s) in this batch; a row without "
                 "a time has no bucket: fill or drop them, or bucket by processing time (column=None)"
             )
-        # strftime per distinct second only: a batch has far fewer of them than rows.
-        seconds = col.dt.floor("s")
+        # strftime per distinct second only: a batch has far fewer of them than rows. In seconds: pd.Timestamp.max
+        # has no local time east of UTC in pandas' nanoseconds; and by integer floor division, since NumPy's cast of
+        # pd.Timestamp.min to seconds wraps around to 2262.
+        ticks = col.dt.tz_localize(None).to_numpy()
+        per_second = np.timedelta64(1, "s") // np.timedelta64(1, np.datetime_data(ticks.dtype)[0])
+        seconds = (ticks.view(np.int64) // per_second).astype("datetime64[s]")
         codes, uniques = pd.factorize(seconds)
-        names = pd.DatetimeIndex(uniques).tz_convert(self.timezone).strftime(self.pattern)
+        names = pd.DatetimeIndex(uniques).tz_localize("UTC").tz_convert(self.timezone).strftime(self.pattern)
         return list(pd.Index(names).take(codes))
 
 

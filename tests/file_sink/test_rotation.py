@@ -119,6 +119,15 @@ def test_date_time_buckets_from_event_time_in_a_time_zone(tmp_path):
     ]
 
 
+def test_date_time_buckets_take_pandas_ends_of_time_in_any_time_zone(tmp_path):
+    """pd.Timestamp.max ("valid to" forever) failed with OutOfBoundsDatetime east of UTC, its local time beyond
+    pandas' nanoseconds; and pd.Timestamp.min floored to the second may not wrap around to 2262 (NumPy's cast)."""
+    ends = pa.table({"ts": pa.array([pd.Timestamp.min.value, pd.Timestamp.max.value, -500_000_000], pa.timestamp("ns", "UTC"))})
+    names = DateTimeBuckets(column="ts", timezone="Asia/Kathmandu", pattern="%Y-%m-%d %H:%M:%S").assign(ends, 0)
+    assert names[0].startswith("1677-09-21 05:53:")  # Kathmandu's local mean time, +5:41:16 or so (by tz library)
+    assert names[1:] == ["2262-04-12 05:32:16", "1970-01-01 05:29:59"]  # +5:45, and +5:30 in 1970
+
+
 def test_date_time_buckets_from_processing_time_and_epoch_millis(tmp_path):
     FileSink(str(tmp_path / "p"), buckets=DateTimeBuckets(pattern="%Y%m%d")).write(
         pd.DataFrame({"v": [1]}), processing_time_ms=86_400_000
