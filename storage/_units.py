@@ -42,8 +42,9 @@ def parse_size(name: str, value: Size) -> int:
     return size
 
 
-def parse_seconds(name: str, value: Seconds | None, *, allow_none: bool = False) -> float | None:
-    """Seconds from a number, a ``timedelta`` or a numeric string; never negative."""
+def parse_seconds(name: str, value: Seconds | None, *, allow_none: bool = False, positive: bool = False) -> float | None:
+    """Seconds from a number, a ``timedelta`` or a numeric string; never negative, and with ``positive`` more than
+    0 and finite."""
     if value is None and allow_none:
         return None
     if isinstance(value, timedelta):
@@ -55,6 +56,8 @@ def parse_seconds(name: str, value: Seconds | None, *, allow_none: bool = False)
             seconds = float(value)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             raise ValueError(f"{name}={value!r} must be a number of seconds or a timedelta") from None
+    if positive and not 0 < seconds < float("inf"):
+        raise ValueError(f"{name}={value!r} must be more than 0 seconds and finite")
     if seconds < 0 or seconds != seconds:
         raise ValueError(f"{name}={value!r} must be zero or more seconds")
     return seconds

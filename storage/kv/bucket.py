@@ -160,8 +160,9 @@ class Bucket:
     def put(self, key: bytes, value: bytes) -> None:
         """Write ``value`` under ``key`` in the current batch."""
         self._check_batch("put")
-        if not isinstance(key, bytes) or not isinstance(value, bytes):
-            raise TypeError(f"put takes bytes, got key {type(key).__name__} and value {type(value).__name__}")
+        _check_one_key("put", key)
+        if not isinstance(value, bytes):
+            raise TypeError(f"put value must be bytes, not {type(value).__name__} (delete(key) deletes a key)")
         _check_key_length(key)
         self._keys.append(key)
         self._values.append(value)
@@ -170,8 +171,7 @@ class Bucket:
     def delete(self, key: bytes) -> None:
         """Delete ``key`` in the current batch (deleting an absent key is allowed)."""
         self._check_batch("delete")
-        if not isinstance(key, bytes):
-            raise TypeError(f"delete takes bytes, got {type(key).__name__}")
+        _check_one_key("delete", key)
         _check_key_length(key)
         self._keys.append(key)
         self._values.append(None)

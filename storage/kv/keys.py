@@ -30,6 +30,7 @@ MAX_KEY_BYTES = 65528 - _LEN_BYTES
 _MULTIPLY = np.uint64(0x9E3779B97F4A7C15)
 _MIX = np.uint64(0xBF58476D1CE4E5B9)
 _VALUE = pa.large_binary()
+_OR_NONE = " (or None for a missing value)"
 #: A run's hash index (hash all rows, sort them) pays off from about one probe per this many rows;
 #: fewer probes binary-search the sorted rows instead.
 _PROBES_PER_INDEX = 16
@@ -71,7 +72,7 @@ def as_binary(values: Any, name: str, *, nulls: bool = False) -> pa.LargeBinaryA
             try:
                 values = list(values)
             except TypeError as exc:
-                raise TypeError(f"{name} must hold bytes (or None for a missing value): {exc}") from None
+                raise TypeError(f"{name} must hold bytes{_OR_NONE if nulls else ''}: {exc}") from None
         if isinstance(values, list):
             _refuse_str(values, name)
         else:
@@ -79,7 +80,7 @@ def as_binary(values: Any, name: str, *, nulls: bool = False) -> pa.LargeBinaryA
         try:
             values = pa.array(values, _VALUE)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
-            raise TypeError(f"{name} must hold bytes (or None for a missing value): {exc}") from None
+            raise TypeError(f"{name} must hold bytes{_OR_NONE if nulls else ''}: {exc}") from None
     if pa.types.is_binary(values.type) or pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
         values = values.cast(_VALUE) if not pa.types.is_string(values.type) else values.cast(pa.binary()).cast(_VALUE)
     elif pa.types.is_fixed_size_binary(values.type):

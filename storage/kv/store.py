@@ -83,11 +83,8 @@ class KVStore:
                 "file holds whole blocks and their index, so a smaller one could not be honoured; lower block_size"
             )
         self.max_log_segment = parse_size("max_log_segment", max_log_segment)
-        lease_seconds = parse_seconds("lease", lease)
-        if not lease_seconds or lease_seconds == float("inf"):
-            # An endless lease would keep a crashed writer's buckets from every other writer but take_over=True.
-            raise ValueError(f"KVStore lease={lease!r} must be more than 0 seconds and finite")
-        self.lease: float = lease_seconds
+        # An endless lease would keep a crashed writer's buckets from every other writer but take_over=True.
+        self.lease: float = parse_seconds("KVStore lease", lease, positive=True)  # type: ignore[assignment]  # never None
         self.compression = compression
         self.fsync = fsync
         self.storage_options = dict(storage_options or {})

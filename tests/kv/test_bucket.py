@@ -102,8 +102,14 @@ def test_bad_input_names_the_parameter_and_the_value(tmp_path):
         with pytest.raises(ValueError, match=r"batch_id=-2 must be an int from 0 to 2\*\*63 - 1"):
             b.begin(-2)
         b.begin(0)
-        with pytest.raises(TypeError, match="put takes bytes, got key str"):
+        with pytest.raises(TypeError, match="put key='k' must be bytes, not str"):
             b.put("k", b"v")
+        with pytest.raises(TypeError, match=r"put value must be bytes, not NoneType \(delete\(key\) deletes a key\)"):
+            b.put(b"k", None)
+        with pytest.raises(TypeError, match="delete key=1 must be bytes, not int"):
+            b.delete(1)
+        with pytest.raises(TypeError, match=r"keys must hold bytes: Expected bytes"):  # no "or None": a key is never null
+            b.put_many([1.5], [b"v"])
         with pytest.raises(ValueError, match="put_many got 2 keys and 1 values"):
             b.put_many([b"a", b"b"], [b"1"])
         with pytest.raises(ValueError, match="keys holds 1 null"):
@@ -166,7 +172,7 @@ def test_an_empty_path_or_a_bool_lease_is_refused(tmp_path):
         KVStore(str(tmp_path), lease=True)
 
 
-@pytest.mark.parametrize("lease", [0, float("inf"), "inf"])
+@pytest.mark.parametrize("lease", [0, float("inf"), "inf", -1, float("nan")])
 def test_a_lease_must_be_positive_and_finite(tmp_path, lease):
     """An endless lease was taken: a crashed writer's buckets stayed held from every writer but take_over=True."""
     with pytest.raises(ValueError, match=rf"KVStore lease={lease!r} must be more than 0 seconds and finite"):
