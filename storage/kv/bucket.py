@@ -163,7 +163,6 @@ class Bucket:
         _check_one_key("put", key)
         if not isinstance(value, bytes):
             raise TypeError(f"put value must be bytes, not {type(value).__name__} (delete(key) deletes a key)")
-        _check_key_length(key)
         self._keys.append(key)
         self._values.append(value)
         self._batch_runs = None
@@ -172,7 +171,6 @@ class Bucket:
         """Delete ``key`` in the current batch (deleting an absent key is allowed)."""
         self._check_batch("delete")
         _check_one_key("delete", key)
-        _check_key_length(key)
         self._keys.append(key)
         self._values.append(None)
         self._batch_runs = None
@@ -386,6 +384,8 @@ class Bucket:
         for name, bound in (("start", start), ("end", end), ("prefix", prefix)):
             if bound is not None and not isinstance(bound, bytes):
                 raise TypeError(f"scan {name}={bound!r} must be bytes or None")
+            if bound is not None:
+                _check_one_key("scan", bound, name)
         if prefix is not None:
             if start is not None or end is not None:
                 raise ValueError("scan takes either prefix= or start and end, not both")
@@ -491,17 +491,15 @@ def _remove_object(fs: Any, path: str) -> None:
         pass
 
 
-def _check_one_key(call: str, key: Any) -> None:
-    """A single key is bytes, as ``put`` and ``delete`` take it (a str is refused, not taken as UTF-8)."""
+def _check_one_key(call: str, key: Any, name: str = "key") -> None:
+    """A single key is bytes, as ``put`` and ``delete`` take it (a str is refused, not taken as UTF-8), and no longer
+    than a key may be (a read of a longer one failed naming neither the call nor the argument)."""
     if not isinstance(key, bytes):
-        raise TypeError(f"{call} key={key!r} must be bytes, not {type(key).__name__}")
-
-
-def _check_key_length(key: bytes) -> None:
+        raise TypeError(f"{call} {name}={key!r} must be bytes, not {type(key).__name__}")
     if len(key) > MAX_KEY_BYTES:
         raise ValueError(
-            f"key of {len(key):,} bytes is longer than the {MAX_KEY_BYTES:,} a key may have "
-            "(a data block keeps its row width in 16 bits)"
+            f"{call} {name}: a key of {len(key):,} bytes is longer than the {MAX_KEY_BYTES:,} a key may have "
+            "(a data block keeps its row width in 16 bits), so none is stored"
         )
 
 

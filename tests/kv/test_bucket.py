@@ -1357,6 +1357,11 @@ def test_keys_up_to_the_longest_a_block_holds_are_stored_and_longer_ones_refused
         assert b.committed_batch_id == 0
         assert b.get(longest) == b"v"
         assert list(b.scan(b"x")) == [(longest, b"v")]
+        # A read of a longer key failed naming neither the call nor the argument.
+        for read, named in ((lambda: b.get(longest + b"x"), "get key"), (lambda: b.get_uncommitted(longest + b"x"), "get_uncommitted key"),
+                            (lambda: b.scan(longest + b"x"), "scan start"), (lambda: b.scan(end=longest + b"x"), "scan end")):
+            with pytest.raises(ValueError, match=rf"^{named}: a key of 65,527 bytes is longer than the 65,526 a key may have"):
+                read()
 
 
 def test_a_batch_id_beyond_a_signed_64_bit_integer_is_refused_by_begin(tmp_path):
