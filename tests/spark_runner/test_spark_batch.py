@@ -360,6 +360,16 @@ def test_a_nan_pane_value_reaches_spark_as_null_where_pandas_keeps_nan(spark):
     assert np.isnan(on_pandas.s.iloc[0]) and np.isnan(on_pandas.m.iloc[0]) and on_pandas.hi.tolist() == [float("inf")]
 
 
+def test_timestamp_keys_and_values_beyond_pandas_nanoseconds_come_back_exact(spark):
+    """Spark's timestamps run from the year 1 to 9999; pandas' nanoseconds from 1677 to 2262 (docs/spark.md,
+    "Output types")."""
+    far, ancient = dt.datetime(3000, 1, 1, 12), dt.datetime(100, 1, 1)
+    frame = spark.createDataFrame([(far, dt.datetime(2024, 1, 1), ancient), (far, dt.datetime(2024, 1, 1, 0, 0, 1), far),
+                                   (ancient, dt.datetime(2024, 1, 1), None)], "k timestamp, ts timestamp, v timestamp")
+    panes = windowed(frame, time="ts", key="k").fixed("1 minute").aggregate(lo=Min("v"), hi=Max("v"), n=Count())
+    assert sorted(panes.select("k", "lo", "hi", "n").collect()) == [(ancient, None, None, 1), (far, ancient, far, 2)]
+
+
 def test_an_interval_column_sums_averages_and_extremes_as_spark_does(spark):
     """Sum, Min and Max of a day-time interval were refused at planning ("cannot derive the Spark type ...
     spark_typed(..., 'double')") and Mean failed in the worker: against Spark's own sum, min, max and avg per
