@@ -115,18 +115,35 @@ def concat_parts(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _as_arrow(frames: list[pd.DataFrame], name: str, dtype: pd.ArrowDtype) -> bool:
-    """Column ``name`` of every frame as ``dtype``, and True, where its values convert to it exactly (Arrow refuses a
-    lossy conversion); where they do not, False, and the frames keep their own types, as ``pd.concat`` joins them."""
-    try:
-        converted = [pd.Series(pd.arrays.ArrowExtensionArray(pa.array(frame[name], type=dtype.pyarrow_dtype, from_pandas=True)),
-                               index=frame.index) if name in frame.columns and frame[name].dtype != dtype else None
-                     for frame in frames]
-    except (pa.ArrowException, ValueError, TypeError, OverflowError):
-        return False
+    """Column ``name`` of every frame as ``dtype``, and True, where each part's values are of its kind (times beside
+    times, dates beside dates) and convert to it exactly; where not (a column whose type changed between parts),
+    False, and the frames keep their own types, as ``pd.concat`` joins them. Arrow alone would take integers for
+    dates or times, and a timestamp's time of day for a time."""
+    target = dtype.pyarrow_dtype
+    converted = []
+    for frame in frames:
+        if name not in frame.columns or frame[name].dtype == dtype:
+            converted.append(None)
+            continue
+        try:
+            values = pa.array(frame[name], from_pandas=True)
+            if not (pa.types.is_null(values.type) or _same_kind(values.type, target)):
+                return False
+            converted.append(pd.Series(pd.arrays.ArrowExtensionArray(values.cast(target)), index=frame.index))
+        except (pa.ArrowException, ValueError, TypeError, OverflowError):
+            return False
     for frame, column in zip(frames, converted):
         if column is not None:
             frame[name] = column
     return True
+
+
+def _same_kind(found: pa.DataType, target: pa.DataType) -> bool:
+    """Whether values Arrow found of type ``found`` are of ``target``'s kind, in another unit or width at most."""
+    if pa.types.is_timestamp(found) and pa.types.is_timestamp(target):
+        return found.tz == target.tz
+    return found.equals(target) or any(test(found) and test(target) for test in (
+        pa.types.is_time, pa.types.is_date, pa.types.is_duration, pa.types.is_decimal))
 
 
 def _union_of_categories(frames: list[pd.DataFrame], name: str, columns: list[pd.Series]) -> None:

@@ -147,6 +147,17 @@ def test_batches_of_changing_types_read_back_as_the_parts_they_make(tmp_path_fac
     pd.testing.assert_frame_equal(back, expected, check_categorical=False)
 
 
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_column_whose_type_changed_between_parts_keeps_each_parts_values(tmp_path, fmt):
+    """Integers in one part, times below the microsecond in the next: the integers stay integers (Arrow would take
+    them for nanoseconds of a time), as pd.concat joins the two."""
+    sink = FileSink(str(tmp_path), format=fmt).with_rolling_policy(RollingPolicy.on_every_batch())
+    write_batches(sink, [pa.table({"id": [0], "c": [5]}), pa.table({"id": [1], "c": pa.array([1], pa.time64("ns"))})])
+    back = sink.read().sort_values("id")
+    assert len(sink.finished_files()) == 2
+    assert back["c"].iloc[0] == 5 and isinstance(back["c"].iloc[0], (int, np.integer))
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fmt=st.sampled_from(["jsonl", "csv", "parquet"]), kinds=st.lists(st.sampled_from(sorted(KINDS) + ["nanos"]),
                                                                         min_size=1, max_size=3), data=st.data())
