@@ -69,6 +69,8 @@ def _unit(dtype: Any) -> str:
 def _ticks(values: pd.Series, kind: str, unit: str = "ns") -> tuple[np.ndarray, np.ndarray]:
     """Timestamps (in UTC) or timedeltas as int64 counts of ``unit``, and where a value is present."""
     if kind == "datetime":
+        if values.dtype == object:  # a zoned column reaches the engine as Timestamps, which pandas 2 parses to nanoseconds
+            values = values.astype(pd.DatetimeTZDtype(unit, "UTC"))
         times = pd.to_datetime(values, utc=True).dt.tz_localize(None).astype(np.dtype(f"datetime64[{unit}]"))
     else:
         times = pd.to_timedelta(values).astype(np.dtype(f"timedelta64[{unit}]"))

@@ -39,12 +39,15 @@ PANDAS_2 = pd.__version__.startswith("2.")
 
 
 @pytest.mark.parametrize("unit", ["s", "ms", "us"])
-@pytest.mark.parametrize("kind", ["datetime64", pytest.param("timedelta64", marks=pytest.mark.xfail(
+@pytest.mark.parametrize("kind", ["datetime64", "datetime64 in UTC", pytest.param("timedelta64", marks=pytest.mark.xfail(
     PANDAS_2, strict=True, reason="pandas 2 cannot cast Timedeltas beyond the nanosecond range back from objects"))])
 def test_min_and_max_of_a_coarse_time_column_hold_times_outside_the_nanosecond_range(kind, unit):
-    # Both went through nanoseconds: a year-3000 value of a microsecond column failed with OutOfBoundsDatetime.
-    far = np.array([400 * 365, -400 * 365, "NaT"], dtype=f"{kind}[D]").astype(f"{kind}[{unit}]")
-    column = pd.Series(far + np.array(1000 * 365, dtype="timedelta64[D]") if kind == "datetime64" else far)
+    # Both went through nanoseconds: a year-3000 value of a microsecond column failed with OutOfBoundsDatetime (a
+    # zoned column reaches the engine as Timestamps, which pandas 2 parsed to nanoseconds).
+    numpy_kind = kind.split()[0]
+    far = np.array([400 * 365, -400 * 365, "NaT"], dtype=f"{numpy_kind}[D]").astype(f"{numpy_kind}[{unit}]")
+    column = pd.Series(far + np.array(1000 * 365, dtype="timedelta64[D]") if numpy_kind == "datetime64" else far)
+    column = column.dt.tz_localize("UTC") if kind.endswith("UTC") else column
     panes = windowed(KEYS_AND_TIMES.assign(x=column), time="ts", key="k").fixed(10).aggregate(lo=Min("x"), hi=Max("x"))
     assert panes["lo"].dtype == panes["hi"].dtype == column.dtype
     assert panes[["lo", "hi"]].to_dict("records") == [{"lo": column[1], "hi": column[0]}, {"lo": pd.NaT, "hi": pd.NaT}]
