@@ -227,8 +227,8 @@ class TimeAxis:
         if self.kind == "datetime":
             if self.tz and self.unit == "ns":
                 values = np.clip(values, *_zone_extremes(self.tz))
-            if self.unit != "ns":  # the axis's start rounded up into the unit, inward as its end is, as on Spark
-                step = _NS_PER_DATETIME_UNIT[self.unit]
+            if self.unit != "ns" or self.microseconds:  # the axis's start rounded up into the unit, inward as its end is
+                step = _NS_PER_DATETIME_UNIT["us" if self.unit == "ns" else self.unit]
                 values = np.where(values == MIN_TIME, -(-MIN_TIME // step) * step, values)
             out = pd.Series(values.view("datetime64[ns]"))
             if self.unit != "ns":
