@@ -57,7 +57,7 @@ class SparkPlan:
 
 
 def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combine: bool = True,
-               late_data: bool = False, state_compression: str = COMPRESSIONS[0]) -> SparkPlan:
+               late_data: bool = False, state_compression: str = COMPRESSIONS[0], session_zone: str = "UTC") -> SparkPlan:
     """Everything but the query itself; needs pyspark's types, not a SparkSession.
 
     ``buckets``: how keys are grouped (a count: placed on partitions, `Bucketing`).
@@ -65,6 +65,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     ``late_data``: the function also emits the dropped elements (`BucketStep.output`); that needs
     every input row in the function, so no lifting, and no row dropped by Spark's watermark.
     ``state_compression``: how each bucket's state value is compressed (`windowing.state_codec.COMPRESSIONS`).
+    ``session_zone``: ``spark.sql.session.timeZone``, in which pyspark gives the workers timestamps.
     """
     from pyspark.sql import types as T
 
@@ -170,9 +171,15 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     key_dtypes = tuple(numpy_dtype(types[k]) for k in keys) or (np.dtype(np.int64),)
     pt_mode = uses_processing_time(plan.spec)
     bucketing = buckets if isinstance(buckets, Bucketing) else Bucketing(buckets)
+    instants: tuple[str, ...] = ()
+    if not combine:  # the rows reach the workers unpacked: timestamps as epoch microseconds (`BucketStep.instants`)
+        shipped = [(WIRE.key(i), k) for i, k in enumerate(keys)] + [
+            (WIRE.value(i), acc.column) for i, (_, acc) in enumerate(aggregations) if acc.column is not None]
+        instants = tuple(alias for alias, name in shipped if isinstance(types[name], T.TimestampType))
+        nullable += tuple(alias for alias, name in shipped if alias in instants and schema[name].nullable)
     adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, bucketing, pt_mode, late_data, packed=combine,
                          nullable=nullable, window_state=strategy.window_state, state_compression=state_compression,
-                         switched=switched)
+                         switched=switched, instants=instants, session_zone=session_zone)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
                      "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
                      NEVER_BEHIND_MS if late_data else horizon_ms(plan, per_ms(timestamp)),

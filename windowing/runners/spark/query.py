@@ -49,7 +49,8 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
                                       STATE_COMPRESSION_CONF)
     if late_data:
         _check_late_data_input(strategy, source.schema, _case_sensitive(source.sparkSession))
-    sp = plan_spark(strategy, source.schema, bucketing_of(source, bool(keys)), combine, late_data, compression)
+    sp = plan_spark(strategy, source.schema, bucketing_of(source, bool(keys)), combine, late_data, compression,
+                    str(source.sparkSession.conf.get("spark.sql.session.timeZone")))
     adapter, time = sp.adapter, str(strategy.time)  # a column's name: plan_spark refuses a function
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
@@ -60,12 +61,13 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
     flags_in_python = sp.lifting is not None or adapter.packed
 
     def shipped(name: str, alias: str) -> list[Any]:
-        """The column under ``alias``; a nullable integer one, unless ``flags_in_python``, as its value,
-        0 where null, and a null flag."""
+        """The column under ``alias`` (a timestamp of ``adapter.instants`` as epoch microseconds); a nullable
+        integer one, unless ``flags_in_python``, as its value, 0 where null, and a null flag."""
+        value = F.unix_micros(_col(name)) if alias in adapter.instants else _col(name)
         if alias not in adapter.nullable or flags_in_python:
-            return [_col(name).alias(alias)]
-        zero = F.lit(0).cast(source.schema[name].dataType)
-        return [F.coalesce(_col(name), zero).alias(alias), _col(name).isNull().alias(WIRE.null_flag(alias))]
+            return [value.alias(alias)]
+        zero = F.lit(0).cast("long" if alias in adapter.instants else source.schema[name].dataType)
+        return [F.coalesce(value, zero).alias(alias), _col(name).isNull().alias(WIRE.null_flag(alias))]
 
     # Where rows cross into Python before the shuffle anyway, an integer key's bucket is computed there
     # (`combine.with_buckets`): one column fewer for the JVM to write into Arrow (docs/spark.md, "Packing").

@@ -27,7 +27,7 @@ from ...timeaxis import MAX_TIME, MIN_TIME, NS_PER_MS
 from ...window_state import KeyedStepResult, keyed_step
 from ...window_table import empty_state
 from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
-from .combine import CHECKED_BUCKET, nulls_restored
+from .combine import CHECKED_BUCKET, instants_restored, nulls_restored
 from .old_checkpoints import without_float_integers
 from .wire import WIRE
 
@@ -99,6 +99,11 @@ class BucketStep:
     switched: SwitchedLayout | None = None
     """The table as this pipeline writes it lifted where this query does not, or the other way round
     (`SwitchedLayout`); None where both write the same."""
+    instants: tuple[str, ...] = ()
+    """Timestamp key and value columns of unpacked rows, shipped as epoch microseconds (`combine.instants_restored`):
+    pyspark's own conversion fails beyond 2262 and, on pandas 3, puts summer times after 2037 an hour off."""
+    session_zone: str = "UTC"
+    """``spark.sql.session.timeZone``: pyspark hands timestamps to pandas as wall times there, and reads them back so."""
 
     @property
     def buckets(self) -> int:
@@ -116,7 +121,8 @@ class BucketStep:
             columns = _unpacked(frames, names, flags) if frames else {}
         else:
             data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True) if frames else None
-            columns = {} if data is None else {name: data[name] for name in names + flags}
+            columns = {} if data is None else instants_restored({name: data[name] for name in names + flags}, self.instants,
+                                                                self.session_zone)
         if not columns or not len(columns[WIRE.time]):  # no rows, or the packed row of empty lists of combine.CHECKED_BUCKET
             empty = {k: pd.Series([], dtype=self.key_dtypes[i]) for i, k in enumerate(spec.key_columns)}
             empty[WIRE.time] = np.array([], np.int64)
@@ -127,7 +133,8 @@ class BucketStep:
         for name, dtype in zip(spec.key_columns, self.key_dtypes):
             if isinstance(dtype, np.dtype) and dtype.kind == "O":
                 columns[name] = _timestamps_as_objects(columns[name])
-        return pd.DataFrame(nulls_restored(columns, self.nullable), index=pd.RangeIndex(len(times)))
+        integers = [name for name in self.nullable if name not in self.instants]
+        return pd.DataFrame(nulls_restored(columns, integers), index=pd.RangeIndex(len(times)))
 
     def panes(self, panes: pd.DataFrame) -> pd.DataFrame:
         out: dict[str, Any] = {}
