@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
+import re
 from typing import Any, Iterator
 
 import pandas as pd
@@ -55,6 +57,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
         _check_watermark(strategy, adapter.plan, watermarked, adapter.timestamp)
+        _check_stream_timestamps(sp.out_schema, str(source.sparkSession.conf.get("spark.sql.session.timeZone")))
 
     # A mapInArrow before the shuffle gets integer columns with their nulls and makes the flags itself
     # (`combine.with_null_flags`): Spark then writes fewer columns into Arrow.
@@ -168,6 +171,35 @@ def _input_watermark(source: Any) -> str | None:
         if WATERMARK_DELAY_KEY in (f.metadata or {}):
             return f.name
     return None
+
+
+def _check_stream_timestamps(out_schema: Any, zone: str) -> None:
+    """Refuse what pyspark 4 would shift without a word: a stream's timestamp keys and values in a session time zone
+    with an offset from UTC come back shifted by it from ``applyInPandasWithState`` (the same batch query is right;
+    pyspark 3.5 is right in the years 1677 to 2262): docs/spark.md, "Output types"."""
+    import pyspark
+
+    timestamps = [f.name for f in out_schema.fields if re.search(r"timestamp(?!_ntz)", f.dataType.simpleString())]
+    if not timestamps or int(pyspark.__version__.split(".")[0]) < 4 or _utc_like(zone):
+        return
+    raise WindowingConfigError(
+        f"output column {timestamps[0]!r} holds timestamps, which a stream on pyspark {pyspark.__version__} would give back "
+        f"shifted by the offset of spark.sql.session.timeZone={zone!r}: set spark.sql.session.timeZone to 'UTC' for "
+        "this query (instants are unchanged; only how strings and naive datetimes are read and shown changes)")
+
+
+def _utc_like(zone: str) -> bool:
+    """Whether ``zone`` is UTC under another name (``Etc/UTC``, ``GMT``, ``+00:00``)."""
+    import zoneinfo
+
+    if re.fullmatch(r"(?:UTC|GMT|UT)?[+-]?0?0(?::?00)?|Z", zone.strip(), re.IGNORECASE):
+        return True
+    try:
+        rules = zoneinfo.ZoneInfo(zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return False
+    probes = [dt.datetime(year, month, 1, tzinfo=dt.timezone.utc) for year in (1900, 1970, 2024, 2100) for month in (1, 7)]
+    return all(not probe.astimezone(rules).utcoffset() for probe in probes)
 
 
 def _check_watermark(strategy: Strategy, plan: Plan, watermarked: str | None, timestamp: bool) -> None:
