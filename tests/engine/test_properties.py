@@ -657,6 +657,21 @@ def test_keys_of_every_integer_dtype_group_as_pandas_groupby_does(dtype, data):
         assert got == expected and panes["k"].dtype == dtype
 
 
+@settings(SETTINGS, max_examples=60)
+@given(keys=st.lists(st.sampled_from(["a", "a\x00b", "a\x00c", "\x00", "", "b\x00", None]), min_size=1, max_size=12))
+def test_string_keys_with_nul_characters_group_apart_and_missing_keys_as_one(keys):
+    # pandas 2's factorize (use_na_sentinel=False) took strings to be equal up to their first NUL: 'a\x00b' and
+    # 'a\x00c' were one key, and on pyspark 3.5 too. Against a dict of the keys, None as one key.
+    frame = pd.DataFrame({"k": pd.Series(keys, dtype=object), "t": np.zeros(len(keys), dtype=np.int64), "x": np.arange(len(keys))})
+    for keying in (["k"], ["k", "k2"]):
+        panes = windowed(frame.assign(k2=1), time="t", key=keying).fixed(10).aggregate(Sum("x"))
+        expected: dict = {}
+        for key, x in zip(keys, range(len(keys))):
+            expected[key] = expected.get(key, 0) + x
+        got = {None if pd.isna(k) else k: v for k, v in zip(panes["k"], panes["value"])}
+        assert got == expected and len(panes) == len(expected)
+
+
 def test_timestamp_keys_of_a_test_stream_whose_steps_hold_other_key_dtypes_stay_timestamps():
     # Before: the key column is objects across such steps, and the table's objects beside a step's datetime64
     # keys went through NumPy, which made the Timestamps ints (1704067200000000001) from the second step on.
