@@ -332,6 +332,19 @@ def test_sums_and_extremes_of_a_decimal_column_are_decimals_as_on_pandas(spark):
     assert_same_panes(got, build(frame.toPandas()).aggregate(**aggregations))
 
 
+@pytest.mark.parametrize("decimal_type", ["decimal(10,2)", "decimal(38,25)", "decimal(38,0)"])
+def test_a_mean_of_decimals_is_a_double_as_sparks_avg_is_near(spark, decimal_type):
+    # On pyspark 3.5 (pyarrow 14) every such query failed: the workers handed back Decimals for the double column.
+    D = decimal.Decimal
+    frame = spark.createDataFrame([(1, D("1.5")), (2, D("2.25")), (3, None), (12, None)], f"ts bigint, x {decimal_type}")
+    result = windowed(frame, time="ts").fixed(10).aggregate(m=Mean("x"))
+    assert result.schema["m"].dataType.simpleString() == "double"
+    native = {r.start: r.m for r in frame.groupBy(F.floor(F.col("ts") / 10).alias("start")).agg(F.avg("x").alias("m")).collect()}
+    got = {r.window_start // 10: r.m for r in result.collect()}
+    assert got.keys() == native.keys() and got[1] is None and native[1] is None
+    assert got[0] == pytest.approx(float(native[0])) and got[0] == (1.875 if decimal_type != "decimal(38,0)" else 2.0)
+
+
 def test_a_sum_of_decimals_keeps_every_digit_as_sparks_sum_does(spark):
     """The workers added Python Decimals in the default context, 28 digits: a decimal(38, 18) sum lost ten."""
     D = decimal.Decimal

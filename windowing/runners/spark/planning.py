@@ -154,7 +154,8 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                                     interval=isinstance(vtype, T.DayTimeIntervalType),
                                     whole_elements=array and checked and integral(vtype.elementType),
                                     sampled=vtype.simpleString() if checked and vtype.simpleString() in SAMPLED_CHECKED else None,
-                                    decimal=(vtype.precision, vtype.scale) if isinstance(vtype, T.DecimalType) else None))
+                                    decimal=(vtype.precision, vtype.scale) if isinstance(vtype, T.DecimalType) else None,
+                                    floating=not checked and isinstance(vtype, (T.DoubleType, T.FloatType))))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
                    T.StructField("is_retraction", T.BooleanType())]
     if late_data:

@@ -66,6 +66,7 @@ class OutputColumn:
     whole_elements: bool = False  # an array of integers whose values come from code of the user's: checked
     sampled: str | None = None  # one of SAMPLED_CHECKED, sampled from the user's code: checked
     decimal: tuple[int, int] | None = None  # a Spark decimal's precision and scale: its whole digits checked
+    floating: bool = False  # a built-in's double (a Mean of decimals, as Decimals): made floats, which pyarrow 14 needs
 
 
 @dataclass(frozen=True)
@@ -443,6 +444,8 @@ def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
         _check_sampled(values, col, col.sampled)
     if col.decimal is not None:
         _check_decimal_digits(values, col, *col.decimal)
+    if col.floating and values.dtype == object:
+        return pd.to_numeric(values).to_numpy(dtype=np.float64)
     return values.to_numpy()
 
 
