@@ -141,10 +141,12 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
 
 
 def _values(column: pd.Series) -> np.ndarray:
-    """A key or value column as NumPy; nullable integers as Python ints and None (NumPy would make
-    them floats, inexact beyond 2**53: keys 2**53 and 2**53 + 1 would be one key)."""
+    """A key or value column as NumPy; nullable integers, and categories of integers beside a missing value, as
+    Python ints (NumPy would make them floats, inexact beyond 2**53: keys 2**53 and 2**53 + 1 would be one key)."""
     if _nullable_integers(column.dtype):
         return column.to_numpy(dtype=object, na_value=None)  # type: ignore[call-overload]  # pandas takes None
+    if isinstance(column.dtype, pd.CategoricalDtype) and column.dtype.categories.dtype.kind in "iu" and column.hasnans:
+        return column.astype(object).to_numpy()  # to_numpy() gives floats there; this Python ints, NaN where missing
     return column.to_numpy()
 
 

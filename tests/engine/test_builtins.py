@@ -325,3 +325,15 @@ def test_sums_of_decimals_are_exact_beyond_the_default_contexts_28_digits():
     assert [(p.total, p.is_retraction) for p in panes.itertuples()] == [
         (big, False), (small, False), (big, True), (small, True), (merged, False), (merged, True), (merged, False)]
     assert str(panes.total.iloc[-1]) == "12345678901234567892.123456789012345680"
+
+
+@pytest.mark.parametrize("with_missing", [True, False])
+def test_categories_of_integers_beside_a_missing_value_stay_exact_integers(with_missing):
+    # pandas gives such a column to NumPy as float64: 2**53 + 1 came out 2**53 in ToList, ToSet, Min and Max.
+    values = [2**53 + 1, None, 2**53 + 3, -(2**62) - 1] if with_missing else [2**53 + 1, 2**53 + 3, -(2**62) - 1]
+    frame = pd.DataFrame({"ts": range(len(values)), "v": pd.Categorical(values), "k": pd.Categorical(values)})
+    present = [v for v in values if v is not None]
+    pane = windowed(frame, time="ts").fixed(10).aggregate(l=ToList("v"), s=ToSet("v"), lo=Min("v"), hi=Max("v")).iloc[0]
+    assert (pane.l, pane.s, pane.lo, pane.hi) == (present, frozenset(present), min(present), max(present))
+    keys = windowed(frame, time="ts", key="k").fixed(10).aggregate(n=Count())["k"].tolist()
+    assert sorted(k for k in keys if not pd.isna(k)) == sorted(present) and all(type(k) is int or pd.isna(k) for k in keys)
