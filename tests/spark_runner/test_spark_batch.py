@@ -645,3 +645,15 @@ def test_names_equal_but_for_case_run_where_spark_tells_them_apart(spark):
         assert [tuple(r) for r in result.panes.select("u", "Kind").collect()] == [("a", 2)]
     finally:
         spark.conf.unset("spark.sql.caseSensitive")
+
+
+@pytest.mark.skipif(PYSPARK_3, reason="collations are Spark 4's")
+@pytest.mark.parametrize("role", ["key", "value"])
+def test_a_collated_string_key_or_compared_value_is_refused_naming_the_column(spark, role):
+    # 'a' and 'A' were two keys, where Spark's groupBy makes one of them under UTF8_LCASE, and Max compared bytes.
+    frame = spark.createDataFrame([("a", 1, "x"), ("A", 2, "Y")], "k string, ts bigint, s string").select(
+        F.col("k").cast("string collate UTF8_LCASE").alias("k"), "ts", F.col("s").cast("string collate UTF8_LCASE").alias("s"))
+    name = "k" if role == "key" else "s"
+    with pytest.raises(WindowingConfigError, match=rf"{role} column '{name}' has Spark type string collate UTF8_LCASE; .* byte by byte"):
+        windowed(frame, time="ts", key="k" if role == "key" else None).fixed(10).aggregate(hi=Max("s"))
+    assert windowed(frame, time="ts").fixed(10).aggregate(n=Count("s")).first()["n"] == 2  # counting compares nothing

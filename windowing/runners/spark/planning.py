@@ -86,6 +86,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                 f"key column {key!r} has Spark type {types[key].simpleString()}; a key groups elements by equal values of "
                 "one kind (string, number, timestamp, ...): take a field or an element of it as the key (withColumn), "
                 "or make it a string with to_json")
+    _check_collations(strategy, types)
     time_type = types[strategy.time]
     if strategy.time_unit is not None:
         if not (integral(time_type) or isinstance(time_type, (T.FloatType, T.DoubleType))):
@@ -186,6 +187,20 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                      NEVER_BEHIND_MS if late_data else horizon_ms(plan, per_ms(timestamp)),
                      how, T.StructType(lifted_fields) if lifted_fields else None,
                      tuple(acc.column for _, acc in aggregations))
+
+
+def _check_collations(strategy: Strategy, types: dict[str, Any]) -> None:
+    """Refuse a key, or a value of a built-in extreme or collection, in a string of a collation other than Spark's
+    default (pyspark 4's ``string collate UTF8_LCASE``): the workers compare strings byte by byte, so 'a' and 'A'
+    would be two keys where Spark's own ``groupBy`` makes one."""
+    compared = [acc.column for _, acc in strategy.aggregations if acc.output_kind in ("extreme", "collection")]
+    for name, role in [(k, "key") for k in strategy.keys or ()] + [(c, "value") for c in compared if c is not None]:
+        collation = getattr(types[name], "collation", "UTF8_BINARY")
+        if collation != "UTF8_BINARY":
+            raise WindowingConfigError(
+                f"{role} column {name!r} has Spark type {types[name].simpleString()}; the runner compares strings byte by "
+                f"byte, not by collation {collation}: cast it to plain strings first, e.g. lower({name!r}) for "
+                "UTF8_LCASE, or col(...).cast('string collate UTF8_BINARY')")
 
 
 def switched_layout(other: EngineSpec, spec: EngineSpec, window_state: Any, written_by: str) -> SwitchedLayout | None:
