@@ -657,3 +657,22 @@ def test_a_collated_string_key_or_compared_value_is_refused_naming_the_column(sp
     with pytest.raises(WindowingConfigError, match=rf"{role} column '{name}' has Spark type string collate UTF8_LCASE; .* byte by byte"):
         windowed(frame, time="ts", key="k" if role == "key" else None).fixed(10).aggregate(hi=Max("s"))
     assert windowed(frame, time="ts").fixed(10).aggregate(n=Count("s")).first()["n"] == 2  # counting compares nothing
+
+
+def test_an_extreme_of_an_underived_type_is_refused_with_a_hint_of_its_input_type_which_runs(spark):
+    # The hint said spark_typed(Min('v'), 'double'), which a wall time is not.
+    frame = spark.createDataFrame([(1, dt.datetime(2024, 1, 1, 5)), (2, dt.datetime(2023, 1, 1))], "ts bigint, v timestamp_ntz")
+    with pytest.raises(WindowingConfigError, match=re.escape("spark_typed(Min('v'), 'timestamp_ntz')")):
+        windowed(frame, time="ts").fixed(10).aggregate(lo=Min("v"))
+    from windowing.runners.spark import spark_typed
+
+    panes = windowed(frame, time="ts").fixed(10).aggregate(lo=spark_typed(Min("v"), "timestamp_ntz"))
+    assert panes.schema["lo"].dataType.simpleString() == "timestamp_ntz" and panes.first()["lo"] == dt.datetime(2023, 1, 1)
+
+
+@pytest.mark.parametrize("role", ["key", "value"])
+def test_a_year_month_interval_key_or_value_is_refused_naming_the_column(spark, role):
+    # It failed in the first task naming the wire column '_v0' (a value) or no column (a key).
+    frame = spark.createDataFrame([(1, 5)], "ts bigint, months int").select("ts", F.make_ym_interval(F.lit(0), "months").alias("y"))
+    with pytest.raises(WindowingConfigError, match=rf"{role} column 'y' has Spark type interval year to month, which pyspark"):
+        windowed(frame, time="ts", key="y" if role == "key" else None).fixed(10).aggregate(n=Count() if role == "key" else Count("y"))

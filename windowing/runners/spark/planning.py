@@ -87,6 +87,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                 "one kind (string, number, timestamp, ...): take a field or an element of it as the key (withColumn), "
                 "or make it a string with to_json")
     _check_collations(strategy, types)
+    _check_python_types(strategy, types)
     time_type = types[strategy.time]
     if strategy.time_unit is not None:
         if not (integral(time_type) or isinstance(time_type, (T.FloatType, T.DoubleType))):
@@ -187,6 +188,21 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                      NEVER_BEHIND_MS if late_data else horizon_ms(plan, per_ms(timestamp)),
                      how, T.StructType(lifted_fields) if lifted_fields else None,
                      tuple(acc.column for _, acc in aggregations))
+
+
+def _check_python_types(strategy: Strategy, types: dict[str, Any]) -> None:
+    """Refuse a key or value column of a type pyspark hands no pandas function (a year-month or calendar interval,
+    a variant), naming it: it failed in the first task, naming the wire column ``_v0`` or none."""
+    from pyspark.sql import types as T
+
+    unshipped = tuple(getattr(T, t) for t in ("YearMonthIntervalType", "CalendarIntervalType", "VariantType") if hasattr(T, t))
+    values = [acc.column for _, acc in strategy.aggregations if acc.column is not None]
+    for name, role in [(k, "key") for k in strategy.keys or ()] + [(c, "value") for c in values]:
+        if isinstance(types[name], unshipped):
+            raise WindowingConfigError(
+                f"{role} column {name!r} has Spark type {types[name].simpleString()}, which pyspark hands no pandas "
+                "function: cast it first (a year-month interval to its months, e.g. with months_between or as an int; "
+                "a variant with to_json)")
 
 
 def _check_collations(strategy: Strategy, types: dict[str, Any]) -> None:
