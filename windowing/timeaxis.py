@@ -252,7 +252,9 @@ class TimeAxis:
                         "to a 64-bit integer first")
                 info = np.iinfo(np.int64)
                 dtype = pd.api.types.pandas_dtype("Int64" if isinstance(dtype, pd.api.extensions.ExtensionDtype) else "int64")
-            out = np.clip(np.where(values == MIN_TIME, info.min, values), info.min, info.max).astype(info.dtype)
+            out = np.clip(np.where(values == MIN_TIME, info.min, values), info.min, min(info.max, MAX_TIME)).astype(info.dtype)
+            if info.max > MAX_TIME:  # uint64: the end of time is its maximum, beyond the axis's
+                out[values == MAX_TIME] = info.max
         return pd.Series(out).astype(dtype)
 
     def duration(self, param: str, value: Any, where: str = "") -> int:

@@ -412,3 +412,13 @@ def test_time_dot_time_seconds_window_like_the_timestamps_they_stand_for():
         assert result.late_data[["user", "ts", "amount", "reason"]].values.tolist() == [
             ["a", seconds[0], 100, "beyond allowed lateness"]]
     assert repr(windowed(frame, time="ts", time_unit="s")) == "windowed(<DataFrame>, time='ts', key=None, time_unit='s')"
+
+
+@pytest.mark.parametrize("dtype", ["uint64", "UInt64", "uint32", "int64"])
+def test_the_global_window_of_an_integer_column_spans_its_types_extremes(dtype):
+    # api.md: "global window: minimum and maximum of that type"; a uint64 column's ended at 2**63 - 1, the axis's end.
+    frame = pd.DataFrame({"ts": pd.array([1, 5], dtype=dtype), "x": [1, 2]})
+    whole = windowed(frame, time="ts").global_window().aggregate(ToList("x"))
+    info = np.iinfo(dtype.lower())
+    assert whole[["window_start", "window_end"]].values.tolist() == [[info.min, info.max]]
+    assert str(whole["window_end"].dtype) == dtype
