@@ -297,6 +297,8 @@ class _Extreme(_Numeric):
         and the column's dtype does not depend on what else the step holds."""
         if self._kind in ("int", "uint"):
             return pd.UInt64Dtype() if self._kind == "uint" else pd.Int64Dtype()
+        if self._kind == "float":  # float32, Float64, ...: the column's (the engine's sentinels are float64)
+            return self._dtype
         return super().output_dtype()
 
     def vector_output(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -337,3 +337,12 @@ def test_categories_of_integers_beside_a_missing_value_stay_exact_integers(with_
     assert (pane.l, pane.s, pane.lo, pane.hi) == (present, frozenset(present), min(present), max(present))
     keys = windowed(frame, time="ts", key="k").fixed(10).aggregate(n=Count())["k"].tolist()
     assert sorted(k for k in keys if not pd.isna(k)) == sorted(present) and all(type(k) is int or pd.isna(k) for k in keys)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "Float32", "Float64"])
+def test_min_and_max_of_floats_have_the_columns_type(dtype):
+    # engine.md says so; they were float64 for every float column.
+    frame = pd.DataFrame({"ts": [1, 2, 15], "v": pd.array([1.5, -2.25, None], dtype=dtype)})
+    panes = windowed(frame, time="ts").fixed(10).aggregate(lo=Min("v"), hi=Max("v"))
+    assert str(panes.lo.dtype) == str(panes.hi.dtype) == dtype
+    assert panes.lo.tolist()[0] == -2.25 and panes.hi.tolist()[0] == 1.5 and panes.lo.isna().tolist() == [False, True]
