@@ -707,6 +707,17 @@ def _bigints(stream):
     return stream.select(key.alias("k"), "ts", F.when(F.col("amount") >= 0, F.lit(BIG) + F.col("amount")).alias("v"))
 
 
+def _panes_of_a_stream(spark, paths, pipeline, aggs: dict, parts: list[pd.DataFrame], late_data: bool):
+    """The panes of ``pipeline(stream).aggregate(**aggs)`` (or ``.run``, its panes, with ``late_data``) over ``parts``."""
+    source, sink, checkpoint = paths
+    if late_data:
+        query = start_run(spark, source, sink, checkpoint, lambda s: pipeline(s).run(**aggs))
+    else:
+        query = start(spark, source, sink, checkpoint, lambda s: pipeline(s).aggregate(**aggs))
+    _feed(query, source, parts)
+    return spark.read.parquet(str(sink / "panes" if late_data else sink))
+
+
 @pytest.mark.parametrize("late_data, combine", [(False, "true"), (False, "false"), (True, "true")],
                          ids=["aggregate-lifted", "aggregate-rows", "run-packed"])
 def test_bigint_keys_and_values_beside_nulls_stream_exactly(spark, where, late_data, combine):
@@ -720,15 +731,10 @@ def test_bigint_keys_and_values_beside_nulls_stream_exactly(spark, where, late_d
     spark.conf.set("windowing.spark.combine", combine)
     spark.conf.set("windowing.spark.buckets", "1")  # every key in one bucket, beside the nulls
     try:
-        if late_data:
-            query = start_run(spark, source, sink, checkpoint, lambda s: pipeline(s).run(**aggs))
-        else:
-            query = start(spark, source, sink, checkpoint, lambda s: pipeline(s).aggregate(**aggs))
-        _feed(query, source, parts)
+        panes = _panes_of_a_stream(spark, (source, sink, checkpoint), pipeline, aggs, parts, late_data)
     finally:
         spark.conf.unset("windowing.spark.combine")
         spark.conf.unset("windowing.spark.buckets")
-    panes = spark.read.parquet(str(sink / "panes" if late_data else sink))
     assert sorted(tuple(r) for r in panes.select("k", *aggs).fillna(-1).collect()) == [
         (-1, BIG + 5, BIG + 5, BIG + 5, 1),  # the null key (nulls as -1)
         (BIG, 2 * BIG + 3, BIG + 1, BIG + 2, 2),
@@ -765,15 +771,10 @@ def _stream_instants(spark, where, late_data: bool, combine: str, zone: str, bey
     spark.conf.set("spark.sql.session.timeZone", zone)
     try:
         with parquet_takes_ancient_timestamps(spark):  # the year 100
-            if late_data:
-                query = start_run(spark, source, sink, checkpoint, lambda s: pipeline(s).run(**aggs))
-            else:
-                query = start(spark, source, sink, checkpoint, lambda s: pipeline(s).aggregate(**aggs))
-            _feed(query, source, parts)
+            panes = _panes_of_a_stream(spark, (source, sink, checkpoint), pipeline, aggs, parts, late_data)
     finally:
         spark.conf.unset("windowing.spark.combine")
         spark.conf.set("spark.sql.session.timeZone", "UTC")
-    panes = spark.read.parquet(str(sink / "panes" if late_data else sink))
     columns = ["k", "window_start", *aggs]
     return sorted(tuple(r) for r in panes.select(*columns).collect()), sorted(tuple(r) for r in expected.select(*columns).collect())
 
