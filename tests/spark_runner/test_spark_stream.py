@@ -779,27 +779,40 @@ def _stream_instants(spark, where, late_data: bool, combine: str, zone: str, bey
     return sorted(tuple(r) for r in panes.select(*columns).collect()), sorted(tuple(r) for r in expected.select(*columns).collect())
 
 
+LOCAL_MEAN_TIME_ON_PYSPARK_3 = pytest.mark.xfail(
+    strict=True, reason="pyspark 3.5 hands a packed timestamp of the year 100 over in Los Angeles' standard time, not "
+                        "its local mean time, which the workers give back: 7 minutes 2 seconds off (docs/spark.md, 'Output types')")
 STREAM_SHAPES = pytest.mark.parametrize("late_data, combine", [(False, "true"), (False, "false"), (True, "true")],
                                         ids=["aggregate-packed", "aggregate-rows", "run-packed"])
 
 
+@pytest.mark.parametrize("zone", ["UTC", "America/Los_Angeles"])
 @STREAM_SHAPES
-def test_timestamp_keys_and_values_of_any_year_stream_exactly(spark, where, late_data, combine):
-    got, wanted = _stream_instants(spark, where, late_data, combine, "UTC", beyond_nanoseconds=True)
+def test_timestamp_keys_and_values_of_any_year_stream_exactly_in_any_session_zone(spark, where, late_data, combine, zone,
+                                                                                   request):
+    """Off UTC they came back shifted by the zone's offset on pyspark 4 (7 hours in a Los Angeles summer): pyspark's
+    stateful step wrote the workers' wall times back as UTC, where the same batch query is right; on pyspark 3.5 so
+    beyond 1677 to 2262. They now leave the workers as microseconds (docs/spark.md, "Output types")."""
+    if zone != "UTC" and combine == "true" and int(pyspark.__version__.split(".")[0]) < 4:
+        request.applymarker(LOCAL_MEAN_TIME_ON_PYSPARK_3)
+    got, wanted = _stream_instants(spark, where, late_data, combine, zone, beyond_nanoseconds=True)
     assert got == wanted
     assert {k.year for k, *_ in wanted} == {100, 2020, 2040, 3000} and max(hi.year for *_, hi, n in wanted if n) > 2262
 
 
-@STREAM_SHAPES
-def test_a_stream_with_timestamp_keys_in_a_zone_off_utc_is_refused_on_pyspark_4_and_exact_on_pyspark_3(
-        spark, where, late_data, combine):
-    """On pyspark 4 a stream's timestamp keys and values came back shifted by the session zone's offset (7 hours in
-    Los Angeles' summer): pyspark wrote the workers' wall times back as UTC from the stateful step, where the same
-    batch query is right. pyspark 3.5 gets them right in pandas' years (docs/spark.md, "Output types")."""
-    if int(pyspark.__version__.split(".")[0]) >= 4:
-        with pytest.raises(WindowingConfigError, match=r"output column 'k' holds timestamps, .* shifted by the offset of "
+def test_a_stream_of_timestamp_lists_in_a_zone_off_utc_is_refused_on_pyspark_4(spark, where):
+    """pyspark 4's stateful step writes wall times back as UTC inside arrays too, which the workers do not make
+    microseconds: refused, naming the column and the zone."""
+    source, sink, checkpoint = where()
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    try:
+        build = lambda s: windowed(_instants(s), time="ts", key="k").fixed("10 seconds").watermark("5 seconds").aggregate(  # noqa: E731
+            all=ToList("v"))
+        if int(pyspark.__version__.split(".")[0]) < 4:
+            start(spark, source, sink, checkpoint, build).stop()
+            return
+        with pytest.raises(WindowingConfigError, match=r"output column 'all' holds timestamps, .* shifted by the offset of "
                                                        r"spark.sql.session.timeZone='America/Los_Angeles': set .* to 'UTC'"):
-            _stream_instants(spark, where, late_data, combine, "America/Los_Angeles", beyond_nanoseconds=False)
-        return
-    got, wanted = _stream_instants(spark, where, late_data, combine, "America/Los_Angeles", beyond_nanoseconds=False)
-    assert got == wanted and {k.year for k, *_ in wanted} == {1700, 2020, 2040, 2200}
+            start(spark, source, sink, checkpoint, build)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")

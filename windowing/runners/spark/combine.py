@@ -110,19 +110,6 @@ def nulls_restored(columns: dict[str, Any], names: Iterable[str]) -> dict[str, A
     return out
 
 
-def instants_restored(columns: dict[str, Any], names: Iterable[str], zone: str) -> dict[str, Any]:
-    """``columns`` with each of ``names``, epoch microseconds (and its null flag, if shipped), as the naive wall times
-    in ``zone`` that pyspark would have handed over, in microseconds: they reach the years 1 to 9999 as Spark's do."""
-    out = dict(columns)
-    for name in names:
-        instants = np.asarray(out[name], dtype=np.int64).astype("datetime64[us]")
-        flag = WIRE.null_flag(name)
-        if flag in out:
-            instants[np.asarray(out.pop(flag), dtype=bool)] = np.datetime64("NaT")
-        out[name] = pd.Series(instants).dt.tz_localize("UTC").dt.tz_convert(zone).dt.tz_localize(None)
-    return out
-
-
 def split_nulls(frame: pd.DataFrame, names: Iterable[str]) -> None:
     """The inverse of `with_nulls`, in place: each of ``names`` as int64 (0 where null) and its null flag."""
     for name in names:

@@ -141,18 +141,21 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
         lifted_fields.append(T.StructField(WIRE.latest, T.LongType()))
         lifted_fields += [T.StructField(WIRE.null_flag(name), T.BooleanType()) for name in nullable]
 
+    # Timestamps leave the workers as epoch microseconds (`instants`), made timestamps on the JVM (`query._finish`).
     out_fields, columns = [], []
     for i, name in enumerate(keys):
-        out_fields.append(T.StructField(name, types[name]))
-        columns.append(OutputColumn(name, "key", WIRE.key(i), integral=integral(types[name])))
+        instant = isinstance(types[name], T.TimestampType)
+        out_fields.append(T.StructField(name, T.LongType() if instant else types[name]))
+        columns.append(OutputColumn(name, "key", WIRE.key(i), integral=integral(types[name]), instant=instant))
     window_type = T.LongType() if timestamp else time_type
     for name, src in (("window_start", "start"), ("window_end", "end")):
         out_fields.append(T.StructField(name, window_type))
         columns.append(OutputColumn(name, "time", src))
     for i, ((name, acc), vtype) in enumerate(zip(aggregations, value_types)):
-        out_fields.append(T.StructField(name, vtype))
         array, checked = isinstance(vtype, T.ArrayType), acc.output_kind is None  # a Fold, Reduce or own: its code's types
-        columns.append(OutputColumn(name, "value", engine_columns.output(i), integral=integral(vtype), array=array,
+        instant = isinstance(vtype, T.TimestampType) and not checked
+        out_fields.append(T.StructField(name, T.LongType() if instant else vtype))
+        columns.append(OutputColumn(name, "value", engine_columns.output(i), integral=integral(vtype), array=array, instant=instant,
                                     interval=isinstance(vtype, T.DayTimeIntervalType),
                                     whole_elements=array and checked and integral(vtype.elementType),
                                     sampled=vtype.simpleString() if checked and vtype.simpleString() in SAMPLED_CHECKED else None,
@@ -182,7 +185,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
         nullable += tuple(alias for alias, name in shipped if alias in instants and schema[name].nullable)
     adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, bucketing, pt_mode, late_data, packed=combine,
                          nullable=nullable, window_state=strategy.window_state, state_compression=state_compression,
-                         switched=switched, instants=instants, session_zone=session_zone)
+                         switched=switched, instants=instants, wall_zone=session_zone)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
                      "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
                      NEVER_BEHIND_MS if late_data else horizon_ms(plan, per_ms(timestamp)),

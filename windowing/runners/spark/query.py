@@ -118,7 +118,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
             return adapter.run_batch(frame)
 
         out = frame.groupBy(WIRE.bucket).applyInPandas(on_workers(run_batch, quick), sp.out_schema)
-        return spark_run(_finish(out, adapter.timestamp), late_data, source.schema)
+        return spark_run(_finish(out, adapter.timestamp, [c.name for c in adapter.columns if c.instant]), late_data, source.schema)
 
     # The stateful operator drops rows whose watermarked column is at or behind the watermark.
     # Beam semantics accept them until their window's end plus lateness passes, so the watermark
@@ -154,7 +154,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         packed = frame.groupBy(WIRE.bucket).applyInPandasWithState(on_workers(run_stream_packed, quick), packed_schema,
                                                                      sp.state_schema, "append", sp.timeout)
         out = packed.select(F.inline(F.arrays_zip(*[_col(name) for name in sp.out_schema.names]))).toDF(*sp.out_schema.names)
-    return spark_run(_finish(out, adapter.timestamp), late_data, source.schema)
+    return spark_run(_finish(out, adapter.timestamp, [c.name for c in adapter.columns if c.instant]), late_data, source.schema)
 
 
 def _switch(spark: Any, name: str, what: str) -> bool:
@@ -433,10 +433,11 @@ def _packed_output_schema(schema: Any) -> Any:
     return T.StructType([T.StructField(f.name, T.ArrayType(f.dataType)) for f in schema.fields])
 
 
-def _finish(panes: Any, timestamp: bool) -> Any:
+def _finish(panes: Any, timestamp: bool, instants: list[str]) -> Any:
+    """The workers' epoch microseconds as timestamps: the window bounds of a timestamp axis and ``instants``."""
     from pyspark.sql import functions as F
 
-    if not timestamp:
+    micros = instants + (["window_start", "window_end"] if timestamp else [])
+    if not micros:
         return panes
-    return panes.select(*[F.expr(f"timestamp_micros(`{c}`)").alias(c) if c in ("window_start", "window_end") else _col(c)
-                          for c in panes.columns])
+    return panes.select(*[F.expr(f"timestamp_micros(`{c}`)").alias(c) if c in micros else _col(c) for c in panes.columns])

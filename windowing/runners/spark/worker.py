@@ -27,7 +27,8 @@ from ...timeaxis import MAX_TIME, MIN_TIME, NS_PER_MS
 from ...window_state import KeyedStepResult, keyed_step
 from ...window_table import empty_state
 from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
-from .combine import CHECKED_BUCKET, instants_restored, nulls_restored
+from .combine import CHECKED_BUCKET, nulls_restored
+from .instants import instants_as_micros, instants_restored
 from .old_checkpoints import without_float_integers
 from .wire import WIRE
 
@@ -67,6 +68,7 @@ class OutputColumn:
     sampled: str | None = None  # one of SAMPLED_CHECKED, sampled from the user's code: checked
     decimal: tuple[int, int] | None = None  # a Spark decimal's precision and scale: its whole digits checked
     floating: bool = False  # a built-in's double (a Mean of decimals, as Decimals): made floats, which pyarrow 14 needs
+    instant: bool = False  # a Spark timestamp, key or built-in's value: leaves as epoch microseconds (`instants`)
 
 
 @dataclass(frozen=True)
@@ -101,10 +103,10 @@ class BucketStep:
     """The table as this pipeline writes it lifted where this query does not, or the other way round
     (`SwitchedLayout`); None where both write the same."""
     instants: tuple[str, ...] = ()
-    """Timestamp key and value columns of unpacked rows, shipped as epoch microseconds (`combine.instants_restored`):
-    pyspark's own conversion fails beyond 2262 and, on pandas 3, puts summer times after 2037 an hour off."""
-    session_zone: str = "UTC"
-    """``spark.sql.session.timeZone``: pyspark hands timestamps to pandas as wall times there, and reads them back so."""
+    """Timestamp key and value columns of unpacked rows, shipped as epoch microseconds (`instants.instants_restored`):
+    pyspark's own conversion fails beyond 2262 and, on pyspark 4, reads summer times after 2037 an hour early."""
+    wall_zone: str = "UTC"
+    """``spark.sql.session.timeZone``: pyspark hands timestamps to pandas as wall times there."""
 
     @property
     def buckets(self) -> int:
@@ -123,7 +125,7 @@ class BucketStep:
         else:
             data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True) if frames else None
             columns = {} if data is None else instants_restored({name: data[name] for name in names + flags}, self.instants,
-                                                                self.session_zone)
+                                                                self.wall_zone)
         if not columns or not len(columns[WIRE.time]):  # no rows, or the packed row of empty lists of combine.CHECKED_BUCKET
             empty = {k: pd.Series([], dtype=self.key_dtypes[i]) for i, k in enumerate(spec.key_columns)}
             empty[WIRE.time] = np.array([], np.int64)
@@ -142,7 +144,9 @@ class BucketStep:
         sources = dict(panes.items())  # not panes[...]: a lookup on a new frame builds its column index's hash table
         for col in self.columns:
             values = sources[col.source]
-            if col.kind == "time":
+            if col.instant:
+                out[col.name] = instants_as_micros(values, self.wall_zone)
+            elif col.kind == "time":
                 raw = values.to_numpy(dtype=np.int64)
                 out[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw, widen=False).to_numpy()
             elif col.kind == "value" or col.integral:
@@ -173,7 +177,8 @@ class BucketStep:
         late: dict[str, Any] = {}
         for col in self.columns:
             if col.kind == "key":
-                late[col.name] = elements.loc[labels, col.source].to_numpy()
+                keys = elements.loc[labels, col.source]
+                late[col.name] = instants_as_micros(keys, self.wall_zone) if col.instant else keys.to_numpy()
             elif col.kind == "time":
                 raw = dropped[col.source].to_numpy(dtype=np.int64)
                 late[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw, widen=False).to_numpy()
