@@ -12,6 +12,7 @@ import pendulum
 import pyspark
 import pytest
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from accumulations import Accumulation, BottomN, Count, Distinct, Fold, InnerJoin, Max, Mean, Min, Reduce, Sum, ToList, TopN, ToSet
 from triggers import AfterCount, AfterWatermark
@@ -676,3 +677,13 @@ def test_a_year_month_interval_key_or_value_is_refused_naming_the_column(spark, 
     frame = spark.createDataFrame([(1, 5)], "ts bigint, months int").select("ts", F.make_ym_interval(F.lit(0), "months").alias("y"))
     with pytest.raises(WindowingConfigError, match=rf"{role} column 'y' has Spark type interval year to month, which pyspark"):
         windowed(frame, time="ts", key="y" if role == "key" else None).fixed(10).aggregate(n=Count() if role == "key" else Count("y"))
+
+
+def test_a_timestamp_key_and_value_named_with_a_backtick_and_a_dot_come_back_as_timestamps(spark):
+    # Timestamp keys and Min/Max leave the workers as microseconds; their names went into SQL unquoted.
+    schema = T.StructType([T.StructField("k`.1", T.TimestampType()), T.StructField("ts", T.LongType()),
+                           T.StructField("v.x", T.TimestampType())])
+    frame = spark.createDataFrame([(dt.datetime(2024, 1, 1, 5), 1, dt.datetime(2023, 1, 1))], schema)
+    panes = windowed(frame, time="ts", key="k`.1").fixed(10).aggregate(**{"lo`.w": Min("v.x")})
+    assert [tuple(r) for r in panes.select(*[F.col(f"`{c.replace('`', '``')}`") for c in ("k`.1", "lo`.w")]).collect()] == [
+        (dt.datetime(2024, 1, 1, 5), dt.datetime(2023, 1, 1))]

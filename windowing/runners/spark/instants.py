@@ -2,8 +2,8 @@
 
 pyspark hands a `timestamp` column to pandas as wall times and reads the function's output back so,
 but not alike in every path: ``applyInPandasWithState`` on pyspark 4 wrote wall times back as UTC,
-pyspark 3.5 hands timestamps inside arrays over in UTC, and a column outside pandas' nanoseconds
-(1677 to 2262) failed or was shifted (docs/spark.md, "Output types"). The workers give timestamp keys
+and a column outside pandas' nanoseconds (1677 to 2262) failed or was shifted (docs/spark.md,
+"Output types"). The workers give timestamp keys
 and built-ins' timestamp values back as microseconds, which the JVM makes timestamps (`query._finish`),
 and with ``windowing.spark.combine=false`` receive them so too. ``zone`` is the zone of the wall times
 the workers hold (the session's), read with `zoneinfo`'s rules both ways (pandas 2's own, pytz's,

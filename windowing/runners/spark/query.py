@@ -174,9 +174,10 @@ def _input_watermark(source: Any) -> str | None:
 
 
 def _check_stream_timestamps(out_schema: Any, zone: str) -> None:
-    """Refuse what pyspark 4 would shift without a word: a stream's timestamp keys and values in a session time zone
-    with an offset from UTC come back shifted by it from ``applyInPandasWithState`` (the same batch query is right;
-    pyspark 3.5 is right in the years 1677 to 2262): docs/spark.md, "Output types"."""
+    """Refuse what pyspark 4 would shift without a word: in a session time zone with an offset from UTC, its
+    ``applyInPandasWithState`` writes the workers' wall times back as UTC. Timestamp keys and built-ins' values leave
+    as microseconds (`instants`), so only the timestamps pyspark still converts are refused: lists of them, a
+    timestamp-typed Fold (docs/spark.md, "Output types")."""
     import pyspark
 
     timestamps = [f.name for f in out_schema.fields if re.search(r"timestamp(?!_ntz)", f.dataType.simpleString())]
@@ -440,4 +441,4 @@ def _finish(panes: Any, timestamp: bool, instants: list[str]) -> Any:
     micros = instants + (["window_start", "window_end"] if timestamp else [])
     if not micros:
         return panes
-    return panes.select(*[F.expr(f"timestamp_micros(`{c}`)").alias(c) if c in micros else _col(c) for c in panes.columns])
+    return panes.select(*[F.timestamp_micros(_col(c)).alias(c) if c in micros else _col(c) for c in panes.columns])
