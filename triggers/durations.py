@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import numbers
+import re
 from typing import Callable, Union
 
 import numpy as np
@@ -13,6 +14,9 @@ import pandas as pd
 from .errors import WindowingConfigError
 
 Duration = Union[str, dt.timedelta, np.timedelta64, int, float]
+
+# A unit Spark's intervals take ("1 week", as in ``window(ts, "1 week")``) that pandas does not: it reads "W".
+_WEEKS = re.compile(r"(?<=[\d.\s])weeks?\b", re.IGNORECASE)
 
 
 def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> pd.Timedelta | int | float:
@@ -30,7 +34,8 @@ def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> 
         if _numeric_text(value):  # pandas reads "10" as 10 nanoseconds
             raise WindowingConfigError(
                 f"{param}={value!r} has no unit; give e.g. '10 seconds', or a plain number for a numeric time column")
-        parsed: pd.Timedelta | int | float = _nanoseconds(param, value, lambda: pd.Timedelta(value))
+        text = _WEEKS.sub("W", value)
+        parsed: pd.Timedelta | int | float = _nanoseconds(param, value, lambda: pd.Timedelta(text))
     elif isinstance(value, (dt.timedelta, np.timedelta64)):  # before numbers: a timedelta64 is a NumPy integer
         if (getattr(value, "years", 0) or getattr(value, "months", 0)) and not hasattr(value, "start"):
             raise WindowingConfigError(  # a pendulum Duration of calendar parts; an Interval (with a start) is exact

@@ -120,6 +120,19 @@ def test_a_pendulum_duration_of_months_or_years_is_refused_and_an_interval_of_th
     assert (panes["window_end"] - panes["window_start"]).tolist() == [pd.Timedelta(days=29)]
 
 
+@pytest.mark.parametrize("text, days", [("1 week", 7), ("2 weeks", 14), ("1 Week 2 days", 9), ("1.5 weeks", 10.5)])
+def test_weeks_are_taken_in_words_as_spark_takes_them(text, days):
+    # window(ts, "1 week") runs on Spark; pandas reads only "1 W", so "1 week" was refused as no duration.
+    frame = pd.DataFrame({"ts": [START], "x": [1]})
+    panes = windowed(frame, time="ts").fixed(text).aggregate(Sum("x"))
+    assert (panes["window_end"] - panes["window_start"]).tolist() == [pd.Timedelta(days=days)]
+
+
+def test_a_word_that_only_begins_with_week_is_no_duration():
+    with pytest.raises(WindowingConfigError, match=r"fixed\(size\)='1 weekly' is not a duration"):
+        windowed(pd.DataFrame({"ts": [START], "x": [1]}), time="ts").fixed("1 weekly")
+
+
 NANOSECONDS = pd.DataFrame({"ts": pd.to_datetime([0, 1400, 1600, 2900], unit="ns"), "x": [1, 2, 3, 4]})
 
 
