@@ -6,7 +6,7 @@ import datetime as dt
 import math
 import numbers
 import re
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 import numpy as np
 import pandas as pd
@@ -59,6 +59,14 @@ def parse_duration(param: str, value: Duration, *, allow_zero: bool = False) -> 
         bound = "must not be negative" if allow_zero else "must be positive"
         raise WindowingConfigError(f"{param}={value!r} {bound}")
     return parsed
+
+
+def duration_text(value: Any) -> str:
+    """A parsed duration as a user writes one (``'10 seconds'``), for reprs and errors: triggers keep
+    their durations parsed, so a pandas Timedelta's repr would show what the user never wrote."""
+    if isinstance(value, dt.timedelta):
+        return repr(f"{value.total_seconds():g} seconds")
+    return repr(value)
 
 
 def _nanoseconds(param: str, value: Duration, convert: Callable[[], pd.Timedelta]) -> pd.Timedelta:

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from .base import NO_TIME, Column, Fired, ToInternal, Trigger, TriggerContext, set_field
-from .durations import Duration, parse_duration
+from .durations import Duration, duration_text, parse_duration
 from .errors import WindowingConfigError
 
 
@@ -31,12 +31,6 @@ def _count(name: str, value: Any) -> int:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
         raise WindowingConfigError(f"{name}={value!r} must be a positive integer count of elements")
     return int(value)
-
-
-def _fmt_duration(value: Any) -> str:
-    if isinstance(value, dt.timedelta):
-        return repr(f"{value.total_seconds():g} seconds")
-    return repr(value)
 
 
 def _plus(time: int, delay: int) -> int:
@@ -210,7 +204,7 @@ class AfterProcessingTime(Trigger):
         return False  # starts its delay at the pane's first element, however many arrive
 
     def __repr__(self) -> str:
-        return f"AfterProcessingTime({_fmt_duration(self.delay)})"
+        return f"AfterProcessingTime({duration_text(self.delay)})"
 
 
 Option = int | Duration | None
@@ -337,7 +331,7 @@ class AtWatermark(Trigger):
     def __repr__(self) -> str:
         out = "AtWatermark()"
         if self.early is not None:
-            out += f".with_early_firings_every({_fmt_duration(self.early)})"
+            out += f".with_early_firings_every({duration_text(self.early)})"
         if self.late is not None:
-            out += f".with_late_firings_every({_fmt_duration(self.late)})"
+            out += f".with_late_firings_every({duration_text(self.late)})"
         return out

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from triggers import NO_TIME, parse_duration
+from triggers import NO_TIME, duration_text, parse_duration
 
 from .errors import WindowingConfigError
 
@@ -271,7 +271,7 @@ class TimeAxis:
         if isinstance(parsed, dt.timedelta):
             if self.kind == "numeric":
                 raise WindowingConfigError(
-                    f"{param}={value!r}{where} is a duration, but time column {self.column!r} is numeric; "
+                    f"{param}={duration_text(value)}{where} is a duration, but time column {self.column!r} is numeric; "
                     "give a plain number in the column's unit")
             if not self.microseconds:
                 return int(pd.Timedelta(parsed).value)
@@ -287,8 +287,10 @@ class TimeAxis:
                 raise WindowingConfigError(
                     f"{param}={value!r}{where} is a plain number, but time column {self.column!r} {holds}; "
                     "give a duration such as '10 seconds'")
-            if parsed < 0 or parsed != int(parsed):
-                raise WindowingConfigError(f"{param}={value!r}{where} must be a non-negative whole number in the column's unit")
+            if parsed < 0:
+                raise WindowingConfigError(f"{param}={value!r}{where} must not be negative")
+            if parsed != int(parsed):
+                raise WindowingConfigError(f"{param}={value!r}{where} must be a whole number in the column's unit")
             return int(parsed)
         raise WindowingConfigError(f"{param}={value!r}{where} is not a duration")
 

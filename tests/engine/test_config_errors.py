@@ -165,6 +165,29 @@ def test_running_refuses_inconsistent_configuration(run, message):
         run()
 
 
+@pytest.mark.parametrize("trigger, message", [
+    (AtWatermark().with_early_firings_every("10 seconds"), r"with_early_firings_every\(duration\)='10 seconds' is a duration"),
+    (AtWatermark().with_late_firings_every("1 minute"), r"with_late_firings_every\(duration\)='60 seconds' is a duration"),
+    (AfterProcessingTime("10 seconds"), r"AfterProcessingTime\(delay\)='10 seconds' is a duration"),
+])
+def test_a_trigger_duration_on_a_numeric_column_is_named_as_a_duration_not_a_timedelta_repr(trigger, message):
+    # The message showed the parsed value: with_early_firings_every(duration)=Timedelta('0 days 00:00:10').
+    with pytest.raises(WindowingConfigError, match=message + r", but time column 'ts' is numeric"):
+        windowed(DF, time="ts").fixed(5).trigger(trigger).aggregate(Sum("x"))
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda w: w.fixed(2.5), r"fixed\(size\)=2.5 must be a whole number in the column's unit"),
+    (lambda w: w.sessions(0.5), r"sessions\(gap\)=0.5 must be a whole number in the column's unit"),
+    (lambda w: w.fixed(0), r"fixed\(size\)=0 must be positive"),
+    (lambda w: w.allowed_lateness(-1), r"allowed_lateness\(lateness\)=-1 must not be negative"),
+])
+def test_a_fractional_or_negative_number_on_an_integer_column_says_which(build, message):
+    # A fraction was told "must be a non-negative whole number" where 0 was told "must be positive".
+    with pytest.raises(WindowingConfigError, match=message):
+        build(windowed(DF, time="ts")).aggregate(Sum("x"))
+
+
 @pytest.mark.parametrize("frame, duration, message", [
     (DF, "10 seconds", r"advance_processing_time\(duration\)='10 seconds' at action 1 is a duration, but time column 'ts' "
                        r"is numeric; give a plain number"),
