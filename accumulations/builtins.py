@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import copy
 import decimal
+import functools
 import heapq
 from decimal import Decimal
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, cast
 
 import numpy as np
 import pandas as pd
@@ -59,6 +60,17 @@ def _kind(dtype: Any) -> str:
 _TIMES = ("datetime", "timedelta")
 _PYTHON_KINDS = ("bool", "str", "object", "other")
 """Kinds of column whose values Min and Max compare as Python values, on the per-window path."""
+
+
+def _declared_order(dtype: Any) -> pd.Index | None:
+    """An ordered categorical's categories, whose order Min, Max, TopN and BottomN follow, as pandas' ``min`` and
+    ``max`` do: as Python values "medium" > "high" where the declared order says "low" < "medium" < "high"."""
+    return dtype.categories if isinstance(dtype, pd.CategoricalDtype) and dtype.ordered else None
+
+
+def _rank(order: pd.Index | None, value: Any) -> Any:
+    """``value``'s position in ``order`` (categories are unique: an int), or ``value`` itself where there is none."""
+    return value if order is None else cast(int, order.get_loc(value))
 
 
 def _unit(dtype: Any) -> str:
@@ -253,6 +265,13 @@ class _Extreme(_Numeric):
     reduction: Reduction
     accepts = ("bool", "int", "uint", "float", "datetime", "timedelta", "str", "object", "other")
     needs = ""
+    _order: pd.Index | None = None
+    """An ordered categorical column's categories (`_declared_order`), else None."""
+
+    def for_input(self, dtype: Any) -> 'Accumulation[Any, Any, Any]':
+        out = super().for_input(dtype)
+        out._order = _declared_order(dtype)  # type: ignore[attr-defined]
+        return out
 
     def _better(self, a: Any, b: Any) -> bool:
         raise NotImplementedError
@@ -297,8 +316,8 @@ class _Extreme(_Numeric):
         and the column's dtype does not depend on what else the step holds."""
         if self._kind in ("int", "uint"):
             return pd.UInt64Dtype() if self._kind == "uint" else pd.Int64Dtype()
-        if self._kind == "float":  # float32, Float64, ...: the column's (the engine's sentinels are float64)
-            return self._dtype
+        if self._kind == "float" or self._order is not None:  # float32, Float64, ...: the column's (the engine's
+            return self._dtype  # sentinels are float64); an ordered categorical's, in which its order holds
         return super().output_dtype()
 
     def vector_output(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -321,7 +340,7 @@ class Min(_Extreme):
     reduction = "min"
 
     def _better(self, a: Any, b: Any) -> bool:
-        return a < b
+        return _rank(self._order, a) < _rank(self._order, b)
 
 
 class Max(_Extreme):
@@ -331,7 +350,7 @@ class Max(_Extreme):
     reduction = "max"
 
     def _better(self, a: Any, b: Any) -> bool:
-        return a > b
+        return _rank(self._order, a) > _rank(self._order, b)
 
 
 class Mean(_Numeric):
@@ -475,9 +494,17 @@ class TopN(Accumulation[Any, tuple[Any, ...], list[Any]]):
             raise WindowingConfigError(f"{type(self).__name__}(n={n!r}): n must be a positive integer")
         self.n = n
 
+    _order: pd.Index | None = None
+    """An ordered categorical column's categories (`_declared_order`), else None."""
+
+    def for_input(self, dtype: Any) -> 'Accumulation[Any, Any, Any]':
+        out = copy.copy(self)
+        out._order = _declared_order(dtype)
+        return out
+
     def _keep(self, values: Iterable[Any]) -> tuple[Any, ...]:
         pick = heapq.nlargest if self._largest else heapq.nsmallest
-        return tuple(pick(self.n, values))
+        return tuple(pick(self.n, values, key=None if self._order is None else functools.partial(_rank, self._order)))
 
     def default_accumulated_value(self) -> Any:
         return ()

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from accumulations import Accumulation, Count, Fold, Max, Mean, Min, Reduce, Sum, ToList, ToSet
+from accumulations import Accumulation, BottomN, Count, Fold, Max, Mean, Min, Reduce, Sum, ToList, TopN, ToSet
 from storage import KVStore
 from triggers import AfterCount, AtWatermark, Repeatedly
 from windowing import TestStream, WindowingConfigError, windowed
@@ -337,6 +337,20 @@ def test_categories_of_integers_beside_a_missing_value_stay_exact_integers(with_
     assert (pane.l, pane.s, pane.lo, pane.hi) == (present, frozenset(present), min(present), max(present))
     keys = windowed(frame, time="ts", key="k").fixed(10).aggregate(n=Count())["k"].tolist()
     assert sorted(k for k in keys if not pd.isna(k)) == sorted(present) and all(type(k) is int or pd.isna(k) for k in keys)
+
+
+@pytest.mark.parametrize("categories, values", [
+    (["low", "medium", "high"], ["low", "high", None, "medium"]),
+    ([3, 2, 1], [3, 1, None, 2]),
+])
+def test_an_ordered_categorical_is_compared_in_its_declared_order(categories, values):
+    # As Python values: Max of "low" < "medium" < "high" was "medium", and TopN followed the strings' order.
+    column = pd.Categorical(values, categories=categories, ordered=True)
+    frame = pd.DataFrame({"ts": range(len(values)), "v": column})
+    pane = windowed(frame, time="ts").fixed(10).aggregate(lo=Min("v"), hi=Max("v"), top=TopN("v", 2), bottom=BottomN("v", 2))
+    assert (pane.loc[0, "lo"], pane.loc[0, "hi"]) == (frame["v"].min(), frame["v"].max()) == (categories[0], categories[-1])
+    assert (pane.loc[0, "top"], pane.loc[0, "bottom"]) == (categories[:0:-1], categories[:2])
+    assert pane["hi"].dtype == pane["lo"].dtype == column.dtype
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "Float32", "Float64"])
