@@ -59,6 +59,7 @@ from .timeaxis import MAX_TIME, add_saturating
 from .window_table import current_layout, table_columns
 
 RECORD, DUE, PROCESSING, PENDING, UNDO = b"K", b"E", b"P", b"D", b"U"
+_PREFIXES = (RECORD, DUE, PROCESSING, PENDING, UNDO)
 LAYOUT = 2
 """The layout of the rows of the records this release writes (`_Record.layout`): 1 added the processing-time
 trigger's ``timer``, 2 its ``later`` timers (`triggers.Column.since`)."""
@@ -465,11 +466,17 @@ def forget_undo(store: StoreBucket, batch_id: int) -> None:
 
 
 def clear(store: StoreBucket, batch_id: int) -> None:
-    """Delete everything in the bucket in batch ``batch_id``: a run that starts from no state (pandas) owns nothing
-    an earlier run left behind (a run that crashed before its end)."""
+    """Delete the window state in the bucket in batch ``batch_id``: a run that starts from no state (pandas) owns
+    nothing an earlier run left behind (a run that crashed before its end). A bucket holding keys window state never
+    writes is someone else's data: refused, nothing deleted."""
     leftovers = store.scan_table().column("key")
     if len(leftovers) == 0:
         return
+    foreign = next((key for key in leftovers.to_pylist() if key[:1] not in _PREFIXES), None)
+    if foreign is not None:
+        raise WindowingConfigError(
+            f"window_state(store): {store!r} holds {foreign[:40]!r}, a key window state never writes; a run starts by "
+            "clearing its bucket, so it refuses a store that holds other data: give window state a store of its own")
     store.begin(batch_id)
     store.delete_many(leftovers.combine_chunks())
     store.commit()

@@ -469,6 +469,20 @@ def test_a_pandas_run_leaves_nothing_in_the_store_and_ignores_an_earlier_crashed
     assert stored(store) == 0
 
 
+def test_a_pandas_run_refuses_a_store_holding_other_data_and_deletes_none_of_it(tmp_path):
+    # A run starts by clearing its bucket: it deleted every key in bucket 0, the user's own too.
+    store = KVStore(str(tmp_path))
+    with store.open(0) as bucket:
+        bucket.begin(0)
+        bucket.put(b"important", b"data")
+        bucket.commit()
+    with pytest.raises(WindowingConfigError, match=r"holds b'important', a key window state never writes; .* give "
+                                                   r"window state a store of its own"):
+        windowed(pd.DataFrame({"t": [1], "x": [1]}), time="t").fixed(10).window_state(store).aggregate(Sum("x"))
+    with store.open(0) as bucket:
+        assert bucket.get(b"important") == b"data"
+
+
 def test_window_state_refuses_what_is_not_a_store():
     with pytest.raises(WindowingConfigError, match=r"window_state\(store='/tmp/x'\) is not a key-value store"):
         windowed(pd.DataFrame({"t": [1]}), time="t").window_state("/tmp/x")
