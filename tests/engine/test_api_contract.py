@@ -297,6 +297,15 @@ def test_a_time_function_returning_a_series_is_matched_to_the_rows_by_its_index(
         windowed(doubled, time=lambda d: d.ms.reset_index(drop=True) // 1000).fixed(10).aggregate(ToList("x"))
 
 
+@pytest.mark.parametrize("time, shape", [(lambda d: 5, r"int of shape \(\)"), (lambda d: [1, 2], r"list of shape \(2,\)"),
+                                         (lambda d: np.ones((3, 2)), r"ndarray of shape \(3, 2\)")])
+def test_a_time_function_must_return_one_time_per_row(time, shape):
+    # A scalar was repeated over every row (every element at t=5, silently); a wrong length failed in pandas.
+    frame = pd.DataFrame({"x": [1, 2, 3]})
+    with pytest.raises(WindowingConfigError, match=rf"windowed\(time=.*\) returned {shape} for 3 rows; return one time per row"):
+        windowed(frame, time=time).fixed(10).aggregate(Sum("x"))
+
+
 @pytest.mark.parametrize("name", ["start", "end", "_k0", "_first", "_out1"])
 def test_an_aggregation_named_like_a_column_of_the_engine_s_own_is_an_ordinary_name(name):
     # Before: the engine's pane frame held outputs under the users' names beside its own columns, so

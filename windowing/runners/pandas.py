@@ -43,7 +43,12 @@ def _event_times(strategy: Strategy, frame: pd.DataFrame) -> pd.Series:
         return frame[strategy.time]
     times = strategy.time(frame)
     if not isinstance(times, pd.Series):
-        return pd.Series(np.asarray(times), index=frame.index)
+        array = np.asarray(times)
+        if array.shape != (len(frame),):  # pandas would repeat a scalar over every row, silently
+            raise WindowingConfigError(
+                f"windowed(time={strategy.time!r}) returned {type(times).__name__} of shape {array.shape} for "
+                f"{len(frame)} rows; return one time per row (a Series or a 1-D array in the rows' order)")
+        return pd.Series(array, index=frame.index)
     if times.index.equals(frame.index):
         return times
     if times.index.has_duplicates or frame.index.has_duplicates:
