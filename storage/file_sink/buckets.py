@@ -294,4 +294,8 @@ class CallableBuckets:
             raise ValueError(f"CallableBuckets fn={self.fn!r} must be a function (row: dict, processing_time_ms) -> str")
 
     def assign(self, table: pa.Table, processing_time_ms: int) -> list[str]:
-        return [str(self.fn(row, processing_time_ms)) for row in table.to_pylist()]
+        ids = [self.fn(row, processing_time_ms) for row in table.to_pylist()]
+        for bucket in ids:
+            if not isinstance(bucket, str):  # str() of it made directories named "None" or "['x']"
+                check_bucket_id(bucket, self)
+        return ids

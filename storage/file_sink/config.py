@@ -137,16 +137,20 @@ class SinkConfig:
         proto = fs.protocol
         return bool(APPENDABLE_PROTOCOLS.intersection((proto,) if isinstance(proto, str) else proto))
 
-    def check_schema(self, schema: pa.Schema) -> None:
-        """Refuse, before any row is written, what a batch of ``schema`` would fail on in every task: a bucket
-        column that is missing or of a type its buckets refuse, a column the format cannot hold (by bucketing
-        and writing none of its rows)."""
+    def check_bucket_column(self, schema: pa.Schema) -> None:
+        """Refuse a batch without the column its buckets are chosen by, naming both (pyarrow's KeyError did not)."""
         column = getattr(self.buckets, "column", None)
         if column is not None and column not in schema.names:
             raise ValueError(
                 f"{type(self.buckets).__name__} column={column!r} is not a column of the DataFrame "
                 f"(columns: {schema.names})"
             )
+
+    def check_schema(self, schema: pa.Schema) -> None:
+        """Refuse, before any row is written, what a batch of ``schema`` would fail on in every task: a bucket
+        column that is missing or of a type its buckets refuse, a column the format cannot hold (by bucketing
+        and writing none of its rows)."""
+        self.check_bucket_column(schema)
         empty = schema.empty_table()
         self.buckets.assign(empty, 0)
         fmt = self.file_format

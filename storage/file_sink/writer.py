@@ -132,7 +132,9 @@ class SinkWriter:
         self._refuse_if_broken()
         if batch_id <= self.committed_batch_id:
             return False
-        self._run(to_table(data), int(batch_id), int(processing_time_ms), end_of_input)
+        table = to_table(data)
+        self._sink.check_bucket_column(table.schema)
+        self._run(table, int(batch_id), int(processing_time_ms), end_of_input)
         return True
 
     def finish(self, processing_time_ms: int) -> bool:

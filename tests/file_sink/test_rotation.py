@@ -1,6 +1,7 @@
 """Every rolling policy, the open-file cache, and the bucket assigners."""
 
 import os
+import re
 import uuid
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -344,6 +345,24 @@ def test_a_bucket_id_that_is_not_a_str_is_refused(tmp_path):
     with pytest.raises(TypeError, match=r"bucket id 7 from IntBuckets is refused: a bucket id is a str"):
         FileSink(str(tmp_path)).with_buckets(IntBuckets()).write(batch(0, 3))
     assert tree(tmp_path) == {}
+
+
+@pytest.mark.parametrize("bucket", [None, ["x"], 7], ids=repr)
+def test_a_callable_bucket_id_that_is_not_a_str_is_refused_before_anything_is_written(tmp_path, bucket):
+    # CallableBuckets made a str of it: rows went to directories named "None" and "['x']".
+    with pytest.raises(TypeError, match=rf"bucket id {re.escape(repr(bucket))} from CallableBuckets is refused: a bucket id is a str"):
+        FileSink(str(tmp_path / "out")).with_buckets(CallableBuckets(lambda row, now: bucket)).write(batch(0, 3))
+    assert tree(tmp_path) == {}
+
+
+@pytest.mark.parametrize("assigner", [ColumnBuckets("zz"), DateTimeBuckets(column="zz")], ids=type)
+def test_a_missing_bucket_column_is_named_on_a_pandas_write_and_nothing_is_lost(tmp_path, assigner):
+    # pyarrow's KeyError ('Field "zz" does not exist in schema') came out of the writer; Spark writes named it.
+    sink = FileSink(str(tmp_path / "out")).with_buckets(assigner)
+    with pytest.raises(ValueError, match=rf"{type(assigner).__name__} column='zz' is not a column of the DataFrame"):
+        sink.write(batch(0, 3))
+    sink.write(batch(0, 3).to_pandas().assign(zz=pd.Timestamp("2024-01-01")))
+    assert len(sink.read()) == 3
 
 
 def listing(root):
