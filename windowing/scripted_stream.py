@@ -48,6 +48,11 @@ class TestStream:
 
     def add_elements(self, elements: pd.DataFrame | list[dict[str, Any]]) -> "TestStream":
         if isinstance(elements, list):
+            index, item = next(((i, item) for i, item in enumerate(elements) if not isinstance(item, dict)), (None, None))
+            if index is not None:  # pandas makes a column named 0 of them: the run then missed its time column
+                raise WindowingConfigError(
+                    f"add_elements(elements=[...]): item {index} is {item!r} ({type(item).__name__}); a list holds "
+                    "one dict per element, e.g. {'ts': 1, 'x': 5}")
             elements = pd.DataFrame(elements)
         if not isinstance(elements, pd.DataFrame):
             raise WindowingConfigError(f"add_elements(elements={type(elements).__name__}): give a pandas DataFrame or a list of dicts")

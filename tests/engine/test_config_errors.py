@@ -41,6 +41,8 @@ TS_DF = DF.assign(ts=pd.to_datetime(DF.ts, unit="s"))
     (lambda: TopN("x", n=0), r"TopN\(n=0\): n must be a positive integer"),
     (lambda: TestStream().advance_processing_time("-5 seconds"), r"advance_processing_time\(duration\)='-5 seconds' must be positive"),
     (lambda: TestStream().add_elements("a,1"), r"add_elements\(elements=str\): give a pandas DataFrame or a list of dicts"),
+    (lambda: TestStream().add_elements([{"ts": 1}, 2]), r"add_elements\(elements=\[\.\.\.\]\): item 1 is 2 \(int\); a list "
+                                                         r"holds one dict per element"),
     (lambda: TestStream().advance_watermark_to(None), r"advance_watermark_to\(time=None\): use advance_watermark_to_infinity\(\)"),
     (lambda: windowed(DF, time="ts", key="timing"), r"windowed\(key='timing'\): key column 'timing' clashes with the output column"),
     (lambda: windowed(DF, time="ts", key=["k", "window_start"]), r"key column 'window_start' clashes with the output column"),
