@@ -661,11 +661,12 @@ def test_a_collated_string_key_or_compared_value_is_refused_naming_the_column(sp
 
 
 def test_an_extreme_of_an_underived_type_is_refused_with_a_hint_of_its_input_type_which_runs(spark):
-    # The hint said spark_typed(Min('v'), 'double'), which a wall time is not.
+    # The hint said spark_typed(Min('v'), 'double'), which a wall time is not, by its internal path
+    # windowing.runners.spark.spark_typed, where users import windowing.spark_typed.
     frame = spark.createDataFrame([(1, dt.datetime(2024, 1, 1, 5)), (2, dt.datetime(2023, 1, 1))], "ts bigint, v timestamp_ntz")
-    with pytest.raises(WindowingConfigError, match=re.escape("spark_typed(Min('v'), 'timestamp_ntz')")):
+    with pytest.raises(WindowingConfigError, match=re.escape("windowing.spark_typed(Min('v'), 'timestamp_ntz')")):
         windowed(frame, time="ts").fixed(10).aggregate(lo=Min("v"))
-    from windowing.runners.spark import spark_typed
+    from windowing import spark_typed
 
     panes = windowed(frame, time="ts").fixed(10).aggregate(lo=spark_typed(Min("v"), "timestamp_ntz"))
     assert panes.schema["lo"].dataType.simpleString() == "timestamp_ntz" and panes.first()["lo"] == dt.datetime(2023, 1, 1)

@@ -143,9 +143,9 @@ def test_a_switch_that_is_neither_true_nor_false_is_refused_naming_it(spark, set
     from accumulations import Sum
 
     frame = spark.createDataFrame(pd.DataFrame({"user": ["a"], "ts": [1_000], "amount": [1]}))
-    spark.conf.set(setting, "sometimes")
+    spark.conf.set(setting, "Sometimes")  # named as set: it was lower-cased
     try:
-        with pytest.raises(WindowingConfigError, match=rf"{setting}='sometimes' must be 'true' or 'false'"):
+        with pytest.raises(WindowingConfigError, match=rf"{setting}='Sometimes' must be 'true' or 'false'"):
             windowed(frame, time="ts", key="user").fixed(10).aggregate(Sum("amount"))
     finally:
         spark.conf.unset(setting)

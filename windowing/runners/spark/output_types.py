@@ -111,7 +111,7 @@ def output_type(name: str, acc: Accumulation[Any, Any, Any], input_type: Any) ->
     raise WindowingConfigError(
         f"aggregate({name}={acc!r}): cannot derive the Spark type of its output"
         + (f" from input type {input_type.simpleString()}" if input_type is not None else "")
-        + f"; state it with windowing.runners.spark.spark_typed({acc!r}, {stated!r}) (any Spark DDL type)")
+        + f"; state it with windowing.spark_typed({acc!r}, {stated!r}) (any Spark DDL type)")
 
 
 def _sampled_output_type(acc: Accumulation[Any, Any, Any], input_type: Any) -> Any:

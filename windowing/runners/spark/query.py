@@ -159,9 +159,10 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
 
 def _switch(spark: Any, name: str, what: str) -> bool:
     """Setting ``name`` (default on), 'true' or 'false'; anything else refused naming it."""
-    value = str(spark.conf.get(name, "true")).lower()
+    given = spark.conf.get(name, "true")
+    value = str(given).lower()
     if value not in ("true", "false"):
-        raise WindowingConfigError(f"{name}={value!r} must be 'true' or 'false' ({what})")
+        raise WindowingConfigError(f"{name}={given!r} must be 'true' or 'false' ({what})")
     return value == "true"
 
 

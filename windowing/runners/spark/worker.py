@@ -485,7 +485,7 @@ def _check_sampled(values: pd.Series, col: OutputColumn, spark_type: str) -> Non
         raise TypeError(
             f"output column {col.name!r} is {spark_type}, as the accumulation's output for one sample value was, but a "
             f"pane holds {stray!r}; for an accumulation of your own, Fold or Reduce whose output type depends on the "
-            "values, state it with windowing.runners.spark.spark_typed(acc, 'double') (any Spark DDL type)") from err
+            "values, state it with windowing.spark_typed(acc, 'double') (any Spark DDL type)") from err
 
 
 def _converts(value: Any, arrow_type: Any) -> bool:
@@ -505,7 +505,7 @@ def _not_bigint(col: OutputColumn, value: Any, spark_type: str, instead: str) ->
     return TypeError(
         f"output column {col.name!r} is {spark_type}, but a pane holds {value!r}, not a whole number of 64 bits; "
         "for an accumulation of your own, Fold or Reduce whose output type depends on the values, state it with "
-        f"windowing.runners.spark.spark_typed(acc, {instead}) (any Spark DDL type)")
+        f"windowing.spark_typed(acc, {instead}) (any Spark DDL type)")
 
 
 def _interval_micros(values: pd.Series) -> np.ndarray:
