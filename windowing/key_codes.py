@@ -1,5 +1,5 @@
-"""Key coding: key columns (any dtype, None included) as dense integer codes, so that grouping by
-(key, window) is integer arithmetic."""
+"""Key coding: key columns (any dtype, None included) as small non-negative integer codes (dense after
+`compact`), so that grouping by (key, window) is integer arithmetic."""
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ schema (`wire`).
 
 Modules: `planning` (the driver's plan, once per query), `query` (the DataFrame operations),
 `worker` (pyspark-free, runs in the workers), `combine` (before the shuffle, in the workers),
-`output_types`, `results` (`SparkRun`), `buckets`, `wire`, `old_checkpoints`, `worker_python`
+`output_types`, `instants` (timestamps leave the workers as epoch microseconds), `results` (`SparkRun`),
+`buckets`, `wire`, `old_checkpoints`, `worker_python`
 (which starts `storage.worker_socket`, the workers' end of their TCP connection to the JVM).
 pyspark is imported lazily, inside the functions that talk to Spark: importing this package loads
 no pyspark.

@@ -13,7 +13,7 @@ of one key that fall in the same *unit* of time into one row:
   watermark is computed from it, so it does not change);
 - ``Sum`` and ``Min``/``Max`` keep their partial value, ``Count`` becomes the
   ``Sum`` of partial counts. The partial values are the engine's own
-  (`windowing.engine.group_outputs`): a partial integer sum beyond 64 bits is
+  (`windowing.reductions.group_outputs`): a partial integer sum beyond 64 bits is
   not wrapped around (see `lift`).
 
 It is exact, not an approximation, when:

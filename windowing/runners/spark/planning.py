@@ -61,7 +61,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     """Everything but the query itself; needs pyspark's types, not a SparkSession.
 
     ``buckets``: how keys are grouped (a count: placed on partitions, `Bucketing`).
-    ``combine``: pre-aggregate before the shuffle where that is exact (`windowing.runners.combine`).
+    ``combine``: pre-aggregate before the shuffle where that is exact (`combine`).
     ``late_data``: the function also emits the dropped elements (`BucketStep.output`); that needs
     every input row in the function, so no lifting, and no row dropped by Spark's watermark.
     ``state_compression``: how each bucket's state value is compressed (`windowing.state_codec.COMPRESSIONS`).
