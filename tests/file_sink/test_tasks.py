@@ -205,11 +205,9 @@ def test_the_output_is_the_input_whatever_attempts_fail_or_duplicate(
             rows = batch(start, size, buckets)
             start += size
             expected += rows["id"].to_pylist()
-            if fate == "fail-first":
-                try:
+            if fate == "fail-first" and size:  # a task of no rows writes nothing to die in
+                with pytest.raises(Died):  # a hook that never fired would leave the failure untested
                     attempt(sink, batch_id, partition, rows, 0, hook=die_at("mid_write"))
-                except Died:
-                    pass
             winner = attempt(sink, batch_id, partition, rows, 1 if fate != "ok" else 0)
             if fate == "duplicate":
                 attempt(sink, batch_id, partition, rows, 2)  # finished after the winner; Spark drops its report

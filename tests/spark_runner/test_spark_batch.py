@@ -9,7 +9,6 @@ import re
 import numpy as np
 import pandas as pd
 import pendulum
-import pyspark
 import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -19,7 +18,7 @@ from triggers import AfterCount, AfterWatermark
 from windowing import windowed
 from windowing.errors import WindowingConfigError
 
-from .helpers import assert_same_panes, events, frozen_when_output
+from .helpers import LOCAL_MEAN_TIME_ON_PYSPARK_3, PYSPARK_3, assert_same_panes, events, frozen_when_output
 
 pytestmark = pytest.mark.spark
 
@@ -377,10 +376,6 @@ def test_a_nan_pane_value_reaches_spark_as_null_where_pandas_keeps_nan(spark):
     assert np.isnan(on_pandas.s.iloc[0]) and np.isnan(on_pandas.m.iloc[0]) and on_pandas.hi.tolist() == [float("inf")]
 
 
-PYSPARK_3 = int(pyspark.__version__.split(".")[0]) < 4
-LOCAL_MEAN_TIME_ON_PYSPARK_3 = pytest.mark.xfail(
-    PYSPARK_3, strict=True, reason="pyspark 3.5 hands a packed timestamp of the year 100 over in Los Angeles' standard time, "
-                                   "not its local mean time, which the workers give back (docs/spark.md, 'Output types')")
 
 
 @pytest.mark.parametrize("zone, combine", [("UTC", "true"), ("UTC", "false"), ("America/Los_Angeles", "false"),

@@ -16,7 +16,6 @@ import uuid
 
 import numpy as np
 import pandas as pd
-import pyspark
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,7 +26,7 @@ from triggers import AfterCount, AfterEach, AtWatermark, OrFinally, Repeatedly
 from windowing import windowed
 from windowing.errors import WindowingConfigError
 
-from .helpers import assert_same_late_data, assert_same_panes, events, frozen_when_output
+from .helpers import LOCAL_MEAN_TIME_ON_PYSPARK_3, PYSPARK_3, assert_same_late_data, assert_same_panes, events, frozen_when_output
 from .streaming import ROCKSDB_CHANGELOG, mirror, parquet_takes_ancient_timestamps, read_sink, run_all, start, start_run, write_batch
 
 pytestmark = pytest.mark.spark
@@ -759,10 +758,10 @@ def _instants(stream, beyond_nanoseconds: bool = True):
     return stream.select(F.timestamp_micros(key).alias("k"), "ts", value.alias("v"))
 
 
-def _stream_instants(spark, where, late_data: bool, combine: str, zone: str, beyond_nanoseconds: bool):
+def _stream_instants(spark, where, late_data: bool, combine: str, zone: str, beyond_nanoseconds: bool, aggs=None):
     """The stream's panes of `_instants` and the same batch query's, run in UTC."""
     source, sink, checkpoint = where()
-    aggs = dict(lo=Min("v"), hi=Max("v"), n=Count("v"))
+    aggs = aggs or dict(lo=Min("v"), hi=Max("v"), n=Count("v"))
     prepare = lambda s: _instants(s, beyond_nanoseconds)  # noqa: E731
     pipeline = lambda s: windowed(prepare(s), time="ts", key="k").fixed("10 seconds").watermark("5 seconds")  # noqa: E731
     parts = [events(ROWS), events([("z", 200, 1)])]  # z moves the watermark to 195 s
@@ -779,9 +778,6 @@ def _stream_instants(spark, where, late_data: bool, combine: str, zone: str, bey
     return sorted(tuple(r) for r in panes.select(*columns).collect()), sorted(tuple(r) for r in expected.select(*columns).collect())
 
 
-LOCAL_MEAN_TIME_ON_PYSPARK_3 = pytest.mark.xfail(
-    strict=True, reason="pyspark 3.5 hands a packed timestamp of the year 100 over in Los Angeles' standard time, not "
-                        "its local mean time, which the workers give back: 7 minutes 2 seconds off (docs/spark.md, 'Output types')")
 STREAM_SHAPES = pytest.mark.parametrize("late_data, combine", [(False, "true"), (False, "false"), (True, "true")],
                                         ids=["aggregate-packed", "aggregate-rows", "run-packed"])
 
@@ -793,24 +789,27 @@ def test_timestamp_keys_and_values_of_any_year_stream_exactly_in_any_session_zon
     """Off UTC they came back shifted by the zone's offset on pyspark 4 (7 hours in a Los Angeles summer): pyspark's
     stateful step wrote the workers' wall times back as UTC, where the same batch query is right; on pyspark 3.5 so
     beyond 1677 to 2262. They now leave the workers as microseconds (docs/spark.md, "Output types")."""
-    if zone != "UTC" and combine == "true" and int(pyspark.__version__.split(".")[0]) < 4:
+    if zone != "UTC" and combine == "true":
         request.applymarker(LOCAL_MEAN_TIME_ON_PYSPARK_3)
     got, wanted = _stream_instants(spark, where, late_data, combine, zone, beyond_nanoseconds=True)
     assert got == wanted
     assert {k.year for k, *_ in wanted} == {100, 2020, 2040, 3000} and max(hi.year for *_, hi, n in wanted if n) > 2262
 
 
-def test_a_stream_of_timestamp_lists_in_a_zone_off_utc_is_refused_on_pyspark_4(spark, where):
+def test_a_stream_of_timestamp_lists_in_a_zone_off_utc_is_refused_on_pyspark_4_and_exact_on_pyspark_3(spark, where):
     """pyspark 4's stateful step writes wall times back as UTC inside arrays too, which the workers do not make
-    microseconds: refused, naming the column and the zone."""
+    microseconds: refused, naming the column and the zone. pyspark 3.5 hands them over and back as the session's
+    wall times: exact there (between 1677 and 2262, and unpacked: see `LOCAL_MEAN_TIME_ON_PYSPARK_3`)."""
+    aggs = dict(all=ToList("v"))
+    if PYSPARK_3:
+        got, wanted = _stream_instants(spark, where, False, "false", "America/Los_Angeles", beyond_nanoseconds=False, aggs=aggs)
+        assert [(k, start, sorted(values)) for k, start, values in got] == [(k, start, sorted(values)) for k, start, values in wanted]
+        assert any(values for *_, values in wanted)
+        return
     source, sink, checkpoint = where()
     spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
     try:
-        build = lambda s: windowed(_instants(s), time="ts", key="k").fixed("10 seconds").watermark("5 seconds").aggregate(  # noqa: E731
-            all=ToList("v"))
-        if int(pyspark.__version__.split(".")[0]) < 4:
-            start(spark, source, sink, checkpoint, build).stop()
-            return
+        build = lambda s: windowed(_instants(s), time="ts", key="k").fixed("10 seconds").watermark("5 seconds").aggregate(**aggs)  # noqa: E731
         with pytest.raises(WindowingConfigError, match=r"output column 'all' holds timestamps, .* shifted by the offset of "
                                                        r"spark.sql.session.timeZone='America/Los_Angeles': set .* to 'UTC'"):
             start(spark, source, sink, checkpoint, build)
