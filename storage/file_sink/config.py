@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, TypeVar
 import pyarrow as pa
 from fsspec.core import url_to_fs
 
+from .._units import Seconds, is_whole_number, parse_seconds
 from .buckets import BasePathBuckets, BucketAssigner
 from .codec import AES_KEY_BYTES, ROW_CODECS
 from .formats import BULK_CODECS, FORMATS, Format
@@ -72,6 +73,9 @@ class SinkConfig:
             raise ValueError(f"FileSink key has length {len(self.key)}; an AES key is 16, 24 or 32 bytes")
         if self.key is not None and not self.encryption:
             raise ValueError("FileSink key is set but encryption=None; use with_encryption(key) to encrypt")
+        for name in ("max_open_files", "expire_after_ms"):
+            if is_whole_number(getattr(self, name)):  # a NumPy integer (read from a settings table) is one
+                object.__setattr__(self, name, int(getattr(self, name)))
         if isinstance(self.max_open_files, bool) or not isinstance(self.max_open_files, int) or self.max_open_files < 1:
             raise ValueError(f"FileSink max_open_files={self.max_open_files!r} must be a positive integer")
         expiry = self.expire_after_ms
@@ -91,9 +95,8 @@ class SinkConfig:
                 f"FileSink suffix={self.suffix!r} must be letters, digits, '.', '-' or '_'; "
                 "a '/' would make the part's name a directory"
             )
-        lease = self.lease_seconds
-        if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0:
-            raise ValueError(f"FileSink lease_seconds={lease!r} must be a positive number of seconds")
+        # seconds or a timedelta, as the key-value store's lease
+        object.__setattr__(self, "lease_seconds", parse_seconds("FileSink lease_seconds", self.lease_seconds, positive=True))
         policy = self.rolling
         if (bulk or not self.appendable) and not (policy.every_batch and policy.max_batches is None):
             reason = f"format {self.format!r} cannot be appended to" if bulk else f"{self.path!r} cannot be appended to"
@@ -213,7 +216,7 @@ class SinkConfig:
         """Bound the cache of open part streams; evicted streams are closed, their parts stay open."""
         return dataclasses.replace(self, max_open_files=max_open_files, expire_after_ms=expire_after_ms)
 
-    def with_lease(self: Self, seconds: float) -> Self:
+    def with_lease(self: Self, seconds: Seconds) -> Self:
         """How long a writer's hold on the directory lasts without renewal (it renews while it writes)."""
         return dataclasses.replace(self, lease_seconds=seconds)
 

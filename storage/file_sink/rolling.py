@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._units import is_whole_number
+
 
 @dataclass(frozen=True)
 class PartStats:
@@ -42,6 +44,9 @@ class RollingPolicy:
     def __post_init__(self) -> None:
         for name in ("max_part_size", "max_batches", "rollover_ms", "inactivity_ms"):
             value = getattr(self, name)
+            if is_whole_number(value):  # a NumPy integer (read from a settings table) is one
+                value = int(value)
+                object.__setattr__(self, name, value)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise ValueError(
                     f"RollingPolicy {name}={value!r} must be a positive integer or None; "

@@ -1,5 +1,9 @@
 """Bad configuration fails at construction, naming the parameter and the value."""
 
+from datetime import timedelta
+
+import numpy as np
+import pandas as pd
 import pytest
 
 from storage.file_sink import CallableBuckets, ColumnBuckets, DateTimeBuckets, FileSink, RollingPolicy
@@ -22,6 +26,8 @@ KEY = b"k" * 32
         (lambda p: FileSink(p).with_encryption("k" * 16), r"key must be bytes, got str"),
         (lambda p: FileSink(p, key=KEY), r"key is set but encryption=None"),
         (lambda p: FileSink(p).with_open_files(0), r"max_open_files=0 must be a positive integer"),
+        (lambda p: FileSink(p).with_lease(True), r"lease_seconds=True must be a number of seconds or a timedelta, not a bool"),
+        (lambda p: FileSink(p).with_lease(timedelta(0)), r"lease_seconds=datetime.timedelta\(0\) must be more than 0 seconds"),
         (lambda p: FileSink(p).with_open_files(3, expire_after_ms=-5), r"expire_after_ms=-5"),
         (lambda p: FileSink(p).with_open_files(3, expire_after_ms=True), r"expire_after_ms=True must be"),
         (lambda p: FileSink(p).with_part_names(prefix=".hidden"), r"prefix='.hidden'"),
@@ -54,6 +60,16 @@ KEY = b"k" * 32
 def test_bad_configuration_is_refused_at_construction(tmp_path, build, match):
     with pytest.raises(ValueError, match=match):
         build(str(tmp_path))
+
+
+def test_a_lease_may_be_a_timedelta_and_counts_numpy_integers_as_the_key_value_store_does(tmp_path):
+    # with_lease(timedelta(...)) and with_open_files(np.int64(5)) were refused; KVStore took both.
+    sink = FileSink(str(tmp_path)).with_lease(timedelta(seconds=30)).with_open_files(np.int64(5), expire_after_ms=np.int64(9))
+    sink = sink.with_rolling_policy(RollingPolicy(max_batches=np.int64(2)))
+    assert (sink.lease_seconds, sink.max_open_files, sink.expire_after_ms) == (30.0, 5, 9)
+    assert type(sink.max_open_files) is int and type(sink.rolling_policy.max_batches) is int
+    sink.write(pd.DataFrame({"x": [1, 2]}))
+    assert sink.read()["x"].tolist() == [1, 2]
 
 
 def test_builder_steps_return_new_objects(tmp_path):
