@@ -116,7 +116,7 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
     out: dict[str, np.ndarray] = {}
     if plan.key_names:
         for i, name in enumerate(plan.key_names):
-            planned, dtype = plan.key_dtypes[i] if i < len(plan.key_dtypes) else None, frame[name].dtype
+            planned, dtype = plan.key_dtypes[i], frame[name].dtype
             if isinstance(planned, np.dtype) and planned.kind == "O" and isinstance(dtype, np.dtype) and dtype.kind != "O":
                 # A TestStream's keys of several dtypes are objects: this step's as Python values and Timestamps (beside
                 # the table's objects NumPy made a datetime64 column ints, a float one made int64 keys floats)

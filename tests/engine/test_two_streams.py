@@ -35,7 +35,7 @@ def test_two_stream_configuration_errors_name_the_aggregation():
     with pytest.raises(ValueError, match=r"with_second_stream\(right=list\)"):
         windowed(LEFT, time="ts", key="k").with_second_stream([1])
     streams = TestStream().add_elements(LEFT), TestStream().add_elements(RIGHT)
-    with pytest.raises(ValueError, match=r"with_second_stream\(\) works with bounded pandas DataFrames for now"):
+    with pytest.raises(ValueError, match=r"with_second_stream\(\) works with bounded pandas DataFrames for now, not a TestStream source"):
         windowed(streams[0], time="ts", key="k").with_second_stream(streams[1]).aggregate(InnerJoin("v"))
 
 

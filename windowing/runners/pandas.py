@@ -64,7 +64,8 @@ def run_pandas(strategy: Strategy, source: Any, second: Any = None, late_data: b
     (``aggregate()``): the dropped rows are not wanted, so the input may have columns named like theirs."""
     if second is not None:
         if not isinstance(source, pd.DataFrame):
-            raise WindowingConfigError("with_second_stream() works with bounded pandas DataFrames for now")
+            raise WindowingConfigError(
+                f"with_second_stream() works with bounded pandas DataFrames for now, not a {type(source).__name__} source")
         source = _sides_joined(strategy, source, second)
     if isinstance(source, pd.DataFrame):
         script: list[Action] = [AddElements(source)]
