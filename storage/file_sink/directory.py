@@ -17,7 +17,7 @@ import os
 import zlib
 from typing import Any, Callable
 
-from .._fs import is_local, protocols
+from .._fs import fsync, is_local, protocols
 from .._lease import Lease, LeaseWording, holder_is_dead
 from .buckets import shorten
 from .codec import key_fingerprint, seal
@@ -94,11 +94,7 @@ class SinkDirectory:
     def sync(self, path: str) -> None:
         """Make a local file's data, or a local directory's entries, durable; other filesystems decide themselves."""
         if self.local:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync(path)
 
     def truncate(self, path: str, length: int) -> None:
         if self.local:
