@@ -24,6 +24,7 @@ from .strategy import (
     SlidingWindowing,
     Strategy,
     Windowing,
+    reserved_column,
 )
 from .timeaxis import EPOCH_UNITS
 
@@ -214,7 +215,7 @@ def windowed(source: Any, time: str | Callable[[Any], Any] = "ts", key: str | Se
     for name in keys or ():
         if name in RESERVED:
             raise WindowingConfigError(
-                f"windowed(key={key!r}): key column {name!r} clashes with the output column {name!r}, "
+                f"windowed(key={key!r}): key column {name!r} clashes with {reserved_column(name)}, "
                 "which would overwrite it; rename that column of the input first")
         if keys is not None and keys.count(name) > 1:
             raise WindowingConfigError(f"windowed(key={key!r}) names column {name!r} twice; name each key column once")

@@ -28,6 +28,13 @@ RESERVED = ("window_start", "window_end", "timing", "pane_index", "is_retraction
 """Output columns no key or aggregation may be named."""
 
 
+def reserved_column(name: str) -> str:
+    """``name`` as a refusal names the output column: ``step`` only a TestStream's panes have."""
+    if name == "step":
+        return "the output column 'step' of a TestStream's panes (reserved for every source, so a pipeline runs on each)"
+    return f"the output column {name!r}"
+
+
 @dataclass(frozen=True)
 class Duration:
     """A duration as the call gave it (``given``, for messages) and parsed once (``value``): a
@@ -166,7 +173,7 @@ class Strategy:
             if not isinstance(acc, Accumulation):
                 raise WindowingConfigError(f"aggregate({name}={acc!r}) is not an Accumulation; give e.g. Sum('amount')")
             if name in RESERVED:
-                raise WindowingConfigError(f"aggregate({name}=...) clashes with the output column {name!r}; choose another name")
+                raise WindowingConfigError(f"aggregate({name}=...) clashes with {reserved_column(name)}; choose another name")
             if name in (self.keys or ()):
                 raise WindowingConfigError(
                     f"windowed(key={name!r}) clashes with the output column {name!r} of aggregate("

@@ -110,6 +110,11 @@ def test_a_numpy_timedelta_is_a_duration():
     (lambda: windowed(DF, time="ts").aggregate(), r"aggregate\(\) needs an accumulation"),
     (lambda: windowed(DF, time="ts").aggregate(Sum("x"), Count()), r"got 2 unnamed accumulations"),
     (lambda: windowed(DF, time="ts").aggregate(timing=Count()), r"clashes with the output column 'timing'"),
+    # A DataFrame's panes have no step: the refusal said they did.
+    (lambda: windowed(DF, time="ts").aggregate(step=Count()), r"clashes with the output column 'step' of a TestStream's panes "
+                                                              r"\(reserved for every source, so a pipeline runs on each\)"),
+    (lambda: windowed(DF.rename(columns={"k": "step"}), time="ts", key="step"), r"key column 'step' clashes with the output "
+                                                                                r"column 'step' of a TestStream's panes"),
     (lambda: windowed(DF, time="ts").aggregate(Sum("x"), value=Count()),
      r"aggregate\(Sum\('x'\), value=Count\(\)\): the unnamed accumulation's output column is 'value' too"),
     (lambda: windowed(DF.rename(columns={"k": "value"}), time="ts", key="value").aggregate(Sum("x")),
