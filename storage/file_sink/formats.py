@@ -27,7 +27,7 @@ from .frames import as_frame
 from .jsonl import as_float32
 from .jsonl import encode as arrow_json_lines
 from .part_schemas import schema_from_text, schema_text
-from .typed_text import csv_table, json_table
+from .typed_text import CSV_PARSE, csv_table, json_table
 
 
 def _exact_integers(values: list[int | None]) -> Any:
@@ -183,7 +183,7 @@ class Csv:
 
     def decode(self, data: bytes, schema: pa.Schema | None = None) -> pd.DataFrame:
         """The rows as the types of ``schema`` (the part's, when the records keep it); without it, inferred."""
-        return as_frame(csv_table(data, schema) if schema is not None else pacsv.read_csv(pa.py_buffer(data)))
+        return as_frame(csv_table(data, schema) if schema is not None else pacsv.read_csv(pa.py_buffer(data), parse_options=CSV_PARSE))
 
 
 def _as_csv_writes(table: pa.Table) -> pa.Table:

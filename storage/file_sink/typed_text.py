@@ -20,6 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+CSV_PARSE = pacsv.ParseOptions(newlines_in_values=True)
+"""How parts are parsed: a quoted value may hold a newline (the writer quotes it), and without this pyarrow splits
+its input into blocks of 1 MiB at newlines, so a part longer than that failed where a block cut such a value."""
 _TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 _DURATION = re.compile(r"P(-?\d+)DT(\d+)H(\d+)M(\d+)(?:\.(\d+))?S")
 
@@ -148,7 +151,7 @@ def csv_table(data: bytes, schema: pa.Schema) -> pa.Table:
         quoted_strings_can_be_null=one_column,
     )
     try:
-        table = pacsv.read_csv(pa.py_buffer(data), convert_options=options)
+        table = pacsv.read_csv(pa.py_buffer(data), parse_options=CSV_PARSE, convert_options=options)
     except pa.ArrowInvalid:
         # pyarrow's parser overflows on a nanosecond timestamp in int64's first second (pd.Timestamp.min, which its
         # writer writes): such columns are read as text, and parsed by NumPy
@@ -156,7 +159,7 @@ def csv_table(data: bytes, schema: pa.Schema) -> pa.Table:
         if not nanos:
             raise
         options.column_types = {**options.column_types, **dict.fromkeys(nanos, pa.string())}
-        table = pacsv.read_csv(pa.py_buffer(data), convert_options=options)
+        table = pacsv.read_csv(pa.py_buffer(data), parse_options=CSV_PARSE, convert_options=options)
         table = pa.table([_parsed_nanoseconds(column, f.type) if f.name in nanos else column
                           for column, f in zip(table.columns, schema)], names=table.column_names)
     columns = [_as_type(column, f.type) for column, f in zip(table.columns, schema)]
