@@ -343,6 +343,11 @@ def test_a_checkpoint_of_buckets_labelled_by_number_restarts_only_with_that_plac
     with pytest.raises(WindowingConfigError, match=r"written with 4 buckets placed by numbers: .* set windowing.spark.buckets=4 "
                                                    r"and windowing.spark.bucketPlacement=numbers"):
         _plan(frame, 4).adapter.load(blob)
+    # The other way round the advice left the placement out, and repeated itself once followed.
+    by_partitions = encode(_plan(frame).adapter.fresh_state(), 4, placement=PARTITIONS)
+    with pytest.raises(WindowingConfigError, match=r"written with 4 buckets placed by partitions: .* set windowing.spark.buckets=4 "
+                                                   r"and windowing.spark.bucketPlacement=partitions"):
+        _plan(frame, Bucketing(4, NUMBERS)).adapter.load(by_partitions)
     assert len(_plan(frame, Bucketing(4, NUMBERS)).adapter.load(blob)) == 0
     assert len(_plan(frame, 1).adapter.load(encode(_plan(frame).adapter.fresh_state(), 1))) == 0  # one bucket: label 0 either way
 
@@ -419,6 +424,48 @@ def test_the_pipeline_description_stays_as_checkpoints_store_it():
         "keys": "1",
         "aggregations": "total=Sum('amount') of int64, all=ToList('amount') of int64",
     }
+
+
+def _keyed(frame, key, session_zone="UTC", buckets=4):
+    w = windowed(frame, time="ts", key=key).fixed("10 seconds").trigger(AtWatermark().with_early_firings_every("10 seconds"))
+    return plan_spark(w.strategy(lo=Min("amount")), spark_schema(frame), buckets, session_zone=session_zone).adapter
+
+
+@pytest.mark.parametrize("then, now, message", [
+    # Another key column of the same type was taken: the old windows fired with the old keys under the new name.
+    ("user", "grp", r"key columns user string then, grp string now"),
+    # Another type failed late, in a pane's output column, or in a date parser.
+    ("user", "amount", r"key columns user string then, amount bigint now"),
+    # The bucket check came first and advised windowing.spark.buckets=4, which a query without keys cannot take.
+    ("user", None, r"key columns user string then, none \(not keyed\) now"),
+])
+def test_a_checkpoint_keyed_by_other_columns_is_refused_naming_them(then, now, message):
+    frame = events([("a", 1, 5)]).assign(grp=lambda f: "g" + f["user"])
+    blob = _keyed(frame, then).save(_keyed(frame, then).fresh_state())
+    with pytest.raises(WindowingConfigError, match=r"written by another pipeline \(.*" + message):
+        _keyed(frame, now, buckets=1 if now is None else 4).load(blob)
+
+
+def test_a_checkpoint_holding_timestamps_restarts_only_in_its_session_time_zone():
+    # The state keeps timestamp keys and values as wall times in the session's zone: restarted in another zone they
+    # were read shifted by the zones' difference (a key split in two, Min and Max 7 hours off), silently.
+    frame = events([("a", 1, 5)]).assign(day=lambda f: f["ts"].dt.floor("D"))
+    blob = _keyed(frame, "day", "America/Los_Angeles").save(_keyed(frame, "day", "America/Los_Angeles").fresh_state())
+    with pytest.raises(WindowingConfigError, match=r"session time zone America/Los_Angeles then, UTC now"):
+        _keyed(frame, "day", "UTC").load(blob)
+    assert len(_keyed(frame, "day", "America/Los_Angeles").load(blob)) == 0
+    without_timestamps = _keyed(frame, "user", "America/Los_Angeles")
+    assert len(_keyed(frame, "user", "UTC").load(without_timestamps.save(without_timestamps.fresh_state()))) == 0
+
+
+def test_a_checkpoint_written_before_key_columns_and_zones_were_described_restarts():
+    """Such a state row describes the engine's parts only (`pipelines.LATER_PARTS`)."""
+    import dataclasses
+
+    frame = events([("a", 1, 5)]).assign(day=lambda f: f["ts"].dt.floor("D"))
+    adapter = _keyed(frame, "day", "America/Los_Angeles")
+    older = dataclasses.replace(adapter, described=())
+    assert len(adapter.load(older.save(adapter.fresh_state()))) == 0
 
 
 def test_a_checkpoint_with_other_aggregations_is_refused_naming_them():

@@ -18,7 +18,8 @@ schema (`wire`).
 
 Modules: `planning` (the driver's plan, once per query), `query` (the DataFrame operations),
 `worker` (pyspark-free, runs in the workers), `combine` (before the shuffle, in the workers),
-`output_types`, `instants` (timestamps leave the workers as epoch microseconds), `results` (`SparkRun`),
+`output_types`, `instants` (timestamps leave the workers as epoch microseconds), `pipelines` (what built a
+state row's window table, compared at restarts), `results` (`SparkRun`),
 `buckets`, `wire`, `old_checkpoints`, `worker_python`
 (which starts `storage.worker_socket`, the workers' end of their TCP connection to the JVM).
 pyspark is imported lazily, inside the functions that talk to Spark: importing this package loads
@@ -28,10 +29,11 @@ no pyspark.
 from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, Bucketing, bucket_labels
 from .combine import COMBINE_CONF
 from .output_types import SparkTyped, output_type, spark_typed
+from .pipelines import pipeline_of
 from .planning import SparkPlan, plan_spark
 from .query import QUICK_ACK_CONF, STATE_COMPRESSION_CONF, run_spark
 from .results import SparkRun, late_data_of, panes_of
-from .worker import BucketStep, pipeline_of, stacked, uses_processing_time
+from .worker import BucketStep, stacked, uses_processing_time
 from .worker_python import worker_import_hint
 
 __all__ = ["BUCKETS_CONF", "COMBINE_CONF", "NUMBERS", "PARTITIONS", "PLACEMENT_CONF", "QUICK_ACK_CONF",

@@ -20,6 +20,7 @@ from ...window_table import accumulator_columns
 from .buckets import Bucketing
 from .combine import COMBINE_CONF, Lifting, lifted_aggregations, lifting
 from .output_types import integral, numpy_dtype, output_type
+from .pipelines import pipeline_of
 from .wire import WIRE
 from .worker import (
     ELEMENT,
@@ -31,7 +32,6 @@ from .worker import (
     OutputColumn,
     SwitchedLayout,
     per_ms,
-    pipeline_of,
     uses_processing_time,
 )
 
@@ -121,6 +121,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                        strategy.n_keys, NS_PER_US if timestamp else 1, nullable)
     how = liftable if combine and not late_data else None  # run() needs every input row in the stateful step
     plan = unlifted_plan = make_plan(strategy, axis, dtypes)
+    described = _described_state(keys, [acc.column for _, acc in aggregations if acc.column is not None], types, session_zone)
     switched = None
     if liftable is not None:  # lifted, the stateful step runs the lifted aggregations, over the folded rows' columns
         lifted = lifted_aggregations(aggregations)
@@ -130,7 +131,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
             other, written_by = lifted_plan, f"aggregate() with {COMBINE_CONF}=true, which lifts"
         else:
             plan, other, written_by = lifted_plan, unlifted_plan, f"run() or aggregate() with {COMBINE_CONF}=false, which do not lift"
-        switched = switched_layout(other.spec, plan.spec, strategy.window_state, written_by)
+        switched = switched_layout(other.spec, plan.spec, strategy.window_state, written_by, described)
     value_types = [output_type(name, acc, types.get(acc.column) if acc.column else None) for name, acc in aggregations]
     lifted_fields = None
     if how is not None:
@@ -185,7 +186,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
         nullable += tuple(alias for alias, name in shipped if alias in instants and schema[name].nullable)
     adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, bucketing, pt_mode, late_data, packed=combine,
                          nullable=nullable, window_state=strategy.window_state, state_compression=state_compression,
-                         switched=switched, instants=instants, wall_zone=session_zone)
+                         switched=switched, instants=instants, wall_zone=session_zone, described=described)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
                      "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
                      NEVER_BEHIND_MS if late_data else horizon_ms(plan, per_ms(timestamp)),
@@ -222,10 +223,33 @@ def _check_collations(strategy: Strategy, types: dict[str, Any]) -> None:
                 "UTF8_LCASE, or col(...).cast('string collate UTF8_BINARY')")
 
 
-def switched_layout(other: EngineSpec, spec: EngineSpec, window_state: Any, written_by: str) -> SwitchedLayout | None:
+def _described_state(keys: list[str], values: list[str], types: dict[str, Any], session_zone: str) -> tuple[tuple[str, str], ...]:
+    """What the state rows say beyond the engine's description (`pipelines.pipeline_of`): the key columns with their
+    Spark types (another key column of one type was taken silently, its old keys firing under the new name), and the
+    session time zone where the window table holds timestamps, which it keeps as wall times there (a restart in
+    another zone read them shifted by the zones' difference)."""
+    from pyspark.sql import types as T
+
+    def holds_instants(kind: Any) -> bool:
+        if isinstance(kind, T.ArrayType):
+            return holds_instants(kind.elementType)
+        if isinstance(kind, T.MapType):
+            return holds_instants(kind.keyType) or holds_instants(kind.valueType)
+        if isinstance(kind, T.StructType):
+            return any(holds_instants(f.dataType) for f in kind.fields)
+        return isinstance(kind, T.TimestampType)
+
+    described = [("key columns", ", ".join(f"{k} {types[k].simpleString()}" for k in keys) or "none (not keyed)")]
+    if any(holds_instants(types[c]) for c in [*keys, *values]):
+        described.append(("session time zone", session_zone))
+    return tuple(described)
+
+
+def switched_layout(other: EngineSpec, spec: EngineSpec, window_state: Any, written_by: str,
+                    described: tuple[tuple[str, str], ...] = ()) -> SwitchedLayout | None:
     """How a table written by ``other``'s plan (by ``written_by``) reads as ``spec``'s; None where both write the
     same (only a lifted ``Count`` differs: `combine.lifted_aggregations`)."""
-    written, now = pipeline_of(other, window_state), pipeline_of(spec, window_state)
+    written, now = pipeline_of(other, window_state, described), pipeline_of(spec, window_state, described)
     if written == now:
         return None
     columns = list(zip(accumulator_columns(other), accumulator_columns(spec), strict=True))

@@ -26,10 +26,11 @@ from ...state_codec import COMPRESSIONS, decode, encode
 from ...timeaxis import MAX_TIME, MIN_TIME, NS_PER_MS
 from ...window_state import KeyedStepResult, keyed_step
 from ...window_table import empty_state
-from .buckets import BUCKETS_CONF, NUMBERS, PARTITIONS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
+from .buckets import BUCKETS_CONF, NUMBERS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
 from .combine import CHECKED_BUCKET, nulls_restored
 from .instants import instants_as_micros, instants_restored
 from .old_checkpoints import without_float_integers
+from .pipelines import differences, pipeline_of, refuse_another_pipeline
 from .wire import WIRE
 
 NS_PER_US = 1_000
@@ -44,12 +45,12 @@ class SwitchedLayout:
     way round: ``aggregate()`` lifts, unless ``windowing.spark.combine=false``; ``run()`` never does.
 
     Lifted, a ``Count`` accumulates partial counts as a ``Sum`` (`combine.lifted_aggregations`): the same
-    int64 column under another name, and another pipeline in the state row (`pipeline_of`). A checkpoint
+    int64 column under another name, and another pipeline in the state row (`pipelines.pipeline_of`). A checkpoint
     written that way restarts with its columns renamed instead of being refused as another pipeline's.
     """
 
     pipeline: dict[str, str]
-    """What the state row says where written that way (`pipeline_of`)."""
+    """What the state row says where written that way (`pipelines.pipeline_of`)."""
     renamed: dict[str, str]
     """That table's columns to this query's, where their names differ."""
     written_by: str
@@ -107,10 +108,17 @@ class BucketStep:
     pyspark's own conversion fails beyond 2262 and, on pyspark 4, reads summer times after 2037 an hour early."""
     wall_zone: str = "UTC"
     """``spark.sql.session.timeZone``: pyspark hands timestamps to pandas as wall times there."""
+    described: tuple[tuple[str, str], ...] = ()
+    """The state's description beyond the engine's (`pipelines.pipeline_of`), from the driver."""
 
     @property
     def buckets(self) -> int:
         return self.bucketing.count
+
+    @property
+    def pipeline(self) -> dict[str, str]:
+        """What builds this query's window tables, stored in each state row and compared at every load."""
+        return pipeline_of(self.plan.spec, self.window_state, self.described)
 
     # -- frames in and out --
     def elements(self, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -194,7 +202,7 @@ class BucketStep:
         return empty_state(self.plan.spec, list(self.key_dtypes))
 
     def save(self, table: pd.DataFrame, store_batch: int | None = None) -> bytes:
-        return encode(table, self.buckets, pipeline_of(self.plan.spec, self.window_state), self.bucketing.placement,
+        return encode(table, self.buckets, self.pipeline, self.bucketing.placement,
                       self.state_compression, store_batch)
 
     def load(self, blob: bytes) -> pd.DataFrame:
@@ -203,22 +211,19 @@ class BucketStep:
     def load_with_meta(self, blob: bytes) -> tuple[pd.DataFrame, dict[str, Any]]:
         """The table of a state value, checked against this query (pipeline, buckets), and the value's metadata."""
         table, meta = decode(blob)
-        written_by, pipeline = meta.get("pipeline"), pipeline_of(self.plan.spec, self.window_state)
-        if self.switched is not None and written_by == self.switched.pipeline:
+        written_by, pipeline = meta.get("pipeline"), self.pipeline
+        if self.switched is not None and written_by is not None and not differences(written_by, self.switched.pipeline):
             if self.window_state is not None:  # the windows in the store keep that table's columns
                 raise WindowingConfigError(
                     f"the checkpoint's state was written by {self.switched.written_by}, and with .window_state(store) "
                     "its windows keep that layout in the store: restart it that way, or start from a new checkpoint")
             table, written_by = table.rename(columns=self.switched.renamed), pipeline
-        if written_by is not None and written_by != pipeline:
-            changed = "; ".join(f"{part} {written_by.get(part)} then, {pipeline.get(part)} now"
-                                for part in dict.fromkeys([*pipeline, *written_by]) if written_by.get(part) != pipeline.get(part))
-            raise WindowingConfigError(
-                f"the checkpoint's state was written by another pipeline ({changed}): its window table would be "
-                "read wrongly; restore the pipeline, or start from a new checkpoint")
+        if written_by is not None:
+            refuse_another_pipeline(written_by, pipeline)
         count, placement = meta.get("buckets"), meta.get("placement", NUMBERS)  # none stored: labelled by number
         if count is None or not self.bucketing.same_labels(count, placement):
-            restore = f"{BUCKETS_CONF}={count}" + (f" and {PLACEMENT_CONF}={placement}" if count != 1 and placement != PARTITIONS else "")
+            restore = f"{BUCKETS_CONF}={count}" + (
+                f" and {PLACEMENT_CONF}={placement}" if count != 1 and placement != self.bucketing.placement else "")
             raise WindowingConfigError(
                 f"this query groups keys into {self.bucketing.described()}, but its checkpoint was written with {count} "
                 f"bucket{'s' if count != 1 else ''}{f' placed by {placement}' if placement != self.bucketing.placement else ''}: "
@@ -315,23 +320,6 @@ class BucketStep:
             state.setTimeoutTimestamp(int(max(watermark_ms, 1)))
 
 
-def pipeline_of(spec: EngineSpec, window_state: Any = None) -> dict[str, str]:
-    """What builds a bucket's window table, stored beside it in the state: a restart with other
-    windows, trigger, mode, keys or aggregations would read it wrongly (a fixed window as a
-    session, one aggregation's accumulator as another's), so it is refused by name instead; so is
-    one with or without ``.window_state(store)`` where the checkpoint was written the other way, and one whose
-    checkpoint kept the windows' small fields in its state rows ("payloads in a key-value store": the store
-    then holds no window table)."""
-    spilled = {} if window_state is None else {"window_state": "windows per key in a key-value store"}
-    return spilled | {
-        "windows": _described(spec.windows),
-        "trigger": _described(spec.trigger),
-        "mode": spec.mode.value,
-        "keys": str(spec.n_keys),
-        "aggregations": ", ".join(f"{a.name}={_described(a.accumulation)} of {a.input_dtype}" for a in spec.aggregations),
-    }
-
-
 def stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """The rows of ``frames`` (the same columns) one after the other. A column whose dtype differs
     between them (a pane's bigint value, a late row's null) becomes Python objects, exact and with
@@ -380,12 +368,6 @@ def _python_values(values: pd.Series) -> list[Any]:
     cells = values.to_numpy(dtype=object, copy=True)
     cells[pd.isna(cells)] = None
     return cells.tolist()
-
-
-def _described(part: Any) -> str:
-    """``repr``, or the class name where the repr is object's own (it holds a memory address)."""
-    own_repr = type(part).__repr__ is not object.__repr__  # type: ignore[comparison-overlap]
-    return repr(part) if own_repr else type(part).__qualname__
 
 
 def _unpacked(frames: list[pd.DataFrame], names: list[str], flags: list[str]) -> dict[str, np.ndarray]:

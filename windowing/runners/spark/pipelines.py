@@ -1,0 +1,51 @@
+"""What built a bucket's window table, stored beside it in the state row, and the refusal of a restart by another
+pipeline, which would read that table wrongly. Pyspark-free: the workers compare it at every load."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ...errors import WindowingConfigError
+from ...spec import EngineSpec
+
+LATER_PARTS = ("key columns", "session time zone")
+"""Parts the description gained after checkpoints were written without them: such a checkpoint is not refused for
+lacking one (it restarts as it did before)."""
+
+
+def pipeline_of(spec: EngineSpec, window_state: Any = None, described: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
+    """What builds a bucket's window table: a restart with other windows, trigger, mode, keys or aggregations would
+    read it wrongly (a fixed window as a session, one aggregation's accumulator as another's), so it is refused by
+    name instead; so is one with or without ``.window_state(store)`` where the checkpoint was written the other way.
+    ``described``: what the driver adds (`planning.described_state`): the key columns and their types, and the
+    session time zone where the table holds wall times in it."""
+    spilled = {} if window_state is None else {"window_state": "windows per key in a key-value store"}
+    return spilled | {
+        "windows": _described(spec.windows),
+        "trigger": _described(spec.trigger),
+        "mode": spec.mode.value,
+        "keys": str(spec.n_keys),
+        "aggregations": ", ".join(f"{a.name}={_described(a.accumulation)} of {a.input_dtype}" for a in spec.aggregations),
+    } | dict(described)
+
+
+def differences(written_by: dict[str, str], pipeline: dict[str, str]) -> list[str]:
+    """The parts that ``written_by`` (a state row's description) and ``pipeline`` describe otherwise, but for a part of
+    `LATER_PARTS` the state row lacks."""
+    return [part for part in dict.fromkeys([*pipeline, *written_by])
+            if written_by.get(part) != pipeline.get(part) and not (part in LATER_PARTS and part not in written_by)]
+
+
+def refuse_another_pipeline(written_by: dict[str, str], pipeline: dict[str, str]) -> None:
+    """Refuse a state row written by another pipeline, naming every part that changed."""
+    changed = "; ".join(f"{part} {written_by.get(part)} then, {pipeline.get(part)} now" for part in differences(written_by, pipeline))
+    if changed:
+        raise WindowingConfigError(
+            f"the checkpoint's state was written by another pipeline ({changed}): its window table would be "
+            "read wrongly; restore the pipeline, or start from a new checkpoint")
+
+
+def _described(part: Any) -> str:
+    """``repr``, or the class name where the repr is object's own (it holds a memory address)."""
+    own_repr = type(part).__repr__ is not object.__repr__  # type: ignore[comparison-overlap]
+    return repr(part) if own_repr else type(part).__qualname__
