@@ -107,7 +107,10 @@ def current_layout(spec: EngineSpec, state: pd.DataFrame) -> pd.DataFrame:
     added = [name for name, column in trigger_columns.items() if column.earlier is not None and source[name] not in have]
     missing = [name for name in names if source[name] not in have and name not in defaults and name not in added]
     if missing:
-        raise WindowingConfigError(f"the stored window table lacks the columns {missing}: it was not written by "
+        outputs = [name for name in missing if name in spec.last_output_columns]
+        why = (" (the panes' last outputs, which fire_only_updated_panes() and accumulating_and_retracting() keep: "
+               "the pipeline gained one of them)") if outputs == missing else ""
+        raise WindowingConfigError(f"the stored window table lacks the columns {missing}{why}: it was not written by "
                                    "this pipeline; restore the pipeline, or start from a new checkpoint")
     out = {name: state[source[name]] if source[name] in have else defaults[name]()
            for name in names if name not in added}

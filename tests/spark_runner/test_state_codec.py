@@ -458,6 +458,20 @@ def test_a_checkpoint_holding_timestamps_restarts_only_in_its_session_time_zone(
     assert len(_keyed(frame, "user", "UTC").load(without_timestamps.save(without_timestamps.fresh_state()))) == 0
 
 
+def test_a_checkpoint_restarted_with_fire_only_updated_panes_is_refused_naming_it():
+    # The refusal named the missing columns ['o0'] only, which the user never wrote.
+    frame = events([("a", 1, 5)])
+    pipeline = windowed(frame, time="ts", key="user").fixed("10 seconds").trigger(
+        AtWatermark().with_early_firings_every(1)).accumulating()
+    planned = plan_spark(pipeline.strategy(lo=Min("amount")), spark_schema(frame), 4, combine=False)
+    then, elements = planned.adapter, planned.adapter.elements([shipped(frame, planned).drop(columns="_wm_ms")])
+    now = plan_spark(pipeline.fire_only_updated_panes().strategy(lo=Min("amount")), spark_schema(frame), 4, combine=False).adapter
+    blob = then.save(step(then.plan.spec, then.fresh_state(), elements, 0, 0).state)
+    with pytest.raises(WindowingConfigError, match=r"lacks the columns \['o0'\] \(the panes' last outputs, which "
+                                                   r"fire_only_updated_panes\(\) and accumulating_and_retracting\(\) keep"):
+        step(now.plan.spec, now.load(blob), now.elements([]), 0, 0)
+
+
 def test_a_checkpoint_written_before_key_columns_and_zones_were_described_restarts():
     """Such a state row describes the engine's parts only (`pipelines.LATER_PARTS`)."""
     import dataclasses
