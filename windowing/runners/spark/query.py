@@ -22,7 +22,7 @@ from .output_types import integral
 from .planning import NEVER_BEHIND_MS, plan_spark
 from .results import JSON_OPTIONS, SparkRun, spark_run
 from .wire import WIRE
-from .worker import ELEMENT, KIND, NS_PER_US, REASON, packed_output, per_ms
+from .worker import ELEMENT, KIND, NS_PER_US, REASON, BucketStep, packed_output, per_ms
 from .worker_python import check_worker_python, on_workers
 
 #: Whether Spark's Python workers acknowledge at once what the JVM sends them over TCP (`storage.worker_socket`).
@@ -118,7 +118,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
             return adapter.run_batch(frame)
 
         out = frame.groupBy(WIRE.bucket).applyInPandas(on_workers(run_batch, quick), sp.out_schema)
-        return spark_run(_finish(out, adapter.timestamp, [c.name for c in adapter.columns if c.instant]), late_data, source.schema)
+        return spark_run(_finish(out, adapter), late_data, source.schema)
 
     # The stateful operator drops rows whose watermarked column is at or behind the watermark.
     # Beam semantics accept them until their window's end plus lateness passes, so the watermark
@@ -154,7 +154,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         packed = frame.groupBy(WIRE.bucket).applyInPandasWithState(on_workers(run_stream_packed, quick), packed_schema,
                                                                      sp.state_schema, "append", sp.timeout)
         out = packed.select(F.inline(F.arrays_zip(*[_col(name) for name in sp.out_schema.names]))).toDF(*sp.out_schema.names)
-    return spark_run(_finish(out, adapter.timestamp, [c.name for c in adapter.columns if c.instant]), late_data, source.schema)
+    return spark_run(_finish(out, adapter), late_data, source.schema)
 
 
 def _switch(spark: Any, name: str, what: str) -> bool:
@@ -435,11 +435,12 @@ def _packed_output_schema(schema: Any) -> Any:
     return T.StructType([T.StructField(f.name, T.ArrayType(f.dataType)) for f in schema.fields])
 
 
-def _finish(panes: Any, timestamp: bool, instants: list[str]) -> Any:
-    """The workers' epoch microseconds as timestamps: the window bounds of a timestamp axis and ``instants``."""
+def _finish(panes: Any, adapter: BucketStep) -> Any:
+    """The workers' epoch microseconds as timestamps: the window bounds of a timestamp axis, and the columns that
+    leave the workers as instants (`OutputColumn.instant`)."""
     from pyspark.sql import functions as F
 
-    micros = instants + (["window_start", "window_end"] if timestamp else [])
+    micros = [c.name for c in adapter.columns if c.instant] + (["window_start", "window_end"] if adapter.timestamp else [])
     if not micros:
         return panes
     return panes.select(*[F.timestamp_micros(_col(c)).alias(c) if c in micros else _col(c) for c in panes.columns])
