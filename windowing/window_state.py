@@ -32,6 +32,7 @@ id big-endian)::
     b"P" | next | pickled key           -> b""   a processing-time timer of the key's at ``next``
     b"D" | pickled key                  -> b""   a processing-time timer at or before its last step
     b"U" | batch id | store key         -> b"\\x01" + the value before that batch, or b"\\x00": absent
+    b"R"                                -> b""   a pandas run holds the bucket (`start_run`, `end_run`)
 
 The store is any object with the `storage.KVStore` bucket interface: this module never imports `storage`.
 """
@@ -58,8 +59,10 @@ from .state_codec import pickled
 from .timeaxis import MAX_TIME, add_saturating
 from .window_table import current_layout, table_columns
 
-RECORD, DUE, PROCESSING, PENDING, UNDO = b"K", b"E", b"P", b"D", b"U"
-_PREFIXES = (RECORD, DUE, PROCESSING, PENDING, UNDO)
+RECORD, DUE, PROCESSING, PENDING, UNDO, PANDAS_RUN = b"K", b"E", b"P", b"D", b"U", b"R"
+_PREFIXES = (RECORD, DUE, PROCESSING, PENDING, UNDO, PANDAS_RUN)
+PANDAS_BUCKET = 0
+"""The bucket a pandas run writes: it has one group of keys."""
 LAYOUT = 2
 """The layout of the rows of the records this release writes (`_Record.layout`): 1 added the processing-time
 trigger's ``timer``, 2 its ``later`` timers (`triggers.Column.since`)."""
@@ -458,25 +461,36 @@ def _after(store: StoreBucket) -> tuple[bool, bool, int, int, int]:
             NO_TIME if processing is None else _time_of(processing), store.committed_batch_id)
 
 
-def forget_undo(store: StoreBucket, batch_id: int) -> None:
-    """Delete, in batch ``batch_id``, the undo records of the batches before: the end of a run that will not be
-    replayed (the pandas runner)."""
-    if batch_id > store.committed_batch_id:
-        _write_batch(store, batch_id, {})
+def end_run(store: StoreBucket, batch_id: int) -> None:
+    """End a pandas run in batch ``batch_id``: delete its mark and the undo records of its batches (no replay follows
+    a pandas run), so that it leaves nothing (every window was purged at the end of its input)."""
+    stale = store.scan_table(UNDO, UNDO + _U64.pack(batch_id)).column("key").to_pylist()
+    store.begin(batch_id)
+    store.delete_many(pa.array([PANDAS_RUN, *stale], type=pa.binary()))
+    store.commit()
 
 
-def clear(store: StoreBucket, batch_id: int) -> None:
-    """Delete the window state in the bucket in batch ``batch_id``: a run that starts from no state (pandas) owns
-    nothing an earlier run left behind (a run that crashed before its end). A bucket holding keys window state never
-    writes is someone else's data: refused, nothing deleted."""
-    leftovers = store.scan_table().column("key")
-    if len(leftovers) == 0:
-        return
-    foreign = next((key for key in leftovers.to_pylist() if key[:1] not in _PREFIXES), None)
+def start_run(store: StoreBucket, batch_id: int, buckets: list[int]) -> None:
+    """Start a pandas run in batch ``batch_id``: delete what an earlier run of the bucket left (it crashed: a run starts
+    from no windows) and mark the bucket as the run's until `end_run`. ``buckets``: those of the store.
+
+    Refused, nothing deleted, where the store is not a pandas run's: a key window state never writes (someone else's
+    data); window state without the mark (a Spark query's bucket 0); buckets besides this one (a Spark query's)."""
+    leftovers = store.scan_table().column("key").to_pylist()
+    foreign = next((key for key in leftovers if key[:1] not in _PREFIXES), None)
     if foreign is not None:
         raise WindowingConfigError(
             f"window_state(store): {store!r} holds {foreign[:40]!r}, a key window state never writes; a run starts by "
             "clearing its bucket, so it refuses a store that holds other data: give window state a store of its own")
+    others = [bucket for bucket in buckets if bucket != PANDAS_BUCKET]
+    if others or (leftovers and PANDAS_RUN not in leftovers):
+        held = f"buckets {buckets}" if others else "windows that no pandas run marked as its own"
+        raise WindowingConfigError(
+            f"window_state(store): {store!r} holds {held}: a Spark query's window state (a pandas run writes bucket "
+            f"{PANDAS_BUCKET} only), or what a pandas run of a release before the mark left when it crashed; a run starts "
+            "by clearing its bucket, so it refuses: give the pandas run a store of its own, or delete the path of a "
+            "crashed pandas run's store")
     store.begin(batch_id)
-    store.delete_many(leftovers.combine_chunks())
+    store.delete_many(pa.array(leftovers, type=pa.binary()))
+    store.put_many(pa.array([PANDAS_RUN], type=pa.binary()), pa.array([b""], type=pa.binary()))
     store.commit()

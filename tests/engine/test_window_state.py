@@ -11,6 +11,7 @@ batch and writes nothing.
 from __future__ import annotations
 
 import datetime
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -31,7 +32,6 @@ from windowing.spec import EngineSpec
 from windowing.state_codec import pickled
 from windowing.window_state import (
     RECORD,
-    UNDO,
     _Record,
     _View,
     key_blobs,
@@ -456,17 +456,47 @@ def test_a_batch_behind_the_store_is_refused(tmp_path):
             keyed_step(spec, template, _elements(["a"], [1], [2]), 0, 0, bucket, 0)
 
 
-def test_a_pandas_run_leaves_nothing_in_the_store_and_ignores_an_earlier_crashed_run(tmp_path):
+def test_a_pandas_run_leaves_nothing_in_the_store_and_clears_what_a_crashed_run_left(tmp_path):
     store = KVStore(str(tmp_path / "kv"))
-    with store.open(0) as bucket:  # what a crashed run could leave behind
-        bucket.begin(0)
-        bucket.put(RECORD + b"left over", b"x")
-        bucket.put(UNDO + b"left over", b"x")
-        bucket.commit()
+
+    def fail_at_three(total, value):
+        if value == 3:
+            raise RuntimeError("crash")
+        return total + value
+
+    crashing = (TestStream().add_elements(pd.DataFrame({"k": ["a"], "t": [1], "x": [1]})).advance_watermark_to(5)
+                .add_elements(pd.DataFrame({"k": ["b"], "t": [2], "x": [3]})))
+    with pytest.raises(RuntimeError, match="crash"):
+        windowed(crashing, time="t", key="k").fixed(10).window_state(store).aggregate(
+            accumulations.Fold("x", 0, fail_at_three, lambda a, b: a + b))
+    assert stored(store) > 1  # a's window and the run's mark
     stream = TestStream().add_elements(pd.DataFrame({"k": ["a", "b"], "t": [1, 2], "x": [1, 2]})).advance_watermark_to(5)
     panes = windowed(stream, time="t", key="k").fixed(10).window_state(store).aggregate(ToList("x"))
     assert sorted(panes["value"].map(tuple)) == [(1,), (2,)]
     assert stored(store) == 0
+
+
+def _a_spark_querys_windows(store: KVStore, bucket: int) -> None:
+    """Windows as a Spark query's micro-batch writes them: `keyed_step` on the bucket, without a pandas run's mark."""
+    spec = _sessions_spec()
+    with store.open(bucket) as opened:
+        keyed_step(spec, empty_state(spec, [np.dtype(object)]), _elements(["a"], [0], [1]), 0, 0, opened, 7)
+
+
+@pytest.mark.parametrize("spark_buckets", [[0], [0, 1], [1]], ids=str)
+def test_a_pandas_run_refuses_a_spark_querys_store_and_deletes_none_of_it(tmp_path, spark_buckets):
+    # A run starts by clearing bucket 0: it deleted the windows a Spark query kept there (and its next
+    # micro-batch found the store ahead of it), taking them for what a crashed pandas run left.
+    store = KVStore(str(tmp_path))
+    for bucket in spark_buckets:
+        _a_spark_querys_windows(store, bucket)
+    before = {bucket: stored(store, bucket) for bucket in spark_buckets}
+    held = "buckets " + str(sorted({0, *spark_buckets})) if spark_buckets != [0] else "windows that no pandas run marked"
+    with pytest.raises(WindowingConfigError, match=re.escape(f"holds {held}") + ".*a Spark query's window state"):
+        windowed(pd.DataFrame({"t": [1], "x": [1]}), time="t").fixed(10).window_state(store).aggregate(Sum("x"))
+    assert {bucket: stored(store, bucket) for bucket in spark_buckets} == before
+    with store.open(0) as bucket_zero:
+        assert bucket_zero.committed_batch_id == (7 if 0 in spark_buckets else -1)
 
 
 def test_a_pandas_run_refuses_a_store_holding_other_data_and_deletes_none_of_it(tmp_path):

@@ -16,7 +16,7 @@ from ..scripted_stream import Action, AddElements, AdvanceWatermark, TestStream
 from ..spec import StepResult
 from ..strategy import Strategy
 from ..timeaxis import MAX_TIME, MIN_TIME, NS_PER_MS, TimeAxis
-from ..window_state import clear, forget_undo, keyed_step
+from ..window_state import PANDAS_BUCKET, end_run, keyed_step, start_run
 from ..window_table import empty_state
 
 
@@ -90,7 +90,7 @@ def run_pandas(strategy: Strategy, source: Any, second: Any = None, late_data: b
     if strategy.window_state is None:
         result = _Run(plan, strategy, is_stream, sample.iloc[:0]).execute(script)
     else:
-        with strategy.window_state.open(SPILL_BUCKET) as bucket:
+        with strategy.window_state.open(PANDAS_BUCKET) as bucket:
             result = _SpilledRun(plan, strategy, is_stream, sample.iloc[:0], bucket).execute(script)
     return result if second is None else result._replace(late_data=result.late_data.drop(columns=SIDE))
 
@@ -205,10 +205,6 @@ _NOTHING_DROPPED = pd.DataFrame({"start": np.array([], np.int64), "end": np.arra
                                  "reason": np.array([], object)})
 
 
-SPILL_BUCKET = 0
-"""The window-state store's bucket a pandas run writes: it has one group of keys."""
-
-
 class _Run:
     def __init__(self, plan: Plan, strategy: Strategy, is_stream: bool, no_input: pd.DataFrame):
         self.plan, self.strategy, self.is_stream = plan, strategy, is_stream
@@ -301,14 +297,13 @@ class _Run:
 
 class _SpilledRun(_Run):
     """A run whose windows live in a bucket of a key-value store (`windowing.window_state`); ``state`` stays a
-    table without rows, for its dtypes. Step ``i`` of the script is the store's batch ``first + 1 + i``, after
-    the bucket's last committed batch."""
+    table without rows, for its dtypes. The run starts in the store's batch ``first``, after the bucket's last
+    committed batch (`start_run`); step ``i`` of the script is its batch ``first + 1 + i``."""
 
     def __init__(self, plan: Plan, strategy: Strategy, is_stream: bool, no_input: pd.DataFrame, bucket: Any):
         self.bucket = bucket
         self.first_batch = bucket.committed_batch_id + 1
-        # A run starts from no windows, so whatever an earlier run left in the bucket (it crashed) is not its own.
-        clear(bucket, self.first_batch)
+        start_run(bucket, self.first_batch, strategy.window_state.buckets())
         super().__init__(plan, strategy, is_stream, no_input)
 
     def _engine_step(self, index: int, elements: pd.DataFrame) -> StepResult:
@@ -317,8 +312,7 @@ class _SpilledRun(_Run):
         return StepResult(panes=result.panes, state=self.state, dropped=result.dropped)
 
     def _finish(self, index: int) -> None:
-        # No replay follows a pandas run: the undo records of its last step go now.
-        forget_undo(self.bucket, self.first_batch + 1 + index)
+        end_run(self.bucket, self.first_batch + 1 + index)
 
 
 def _unhashable_key(plan: Plan, frame: pd.DataFrame | None, action: int | None) -> WindowingConfigError | None:
