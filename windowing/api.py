@@ -133,7 +133,7 @@ class Windowed:
     # ---- running -----------------------------------------------------------------------------
     def aggregate(self, *accumulations: Accumulation[Any, Any, Any], **named: Accumulation[Any, Any, Any]) -> Any:
         """Run the pipeline; return every pane fired (a DataFrame of the source's kind)."""
-        return self._run(self.strategy(*accumulations, **named), late_data=False).panes
+        return self._run(self.strategy(*accumulations, **named), late_data=False)
 
     def run(self, *accumulations: Accumulation[Any, Any, Any], **named: Accumulation[Any, Any, Any]) -> Any:
         """Run the pipeline; return panes and the dropped elements (``late_data``).
@@ -145,13 +145,14 @@ class Windowed:
         return self._run(self.strategy(*accumulations, **named), late_data=True)
 
     def _run(self, strategy: Strategy, late_data: bool) -> Any:
-        """The runner for the source's kind. ``late_data`` False: only panes are wanted, so the Spark
-        runner carries no dropped rows and lifts (pre-aggregates) where that is exact."""
+        """The runner for the source's kind. ``late_data`` False: only the panes are wanted (and returned), so the
+        Spark runner carries no dropped rows and lifts (pre-aggregates) where that is exact."""
         if _is_spark(self.source):
             from .runners.spark import run_spark  # lazily: `import windowing` loads no pyspark
             return run_spark(strategy, self.source, self.second, late_data=late_data)
         from .runners.pandas import run_pandas
-        return run_pandas(strategy, self.source, self.second, late_data=late_data)
+        result = run_pandas(strategy, self.source, self.second, late_data=late_data)
+        return result if late_data else result.panes
 
     def strategy(self, *accumulations: Accumulation[Any, Any, Any], **named: Accumulation[Any, Any, Any]) -> Strategy:
         """The validated, frozen `Strategy` of this pipeline with these aggregations."""

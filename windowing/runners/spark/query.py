@@ -20,7 +20,7 @@ from .buckets import NUMBERS, Bucketing, bucketing_of
 from .combine import COMBINE_CONF, lift_and_pack, pack, with_buckets
 from .output_types import integral
 from .planning import NEVER_BEHIND_MS, plan_spark
-from .results import JSON_OPTIONS, SparkRun, spark_run
+from .results import JSON_OPTIONS, spark_run
 from .wire import WIRE
 from .worker import ELEMENT, KIND, NS_PER_US, REASON, BucketStep, packed_output, per_ms
 from .worker_python import check_worker_python, on_workers
@@ -34,8 +34,8 @@ STATE_COMPRESSION_CONF = "windowing.spark.stateCompression"
 WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
 
 
-def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bool = True) -> SparkRun:
-    """The query; ``late_data`` False (``aggregate()``) builds panes only, lifted where exact."""
+def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bool = True) -> Any:
+    """The query's `SparkRun`; ``late_data`` False (``aggregate()``): the panes DataFrame only, lifted where exact."""
     from pyspark.sql import functions as F
 
     if second is not None:

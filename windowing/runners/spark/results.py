@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import WindowingConfigError
 from .worker import ELEMENT, KIND, LATE, PANE, REASON
 
 # to_json/from_json keep microseconds (the default formats keep milliseconds: timestamp_ntz's too), written in UTC
@@ -29,13 +28,11 @@ class SparkRun:
     """
 
     panes: Any
-    output: Any = None
-    input_schema: Any = None
+    output: Any
+    input_schema: Any
 
     @property
     def late_data(self) -> Any:
-        if self.output is None:
-            raise WindowingConfigError("this run has no late-data output: aggregate() returns panes only; use run(...).late_data")
         return late_data_of(self.output, self.input_schema)
 
     def split(self, batch: Any) -> tuple[Any, Any]:
@@ -60,7 +57,6 @@ def late_data_of(output: Any, input_schema: Any) -> Any:
                        "window_start", "window_end", REASON)
 
 
-def spark_run(out: Any, late_data: bool, schema: Any) -> SparkRun:
-    if not late_data:
-        return SparkRun(out)
-    return SparkRun(panes_of(out), output=out, input_schema=schema)
+def spark_run(out: Any, late_data: bool, schema: Any) -> Any:
+    """What `run_spark` returns: the `SparkRun` of ``out``, or with ``late_data`` False ``out`` itself (panes only)."""
+    return SparkRun(panes_of(out), output=out, input_schema=schema) if late_data else out
