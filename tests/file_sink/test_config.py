@@ -17,6 +17,7 @@ KEY = b"k" * 32
     ("build", "match"),
     [
         (lambda p: FileSink(p, format="xml"), r"format='xml' is unknown"),
+        (lambda p: FileSink(p).with_format("xml"), r"format='xml' is unknown"),
         (lambda p: FileSink(p, compression="rar"), r"compression='rar' is unknown"),
         (lambda p: FileSink(p, format="parquet", compression="bz2"), r"compression='bz2' is unknown for format 'parquet'"),
         (lambda p: FileSink(p, format="avro", compression="zstd"), r"compression='zstd' is unknown for format 'avro'"),
@@ -77,6 +78,15 @@ def test_builder_steps_return_new_objects(tmp_path):
     gz = base.with_compression("gzip")
     assert base.compression is None and gz.compression == "gzip"
     assert "key=" not in repr(base.with_encryption(KEY))  # never print the key
+
+
+@pytest.mark.parametrize(("first", "then"), [("jsonl", "parquet"), ("parquet", "csv")])
+def test_with_format_builds_the_sink_the_format_argument_builds(tmp_path, first, then):
+    # The default rolling policy follows the format: a part per batch for bulk formats, by size and time for rows.
+    switched = FileSink(str(tmp_path), format=first).with_format(then)
+    assert switched == FileSink(str(tmp_path), format=then)
+    switched.write(pd.DataFrame({"x": [1, 2]}))
+    assert switched.read()["x"].tolist() == [1, 2]
 
 
 def test_filesystems_that_cannot_append_need_a_part_per_batch():
