@@ -796,6 +796,24 @@ def test_timestamp_keys_and_values_of_any_year_stream_exactly_in_any_session_zon
     assert {k.year for k, *_ in wanted} == {100, 2020, 2040, 3000} and max(hi.year for *_, hi, n in wanted if n) > 2262
 
 
+@pytest.mark.parametrize("server", ["3.5.6", "4.1.0"])
+def test_the_timestamp_list_refusal_follows_the_sessions_spark_not_the_clients_pyspark(server):
+    # The workers run the server's pyspark: over Spark Connect the client's may be of another major version, and the
+    # refusal read the client's (a 4.x client refused what a 3.5 server streams exactly, a 3.5 client let a 4.x
+    # server shift the times).
+    from pyspark.sql import types as T
+
+    from windowing.runners.spark.query import _check_stream_timestamps
+
+    schema = T.StructType([T.StructField("all", T.ArrayType(T.TimestampType()))])
+    if server.startswith("3."):
+        _check_stream_timestamps(schema, "America/Los_Angeles", server)
+    else:
+        with pytest.raises(WindowingConfigError, match=r"'all' holds timestamps, which a stream on Spark 4.1.0 would give"):
+            _check_stream_timestamps(schema, "America/Los_Angeles", server)
+    _check_stream_timestamps(schema, "UTC", server)
+
+
 def test_a_stream_of_timestamp_lists_in_a_zone_off_utc_is_refused_on_pyspark_4_and_exact_on_pyspark_3(spark, where):
     """pyspark 4's stateful step writes wall times back as UTC inside arrays too, which the workers do not make
     microseconds: refused, naming the column and the zone. pyspark 3.5 hands them over and back as the session's

@@ -57,7 +57,8 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
         _check_watermark(strategy, adapter.plan, watermarked, adapter.timestamp)
-        _check_stream_timestamps(sp.out_schema, str(source.sparkSession.conf.get("spark.sql.session.timeZone")))
+        _check_stream_timestamps(sp.out_schema, str(source.sparkSession.conf.get("spark.sql.session.timeZone")),
+                                 source.sparkSession.version)
 
     # A mapInArrow before the shuffle gets integer columns with their nulls and makes the flags itself
     # (`combine.with_null_flags`): Spark then writes fewer columns into Arrow.
@@ -174,18 +175,17 @@ def _input_watermark(source: Any) -> str | None:
     return None
 
 
-def _check_stream_timestamps(out_schema: Any, zone: str) -> None:
+def _check_stream_timestamps(out_schema: Any, zone: str, spark_version: str) -> None:
     """Refuse what pyspark 4 would shift without a word: in a session time zone with an offset from UTC, its
     ``applyInPandasWithState`` writes the workers' wall times back as UTC. Timestamp keys and built-ins' values leave
     as microseconds (`instants`), so only the timestamps pyspark still converts are refused: lists of them, a
-    timestamp-typed Fold (docs/spark.md, "Output types")."""
-    import pyspark
-
+    timestamp-typed Fold (docs/spark.md, "Output types"). ``spark_version``: the session's, whose pyspark the workers
+    run (over Spark Connect the client's pyspark may be of another version)."""
     timestamps = [f.name for f in out_schema.fields if re.search(r"timestamp(?!_ntz)", f.dataType.simpleString())]
-    if not timestamps or int(pyspark.__version__.split(".")[0]) < 4 or _utc_like(zone):
+    if not timestamps or int(spark_version.split(".")[0]) < 4 or _utc_like(zone):
         return
     raise WindowingConfigError(
-        f"output column {timestamps[0]!r} holds timestamps, which a stream on pyspark {pyspark.__version__} would give back "
+        f"output column {timestamps[0]!r} holds timestamps, which a stream on Spark {spark_version} would give back "
         f"shifted by the offset of spark.sql.session.timeZone={zone!r}: set spark.sql.session.timeZone to 'UTC' for "
         "this query (instants are unchanged; only how strings and naive datetimes are read and shown changes)")
 
