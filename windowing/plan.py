@@ -122,7 +122,7 @@ def to_elements(plan: Plan, frame: pd.DataFrame, times: np.ndarray) -> pd.DataFr
                 # the table's objects NumPy made a datetime64 column ints, a float one made int64 keys floats)
                 out[columns.key(i)] = frame[name].astype(object).to_numpy()
             else:
-                out[columns.key(i)] = _values(frame[name])
+                out[columns.key(i)] = positive_zeros(_values(frame[name]))
     else:
         out[columns.key(0)] = np.zeros(len(frame), dtype=np.int64)
     out[columns.TIME] = times
@@ -148,6 +148,12 @@ def _values(column: pd.Series) -> np.ndarray:
     if isinstance(column.dtype, pd.CategoricalDtype) and column.dtype.categories.dtype.kind in "iu" and column.hasnans:
         return column.astype(object).to_numpy()  # to_numpy() gives floats there; this Python ints, NaN where missing
     return column.to_numpy()
+
+
+def positive_zeros(keys: Any) -> Any:
+    """A key column (NumPy or pandas) with float -0.0 as 0.0: one key, as Spark's groupBy makes it (pandas' factorize
+    kept the sign of the first seen, so a pane's key showed either, by the order of the elements)."""
+    return keys + 0.0 if keys.dtype.kind == "f" else keys
 
 
 def _nullable_integers(dtype: Any) -> bool:

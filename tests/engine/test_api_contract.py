@@ -444,3 +444,12 @@ def test_the_global_window_of_an_integer_column_spans_its_types_extremes(dtype):
     info = np.iinfo(dtype.lower())
     assert whole[["window_start", "window_end"]].values.tolist() == [[info.min, info.max]]
     assert str(whole["window_end"].dtype) == dtype
+
+
+@pytest.mark.parametrize("keys", [[-0.0, 0.0], [0.0, -0.0], [-0.0]], ids=str)
+def test_a_float_key_of_minus_zero_is_the_key_zero_as_spark_groups_it(keys):
+    # Before: the pane's key kept the sign of the first element seen (-0.0 where Spark's groupBy gives 0.0).
+    frame = pd.DataFrame({"k": np.array(keys, dtype=np.float32), "t": range(len(keys)), "x": 1})
+    panes = windowed(frame, time="t", key="k").fixed(10).aggregate(Count())
+    assert [math.copysign(1.0, k) for k in panes["k"]] == [1.0] and panes["value"].tolist() == [len(keys)]
+    assert panes["k"].dtype == np.float32

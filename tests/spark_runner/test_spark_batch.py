@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import math
 import re
 
 import numpy as np
@@ -600,6 +601,26 @@ def test_a_nan_key_and_a_null_key_are_one_missing_key_whatever_the_bucket_count(
     finally:
         spark.conf.unset("windowing.spark.buckets")
     assert sorted((r["k"] is None, r["total"]) for r in panes) == [(False, 4), (False, 24), (True, 3)]
+
+
+@pytest.mark.parametrize("combine", ["true", "false"])
+@pytest.mark.parametrize("keys", [[-0.0, 0.0, -0.0], [0.0, -0.0]], ids=["negative first", "positive first"])
+def test_float_keys_minus_zero_and_zero_are_one_key_shown_as_zero_as_spark_groups_them(spark, combine, keys):
+    # Before: the pane's key kept the sign of the first element seen, on both runners: -0.0 where native
+    # groupBy gives 0.0, and which one came first depended on the order Spark delivered the rows in.
+    pdf = pd.DataFrame({"k": keys, "t": np.arange(len(keys)), "v": np.arange(1, len(keys) + 1)})
+    frame = spark.createDataFrame(pdf)
+    spark.conf.set("windowing.spark.combine", combine)
+    try:
+        panes = windowed(frame, time="t", key="k").fixed(10).aggregate(total=Sum("v")).collect()
+    finally:
+        spark.conf.unset("windowing.spark.combine")
+    native = frame.groupBy("k").agg(F.sum("v").alias("total")).collect()
+    on_pandas = windowed(pdf, time="t", key="k").fixed(10).aggregate(total=Sum("v"))
+    signed = [(math.copysign(1.0, r["k"]), r["total"]) for r in native]
+    assert signed == [(1.0, sum(pdf["v"]))]
+    assert [(math.copysign(1.0, r["k"]), r["total"]) for r in panes] == signed
+    assert [(math.copysign(1.0, k), t) for k, t in zip(on_pandas["k"], on_pandas["total"])] == signed
 
 
 def test_late_rows_round_trip_microseconds_of_timestamp_ntz_and_old_instants_in_any_session_zone(spark):

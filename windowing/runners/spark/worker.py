@@ -20,7 +20,7 @@ from triggers import NO_TIME
 
 from ...engine import next_timers, step
 from ...errors import WindowingConfigError
-from ...plan import Plan
+from ...plan import Plan, positive_zeros
 from ...spec import TIMINGS, EngineSpec
 from ...state_codec import COMPRESSIONS, decode, encode
 from ...timeaxis import MAX_TIME, MIN_TIME, NS_PER_MS
@@ -144,6 +144,8 @@ class BucketStep:
         for name, dtype in zip(spec.key_columns, self.key_dtypes):
             if isinstance(dtype, np.dtype) and dtype.kind == "O":
                 columns[name] = _timestamps_as_objects(columns[name])
+            else:
+                columns[name] = positive_zeros(columns[name])
         integers = [name for name in self.nullable if name not in self.instants]
         return pd.DataFrame(nulls_restored(columns, integers), index=pd.RangeIndex(len(times)))
 
