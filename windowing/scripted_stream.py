@@ -72,7 +72,11 @@ class TestStream:
         return self._then(AdvanceProcessingTime(duration))
 
     def first_elements(self) -> pd.DataFrame | None:
-        return next((a.elements for a in self.actions if isinstance(a, AddElements) and len(a.elements.columns)), None)
+        """The first step's elements with rows (else the first with columns): what a run plans its time axis and
+        dtypes by. A step without rows tells nothing of them: pandas makes its columns float64 or object (planned
+        by one, keys 2**53 and 2**53 + 1 became one float key, a string key failed to convert)."""
+        steps = [a.elements for a in self.actions if isinstance(a, AddElements) and len(a.elements.columns)]
+        return next((frame for frame in steps if len(frame)), steps[0] if steps else None)
 
     def __repr__(self) -> str:
         return f"TestStream(<{len(self.actions)} actions>)"

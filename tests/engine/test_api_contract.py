@@ -229,6 +229,28 @@ def test_an_empty_input_has_the_output_types_of_a_non_empty_one(key, as_stream):
     assert empty.panes.dtypes.to_dict() == full.panes.dtypes.to_dict()
 
 
+@pytest.mark.parametrize("empty", [pd.DataFrame({"user": [], "ts": [], "amount": []}), pd.DataFrame({"ts": []}),
+                                   pd.DataFrame({"user": pd.Series([], dtype=object), "ts": pd.Series([], dtype=object)})],
+                         ids=["float64 columns", "no key column", "object columns"])
+@pytest.mark.parametrize("times", [[1, 2], pd.to_datetime(["2024-01-01 00:00:01", "2024-01-01 00:00:02"])],
+                         ids=["numbers", "timestamps"])
+@pytest.mark.parametrize("keys", [[2**53, 2**53 + 1], ["a", "b"]], ids=["big ints", "strings"])
+def test_a_stream_whose_first_step_has_no_rows_gives_the_panes_of_one_without_it(empty, times, keys):
+    # Before: the run was planned by the first step's dtypes, rows or none: pandas' float64 of an empty column made
+    # keys 2**53 and 2**53 + 1 one key and their sum one short, string keys failed to convert to float (naming no
+    # column), timestamps were refused as a numeric time column, and an empty step without the key column was refused.
+    rows = pd.DataFrame({"user": keys, "ts": times, "amount": [2**53 + 1, 1]})
+    size = 10 if isinstance(times, list) else "10 seconds"
+
+    def panes(stream):
+        return windowed(stream.add_elements(rows).advance_watermark_to_infinity(), time="ts", key="user").fixed(size) \
+            .aggregate(Sum("amount"))
+
+    with_empty, without = panes(TestStream().add_elements(empty)), panes(TestStream())
+    pd.testing.assert_frame_equal(with_empty.drop(columns="step"), without.drop(columns="step"))
+    assert with_empty["value"].tolist() == [2**53 + 1, 1]
+
+
 def test_late_data_has_the_inputs_columns_also_when_nothing_was_dropped():
     # Before: a bounded run that dropped nothing had only window_start, window_end and reason.
     late = (TestStream().add_elements(EVENTS).advance_watermark_to(30)
