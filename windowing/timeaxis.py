@@ -32,9 +32,10 @@ NUMERIC_RANGE = f"64-bit integers from {MIN_TIME}, before {MAX_TIME}, the end of
 NS_PER_MS = 1_000_000
 """Nanoseconds (a timestamp axis's unit) per millisecond (Spark's watermark's)."""
 
-EPOCH_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1}
-"""``windowed(time_unit=...)``: microseconds per unit of a column of epoch instants (``ns``
-is divided by 1000 instead)."""
+EPOCH_UNITS = ("s", "ms", "us", "ns")
+"""``windowed(time_unit=...)``: the units of a column of epoch instants."""
+MICROS_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1}
+"""Microseconds per unit of the epoch units coarser than the axis's microsecond (nanoseconds are divided instead)."""
 _UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
 
 
@@ -55,7 +56,7 @@ def _nearest_micros(values: np.ndarray, unit: str) -> np.ndarray:
         whole = np.floor(values).astype(np.int64)
         below = np.mod(whole, 1000)
         return (whole - below) // 1000 + (below >= 500)
-    factor = EPOCH_UNITS[unit]
+    factor = MICROS_PER_UNIT[unit]
     whole = np.trunc(values)
     part = (values - whole) * float(factor)
     floor = np.floor(part)
@@ -182,7 +183,7 @@ class TimeAxis:
         unit, raw = self.epoch_unit or "us", np.asarray(raw)
         if raw.dtype.kind == "f" or raw.dtype == object:
             raw = raw.astype(np.float64)
-            scaled = raw / 1000.0 if unit == "ns" else raw * float(EPOCH_UNITS[unit])
+            scaled = raw / 1000.0 if unit == "ns" else raw * float(MICROS_PER_UNIT[unit])
             inside = np.abs(scaled) < 2.0**62  # also false for inf
             if unit == "ns":
                 inside &= np.abs(raw) < 2.0**63  # whole nanoseconds in int64 (beyond, outside the axis anyway)
@@ -193,7 +194,7 @@ class TimeAxis:
             if unit == "ns":
                 micros, inside = ints // 1000 + (ints % 1000 >= 500), fits
             else:
-                factor = EPOCH_UNITS[unit]
+                factor = MICROS_PER_UNIT[unit]
                 inside = fits & (ints >= -(-MIN_MICROS // factor)) & (ints <= MAX_MICROS // factor)
                 micros = np.where(inside, ints, 0) * factor
         inside &= (micros >= MIN_MICROS) & (micros <= MAX_MICROS)

@@ -15,7 +15,7 @@ from ...errors import WindowingConfigError
 from ...plan import LATE_DATA_COLUMNS, Plan
 from ...state_codec import COMPRESSIONS, checked_compression
 from ...strategy import Strategy
-from ...timeaxis import EPOCH_UNITS, MAX_MICROS, MAX_TIME, MIN_MICROS, MIN_TIME, NUMERIC_RANGE
+from ...timeaxis import MAX_MICROS, MAX_TIME, MICROS_PER_UNIT, MIN_MICROS, MIN_TIME, NUMERIC_RANGE
 from .buckets import NUMBERS, Bucketing, bucketing_of
 from .combine import COMBINE_CONF, lift_and_pack, pack, with_buckets
 from .output_types import integral
@@ -351,10 +351,9 @@ def _epoch_micros(checked: Any, column: Any, time: str, unit: str, floating: boo
         return F.raise_error(F.concat(F.lit(f"time column {time!r} holds "), column.cast("string"), F.lit(
             f", {what} in windowed(time_unit={unit!r}): filter such rows out before windowed()")))
 
-    factor = EPOCH_UNITS[unit]
     if floating:
         number = column.cast("double")
-        scaled = number / F.lit(1000.0) if unit == "ns" else number * F.lit(float(factor))
+        scaled = number / F.lit(1000.0) if unit == "ns" else number * F.lit(float(MICROS_PER_UNIT[unit]))
         beyond = F.abs(scaled) >= F.lit(2.0**62)
         if unit == "ns":
             beyond = beyond | (F.abs(number) >= F.lit(2.0**63))
@@ -366,6 +365,7 @@ def _epoch_micros(checked: Any, column: Any, time: str, unit: str, floating: boo
         checked = checked.when((number < MIN_MICROS * 1000 - 500) | (number > MAX_MICROS * 1000 + 499),
                                outside("outside the time axis"))
         return checked, _nanos_to_micros(f"CAST({_quoted(time)} AS BIGINT)")
+    factor = MICROS_PER_UNIT[unit]
     low, high = -(-MIN_MICROS // factor), MAX_MICROS // factor
     checked = checked.when((number < low) | (number > high), outside("outside the time axis"))
     return checked, number * F.lit(factor)
@@ -378,7 +378,7 @@ def _nearest_micros(number: Any, time: str, unit: str) -> Any:
 
     if unit == "ns":  # the whole nanoseconds decide
         return _nanos_to_micros(f"FLOOR(CAST({_quoted(time)} AS DOUBLE))")
-    factor = EPOCH_UNITS[unit]
+    factor = MICROS_PER_UNIT[unit]
     whole = number.cast("long")  # toward zero, as np.trunc
     part = (number - whole.cast("double")) * F.lit(float(factor))
     floor = F.floor(part)
