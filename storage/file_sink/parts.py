@@ -175,11 +175,7 @@ class PartFiles:
     def write(self, data: pa.Table, now: int, batch_id: int) -> None:
         """Append ``data``'s rows to their buckets' parts, rolling parts that fill up."""
         refuse_duplicate_columns(data.column_names)
-        if data.num_rows and not data.num_columns:  # ORC's writer crashes the process; CSV, Parquet, Avro lose them
-            raise ValueError(
-                f"FileSink cannot write {data.num_rows} row(s) without columns: no format keeps a row of no values; "
-                "select the columns to write"
-            )
+        refuse_rows_without_columns(data.num_rows, data.num_columns)
         self._now = now
         groups = _group(self.config.buckets.assign(data, now) if data.num_rows else "", data.num_rows)
         limit = self.directory.name_limit
@@ -379,6 +375,14 @@ def refuse_duplicate_columns(names: list[str]) -> None:
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
         raise ValueError(f"FileSink cannot write two columns named {twice[0]!r} (columns: {names}); rename one")
+
+
+def refuse_rows_without_columns(rows: int, columns: int) -> None:
+    """Refuse rows of no columns: no format keeps a row of no values (ORC's writer crashed the process; CSV wrote
+    a part read() failed on; Parquet and Avro lost the rows). No rows and no columns is nothing to write."""
+    if rows and not columns:
+        raise ValueError(f"FileSink cannot write {rows} row(s) without columns: no format keeps a row of no values; "
+                         "select the columns to write")
 
 
 def _after_batch(stats: PartStats, part: _Part) -> PartStats:

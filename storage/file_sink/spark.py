@@ -26,7 +26,7 @@ from .._lease import Lease
 from .commit import commit_batch, discard_after_failed_commit, finish_open_parts, now_ms
 from .config import SinkConfig
 from .directory import RUNNING_HERE, SinkDirectory
-from .parts import PhaseHook, no_hook, refuse_duplicate_columns
+from .parts import PhaseHook, no_hook, refuse_duplicate_columns, refuse_rows_without_columns
 from .state import load_state
 from .tasks import TaskReport, describe_task_context, write_task
 
@@ -53,10 +53,14 @@ def is_bounded(trigger: Mapping[str, Any] | None) -> bool:
 
 def check_frame(config: SinkConfig, df: DataFrame) -> None:
     """Refuse on the driver what every task would fail on: two columns of one name (a row of a file holds each
-    name once), a bucket column or column type the sink cannot write (``SinkConfig.check_schema``)."""
+    name once), a stream of no columns, a bucket column or column type the sink cannot write
+    (``SinkConfig.check_schema``)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     refuse_duplicate_columns(df.columns)
+    if not df.columns and df.isStreaming:  # a batch's rows are counted when it is written (`write_with_tasks`)
+        raise ValueError("FileSink cannot write a stream without columns: no format keeps a row of no values; select "
+                         "the columns to write")
     for field in df.schema.fields:
         if _holds_variant(field.dataType):
             raise ValueError(
@@ -107,6 +111,8 @@ def write_with_tasks(config: SinkConfig, df: DataFrame, owner: str | None, batch
     the columns go under positional names and get theirs back in the task.
     """
     names = df.columns
+    if not names:  # a batch of no columns reaches the tasks without its rows
+        refuse_rows_without_columns(df.count(), 0)
     function = task_function(config, end_of_input, hook, owner, batch_id, names)
     rows = df.toDF(*[f"_{i}" for i in range(len(names))]).mapInArrow(function, "report string").collect()
     reports = [TaskReport.from_json(row.report) for row in rows]

@@ -30,7 +30,7 @@ from .._lease import Lease
 from .config import SinkConfig
 from .directory import INPROGRESS, SinkDirectory
 from .errors import SinkFencedError
-from .parts import PartFiles, PhaseHook, no_hook, refuse_duplicate_columns
+from .parts import PartFiles, PhaseHook, no_hook, refuse_duplicate_columns, refuse_rows_without_columns
 from .state import PartRecord, SinkState, load_state
 
 #: The owner (whose batch ids the commit records keep) of a writer given no writer id.
@@ -302,5 +302,7 @@ def to_table(df: Any) -> pa.Table:
         # dropped without a word). An unnamed one holds positions (a filter's leftovers) and is not written.
         named = [name for name in df.index.names if name is not None]
         refuse_duplicate_columns([*named, *df.columns.tolist()])  # as any batch's, before pyarrow's own words for it
-        return pa.Table.from_pandas(df.reset_index(level=named) if named else df, preserve_index=False)
+        table = pa.Table.from_pandas(df.reset_index(level=named) if named else df, preserve_index=False)
+        refuse_rows_without_columns(len(df), table.num_columns)  # pyarrow's table of no columns has no rows
+        return table
     raise TypeError(f"FileSink cannot write a {type(df).__name__}; pass a pandas, Arrow or Spark DataFrame")

@@ -618,7 +618,10 @@ def test_rows_without_columns_are_refused_before_anything_is_written(tmp_path, f
     sink = FileSink(str(tmp_path), format=fmt)
     with pytest.raises(ValueError, match=r"FileSink cannot write 3 row\(s\) without columns"):
         sink.write(pa.table({"x": [1, 2, 3]}).drop(["x"]))
+    with pytest.raises(ValueError, match=r"FileSink cannot write 4 row\(s\) without columns"):
+        sink.write(pd.DataFrame(index=range(4)))  # pyarrow made it a table of no rows: committed, the rows gone
     sink.write(pa.table({}))
+    sink.write(pd.DataFrame())
     assert sink.finished_files() == []
 
 

@@ -27,6 +27,18 @@ def test_bounded_spark_dataframe_to_parquet_read_back_by_spark(spark, tmp_path):
     assert sorted(r.k for r in back.select("k").distinct().collect()) == ["x/_:0", "x/_:1", "x/_:2"]  # decoded
 
 
+def test_rows_without_columns_from_spark_are_refused_and_none_without_rows_write_nothing(spark, tmp_path):
+    # Before: the tasks got the batches of no columns without their rows, and the sink committed an empty batch.
+    sink = FileSink(str(tmp_path / "out"))
+    with pytest.raises(ValueError, match=r"FileSink cannot write 3 row\(s\) without columns"):
+        sink.write(spark.range(3).drop("id"))
+    sink.write(spark.range(0).drop("id"))
+    assert sink.finished_files() == []
+    stream = spark.readStream.format("rate").load().drop("timestamp", "value")
+    with pytest.raises(ValueError, match=r"FileSink cannot write a stream without columns"):
+        sink.start(stream, str(tmp_path / "checkpoint"))
+
+
 def test_null_and_empty_column_values_read_back_by_spark_as_null(spark, tmp_path):
     sink = FileSink(str(tmp_path / "out"), format="parquet").with_buckets(ColumnBuckets("k"))
     sink.write(pa.table({"k": ["a", None, "None", ""], "v": [0, 1, 2, 3]}))
