@@ -496,7 +496,9 @@ class _AvroWriter(BulkWriter):
         if not self._tables:
             return
         table = pa.concat_tables(self._tables)
-        fields = [{"name": f.name, "type": ["null", avro_type(f)]} for f in table.schema]
+        # A column all None in a pandas batch is Arrow's null type: Avro's null, not a union of it with itself.
+        fields = [{"name": f.name, "type": "null" if pa.types.is_null(f.type) else ["null", avro_type(f)]}
+                  for f in table.schema]
         schema = fastavro.parse_schema({"type": "record", "name": "Row", "fields": fields})
         meta = {"arrow.schema": schema_text(table.schema)}
         fastavro.writer(self._out, schema, table.to_pylist(), codec=self._codec, metadata=meta)
