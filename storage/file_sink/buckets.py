@@ -6,6 +6,7 @@ Every assigner maps a whole Arrow table to one bucket id per row at once
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -292,6 +293,13 @@ class CallableBuckets:
     def __post_init__(self) -> None:
         if not callable(self.fn):
             raise ValueError(f"CallableBuckets fn={self.fn!r} must be a function (row: dict, processing_time_ms) -> str")
+        try:
+            inspect.signature(self.fn).bind({}, 0)
+        except TypeError as err:  # else the first batch failed with Python's "takes 1 positional argument but 2 ..."
+            raise ValueError(f"CallableBuckets fn={self.fn!r} must take two arguments, (row: dict, processing_time_ms): "
+                             f"{err}") from None
+        except ValueError:  # no signature to read (some built-ins): the first call tells
+            pass
 
     def assign(self, table: pa.Table, processing_time_ms: int) -> list[str]:
         ids = [self.fn(row, processing_time_ms) for row in table.to_pylist()]

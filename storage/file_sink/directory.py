@@ -193,7 +193,8 @@ class SinkDirectory:
         if size < rec.length:
             raise RuntimeError(
                 f"in-progress part {rec.path} has {size} bytes but {rec.length} were committed; "
-                f"the sink directory was changed by someone else ({where})"
+                f"the sink directory was changed by someone else ({where}): the committed rows past byte {size} "
+                "would be lost. Restore the file; the sink goes no further without it"
             )
         if size > rec.length and truncate:
             self.truncate(rec.path, rec.length)

@@ -314,8 +314,8 @@ def _manifest(fs: AbstractFileSystem, root: str, state: SinkState) -> Finished:
     except _UNREADABLE as exc:
         problem = f"does not read ({fs.size(path)} bytes: {type(exc).__name__}: {exc})"
     raise DamagedCommitRecordError(
-        f"file sink manifest {path} {problem}: commit record {state.sequence} takes the finished parts' lengths "
-        "from it, so reading back or the next manifest would leave every part it lists unchecked or forgotten. "
+        f"file sink manifest {path} {problem}: the sink takes the finished parts' lengths from it, so reading back "
+        "or the next manifest would leave every part it lists unchecked or forgotten. "
         "Restore it from a backup"
     )
 

@@ -53,6 +53,9 @@ KEY = b"k" * 32
         (lambda p: FileSink(p).with_rolling_policy({"every_batch": True}), r"rolling_policy=\{'every_batch': True\}"),
         (lambda p: FileSink(p).with_part_names(fn="x"), r"part name fn='x' must be a function"),
         (lambda p: CallableBuckets(3), r"CallableBuckets fn=3 must be a function"),
+        # Before: accepted, and the first batch failed with Python's "takes 1 positional argument but 2 were given"
+        (lambda p: CallableBuckets(lambda row: row["k"]), r"CallableBuckets fn=<function .*> must take two arguments, "
+                                                          r"\(row: dict, processing_time_ms\): too many positional"),
         (lambda p: RollingPolicy(every_batch="no"), r"every_batch='no' must be True or False"),
         (lambda p: FileSink(p).with_writer_id(3), r"writer_id=3 must be letters"),
         (lambda p: FileSink(p).with_part_names(suffix=3), r"suffix=3 must be letters"),

@@ -240,7 +240,9 @@ def test_a_record_the_directory_contradicts_is_reported(tmp_path):
     writer.write_batch(batch(0, 5), 0, 0)
     writer.close()
     os.truncate(tmp_path / ".part-w-0.jsonl.inprogress", 3)
-    with pytest.raises(RuntimeError, match="were committed; the sink directory was changed"):
+    with pytest.raises(RuntimeError, match=r"has 3 bytes but \d+ were committed; the sink directory was changed by "
+                                           r"someone else \(commit record \d+ \(batch 0\)\): the committed rows past "
+                                           r"byte 3 would be lost. Restore the file"):
         sink.writer()
 
 
