@@ -400,6 +400,25 @@ def test_timestamp_keys_and_values_beyond_pandas_nanoseconds_come_back_exact(spa
     assert sorted(got) == [(ancient, None, None, 1), (summer, summer, summer, 1), (far, ancient, far, 2)]
 
 
+@pytest.mark.parametrize("combine", ["true", "false"])
+def test_summer_times_after_2037_in_a_zone_with_daylight_saving_come_back_exact(spark, combine):
+    """pyspark 3.5 hands packed timestamps over as wall times made by pandas 2's rules (pytz's), which know no
+    daylight saving after 2037; the workers read them back with zoneinfo's, which do: a key and a Max of a summer
+    time of 2041 came back an hour early (the case above that covers it is a strict xfail there for the year 100)."""
+    summer = dt.datetime(2041, 7, 1, 9)
+    frame = spark.createDataFrame([(summer, dt.datetime(2024, 1, 1, 0, 0, 1))], "k timestamp, ts timestamp")
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    spark.conf.set("windowing.spark.combine", combine)
+    try:
+        panes = windowed(frame, time="ts", key="k").fixed("10 seconds").aggregate(hi=Max("k"), n=Count())
+        got = panes.select(F.unix_micros("k").alias("k"), F.unix_micros("hi").alias("hi"), "n").collect()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        spark.conf.unset("windowing.spark.combine")
+    micros = int(pd.Timestamp(summer, tz="UTC").value // 1000)
+    assert [tuple(row) for row in got] == [(micros, micros, 1)]
+
+
 def test_an_interval_column_sums_averages_and_extremes_as_spark_does(spark):
     """Sum, Min and Max of a day-time interval were refused at planning ("cannot derive the Spark type ...
     spark_typed(..., 'double')") and Mean failed in the worker: against Spark's own sum, min, max and avg per

@@ -34,12 +34,16 @@ def instants_restored(columns: dict[str, Any], names: Iterable[str], zone: str) 
     return out
 
 
-def instants_as_micros(values: Any, zone: str) -> np.ndarray:
+def instants_as_micros(values: Any, zone: str, made_by_pyspark: bool = False) -> np.ndarray:
     """Wall times in ``zone`` (Timestamps, datetimes or datetime64, naive; or zoned) as epoch microseconds, None where
-    missing. A wall time of the hour the clocks go back is taken in standard time, as pyspark takes it."""
+    missing. A wall time of the hour the clocks go back is taken in standard time, as pyspark takes it.
+    ``made_by_pyspark``: the wall times are pyspark's (packed rows), read back with the rules it made them with, the
+    zone as pandas names it (pandas 2's, pytz's, know no daylight saving after 2037: read with zoneinfo's, a summer
+    time of 2041 came back an hour early on pyspark 3.5); else they are `instants_restored`'s."""
     series = pd.Series(values).reset_index(drop=True)
     if not isinstance(series.dtype, pd.DatetimeTZDtype):
-        series = series.astype("datetime64[us]").dt.tz_localize(_rules(zone), ambiguous=False, nonexistent="shift_forward")
+        rules = zone if made_by_pyspark else _rules(zone)
+        series = series.astype("datetime64[us]").dt.tz_localize(rules, ambiguous=False, nonexistent="shift_forward")
     micros = series.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[us]").view(np.int64)
     missing = series.isna().to_numpy()
     if not missing.any():

@@ -155,7 +155,7 @@ class BucketStep:
         for col in self.columns:
             values = sources[col.source]
             if col.instant:
-                out[col.name] = instants_as_micros(values, self.wall_zone)
+                out[col.name] = instants_as_micros(values, self.wall_zone, made_by_pyspark=self.packed)
             elif col.kind == "time":
                 raw = values.to_numpy(dtype=np.int64)
                 out[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw, widen=False).to_numpy()
@@ -188,7 +188,8 @@ class BucketStep:
         for col in self.columns:
             if col.kind == "key":
                 keys = elements.loc[labels, col.source]
-                late[col.name] = instants_as_micros(keys, self.wall_zone) if col.instant else keys.to_numpy()
+                late[col.name] = instants_as_micros(keys, self.wall_zone, made_by_pyspark=self.packed) if col.instant \
+                    else keys.to_numpy()
             elif col.kind == "time":
                 raw = dropped[col.source].to_numpy(dtype=np.int64)
                 late[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw, widen=False).to_numpy()
