@@ -261,6 +261,21 @@ def test_a_checkpoint_restarts_with_packing_switched_off_or_on(spark, where):
     _restarts_with_each(spark, where, build, COMBINE_CONF, ("false", "true", "false"))
 
 
+@pytest.mark.parametrize("shape", ["sessions", "fixed, lifted"])
+def test_a_checkpoint_of_one_bucket_restarts_with_packing_switched_off_or_on(spark, where, shape):
+    """One bucket (an unkeyed query): unpacked its key ``_b`` was a literal, not null, packed a nullable column, and
+    pyspark 3.5 refused the restart that made it nullable (``StateSchemaNotCompatible``). It is not null in every
+    shape now (`query.bucket_field`)."""
+    from windowing.runners.spark import COMBINE_CONF
+
+    def build(s):
+        pipeline = windowed(s, time="ts")
+        pipeline = pipeline.sessions("5 seconds") if shape == "sessions" else pipeline.fixed("10 seconds")
+        return pipeline.watermark("5 seconds").aggregate(total=Sum("amount"), n=Count())
+
+    _restarts_with_each(spark, where, build, COMBINE_CONF, ("false", "true", "false"))
+
+
 def test_a_checkpoint_of_lifted_counts_restarts_with_lifting_switched_off_or_on(spark, where):
     """Lifted, a ``Count`` of fixed windows accumulates partial counts as a ``Sum``, under another column of the
     window table and another pipeline in the state row: a checkpoint of either restarts as the other

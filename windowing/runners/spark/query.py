@@ -275,9 +275,9 @@ def _bucket(keys: list[str], bucketing: Bucketing, schema: Any) -> Any:
     hashed = [F.nanvl(_col(k), F.lit(None).cast(schema[k].dataType))
               if isinstance(schema[k].dataType, (T.FloatType, T.DoubleType)) else _col(k) for k in keys]
     number = F.pmod(F.xxhash64(*hashed), F.lit(bucketing.count)).cast("int")
-    if bucketing.placement == NUMBERS:
-        return number
-    return F.element_at(F.array(*[F.lit(int(label)) for label in bucketing.labels()]), number + 1)
+    if bucketing.placement != NUMBERS:
+        number = F.element_at(F.array(*[F.lit(int(label)) for label in bucketing.labels()]), number + 1)
+    return F.coalesce(number, F.lit(0))  # never null, but Spark cannot tell: see `bucket_field`
 
 
 def _col(name: str) -> Any:
@@ -399,7 +399,8 @@ def _packed_schema(schema: Any) -> Any:
     """The Spark schema of `combine.pack`'s rows: ``_b``, every other column as an array, ``_tmax``."""
     from pyspark.sql import types as T
 
-    arrays = [f if f.name == WIRE.bucket else T.StructField(f.name, T.ArrayType(f.dataType)) for f in schema if f.name != WIRE.latest]
+    arrays = [bucket_field() if f.name == WIRE.bucket else T.StructField(f.name, T.ArrayType(f.dataType))
+              for f in schema if f.name != WIRE.latest]
     return T.StructType(arrays + [T.StructField(WIRE.latest, T.LongType())])
 
 
@@ -407,7 +408,16 @@ def _with_bucket(schema: Any) -> Any:
     """``schema`` with ``_b`` first, as `combine.with_buckets` puts it."""
     from pyspark.sql import types as T
 
-    return T.StructType([T.StructField(WIRE.bucket, T.IntegerType()), *schema.fields])
+    return T.StructType([bucket_field(), *schema.fields])
+
+
+def bucket_field() -> Any:
+    """``_b`` as the stateful step's key: an int that is never null, in every shape of the query. pyspark 3.5 takes
+    a restart's key as the checkpoint's only where it is no more nullable: a query of one bucket written unpacked
+    (a literal, not null) failed to restart packed (nullable) with ``StateSchemaNotCompatible``."""
+    from pyspark.sql import types as T
+
+    return T.StructField(WIRE.bucket, T.IntegerType(), nullable=False)
 
 
 def _flagged_schema(schema: Any, nullable: tuple[str, ...]) -> Any:
