@@ -32,7 +32,7 @@ id big-endian)::
     b"P" | next | pickled key           -> b""   a processing-time timer of the key's at ``next``
     b"D" | pickled key                  -> b""   a processing-time timer at or before its last step
     b"U" | batch id | store key         -> b"\\x01" + the value before that batch, or b"\\x00": absent
-    b"R"                                -> b""   a pandas run holds the bucket (`start_run`, `end_run`)
+    b"R"                                -> b""   a pandas run wrote the bucket (`start_run`)
 
 The store is any object with the `storage.KVStore` bucket interface: this module never imports `storage`.
 """
@@ -59,8 +59,10 @@ from .state_codec import pickled
 from .timeaxis import MAX_TIME, add_saturating
 from .window_table import current_layout, table_columns
 
-RECORD, DUE, PROCESSING, PENDING, UNDO, PANDAS_RUN = b"K", b"E", b"P", b"D", b"U", b"R"
-_PREFIXES = (RECORD, DUE, PROCESSING, PENDING, UNDO, PANDAS_RUN)
+RECORD, DUE, PROCESSING, PENDING, UNDO = b"K", b"E", b"P", b"D", b"U"
+_WINDOW_STATE_PREFIXES = (RECORD, DUE, PROCESSING, PENDING, UNDO)
+PANDAS_RUN = b"R"
+"""The key marking a bucket a pandas run wrote (`start_run`): it may clear it."""
 PANDAS_BUCKET = 0
 """The bucket a pandas run writes: it has one group of keys."""
 LAYOUT = 2
@@ -462,35 +464,38 @@ def _after(store: StoreBucket) -> tuple[bool, bool, int, int, int]:
 
 
 def end_run(store: StoreBucket, batch_id: int) -> None:
-    """End a pandas run in batch ``batch_id``: delete its mark and the undo records of its batches (no replay follows
-    a pandas run), so that it leaves nothing (every window was purged at the end of its input)."""
-    stale = store.scan_table(UNDO, UNDO + _U64.pack(batch_id)).column("key").to_pylist()
-    store.begin(batch_id)
-    store.delete_many(pa.array([PANDAS_RUN, *stale], type=pa.binary()))
-    store.commit()
+    """End a pandas run in batch ``batch_id``: delete the undo records of its batches (no replay follows a pandas
+    run). Every window was purged at the end of its input, so the bucket keeps only the run's mark."""
+    stale = store.scan_table(UNDO, UNDO + _U64.pack(batch_id)).column("key")
+    if len(stale):
+        store.begin(batch_id)
+        store.delete_many(stale.combine_chunks())
+        store.commit()
 
 
 def start_run(store: StoreBucket, batch_id: int, buckets: list[int]) -> None:
-    """Start a pandas run in batch ``batch_id``: delete what an earlier run of the bucket left (it crashed: a run starts
-    from no windows) and mark the bucket as the run's until `end_run`. ``buckets``: those of the store.
+    """Start a pandas run in batch ``batch_id``: delete what an earlier pandas run of the bucket left (it crashed: a
+    run starts from no windows) and mark the bucket as a pandas run's. ``buckets``: those of the store.
 
     Refused, nothing deleted, where the store is not a pandas run's: a key window state never writes (someone else's
-    data); window state without the mark (a Spark query's bucket 0); buckets besides this one (a Spark query's)."""
-    leftovers = store.scan_table().column("key").to_pylist()
-    foreign = next((key for key in leftovers if key[:1] not in _PREFIXES), None)
+    data); a bucket written before without the mark, windows or none (a Spark query's bucket 0, whose next batch
+    would find its store ahead of it); buckets besides this one (a Spark query's)."""
+    leftovers = store.scan_table().column("key")
+    keys = leftovers.to_pylist()
+    foreign = next((key for key in keys if key != PANDAS_RUN and key[:1] not in _WINDOW_STATE_PREFIXES), None)
     if foreign is not None:
         raise WindowingConfigError(
             f"window_state(store): {store!r} holds {foreign[:40]!r}, a key window state never writes; a run starts by "
             "clearing its bucket, so it refuses a store that holds other data: give window state a store of its own")
     others = [bucket for bucket in buckets if bucket != PANDAS_BUCKET]
-    if others or (leftovers and PANDAS_RUN not in leftovers):
-        held = f"buckets {buckets}" if others else "windows that no pandas run marked as its own"
+    marked = PANDAS_RUN in keys
+    if others or not marked and (keys or store.committed_batch_id >= 0):
+        held = f"buckets {buckets}" if others else "window state that no pandas run marked as its own"
         raise WindowingConfigError(
-            f"window_state(store): {store!r} holds {held}: a Spark query's window state (a pandas run writes bucket "
-            f"{PANDAS_BUCKET} only), or what a pandas run of a release before the mark left when it crashed; a run starts "
-            "by clearing its bucket, so it refuses: give the pandas run a store of its own, or delete the path of a "
-            "crashed pandas run's store")
+            f"window_state(store): {store!r} holds {held}: a Spark query's (a pandas run writes bucket {PANDAS_BUCKET} "
+            "only), or a pandas run's of a release before the mark; a run starts by clearing its bucket, so it "
+            "refuses: give the pandas run a store of its own, or delete the path of an earlier pandas run's store")
     store.begin(batch_id)
-    store.delete_many(pa.array(leftovers, type=pa.binary()))
+    store.delete_many(leftovers.combine_chunks())
     store.put_many(pa.array([PANDAS_RUN], type=pa.binary()), pa.array([b""], type=pa.binary()))
     store.commit()

@@ -59,9 +59,9 @@ SETTINGS = settings(deadline=None, max_examples=25, suppress_health_check=[Healt
 
 
 def stored(store: KVStore, bucket: int = 0) -> int:
-    """How many entries the bucket holds: records, index entries, undo records."""
+    """How many entries the bucket holds besides a pandas run's mark: records, index entries, undo records."""
     with store.open(bucket) as b:
-        return b.scan_table().num_rows
+        return sum(key != window_state.PANDAS_RUN for key in b.scan_table().column("key").to_pylist())
 
 
 def per_step(panes: pd.DataFrame) -> dict[int, list[str]]:
@@ -456,7 +456,7 @@ def test_a_batch_behind_the_store_is_refused(tmp_path):
             keyed_step(spec, template, _elements(["a"], [1], [2]), 0, 0, bucket, 0)
 
 
-def test_a_pandas_run_leaves_nothing_in_the_store_and_clears_what_a_crashed_run_left(tmp_path):
+def test_a_pandas_run_leaves_only_its_mark_in_the_store_and_clears_what_a_crashed_run_left(tmp_path):
     store = KVStore(str(tmp_path / "kv"))
 
     def fail_at_three(total, value):
@@ -473,7 +473,9 @@ def test_a_pandas_run_leaves_nothing_in_the_store_and_clears_what_a_crashed_run_
     stream = TestStream().add_elements(pd.DataFrame({"k": ["a", "b"], "t": [1, 2], "x": [1, 2]})).advance_watermark_to(5)
     panes = windowed(stream, time="t", key="k").fixed(10).window_state(store).aggregate(ToList("x"))
     assert sorted(panes["value"].map(tuple)) == [(1,), (2,)]
-    assert stored(store) == 0
+    with store.open(0) as bucket:
+        assert bucket.scan_table().column("key").to_pylist() == [window_state.PANDAS_RUN]
+    windowed(stream, time="t", key="k").fixed(10).window_state(store).aggregate(ToList("x"))  # a third run: its own
 
 
 def _a_spark_querys_windows(store: KVStore, bucket: int) -> None:
@@ -483,34 +485,44 @@ def _a_spark_querys_windows(store: KVStore, bucket: int) -> None:
         keyed_step(spec, empty_state(spec, [np.dtype(object)]), _elements(["a"], [0], [1]), 0, 0, opened, 7)
 
 
-@pytest.mark.parametrize("spark_buckets", [[0], [0, 1], [1]], ids=str)
+@pytest.mark.parametrize("spark_buckets", [[0], [0, 1], [1], "bucket 0 emptied"], ids=str)
 def test_a_pandas_run_refuses_a_spark_querys_store_and_deletes_none_of_it(tmp_path, spark_buckets):
-    # A run starts by clearing bucket 0: it deleted the windows a Spark query kept there (and its next
-    # micro-batch found the store ahead of it), taking them for what a crashed pandas run left.
+    # A run starts by clearing bucket 0: it deleted the windows a Spark query kept there, taking them for what a
+    # crashed pandas run left; and past a bucket 0 the query had emptied it committed batches the query's next
+    # micro-batch then found its store ahead of it ("batch 8 of the window state is behind its store").
     store = KVStore(str(tmp_path))
-    for bucket in spark_buckets:
-        _a_spark_querys_windows(store, bucket)
+    if spark_buckets == "bucket 0 emptied":  # its windows purged, the undo records deleted by the next batch
+        spark_buckets = [0]
+        with store.open(0) as bucket_zero:
+            bucket_zero.begin(7)
+            bucket_zero.commit()
+    else:
+        for bucket in spark_buckets:
+            _a_spark_querys_windows(store, bucket)
     before = {bucket: stored(store, bucket) for bucket in spark_buckets}
-    held = "buckets " + str(sorted({0, *spark_buckets})) if spark_buckets != [0] else "windows that no pandas run marked"
-    with pytest.raises(WindowingConfigError, match=re.escape(f"holds {held}") + ".*a Spark query's window state"):
+    held = "buckets " + str(sorted({0, *spark_buckets})) if spark_buckets != [0] else "window state that no pandas run marked"
+    with pytest.raises(WindowingConfigError, match=re.escape(f"holds {held}") + ".*a Spark query's"):
         windowed(pd.DataFrame({"t": [1], "x": [1]}), time="t").fixed(10).window_state(store).aggregate(Sum("x"))
     assert {bucket: stored(store, bucket) for bucket in spark_buckets} == before
     with store.open(0) as bucket_zero:
         assert bucket_zero.committed_batch_id == (7 if 0 in spark_buckets else -1)
 
 
-def test_a_pandas_run_refuses_a_store_holding_other_data_and_deletes_none_of_it(tmp_path):
-    # A run starts by clearing its bucket: it deleted every key in bucket 0, the user's own too.
+@pytest.mark.parametrize("key", [b"important", b"Rfoo"])
+def test_a_pandas_run_refuses_a_store_holding_other_data_and_deletes_none_of_it(tmp_path, key):
+    # A run starts by clearing its bucket: it deleted every key in bucket 0, the user's own too (one that starts
+    # like a pandas run's mark, b"R", beside the mark as well).
     store = KVStore(str(tmp_path))
     with store.open(0) as bucket:
         bucket.begin(0)
-        bucket.put(b"important", b"data")
+        bucket.put(key, b"data")
+        bucket.put(window_state.PANDAS_RUN, b"")
         bucket.commit()
-    with pytest.raises(WindowingConfigError, match=r"holds b'important', a key window state never writes; .* give "
-                                                   r"window state a store of its own"):
+    with pytest.raises(WindowingConfigError, match=re.escape(f"holds {key!r}, a key window state never writes;") +
+                       " .* give window state a store of its own"):
         windowed(pd.DataFrame({"t": [1], "x": [1]}), time="t").fixed(10).window_state(store).aggregate(Sum("x"))
     with store.open(0) as bucket:
-        assert bucket.get(b"important") == b"data"
+        assert bucket.get(key) == b"data"
 
 
 def test_window_state_refuses_what_is_not_a_store():

@@ -404,7 +404,8 @@ def test_timestamp_keys_and_values_beyond_pandas_nanoseconds_come_back_exact(spa
 def test_summer_times_after_2037_in_a_zone_with_daylight_saving_come_back_exact(spark, combine):
     """pyspark 3.5 hands packed timestamps over as wall times made by pandas 2's rules (pytz's), which know no
     daylight saving after 2037; the workers read them back with zoneinfo's, which do: a key and a Max of a summer
-    time of 2041 came back an hour early (the case above that covers it is a strict xfail there for the year 100)."""
+    time of 2041 came back an hour early (the case above that covers it is a strict xfail there for the year 100).
+    On pyspark 4 (pandas 3 reads a zone's name with zoneinfo's rules) both rules agree: it guards `make test-spark35`."""
     summer = dt.datetime(2041, 7, 1, 9)
     frame = spark.createDataFrame([(summer, dt.datetime(2024, 1, 1, 0, 0, 1))], "k timestamp, ts timestamp")
     spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
