@@ -420,6 +420,27 @@ def test_summer_times_after_2037_in_a_zone_with_daylight_saving_come_back_exact(
     assert [tuple(row) for row in got] == [(micros, micros, 1)]
 
 
+@pytest.mark.parametrize("combine", ["true", "false"])
+def test_lists_of_timestamps_in_a_zone_with_daylight_saving_come_back_exact(spark, combine):
+    """pyspark localizes the naive wall times of a list with its own rules: a time of the hour the clocks go back
+    failed the job inside pyspark (``AmbiguousTimeError``, naming no column), and on pyspark 3.5 unpacked a summer
+    time after 2037 came back an hour late (pytz's rules against zoneinfo's). The workers hand them over zone-aware
+    (`instants.zone_aware`); the hour the clocks go back is read as standard time, as keys are."""
+    rows = [(dt.datetime(2024, 11, 3, 8, 30),), (dt.datetime(2041, 7, 1, 9),), (None,), (dt.datetime(3000, 7, 1, 9),)]
+    frame = spark.createDataFrame(rows, "v timestamp").withColumn("ts", F.lit(dt.datetime(2024, 1, 1, 0, 0, 1)))
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    spark.conf.set("windowing.spark.combine", combine)
+    try:
+        panes = windowed(frame, time="ts").fixed("10 seconds").aggregate(all=ToList("v"), top=TopN("v", 2))
+        got = panes.select(F.transform("all", F.unix_micros).alias("all"), F.transform("top", F.unix_micros).alias("top"))
+        [(everything, top)] = [tuple(row) for row in got.collect()]
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        spark.conf.unset("windowing.spark.combine")
+    standard, summer, far = 1_730_626_200_000_000, 2_256_282_000_000_000, 32_519_350_800_000_000  # 2024-11-03 09:30 UTC
+    assert sorted(everything) == [standard, summer, far] and top == [far, summer]
+
+
 def test_an_interval_column_sums_averages_and_extremes_as_spark_does(spark):
     """Sum, Min and Max of a day-time interval were refused at planning ("cannot derive the Spark type ...
     spark_typed(..., 'double')") and Mean failed in the worker: against Spark's own sum, min, max and avg per

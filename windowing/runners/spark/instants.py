@@ -53,6 +53,31 @@ def instants_as_micros(values: Any, zone: str, made_by_pyspark: bool = False) ->
     return out
 
 
+def zone_aware(values: Any, zone: str, made_by_pyspark: bool, lists: bool) -> np.ndarray:
+    """Wall times in ``zone`` that pyspark converts itself (``lists`` of them: a ``ToList`` of timestamps; or a
+    timestamp-typed ``Fold``'s) made zone-aware, with the rules they were made with (`instants_as_micros`): pyspark
+    takes an aware one as it is, where it localized a naive one with its own rules, failing on one of the hour the
+    clocks go back (``AmbiguousTimeError``, naming no column) and, on pyspark 3.5, putting a summer time after 2037
+    an hour late where the wall times were zoneinfo's. A time of that hour is taken in standard time, as
+    `instants_as_micros` takes it."""
+    cells = list(values)
+    flat = [item for cell in cells if cell is not None for item in cell] if lists else cells
+    series = pd.Series(flat, dtype=object)
+    present = series.notna().to_numpy()
+    rules = zone if made_by_pyspark else _rules(zone)
+    aware = np.empty(len(flat), dtype=object)
+    aware[present] = (series[present].astype("datetime64[us]")
+                      .dt.tz_localize(rules, ambiguous=False, nonexistent="shift_forward").tolist())
+    aware[~present] = None
+    if not lists:
+        return aware
+    out, start = np.empty(len(cells), dtype=object), 0
+    for i, cell in enumerate(cells):
+        if cell is not None:
+            out[i], start = list(aware[start:start + len(cell)]), start + len(cell)
+    return out
+
+
 def _rules(zone: str) -> Any:
     """The zone as `zoneinfo` has it; a Spark zone zoneinfo does not name (an offset such as ``+01:00``) as pandas
     reads it."""

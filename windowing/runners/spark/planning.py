@@ -155,8 +155,10 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     for i, ((name, acc), vtype) in enumerate(zip(aggregations, value_types)):
         array, checked = isinstance(vtype, T.ArrayType), acc.output_kind is None  # a Fold, Reduce or own: its code's types
         instant = isinstance(vtype, T.TimestampType) and not checked
+        zoned = isinstance(vtype.elementType if array else vtype, T.TimestampType) and not instant
         out_fields.append(T.StructField(name, T.LongType() if instant else vtype))
         columns.append(OutputColumn(name, "value", engine_columns.output(i), integral=integral(vtype), array=array, instant=instant,
+                                    zoned=zoned,
                                     interval=isinstance(vtype, T.DayTimeIntervalType),
                                     whole_elements=array and checked and integral(vtype.elementType),
                                     sampled=vtype.simpleString() if checked and vtype.simpleString() in SAMPLED_CHECKED else None,

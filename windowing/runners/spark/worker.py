@@ -28,7 +28,7 @@ from ...window_state import KeyedStepResult, keyed_step
 from ...window_table import empty_state
 from .buckets import BUCKETS_CONF, NUMBERS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_CONF, Bucketing
 from .combine import CHECKED_BUCKET, nulls_restored
-from .instants import instants_as_micros, instants_restored
+from .instants import instants_as_micros, instants_restored, zone_aware
 from .old_checkpoints import without_float_integers
 from .pipelines import differences, pipeline_of, refuse_another_pipeline
 from .wire import WIRE
@@ -70,6 +70,7 @@ class OutputColumn:
     decimal: tuple[int, int] | None = None  # a Spark decimal's precision and scale: its whole digits checked
     floating: bool = False  # a built-in's double (a Mean of decimals, as Decimals): made floats, which pyarrow 14 needs
     instant: bool = False  # a Spark timestamp, key or built-in's value: leaves as epoch microseconds (`instants`)
+    zoned: bool = False  # timestamps pyspark converts itself (a list of them, a Fold's): handed over zone-aware
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,8 @@ class BucketStep:
             values = sources[col.source]
             if col.instant:
                 out[col.name] = instants_as_micros(values, self.wall_zone, made_by_pyspark=self.packed)
+            elif col.zoned:
+                out[col.name] = zone_aware(values, self.wall_zone, self.packed, lists=col.array)
             elif col.kind == "time":
                 raw = values.to_numpy(dtype=np.int64)
                 out[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw, widen=False).to_numpy()
