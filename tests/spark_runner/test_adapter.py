@@ -425,3 +425,19 @@ def test_golden_scenario_streams_through_micro_batches_with_its_transcript(path)
     for bound in ("window_start", "window_end"):
         expected[bound] = [_micros(sc, v) for v in expected[bound]]
     assert _transcript(output, keys) == _transcript(expected, keys)
+
+
+def test_timestamps_pyspark_converts_are_handed_over_aware_and_a_folds_aware_ones_kept():
+    # Naive wall times are made aware with the workers' rules (the hour the clocks go back in standard time); a
+    # Fold's own aware timestamps are kept as they are (localizing them failed: "cannot supply both a tz and ...").
+    import datetime as dt
+
+    from windowing.runners.spark.instants import zone_aware
+
+    own = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    back = pd.Timestamp("2024-11-03 01:30")  # 01:30 PDT and PST: standard time, 09:30 UTC
+    cells = pd.Series([[back, own, None], None, []], dtype=object)
+    lists = zone_aware(cells, "America/Los_Angeles", made_by_pyspark=False, lists=True)
+    assert [None if cell is None else [None if v is None else pd.Timestamp(v).tz_convert("UTC") for v in cell]
+            for cell in lists] == [[pd.Timestamp("2024-11-03 09:30", tz="UTC"), pd.Timestamp(own), None], None, []]
+    assert list(zone_aware(pd.Series([own, pd.NaT], dtype=object), "UTC", made_by_pyspark=True, lists=False)) == [own, None]

@@ -63,12 +63,14 @@ def zone_aware(values: Any, zone: str, made_by_pyspark: bool, lists: bool) -> np
     cells = list(values)
     flat = [item for cell in cells if cell is not None for item in cell] if lists else cells
     series = pd.Series(flat, dtype=object)
-    present = series.notna().to_numpy()
+    zoned = np.array([getattr(item, "tzinfo", None) is not None for item in flat], dtype=bool)  # a Fold's own: kept
+    naive = series.notna().to_numpy() & ~zoned
     rules = zone if made_by_pyspark else _rules(zone)
     aware = np.empty(len(flat), dtype=object)
-    aware[present] = (series[present].astype("datetime64[us]")
-                      .dt.tz_localize(rules, ambiguous=False, nonexistent="shift_forward").tolist())
-    aware[~present] = None
+    aware[naive] = (series[naive].astype("datetime64[us]")
+                    .dt.tz_localize(rules, ambiguous=False, nonexistent="shift_forward").tolist())
+    aware[zoned] = series[zoned].tolist()
+    aware[~naive & ~zoned] = None
     if not lists:
         return aware
     out, start = np.empty(len(cells), dtype=object), 0
