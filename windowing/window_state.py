@@ -466,11 +466,7 @@ def _after(store: StoreBucket) -> tuple[bool, bool, int, int, int]:
 def end_run(store: StoreBucket, batch_id: int) -> None:
     """End a pandas run in batch ``batch_id``: delete the undo records of its batches (no replay follows a pandas
     run). Every window was purged at the end of its input, so the bucket keeps only the run's mark."""
-    stale = store.scan_table(UNDO, UNDO + _U64.pack(batch_id)).column("key")
-    if len(stale):
-        store.begin(batch_id)
-        store.delete_many(stale.combine_chunks())
-        store.commit()
+    _write_batch(store, batch_id, {})
 
 
 def start_run(store: StoreBucket, batch_id: int, buckets: list[int]) -> None:

@@ -6,8 +6,10 @@ and a column outside pandas' nanoseconds (1677 to 2262) failed or was shifted (d
 "Output types"). The workers give timestamp keys
 and built-ins' timestamp values back as microseconds, which the JVM makes timestamps (`query._finish`),
 and with ``windowing.spark.combine=false`` receive them so too. ``zone`` is the zone of the wall times
-the workers hold (the session's), read with `zoneinfo`'s rules both ways (pandas 2's own, pytz's,
-know no daylight saving after 2037 and gave a time of the year 100 back 1.5 ms off).
+the workers hold (the session's). The workers make wall times with `zoneinfo`'s rules (pandas 2's own, pytz's,
+know no daylight saving after 2037 and gave a time of the year 100 back 1.5 ms off) and read each back with the
+rules it was made with: pyspark's own for the packed rows it hands over. Timestamps pyspark converts itself
+(lists of them) are handed over zone-aware (`zone_aware`).
 """
 
 from __future__ import annotations
@@ -42,8 +44,7 @@ def instants_as_micros(values: Any, zone: str, made_by_pyspark: bool = False) ->
     time of 2041 came back an hour early on pyspark 3.5); else they are `instants_restored`'s."""
     series = pd.Series(values).reset_index(drop=True)
     if not isinstance(series.dtype, pd.DatetimeTZDtype):
-        rules = zone if made_by_pyspark else _rules(zone)
-        series = series.astype("datetime64[us]").dt.tz_localize(rules, ambiguous=False, nonexistent="shift_forward")
+        series = _localized(series, zone, made_by_pyspark)
     micros = series.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[us]").view(np.int64)
     missing = series.isna().to_numpy()
     if not missing.any():
@@ -65,10 +66,8 @@ def zone_aware(values: Any, zone: str, made_by_pyspark: bool, lists: bool) -> np
     series = pd.Series(flat, dtype=object)
     zoned = np.array([getattr(item, "tzinfo", None) is not None for item in flat], dtype=bool)  # a Fold's own: kept
     naive = series.notna().to_numpy() & ~zoned
-    rules = zone if made_by_pyspark else _rules(zone)
     aware = np.empty(len(flat), dtype=object)
-    aware[naive] = (series[naive].astype("datetime64[us]")
-                    .dt.tz_localize(rules, ambiguous=False, nonexistent="shift_forward").tolist())
+    aware[naive] = _localized(series[naive], zone, made_by_pyspark).tolist()
     aware[zoned] = series[zoned].tolist()
     aware[~naive & ~zoned] = None
     if not lists:
@@ -78,6 +77,13 @@ def zone_aware(values: Any, zone: str, made_by_pyspark: bool, lists: bool) -> np
         if cell is not None:
             out[i], start = list(aware[start:start + len(cell)]), start + len(cell)
     return out
+
+
+def _localized(wall_times: pd.Series, zone: str, made_by_pyspark: bool) -> pd.Series:
+    """Naive wall times in ``zone`` as zone-aware microseconds, with pyspark's rules (the zone as pandas names it)
+    where pyspark made them, else zoneinfo's; the hour the clocks go back in standard time, as pyspark takes it."""
+    rules = zone if made_by_pyspark else _rules(zone)
+    return wall_times.astype("datetime64[us]").dt.tz_localize(rules, ambiguous=False, nonexistent="shift_forward")
 
 
 def _rules(zone: str) -> Any:
