@@ -26,7 +26,7 @@ from triggers import AfterCount, AfterEach, AtWatermark, OrFinally, Repeatedly
 from windowing import windowed
 from windowing.errors import WindowingConfigError
 
-from .helpers import LOCAL_MEAN_TIME_ON_PYSPARK_3, PYSPARK_3, assert_same_late_data, assert_same_panes, events, frozen_when_output
+from .helpers import LOCAL_MEAN_TIME_ON_PYSPARK_3, assert_same_late_data, assert_same_panes, events, frozen_when_output
 from .streaming import ROCKSDB_CHANGELOG, mirror, parquet_takes_ancient_timestamps, read_sink, run_all, start, start_run, write_batch
 
 pytestmark = pytest.mark.spark
@@ -812,7 +812,7 @@ def test_timestamp_keys_and_values_of_any_year_stream_exactly_in_any_session_zon
 
 
 @pytest.mark.parametrize("server", ["3.5.6", "4.1.0"])
-def test_the_timestamp_list_refusal_follows_the_sessions_spark_not_the_clients_pyspark(server):
+def test_the_nested_timestamp_refusal_follows_the_sessions_spark_not_the_clients_pyspark(server):
     # The workers run the server's pyspark: over Spark Connect the client's may be of another major version, and the
     # refusal read the client's (a 4.x client refused what a 3.5 server streams exactly, a 3.5 client let a 4.x
     # server shift the times).
@@ -820,31 +820,54 @@ def test_the_timestamp_list_refusal_follows_the_sessions_spark_not_the_clients_p
 
     from windowing.runners.spark.query import _check_stream_timestamps
 
-    schema = T.StructType([T.StructField("all", T.ArrayType(T.TimestampType()))])
+    schema = T.StructType([T.StructField("all", T.ArrayType(T.TimestampType())), T.StructField("last", T.TimestampType()),
+                           T.StructField("by", T.MapType(T.StringType(), T.TimestampType()))])
     if server.startswith("3."):
         _check_stream_timestamps(schema, "America/Los_Angeles", server)
     else:
-        with pytest.raises(WindowingConfigError, match=r"'all' holds timestamps, which a stream on Spark 4.1.0 would give"):
+        with pytest.raises(WindowingConfigError, match=r"'by' of type map<string,timestamp> holds timestamps, which a "
+                                                       r"stream on Spark 4.1.0 would give"):
             _check_stream_timestamps(schema, "America/Los_Angeles", server)
     _check_stream_timestamps(schema, "UTC", server)
+    _check_stream_timestamps(T.StructType(schema.fields[:2]), "America/Los_Angeles", server)  # handed over zone-aware
 
 
-def test_a_stream_of_timestamp_lists_in_a_zone_off_utc_is_refused_on_pyspark_4_and_exact_on_pyspark_3(spark, where):
-    """pyspark 4's stateful step writes wall times back as UTC inside arrays too, which the workers do not make
-    microseconds: refused, naming the column and the zone. pyspark 3.5 hands them over and back as the session's
-    wall times: exact there (between 1677 and 2262, and unpacked: see `LOCAL_MEAN_TIME_ON_PYSPARK_3`)."""
-    aggs = dict(all=ToList("v"))
-    if PYSPARK_3:
-        got, wanted = _stream_instants(spark, where, False, "false", "America/Los_Angeles", beyond_nanoseconds=False, aggs=aggs)
-        assert [(k, start, sorted(values)) for k, start, values in got] == [(k, start, sorted(values)) for k, start, values in wanted]
-        assert any(values for *_, values in wanted)
-        return
+def _wall_clock_values(stream):
+    """`events` with a timestamp value per amount: a Los Angeles winter, summer, summer of 2041 (after pytz's last
+    rule) and a time of the hour the clocks go back, read as standard time (docs/spark.md, "Output types"), so only
+    its second occurrence; null for the rest. Made from microseconds, which no session time zone reads."""
+    instants = {1: 1_705_320_000_000_000, 2: 1_719_835_200_000_000, 3: 2_256_282_000_000_000, 4: 1_730_626_200_000_000}
+    value = F.lit(None).cast("long")
+    for amount, micros in instants.items():
+        value = F.when(F.col("amount") == amount, F.lit(micros)).otherwise(value)
+    return stream.select("user", "ts", F.timestamp_micros(value).alias("v"))
+
+
+@STREAM_SHAPES
+def test_lists_of_timestamps_and_a_timestamp_fold_stream_exactly_in_a_zone_with_daylight_saving(spark, where, late_data,
+                                                                                              combine):
+    """Refused on Spark 4 in a session zone off UTC until this release: pyspark 4's stateful step wrote the naive wall
+    times of a list of timestamps (or a timestamp-typed Fold's) back as UTC, 7 or 8 hours off in Los Angeles. The
+    workers hand them over zone-aware (`instants.zone_aware`), which pyspark takes as they are: the stream gives the
+    same instants as the batch query in UTC, on pyspark 4.3 and 3.5."""
+    latest = Fold("v", None, lambda a, v: v if a is None or (v is not None and v > a) else a,
+                  lambda a, b: b if a is None or (b is not None and b > a) else a)
+    aggs = dict(all=ToList("v"), top=TopN("v", 2), latest=latest)
+    rows = [("a", 1, 1), ("a", 2, 3), ("b", 3, 2), ("b", 4, 4), ("c", 5, 5), ("a", 6, 6), ("c", 7, 4)]
+    pipeline = lambda s: windowed(_wall_clock_values(s), time="ts", key="user").fixed("10 seconds").watermark("5 seconds")  # noqa: E731
+    as_micros = lambda panes: sorted(  # noqa: E731
+        (user, sorted(everything), top, last) for user, everything, top, last in panes.select(
+            "user", F.transform("all", F.unix_micros), F.transform("top", F.unix_micros), F.unix_micros("latest")).collect())
     source, sink, checkpoint = where()
+    spark.conf.set("windowing.spark.combine", combine)
     spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
     try:
-        build = lambda s: windowed(_instants(s), time="ts", key="k").fixed("10 seconds").watermark("5 seconds").aggregate(**aggs)  # noqa: E731
-        with pytest.raises(WindowingConfigError, match=r"output column 'all' holds timestamps, .* shifted by the offset of "
-                                                       r"spark.sql.session.timeZone='America/Los_Angeles': set .* to 'UTC'"):
-            start(spark, source, sink, checkpoint, build)
+        got = as_micros(_panes_of_a_stream(spark, (source, sink, checkpoint), pipeline, aggs,
+                                           [events(rows), events([("z", 60, 0)])], late_data))
     finally:
+        spark.conf.unset("windowing.spark.combine")
         spark.conf.set("spark.sql.session.timeZone", "UTC")
+    expected = as_micros(windowed(_wall_clock_values(spark.createDataFrame(events(rows))), time="ts", key="user")
+                         .fixed("10 seconds").aggregate(**aggs))
+    assert got == expected
+    assert [user for user, *_ in expected] == ["a", "b", "c"] and expected[2][1] == [1_730_626_200_000_000]

@@ -177,17 +177,27 @@ def _input_watermark(source: Any) -> str | None:
 
 def _check_stream_timestamps(out_schema: Any, zone: str, spark_version: str) -> None:
     """Refuse what pyspark 4 would shift without a word: in a session time zone with an offset from UTC, its
-    ``applyInPandasWithState`` writes the workers' wall times back as UTC. Timestamp keys and built-ins' values leave
-    as microseconds (`instants`), so only the timestamps pyspark still converts are refused: lists of them, a
-    timestamp-typed Fold (docs/spark.md, "Output types"). ``spark_version``: the session's, whose pyspark the workers
-    run (over Spark Connect the client's pyspark may be of another version)."""
-    timestamps = [f.name for f in out_schema.fields if re.search(r"timestamp(?!_ntz)", f.dataType.simpleString())]
-    if not timestamps or int(spark_version.split(".")[0]) < 4 or _utc_like(zone):
+    ``applyInPandasWithState`` writes naive wall times back as UTC. Timestamp keys and built-ins' values leave the
+    workers as microseconds (`instants`), lists of timestamps and a timestamp-typed Fold's zone-aware
+    (`instants.zone_aware`), which pyspark takes as they are; only timestamps nested otherwise (a map, a struct, a list
+    of lists: a type stated with `spark_typed`) still leave naive and are refused (docs/spark.md, "Output types").
+    ``spark_version``: the session's, whose pyspark the workers run (over Spark Connect the client's pyspark may be of
+    another version)."""
+    from pyspark.sql import types as T
+
+    def handed_over_aware(kind: Any) -> bool:
+        return isinstance(kind, T.TimestampType) or (isinstance(kind, T.ArrayType)
+                                                     and isinstance(kind.elementType, T.TimestampType))
+
+    nested = [f for f in out_schema.fields
+              if re.search(r"timestamp(?!_ntz)", f.dataType.simpleString()) and not handed_over_aware(f.dataType)]
+    if not nested or int(spark_version.split(".")[0]) < 4 or _utc_like(zone):
         return
     raise WindowingConfigError(
-        f"output column {timestamps[0]!r} holds timestamps, which a stream on Spark {spark_version} would give back "
-        f"shifted by the offset of spark.sql.session.timeZone={zone!r}: set spark.sql.session.timeZone to 'UTC' for "
-        "this query (instants are unchanged; only how strings and naive datetimes are read and shown changes)")
+        f"output column {nested[0].name!r} of type {nested[0].dataType.simpleString()} holds timestamps, which a stream "
+        f"on Spark {spark_version} would give back shifted by the offset of spark.sql.session.timeZone={zone!r}: set "
+        "spark.sql.session.timeZone to 'UTC' for this query (instants are unchanged; only how strings and naive "
+        "datetimes are read and shown changes), or state the column as a timestamp or an array of them")
 
 
 def _utc_like(zone: str) -> bool:
