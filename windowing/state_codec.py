@@ -106,9 +106,36 @@ def plain(value: Any) -> Any:
 def pickled(value: Any) -> bytes:
     """``value`` pickled (protocol 4), its numpy scalars and arrays as Python values when it holds any: equal
     values give equal bytes, as a key a store names must (a state cell is pickled as it is: `encode`). Walking
-    every value costs more than pickling it, so only a pickle naming numpy is redone from `plain`."""
+    every value costs more than pickling it, so only a pickle naming numpy is redone from `plain`; a tuple's equal
+    items are made one object first (`_one_object_per_value`)."""
+    if isinstance(value, tuple) and _may_hold_equal_items(value):
+        value = _one_object_per_value(value, {})
     blob = pickle.dumps(value, protocol=4)
-    return pickle.dumps(plain(value), protocol=4) if b"numpy" in blob else blob
+    return pickle.dumps(_one_object_per_value(plain(value), {}), protocol=4) if b"numpy" in blob else blob
+
+
+def _may_hold_equal_items(value: tuple[Any, ...]) -> bool:
+    """Whether ``value`` may hold two equal items (a key of distinct flat values passes quickly)."""
+    if len(value) < 2:
+        return bool(value) and type(value[0]) is tuple
+    try:
+        if len(set(value)) < len(value):
+            return True
+    except TypeError:  # unhashable items
+        return True
+    return tuple in map(type, value)
+
+
+def _one_object_per_value(value: Any, seen: dict[tuple[type, Any], Any]) -> Any:
+    """``value`` with its equal items (through tuples) as one object: pickle writes an object it met before as a
+    reference to the first, so a key of two equal strings gave other bytes when they were one object (two key
+    columns of one literal) than when they were two (read from a file), and the store split the key."""
+    if isinstance(value, tuple):
+        value = tuple(_one_object_per_value(item, seen) for item in value)
+    try:
+        return seen.setdefault((type(value), value), value)
+    except TypeError:  # unhashable: pickled as it is
+        return value
 
 
 def _as_values(column: pd.Series) -> pa.Array | None:
