@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 from datetime import timedelta
 from typing import Any, Mapping
 
@@ -125,15 +126,17 @@ class KVStore:
         return f"KVStore({self.path!r}, flush_entries={self.flush_entries}, flush_batches={self.flush_batches})"
 
 
-_STORES: dict[Any, KVStore] = {}
+_STORES: dict[bytes, KVStore] = {}
 
 
 def _shared(settings: tuple[str, tuple[tuple[str, Any], ...]]) -> KVStore:
-    """The process's store for ``settings``, made on first use."""
-    store = _STORES.get(settings)
+    """The process's store for ``settings``, made on first use. Found by the settings' pickle: fsspec options may
+    nest dicts and lists (s3fs's ``client_kwargs``), which no dict can be keyed by."""
+    named = pickle.dumps(settings, protocol=4)
+    store = _STORES.get(named)
     if store is None:
         path, options = settings
         kwargs = dict(options)
         kwargs["storage_options"] = dict(kwargs["storage_options"])
-        store = _STORES[settings] = KVStore(path, **kwargs)
+        store = _STORES[named] = KVStore(path, **kwargs)
     return store

@@ -164,6 +164,24 @@ def test_a_bad_path_or_storage_options_names_the_parameter_and_the_value(tmp_pat
         KVStore(path if path != "" else str(tmp_path), storage_options=options)
 
 
+def test_a_store_with_nested_storage_options_unpickles_as_one_store_per_process(tmp_path):
+    """Spark ships a store pickled: with an fsspec option holding a dict (s3fs's ``client_kwargs``) every worker's
+    unpickling failed with ``TypeError: unhashable type: 'dict'``, so every task using the store."""
+    import pickle
+
+    options = {"client_kwargs": {"endpoint_url": "http://localhost:9000"}, "tags": ["a", "b"]}
+    store = KVStore(str(tmp_path / "kv"), storage_options=options)
+    with store.open(0) as bucket:
+        bucket.begin(1)
+        bucket.put(b"k", b"v")
+        bucket.commit()
+    shipped = pickle.dumps(store)
+    first, second = pickle.loads(shipped), pickle.loads(shipped)
+    assert first is second and first.storage_options == options
+    with first.open(0) as bucket:
+        assert bucket.get(b"k") == b"v"
+
+
 def test_an_empty_path_or_a_bool_lease_is_refused(tmp_path):
     """"" was the working directory, and lease=True a lease of one second."""
     with pytest.raises(ValueError, match="KVStore path='' must be a non-empty str or an os.PathLike"):
