@@ -11,10 +11,11 @@ in the store already, so the task only reads.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -48,8 +49,23 @@ def bucket_column(column: str | Column, buckets: int) -> Column:
 
 
 def encode_int64(values: np.ndarray) -> pa.Array:
-    """Integers as 8-byte big-endian values (a counter's bytes), one Arrow binary array."""
-    data = np.ascontiguousarray(values, dtype=">i8")
+    """Integers as 8-byte big-endian values (a counter's bytes), one Arrow binary array. Floats are taken where
+    whole (a sum pandas made float by a null); a fraction, a NaN or a value beyond int64 is refused, where the cast
+    dropped or wrapped it without a word."""
+    given = np.asarray(values)
+    if given.dtype.kind == "f":
+        bad = ~np.isfinite(given) | (given != np.trunc(given)) | (np.abs(given) >= 2.0**63)
+    elif given.dtype.kind == "u":
+        bad = given > np.iinfo(np.int64).max
+    elif given.dtype.kind == "O":
+        bad = np.array([not isinstance(v, (int, np.integer)) or not -2**63 <= v < 2**63 for v in given.ravel()], dtype=bool)
+    else:
+        bad = np.full(given.shape, given.dtype.kind not in "bi")
+    if bad.any():
+        first = given.ravel()[bad.ravel()][0]
+        raise ValueError(f"encode_int64 values: {first!r} (dtype {given.dtype}) is not an int64; cast the column to "
+                         "int64 first, rounding as you mean to")
+    data = np.ascontiguousarray(given, dtype=">i8")
     return pa.Array.from_buffers(pa.binary(8), len(data), [None, pa.py_buffer(data.tobytes())]).cast(pa.binary())
 
 
@@ -58,8 +74,22 @@ def decode_int64(values: pa.Array | pa.ChunkedArray, missing: int = 0) -> np.nda
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     filled = values.fill_null(b"\0" * 8) if values.null_count else values
-    raw = filled.cast(pa.binary(8))
-    out = np.frombuffer(raw.buffers()[1], ">i8", len(raw), raw.offset * 8).astype(np.int64)
+    out = np.frombuffer(*_eight_byte_values(filled)).astype(np.int64)
     if values.null_count and missing:
         out[values.is_null().to_numpy(zero_copy_only=False)] = missing
     return out
+
+
+def _eight_byte_values(values: pa.Array) -> tuple[Any, str, int, int]:
+    """``np.frombuffer``'s arguments reading ``values`` (binary, large or of fixed size 8) as big-endian int64s:
+    pyarrow 14 (pyspark 3.5's) casts no binary to a fixed size, so the values are read where they lie, one after
+    another once each is 8 bytes."""
+    if pa.types.is_fixed_size_binary(values.type) and values.type.byte_width == 8:
+        return values.buffers()[1], ">i8", len(values), values.offset * 8
+    lengths = pc.binary_length(values).to_numpy(zero_copy_only=False)
+    if (lengths != 8).any():
+        raise ValueError(f"decode_int64 values: a value of {lengths[lengths != 8][0]} bytes is not one of "
+                         "encode_int64's (8 bytes)")
+    offsets = np.frombuffer(values.buffers()[1], np.int64 if pa.types.is_large_binary(values.type) else np.int32,
+                            len(values) + 1, values.offset * (8 if pa.types.is_large_binary(values.type) else 4))
+    return values.buffers()[2], ">i8", len(values), int(offsets[0])

@@ -20,7 +20,7 @@ from pyspark.sql.streaming.state import GroupStateTimeout
 
 from storage import KVStore
 from storage._lease import holder_is_dead
-from storage.kv.spark import bucket_column, decode_int64, encode_int64, task_batch_id
+from storage.kv.spark import bucket_column, decode_int64, task_batch_id
 from storage.kv.word_count import SCHEMA, count_in_partitions, count_with_state
 from tests.sparks import wait_for
 
@@ -135,13 +135,3 @@ def test_map_in_pandas_in_foreach_batch_counts_exactly_once_after_a_killed_query
 def test_task_batch_id_outside_a_streaming_task_says_what_to_do():
     with pytest.raises(RuntimeError, match="in foreachBatch, pass the batch_id"):
         task_batch_id()
-
-
-def test_int64_values_round_trip_and_absent_keys_count_zero():
-    import numpy as np
-    import pyarrow as pa
-
-    values = encode_int64(np.array([0, 1, -5, 2**62]))
-    assert values.type == pa.binary() and values[1].as_py() == (1).to_bytes(8, "big")
-    assert decode_int64(values).tolist() == [0, 1, -5, 2**62]
-    assert decode_int64(pa.array([None, (7).to_bytes(8, "big")], pa.binary())).tolist() == [0, 7]
