@@ -130,6 +130,8 @@ def _one_object_per_value(value: Any, seen: dict[tuple[type, Any], Any]) -> Any:
     """``value`` with its equal items (through tuples) as one object: pickle writes an object it met before as a
     reference to the first, so a key of two equal strings gave other bytes when they were one object (two key
     columns of one literal) than when they were two (read from a file), and the store split the key."""
+    if value is None or isinstance(value, (int, float)):  # pickle writes these whole each time: kept as they are
+        return value
     if isinstance(value, tuple):
         value = tuple(_one_object_per_value(item, seen) for item in value)
     try:
