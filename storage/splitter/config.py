@@ -133,7 +133,7 @@ class SplitterConfig:
         object.__setattr__(self, "block_size", parse_size("block_size", self.block_size))
         object.__setattr__(self, "blocks_per_batch", _positive_int("blocks_per_batch", self.blocks_per_batch))
         object.__setattr__(self, "scan_interval", parse_seconds("scan_interval", self.scan_interval))
-        settle = parse_seconds("settle", self.settle)
+        given_settle, settle = self.settle, parse_seconds("settle", self.settle)
         if settle == float("inf"):
             raise ValueError(f"settle={self.settle!r} must be a finite number of seconds: no file would ever be stable")
         object.__setattr__(self, "settle", settle)
@@ -141,6 +141,11 @@ class SplitterConfig:
         if isinstance(slack, str) and slack.strip().lower() == "none":  # as the Spark option says it
             slack = None
         object.__setattr__(self, "watermark_slack", parse_seconds("watermark_slack", slack, allow_none=True))
+        if self.watermark_slack is not None and self.watermark_slack < settle:
+            raise ValueError(
+                f"watermark_slack={slack!r} must be at least settle={given_settle!r}: a file is handed out settle "
+                "seconds after its mtime at the earliest, so a smaller slack counts a file still settling as read "
+                "once a file dated ahead of the clock has moved the watermark to the clock")
         object.__setattr__(self, "columns", _parse_columns(self.columns))
         if self.format not in FORMATS:
             raise ValueError(f"format={self.format!r} is not supported; use one of {list(FORMATS)}")
@@ -177,6 +182,9 @@ class SplitterConfig:
     def from_options(cls, options: Mapping[str, str]) -> "SplitterConfig":
         """Build from Spark's string options (``path``/``paths``: see ``_parse_paths``)."""
         opts = {k.lower(): v for k, v in options.items()}
+        if opts.get("paths") and opts.get("path"):
+            raise ValueError(f"options 'paths'={opts['paths']!r} and 'path'={opts['path']!r} (from .load(path)) both "
+                             "name what to read: give one")
         paths_option = "paths" if opts.get("paths") else "path"
         raw_paths = opts.pop("paths", None) or opts.pop("path", None)
         if not raw_paths:

@@ -264,6 +264,8 @@ def test_state_round_trip_resumes_mid_file(tmp_path):
         ({"format": "csv", "columns": "a", "header": None}, r"header=None must be True or False"),
         ({"scan_interval": -1}, r"scan_interval=-1 must be zero or more seconds"),
         ({"watermark_slack": "soon"}, r"watermark_slack='soon' must be a number of seconds"),
+        # A smaller slack counted a settling file as read once a file dated ahead of the clock moved the watermark
+        ({"watermark_slack": 1, "settle": 2}, r"watermark_slack=1 must be at least settle=2: a file is handed out"),
         ({"format": "json"}, r"format='json' is not supported; use one of \['text', 'csv'\]"),
         ({"format": "csv"}, r"format='csv' needs columns, the CSV column names in file order"),
         ({"columns": "a, b"}, r"columns=.* only apply to format='csv'; format='text'"),
@@ -381,6 +383,10 @@ def test_spark_options_are_parsed_and_unknown_ones_refused():
         SplitterConfig.from_options({"path": "/a", "blockSize": "1"})
     with pytest.raises(ValueError, match="option 'path' is missing"):
         SplitterConfig.from_options({})
+    # Both named what to read: the error called 'path' unknown while listing it among the known options
+    with pytest.raises(ValueError, match=r"options 'paths'='/a' and 'path'='/b' \(from .load\(path\)\) both name what "
+                                         r"to read: give one"):
+        SplitterConfig.from_options({"paths": "/a", "path": "/b"})
 
 
 @pytest.mark.parametrize("strict", [False, True])
