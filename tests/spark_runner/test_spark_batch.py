@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 
 from accumulations import Accumulation, BottomN, Count, Distinct, Fold, InnerJoin, Max, Mean, Min, Reduce, Sum, ToList, TopN, ToSet
 from triggers import AfterCount, AfterWatermark
-from windowing import windowed
+from windowing import spark_typed, windowed
 from windowing.errors import WindowingConfigError
 
 from .helpers import LOCAL_MEAN_TIME_ON_PYSPARK_3, PYSPARK_3, assert_same_panes, events, frozen_when_output
@@ -106,6 +106,28 @@ def test_values_a_sampled_output_type_cannot_hold_fail_naming_the_column(spark, 
     with pytest.raises(Exception, match=message):
         result.aggregate(out=aggregation).collect()
 
+
+
+def test_a_fold_stated_a_double_takes_decimals_and_ints_beyond_2_to_the_53_as_a_cast_would(spark):
+    """A Fold over decimals is refused unless its type is stated, and the refusal says `spark_typed(acc, 'double')`:
+    stated so, the query failed on the first pane, a Decimal, saying the type was sampled and to state it; so did an
+    int above 2**53 (above 2**24 for `float`). Stated, a number becomes the nearest double (or float), as a cast."""
+    frame = pd.DataFrame({"t": [1, 2, 3, 4], "d": [decimal.Decimal("1.25"), decimal.Decimal("2.10"), None, None],
+                          "n": [2**53, 1, 2**24, 1]})
+    source = spark.createDataFrame(frame, "t long, d decimal(10,2), n long").coalesce(1)
+    add = lambda a, v: a if v is None else a + v  # noqa: E731
+    with pytest.raises(WindowingConfigError, match=r"state it with windowing.spark_typed\(Fold\('d'\), 'double'\)"):
+        windowed(source, time="t").fixed(3).aggregate(total=Fold("d", decimal.Decimal(0), add, lambda a, b: a + b))
+    panes = windowed(source, time="t").fixed(3).aggregate(
+        total=spark_typed(Fold("d", decimal.Decimal(0), add, lambda a, b: a + b), "double"),
+        big=spark_typed(Fold("n", 0, add, lambda a, b: a + b), "double"),
+        single=spark_typed(Fold("n", 0, add, lambda a, b: a + b), "float"))
+    assert sorted(tuple(r) for r in panes.select("window_start", "total", "big", "single").collect()) == [
+        (0, 3.35, float(2**53 + 1), float(np.float32(2**53 + 1))), (3, 0.0, float(2**24 + 1), float(np.float32(2**24 + 1)))]
+    stated_string = spark_typed(Fold("n", "", lambda a, v: len(str(a)), lambda a, b: a), "string")
+    with pytest.raises(Exception, match=r"output column 'out' is string, as stated with windowing.spark_typed, but a "
+                                        r"pane holds 1; state a type that holds every pane's value"):
+        windowed(source, time="t").fixed(3).aggregate(out=stated_string).collect()
 
 def test_a_list_of_keys_duration_objects_and_the_collecting_accumulations_match_the_pandas_runner(spark):
     frame = events(ROWS).assign(region=["x", "y", "x", "x", "y", "x", "y", "x"])
@@ -723,8 +745,6 @@ def test_an_extreme_of_an_underived_type_is_refused_with_a_hint_of_its_input_typ
     frame = spark.createDataFrame([(1, dt.datetime(2024, 1, 1, 5)), (2, dt.datetime(2023, 1, 1))], "ts bigint, v timestamp_ntz")
     with pytest.raises(WindowingConfigError, match=re.escape("windowing.spark_typed(Min('v'), 'timestamp_ntz')")):
         windowed(frame, time="ts").fixed(10).aggregate(lo=Min("v"))
-    from windowing import spark_typed
-
     panes = windowed(frame, time="ts").fixed(10).aggregate(lo=spark_typed(Min("v"), "timestamp_ntz"))
     assert panes.schema["lo"].dataType.simpleString() == "timestamp_ntz" and panes.first()["lo"] == dt.datetime(2023, 1, 1)
 

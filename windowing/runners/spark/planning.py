@@ -19,7 +19,7 @@ from ...timeaxis import TimeAxis
 from ...window_table import accumulator_columns
 from .buckets import Bucketing
 from .combine import COMBINE_CONF, Lifting, lifted_aggregations, lifting
-from .output_types import integral, numpy_dtype, output_type
+from .output_types import SparkTyped, integral, numpy_dtype, output_type
 from .pipelines import pipeline_of
 from .wire import WIRE
 from .worker import (
@@ -154,6 +154,8 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
         columns.append(OutputColumn(name, "time", src))
     for i, ((name, acc), vtype) in enumerate(zip(aggregations, value_types)):
         array, checked = isinstance(vtype, T.ArrayType), acc.output_kind is None  # a Fold, Reduce or own: its code's types
+        stated = isinstance(acc, SparkTyped)  # its type given with spark_typed: a double takes any number as a cast would
+        floating = (not checked or stated) and isinstance(vtype, (T.DoubleType, T.FloatType))
         instant = isinstance(vtype, T.TimestampType) and not checked
         zoned = isinstance(vtype.elementType if array else vtype, T.TimestampType) and not instant
         out_fields.append(T.StructField(name, T.LongType() if instant else vtype))
@@ -162,8 +164,9 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                                     interval=isinstance(vtype, T.DayTimeIntervalType),
                                     whole_elements=array and checked and integral(vtype.elementType),
                                     sampled=vtype.simpleString() if checked and vtype.simpleString() in SAMPLED_CHECKED else None,
+                                    stated=stated,
                                     decimal=(vtype.precision, vtype.scale) if isinstance(vtype, T.DecimalType) else None,
-                                    floating=not checked and isinstance(vtype, (T.DoubleType, T.FloatType))))
+                                    floating=floating))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
                    T.StructField("is_retraction", T.BooleanType())]
     if late_data:

@@ -67,6 +67,7 @@ class OutputColumn:
     interval: bool = False  # a Spark day-time interval: the engine's timedeltas, to the microsecond
     whole_elements: bool = False  # an array of integers whose values come from code of the user's: checked
     sampled: str | None = None  # one of SAMPLED_CHECKED, sampled from the user's code: checked
+    stated: bool = False  # its type stated with spark_typed
     decimal: tuple[int, int] | None = None  # a Spark decimal's precision and scale: its whole digits checked
     floating: bool = False  # a built-in's double (a Mean of decimals, as Decimals): made floats, which pyarrow 14 needs
     instant: bool = False  # a Spark timestamp, key or built-in's value: leaves as epoch microseconds (`instants`)
@@ -433,12 +434,16 @@ def _spark_ready(values: pd.Series, col: OutputColumn) -> Any:
             return pd.array(values.to_numpy(dtype=object), dtype="Int64").to_numpy(dtype=object, na_value=None)  # type: ignore[arg-type]
         except (TypeError, ValueError, OverflowError) as err:
             raise _not_bigint(col, next((v for v in values if not _is_bigint(v)), None), "bigint", "'double'") from err
-    if col.sampled is not None:
-        _check_sampled(values, col, col.sampled)
     if col.decimal is not None:
         _check_decimal_digits(values, col, *col.decimal)
-    if col.floating and values.dtype == object:
-        return pd.to_numeric(values).to_numpy(dtype=np.float64)
+    if col.floating and values.dtype == object:  # a Decimal or an int beyond 2**53 as the nearest double, as a cast
+        try:
+            return pd.to_numeric(values).to_numpy(dtype=np.float64)
+        except (TypeError, ValueError):
+            _check_sampled(values, col, col.sampled or "double")  # fails naming the value that is no number
+            raise
+    if col.sampled is not None:
+        _check_sampled(values, col, col.sampled)
     return values.to_numpy()
 
 
@@ -471,6 +476,8 @@ def _check_sampled(values: pd.Series, col: OutputColumn, spark_type: str) -> Non
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as err:
         stray = next((v for v in values if not _converts(v, arrow_type)), None)
         raise TypeError(
+            f"output column {col.name!r} is {spark_type}, as stated with windowing.spark_typed, but a pane holds {stray!r}; "
+            "state a type that holds every pane's value" if col.stated else
             f"output column {col.name!r} is {spark_type}, as the accumulation's output for one sample value was, but a "
             f"pane holds {stray!r}; for an accumulation of your own, Fold or Reduce whose output type depends on the "
             "values, state it with windowing.spark_typed(acc, 'double') (any Spark DDL type)") from err
@@ -535,3 +542,4 @@ def per_ms(timestamp: bool) -> int:
     """Engine time units per millisecond of Spark's watermark clock: on a numeric time axis, one
     unit of the time column is taken as one millisecond (Spark's watermark needs a timestamp)."""
     return NS_PER_MS if timestamp else 1
+
