@@ -69,7 +69,7 @@ class OutputColumn:
     sampled: str | None = None  # one of SAMPLED_CHECKED, sampled from the user's code: checked
     stated: bool = False  # its type stated with spark_typed
     decimal: tuple[int, int] | None = None  # a Spark decimal's precision and scale: its whole digits checked
-    floating: bool = False  # a built-in's double (a Mean of decimals, as Decimals): made floats, which pyarrow 14 needs
+    floating: bool = False  # a built-in's double (a Mean of decimals, as Decimals) or a stated one: made floats, as a cast
     instant: bool = False  # a Spark timestamp, key or built-in's value: leaves as epoch microseconds (`instants`)
     zoned: bool = False  # timestamps pyspark converts itself (a list of them, a Fold's): handed over zone-aware
 
@@ -542,4 +542,3 @@ def per_ms(timestamp: bool) -> int:
     """Engine time units per millisecond of Spark's watermark clock: on a numeric time axis, one
     unit of the time column is taken as one millisecond (Spark's watermark needs a timestamp)."""
     return NS_PER_MS if timestamp else 1
-
