@@ -107,7 +107,6 @@ def test_values_a_sampled_output_type_cannot_hold_fail_naming_the_column(spark, 
         result.aggregate(out=aggregation).collect()
 
 
-
 def test_a_fold_stated_a_double_takes_decimals_and_ints_beyond_2_to_the_53_as_a_cast_would(spark):
     """A Fold over decimals is refused unless its type is stated, and the refusal says `spark_typed(acc, 'double')`:
     stated so, the query failed on the first pane, a Decimal, saying the type was sampled and to state it; so did an
@@ -128,6 +127,7 @@ def test_a_fold_stated_a_double_takes_decimals_and_ints_beyond_2_to_the_53_as_a_
     with pytest.raises(Exception, match=r"output column 'out' is string, as stated with windowing.spark_typed, but a "
                                         r"pane holds 1; state a type that holds every pane's value"):
         windowed(source, time="t").fixed(3).aggregate(out=stated_string).collect()
+
 
 def test_a_list_of_keys_duration_objects_and_the_collecting_accumulations_match_the_pandas_runner(spark):
     frame = events(ROWS).assign(region=["x", "y", "x", "x", "y", "x", "y", "x"])
