@@ -35,7 +35,8 @@ NAME_LIMITED_PROTOCOLS = frozenset({"hdfs", "arrow_hdfs", "webhdfs", "sftp", "ss
 #: Where task attempts of a query claim their slot's parts and say they ran (``tasks.py``).
 TASKS_DIR = f"{STATE_DIR}/tasks"
 #: Leases held in this process by work that can say whether it still runs (a streaming query), by token:
-#: once it has stopped, a new writer takes the lease over at once instead of waiting for its release.
+#: once it has stopped, a new writer takes the lease over at once instead of waiting for its release. An entry
+#: stays when its query stops (a few bytes a query), so a lease read before its release is still known stopped.
 RUNNING_HERE: dict[str, Callable[[], bool]] = {}
 
 

@@ -214,7 +214,11 @@ def _running_query_id(batch: DataFrame, checkpoint_location: str) -> str:
 
 
 def _keep_lease(query: StreamingQuery, lease: Lease) -> None:
-    """Renew the lease while the query runs, then release it."""
+    """Renew the lease while the query runs, then release it.
+
+    The query's entry in ``RUNNING_HERE`` stays, saying it stopped: a new writer that read the lease just before the
+    release checks it just after, and must still see the holder stopped (dropping the entry refused that writer).
+    """
     renewed = time.monotonic()
     try:
         while query.isActive:
@@ -226,4 +230,8 @@ def _keep_lease(query: StreamingQuery, lease: Lease) -> None:
     except Exception:  # noqa: BLE001 - fenced, or the JVM gone: the query's commits check the lease themselves
         pass
     finally:
-        RUNNING_HERE.pop(lease.token, None)
+        RUNNING_HERE[lease.token] = _stopped
+
+
+def _stopped() -> bool:
+    return False

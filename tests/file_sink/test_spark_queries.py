@@ -4,11 +4,14 @@ and on 3.5 (``make test-spark35``: foreachBatch over mapInArrow)."""
 
 import json
 import os
+import threading
 
 import pyspark.sql.types
 import pytest
 
 from storage.file_sink import ColumnBuckets, DateTimeBuckets, FileSink, RollingPolicy
+from storage.file_sink.directory import RUNNING_HERE, SinkDirectory
+from storage.file_sink.spark import _keep_lease
 from tests.file_sink.spark_hooks import FailAt
 
 pytestmark = pytest.mark.spark
@@ -77,6 +80,28 @@ def test_a_bounded_query_leaves_every_committed_row_readable_and_the_next_run_go
     assert not [n for n in os.listdir(tmp_path / "out") if n.endswith(".inprogress")]
     (tmp_path / "in" / "in-003.json").write_text("".join(json.dumps(r) + "\n" for r in batches[3]))
     assert run_once() == list(range(12))
+
+
+def test_a_writer_that_read_a_stopped_querys_lease_just_before_its_release_takes_it(tmp_path):
+    # The race CI met: the next run read the lease still held, the ended query's lease thread then released it and
+    # forgot the query, and the next run, checking whether the holder had stopped, found no query and was refused.
+    directory = SinkDirectory(FileSink(str(tmp_path / "out"), format="csv"))
+    ended = directory.lease()
+    directory.claim(ended, take_over=False)
+    read_before_release = ended.read(ended.epoch)
+
+    class EndedQuery:
+        isActive = False
+
+    RUNNING_HERE[ended.token] = lambda: EndedQuery.isActive
+    keeper = threading.Thread(target=_keep_lease, args=(EndedQuery(), ended))
+    keeper.start()
+    keeper.join()
+    assert ended.read(ended.epoch)["released"]
+    following = directory.lease()
+    following.read = lambda epoch: read_before_release
+    directory.claim(following, take_over=False)
+    assert following.epoch == ended.epoch + 1
 
 
 def test_the_foreach_batch_path_writes_from_the_tasks_too(spark, tmp_path):
