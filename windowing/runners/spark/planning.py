@@ -20,16 +20,14 @@ from ...window_table import accumulator_columns
 from .buckets import Bucketing
 from .combine import COMBINE_CONF, Lifting, lifted_aggregations, lifting
 from .output_types import SparkTyped, integral, numpy_dtype, output_type
+from .output_values import NS_PER_US, SAMPLED_CHECKED, OutputColumn
 from .pipelines import pipeline_of
 from .wire import WIRE
 from .worker import (
     ELEMENT,
     KIND,
-    NS_PER_US,
     REASON,
-    SAMPLED_CHECKED,
     BucketStep,
-    OutputColumn,
     SwitchedLayout,
     per_ms,
     uses_processing_time,

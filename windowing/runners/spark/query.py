@@ -19,10 +19,11 @@ from ...timeaxis import MAX_MICROS, MAX_TIME, MICROS_PER_UNIT, MIN_MICROS, MIN_T
 from .buckets import NUMBERS, Bucketing, bucketing_of
 from .combine import COMBINE_CONF, lift_and_pack, pack, with_buckets
 from .output_types import integral
+from .output_values import NS_PER_US
 from .planning import NEVER_BEHIND_MS, plan_spark
 from .results import JSON_OPTIONS, spark_run
 from .wire import WIRE
-from .worker import ELEMENT, KIND, NS_PER_US, REASON, BucketStep, packed_output, per_ms
+from .worker import ELEMENT, KIND, REASON, BucketStep, packed_output, per_ms
 from .worker_python import check_worker_python, on_workers
 
 #: Whether Spark's Python workers acknowledge at once what the JVM sends them over TCP (`storage.worker_socket`).

@@ -1,0 +1,148 @@
+"""Output values as Spark takes them: each output column's description, and the worker's last step before pyspark
+converts a pane's values (`spark_ready`), which refuses, naming the column and the value, what pyspark would fail on
+without naming them or take changed without a word.
+"""
+
+from __future__ import annotations
+
+import decimal
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+NS_PER_US = 1_000
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    name: str
+    kind: str  # "key" | "time" | "value" | "timing" | "index" | "flag"
+    source: str
+    integral: bool = False
+    array: bool = False
+    interval: bool = False  # a Spark day-time interval: the engine's timedeltas, to the microsecond
+    whole_elements: bool = False  # an array of integers whose values come from code of the user's: checked
+    sampled: str | None = None  # one of SAMPLED_CHECKED, sampled from the user's code: checked
+    stated: bool = False  # its type stated with spark_typed
+    decimal: tuple[int, int] | None = None  # a Spark decimal's precision and scale: its whole digits checked
+    floating: bool = False  # a built-in's double (a Mean of decimals, as Decimals) or a stated one: made floats, as a cast
+    instant: bool = False  # a Spark timestamp, key or built-in's value: leaves as epoch microseconds (`instants`)
+    zoned: bool = False  # timestamps pyspark converts itself (a list of them, a Fold's): handed over zone-aware
+
+
+def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
+    values = values.reset_index(drop=True)
+    if col.integral and values.dtype.kind in "iu":
+        return values.to_numpy()
+    if col.interval:
+        return _interval_micros(values)
+    if col.array:
+        out = np.empty(len(values), dtype=object)
+        out[:] = [None if v is None else _as_list(v) for v in values]
+        if col.whole_elements:  # Arrow would truncate a float into the array's integers without a word
+            stray = next((v for cell in out if cell is not None for v in cell if not _is_bigint(v)), _ALL_BIGINT)
+            if stray is not _ALL_BIGINT:
+                raise _not_bigint(col, stray, "array<bigint>", "'array<double>'")
+        return out
+    if col.integral:  # Python ints and None, exact: float64 would round beyond 2**53
+        try:
+            return pd.array(values.to_numpy(dtype=object), dtype="Int64").to_numpy(dtype=object, na_value=None)  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError) as err:
+            raise _not_bigint(col, next((v for v in values if not _is_bigint(v)), None), "bigint", "'double'") from err
+    if col.decimal is not None:
+        _check_decimal_digits(values, col, *col.decimal)
+    if col.floating and values.dtype == object:  # a Decimal or an int beyond 2**53 as the nearest double, as a cast
+        try:
+            return pd.to_numeric(values).to_numpy(dtype=np.float64)
+        except (TypeError, ValueError):
+            _check_sampled(values, col, col.sampled or "double")  # fails naming the value that is no number
+            raise
+    if col.sampled is not None:
+        _check_sampled(values, col, col.sampled)
+    return values.to_numpy()
+
+
+def _check_decimal_digits(values: pd.Series, col: OutputColumn, precision: int, scale: int) -> None:
+    """Fail naming the column and the value where a decimal has more whole digits than its Spark type holds (a
+    sum past 38 digits): pyspark's conversion failed naming neither, pointing to a setting that turns the check off."""
+    whole = precision - scale
+    stray = next((v for v in values if isinstance(v, decimal.Decimal) and v.is_finite() and v and v.adjusted() >= whole),
+                 None)
+    if stray is not None:
+        raise OverflowError(
+            f"output column {col.name!r} is decimal({precision},{scale}), but a pane holds {stray}, more than its {whole} "
+            "digits before the point (Spark's own sum fails there too, NUMERIC_VALUE_OUT_OF_RANGE); cast the column to "
+            "a decimal of fewer fractional digits, or to double, before windowed()")
+
+
+#: Spark types of a sampled output column (`output_types`) whose values the workers check before pyspark converts them.
+SAMPLED_CHECKED = ("boolean", "string", "binary", "double", "float")
+
+
+def _check_sampled(values: pd.Series, col: OutputColumn, spark_type: str) -> None:
+    """Fail naming the column, a value and `spark_typed` where pyspark's own conversion (the same Arrow call)
+    would fail with "Could not convert 2 with type int: tried to convert to boolean", naming neither."""
+    import pyarrow as pa
+
+    arrow_type = {"boolean": pa.bool_(), "string": pa.string(), "binary": pa.binary(), "double": pa.float64(),
+                  "float": pa.float32()}[spark_type]
+    try:
+        pa.Array.from_pandas(values, type=arrow_type, safe=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as err:
+        stray = next((v for v in values if not _converts(v, arrow_type)), None)
+        raise TypeError(
+            f"output column {col.name!r} is {spark_type}, as stated with windowing.spark_typed, but a pane holds {stray!r}; "
+            "state a type that holds every pane's value" if col.stated else
+            f"output column {col.name!r} is {spark_type}, as the accumulation's output for one sample value was, but a "
+            f"pane holds {stray!r}; for an accumulation of your own, Fold or Reduce whose output type depends on the "
+            "values, state it with windowing.spark_typed(acc, 'double') (any Spark DDL type)") from err
+
+
+def _converts(value: Any, arrow_type: Any) -> bool:
+    import pyarrow as pa
+
+    try:
+        pa.Array.from_pandas(pd.Series([value], dtype=object), type=arrow_type, safe=False)
+    except Exception:
+        return False
+    return True
+
+
+_ALL_BIGINT = object()
+
+
+def _not_bigint(col: OutputColumn, value: Any, spark_type: str, instead: str) -> TypeError:
+    return TypeError(
+        f"output column {col.name!r} is {spark_type}, but a pane holds {value!r}, not a whole number of 64 bits; "
+        "for an accumulation of your own, Fold or Reduce whose output type depends on the values, state it with "
+        f"windowing.spark_typed(acc, {instead}) (any Spark DDL type)")
+
+
+def _interval_micros(values: pd.Series) -> np.ndarray:
+    """Timedeltas (a column of them, or Timedelta objects) as a Spark interval holds them, in microseconds: a
+    ``Mean``'s nanoseconds rounded half away from zero, as Spark's ``avg`` of an interval rounds them (pyspark's
+    conversion refused them as losing data)."""
+    deltas = pd.to_timedelta(values).to_numpy(dtype="timedelta64[ns]")
+    missing = np.isnat(deltas)
+    ns = np.where(missing, 0, deltas.view(np.int64))
+    micros = np.where(ns < 0, -((500 - ns) // NS_PER_US), (ns + 500) // NS_PER_US).astype("timedelta64[us]")
+    micros[missing] = np.timedelta64("NaT", "us")
+    return micros
+
+
+def _is_bigint(value: Any) -> bool:
+    """An integer of 64 bits (not a bool), or missing: what a bigint column takes."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return bool(-2**63 <= value < 2**63)
+    return bool(pd.api.types.is_scalar(value) and pd.isna(value))
+
+
+def _as_list(value: Any) -> list[Any]:
+    if isinstance(value, (set, frozenset)):
+        try:
+            return sorted(value)
+        except TypeError:
+            return list(value)
+    return list(value)
