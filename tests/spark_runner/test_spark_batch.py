@@ -129,6 +129,32 @@ def test_a_fold_stated_a_double_takes_decimals_and_ints_beyond_2_to_the_53_as_a_
         windowed(source, time="t").fixed(3).aggregate(out=stated_string).collect()
 
 
+@pytest.mark.parametrize("combine", ["true", "false"])
+@pytest.mark.parametrize("spark_type, bits", [("tinyint", 8), ("smallint", 16), ("int", 32)])
+def test_a_value_beyond_a_stated_narrower_integer_type_is_refused_naming_it_not_wrapped(spark, spark_type, bits, combine):
+    """pyspark 3.5, and 4 with convertToArrowArraySafely off, wrapped a pane's `Sum` stated `int` of 3000000005 into
+    -1294967291 without a word (pyspark 4 otherwise failed naming the column, not the value); the extremes pass."""
+    top = 2 ** (bits - 1)
+    frame = pd.DataFrame({"t": [1, 2, 4, 5, 7], "n": [top - 2, 1, -top, 0, top]})
+    source = spark.createDataFrame(frame, "t long, n long").coalesce(1)
+    stated = {"total": spark_typed(Sum("n"), spark_type), "items": spark_typed(ToList("n"), f"array<{spark_type}>")}
+    safely = "spark.sql.execution.pandas.convertToArrowArraySafely"
+    previous = {key: spark.conf.get(key, None) for key in (safely, "windowing.spark.combine")}
+    spark.conf.set(safely, "false")
+    spark.conf.set("windowing.spark.combine", combine)
+    try:
+        fits = windowed(source.where("t < 6"), time="t").fixed(3).aggregate(**stated)
+        assert sorted(tuple(r) for r in fits.select("window_start", "total", "items").collect()) == [
+            (0, top - 1, [top - 2, 1]), (3, -top, [-top, 0])]
+        for name, shown in (("total", spark_type), ("items", f"array<{spark_type}>")):
+            with pytest.raises(Exception, match=rf"output column '{name}' is {re.escape(shown)}, as stated with windowing"
+                                                rf"\.spark_typed, but a pane holds {top}, not a whole number of {bits} bits"):
+                windowed(source, time="t").fixed(3).aggregate(**{name: stated[name]}).collect()
+    finally:
+        for key, value in previous.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+
+
 def test_a_list_of_keys_duration_objects_and_the_collecting_accumulations_match_the_pandas_runner(spark):
     frame = events(ROWS).assign(region=["x", "y", "x", "x", "y", "x", "y", "x"])
     aggs = dict(top=TopN("amount", 2), bottom=BottomN("amount", 2), distinct=Distinct("region"), regions=ToSet("region"))

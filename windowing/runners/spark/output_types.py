@@ -157,6 +157,15 @@ def integral(spark_type: Any) -> bool:
     return isinstance(spark_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
 
 
+def integer_bits(spark_type: Any) -> int:
+    """The width of an integer type, or of an array's integer elements (64 for any other type)."""
+    from pyspark.sql import types as T
+
+    element = spark_type.elementType if isinstance(spark_type, T.ArrayType) else spark_type
+    widths: dict[type, int] = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32}
+    return widths.get(type(element), 64)
+
+
 def _ddl(text: str) -> Any:
     """A DDL type string as a Spark type; common types without a JVM, the rest through Spark's parser."""
     from pyspark.sql import types as T

@@ -21,6 +21,7 @@ class OutputColumn:
     kind: str  # "key" | "time" | "value" | "timing" | "index" | "flag"
     source: str
     integral: bool = False
+    bits: int = 64  # an integer type's width, or its elements' in an array: tinyint 8, smallint 16, int 32, bigint 64
     array: bool = False
     interval: bool = False  # a Spark day-time interval: the engine's timedeltas, to the microsecond
     whole_elements: bool = False  # an array of integers whose values come from code of the user's: checked
@@ -34,7 +35,7 @@ class OutputColumn:
 
 def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
     values = values.reset_index(drop=True)
-    if col.integral and values.dtype.kind in "iu":
+    if col.integral and values.dtype.kind in "iu" and col.bits == 64:
         return values.to_numpy()
     if col.interval:
         return _interval_micros(values)
@@ -42,15 +43,22 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
         out = np.empty(len(values), dtype=object)
         out[:] = [None if v is None else _as_list(v) for v in values]
         if col.whole_elements:  # Arrow would truncate a float into the array's integers without a word
-            stray = next((v for cell in out if cell is not None for v in cell if not _is_bigint(v)), _ALL_BIGINT)
-            if stray is not _ALL_BIGINT:
-                raise _not_bigint(col, stray, "array<bigint>", "'array<double>'")
+            stray = next((v for cell in out if cell is not None for v in cell if not _is_whole(v, col.bits)), _ALL_WHOLE)
+            if stray is not _ALL_WHOLE:
+                raise _not_whole(col, stray, "'array<double>'")
         return out
     if col.integral:  # Python ints and None, exact: float64 would round beyond 2**53
         try:
-            return pd.array(values.to_numpy(dtype=object), dtype="Int64").to_numpy(dtype=object, na_value=None)  # type: ignore[arg-type]
+            whole = pd.array(values.to_numpy() if values.dtype.kind in "iu" else values.to_numpy(dtype=object),
+                             dtype="Int64")
         except (TypeError, ValueError, OverflowError) as err:
-            raise _not_bigint(col, next((v for v in values if not _is_bigint(v)), None), "bigint", "'double'") from err
+            raise _not_whole(col, next((v for v in values if not _is_whole(v, 64)), None), "'double'") from err
+        if col.bits < 64:  # pyspark 3.5 (and 4 with convertToArrowArraySafely off) wraps a value beyond the type
+            limit = 2 ** (col.bits - 1)
+            beyond = ((whole < -limit) | (whole >= limit)).fillna(False).to_numpy(dtype=bool)
+            if beyond.any():
+                raise _not_whole(col, int(whole[beyond][0]), "'bigint'")
+        return values.to_numpy() if values.dtype.kind in "iu" else whole.to_numpy(dtype=object, na_value=None)  # type: ignore[arg-type]
     if col.decimal is not None:
         _check_decimal_digits(values, col, *col.decimal)
     if col.floating and values.dtype == object:  # a Decimal or an int beyond 2**53 as the nearest double, as a cast
@@ -110,13 +118,20 @@ def _converts(value: Any, arrow_type: Any) -> bool:
     return True
 
 
-_ALL_BIGINT = object()
+_ALL_WHOLE = object()
+_INTEGER_TYPES = {8: "tinyint", 16: "smallint", 32: "int", 64: "bigint"}
 
 
-def _not_bigint(col: OutputColumn, value: Any, spark_type: str, instead: str) -> TypeError:
+def _not_whole(col: OutputColumn, value: Any, instead: str) -> TypeError:
+    spark_type = _INTEGER_TYPES[col.bits]
+    spark_type = f"array<{spark_type}>" if col.array else spark_type
+    if col.stated:
+        return TypeError(
+            f"output column {col.name!r} is {spark_type}, as stated with windowing.spark_typed, but a pane holds "
+            f"{value!r}, not a whole number of {col.bits} bits; state a type that holds every pane's value, e.g. {instead}")
     return TypeError(
-        f"output column {col.name!r} is {spark_type}, but a pane holds {value!r}, not a whole number of 64 bits; "
-        "for an accumulation of your own, Fold or Reduce whose output type depends on the values, state it with "
+        f"output column {col.name!r} is {spark_type}, but a pane holds {value!r}, not a whole number of {col.bits} "
+        "bits; for an accumulation of your own, Fold or Reduce whose output type depends on the values, state it with "
         f"windowing.spark_typed(acc, {instead}) (any Spark DDL type)")
 
 
@@ -132,10 +147,10 @@ def _interval_micros(values: pd.Series) -> np.ndarray:
     return micros
 
 
-def _is_bigint(value: Any) -> bool:
-    """An integer of 64 bits (not a bool), or missing: what a bigint column takes."""
+def _is_whole(value: Any, bits: int) -> bool:
+    """An integer of ``bits`` bits (not a bool), or missing: what an integer column of that width takes."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        return bool(-2**63 <= value < 2**63)
+        return bool(-2 ** (bits - 1) <= value < 2 ** (bits - 1))
     return bool(pd.api.types.is_scalar(value) and pd.isna(value))
 
 

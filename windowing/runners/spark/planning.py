@@ -19,7 +19,7 @@ from ...timeaxis import TimeAxis
 from ...window_table import accumulator_columns
 from .buckets import Bucketing
 from .combine import COMBINE_CONF, Lifting, lifted_aggregations, lifting
-from .output_types import SparkTyped, integral, numpy_dtype, output_type
+from .output_types import SparkTyped, integer_bits, integral, numpy_dtype, output_type
 from .output_values import NS_PER_US, SAMPLED_CHECKED, OutputColumn
 from .pipelines import pipeline_of
 from .wire import WIRE
@@ -157,7 +157,8 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
         instant = isinstance(vtype, T.TimestampType) and not checked
         zoned = isinstance(vtype.elementType if array else vtype, T.TimestampType) and not instant
         out_fields.append(T.StructField(name, T.LongType() if instant else vtype))
-        columns.append(OutputColumn(name, "value", engine_columns.output(i), integral=integral(vtype), array=array, instant=instant,
+        columns.append(OutputColumn(name, "value", engine_columns.output(i), integral=integral(vtype), bits=integer_bits(vtype),
+                                    array=array, instant=instant,
                                     zoned=zoned,
                                     interval=isinstance(vtype, T.DayTimeIntervalType),
                                     whole_elements=array and checked and integral(vtype.elementType),
