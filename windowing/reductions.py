@@ -59,7 +59,8 @@ def reduce_field(agg: Aggregation, values: np.ndarray, group: np.ndarray, n_grou
     except OverflowError as error:
         raise OverflowError(
             f"aggregate({agg.name}={agg.accumulation!r}): in a window of column {agg.accumulation.column!r}, {error}; "
-            "convert the column to float64 (approximate) or to Python ints (dtype object, exact) first") from None
+            "convert the column to float64 (approximate) or to Python ints (dtype object, exact) first; on Spark, cast "
+            "it to double (approximate) or decimal(38,0) (exact)") from None
 
 
 def group_outputs(aggregations: tuple[Aggregation, ...], values: list[np.ndarray | None], group: np.ndarray,
