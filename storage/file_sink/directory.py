@@ -42,7 +42,12 @@ RUNNING_HERE: dict[str, Callable[[], bool]] = {}
 
 def _stopped_here(held: dict[str, Any]) -> bool:
     running = RUNNING_HERE.get(held.get("token", ""))
-    return held.get("pid") == os.getpid() and running is not None and not running()
+    if held.get("pid") != os.getpid() or running is None:
+        return False
+    try:
+        return not running()
+    except Exception:  # noqa: BLE001 - the query could not say (a failed py4j or Connect call): not known stopped
+        return False
 
 
 def max_name_bytes(fs: Any, root: str) -> int | None:

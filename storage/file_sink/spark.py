@@ -216,21 +216,36 @@ def _running_query_id(batch: DataFrame, checkpoint_location: str) -> str:
 def _keep_lease(query: StreamingQuery, lease: Lease) -> None:
     """Renew the lease while the query runs, then release it.
 
-    The query's entry in ``RUNNING_HERE`` stays, saying it stopped: a new writer that read the lease just before the
-    release checks it just after, and must still see the holder stopped (dropping the entry refused that writer).
+    Only a query seen stopped is marked so in ``RUNNING_HERE``, and its entry stays: a new writer that read the lease
+    just before the release checks it just after, and must still see the holder stopped (dropping the entry refused
+    that writer). An error asking the query or renewing (a py4j or Spark Connect call, the filesystem) is tried again;
+    fenced, or failing ``KEEP_LEASE_TRIES`` times in a row (the JVM gone), the entry goes: the query is no longer
+    known running or stopped here, and its commits check the lease themselves.
     """
-    renewed = time.monotonic()
-    try:
-        while query.isActive:
+    renewed, failures = time.monotonic(), 0
+    while True:
+        try:
+            if not query.isActive:
+                break
             if time.monotonic() - renewed >= lease.seconds / 3:
                 lease.renew(force=True)
                 renewed = time.monotonic()
-            time.sleep(0.5)
+            failures = 0
+        except Exception as error:  # noqa: BLE001 - any error of the call or the filesystem: see above
+            failures += 1
+            if isinstance(error, lease.wording.fenced_error) or failures >= KEEP_LEASE_TRIES:
+                RUNNING_HERE.pop(lease.token, None)
+                return
+        time.sleep(0.5)
+    RUNNING_HERE[lease.token] = _stopped
+    try:
         lease.release()
-    except Exception:  # noqa: BLE001 - fenced, or the JVM gone: the query's commits check the lease themselves
+    except Exception:  # noqa: BLE001 - the lease runs out by itself; the entry says the query stopped
         pass
-    finally:
-        RUNNING_HERE[lease.token] = _stopped
+
+
+#: How many times in a row `_keep_lease` tries a failing call before it stops keeping the lease.
+KEEP_LEASE_TRIES = 5
 
 
 def _stopped() -> bool:

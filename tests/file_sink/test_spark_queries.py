@@ -11,6 +11,7 @@ import pytest
 
 from storage.file_sink import ColumnBuckets, DateTimeBuckets, FileSink, RollingPolicy
 from storage.file_sink.directory import RUNNING_HERE, SinkDirectory
+from storage.file_sink.errors import SinkHeldError
 from storage.file_sink.spark import _keep_lease
 from tests.file_sink.spark_hooks import FailAt
 
@@ -102,6 +103,47 @@ def test_a_writer_that_read_a_stopped_querys_lease_just_before_its_release_takes
     following.read = lambda epoch: read_before_release
     directory.claim(following, take_over=False)
     assert following.epoch == ended.epoch + 1
+
+
+class AskedQuery:
+    """A query whose ``isActive`` answers from ``answers`` in turn (an exception is raised), the last one ever after."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+
+    @property
+    def isActive(self):
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_a_query_whose_state_could_not_be_asked_once_keeps_its_lease_until_it_stops(tmp_path):
+    # A failed call (py4j, Spark Connect) ended the lease thread, which marked the running query stopped: a writer of
+    # this process then took its lease as free, and the lease was no longer renewed.
+    directory = SinkDirectory(FileSink(str(tmp_path / "out"), format="csv"))
+    lease = directory.lease()
+    directory.claim(lease, take_over=False)
+    query = AskedQuery(True, ConnectionError("the call to the JVM failed"), True, False)
+    RUNNING_HERE[lease.token] = lambda: query.isActive
+    keeper = threading.Thread(target=_keep_lease, args=(query, lease))
+    keeper.start()
+    keeper.join()
+    assert query.answers == [False] and lease.read(lease.epoch)["released"]
+
+
+def test_a_query_that_can_no_longer_be_asked_is_not_taken_for_stopped(tmp_path):
+    directory = SinkDirectory(FileSink(str(tmp_path / "out"), format="csv"))
+    lease = directory.lease()
+    directory.claim(lease, take_over=False)
+    query = AskedQuery(ConnectionError("the JVM is gone"))
+    RUNNING_HERE[lease.token] = lambda: query.isActive
+    keeper = threading.Thread(target=_keep_lease, args=(query, lease))
+    keeper.start()
+    keeper.join()
+    with pytest.raises(SinkHeldError, match="held by another writer"):
+        directory.claim(directory.lease(), take_over=False)
 
 
 def test_the_foreach_batch_path_writes_from_the_tasks_too(spark, tmp_path):
