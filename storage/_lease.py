@@ -88,16 +88,7 @@ class Lease:
         path = self.path(self.epoch)
         raced = f"{self.wording.name}: another writer claimed epoch {self.epoch} at the same moment; {self.wording.rule}"
         if self.local:
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                raise self.wording.held_error(raced) from None
-            try:
-                os.write(fd, body)
-                if self.durable:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+            self._create_whole(path, body, raced)
             if self.durable:
                 fsync(self.directory)
         else:
@@ -106,6 +97,33 @@ class Lease:
             self.fs.pipe_file(path, body)
             self.confirm()
         self._renewed = time.time()
+
+    def _create_whole(self, path: str, body: bytes, raced: str) -> None:
+        """Create the lease file whole, refusing an existing one: written under a temporary name and hard-linked,
+        since a claim reading a file created empty and written after took the lease for free and claimed the
+        next epoch beside its holder."""
+        temp = f"{self.directory}/.{path.rsplit('/', 1)[-1]}.{self.token}.tmp"
+        self._write_new(temp, body, exclusive=False)
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            raise self.wording.held_error(raced) from None
+        except OSError:  # no hard links here: created exclusively, then written
+            try:
+                self._write_new(path, body, exclusive=True)
+            except FileExistsError:
+                raise self.wording.held_error(raced) from None
+        finally:
+            os.unlink(temp)
+
+    def _write_new(self, path: str, body: bytes, exclusive: bool) -> None:
+        fd = os.open(path, os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC) | os.O_WRONLY, 0o644)
+        try:
+            os.write(fd, body)
+            if self.durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def _body(self, released: bool = False) -> bytes:
         expires = 0.0 if released else time.time() + self.seconds
