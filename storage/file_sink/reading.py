@@ -62,11 +62,33 @@ def finished_files(config: SinkConfig) -> list[str]:
     return sorted(found, key=natural_order)
 
 
+#: How many commits in a row a `read` that meets a commit record, manifest or part gone under it reads again from.
+READ_TRIES = 5
+
+
 def read(config: SinkConfig) -> pd.DataFrame:
-    """The rows of every finished part, decrypted (authenticated), decompressed and checked against its commit."""
+    """The rows of every finished part, decrypted (authenticated), decompressed and checked against its commit.
+
+    The rows of the newest commit when it starts: a writer committing meanwhile prunes the records and manifest that
+    commit chains to, and a compaction deletes the parts it replaced, so a read failing where the directory's newest
+    commit is no longer the one it read reads again from the newer one (up to ``READ_TRIES`` times); where it is the
+    same, the failure is the directory's, and raised.
+    """
     fs, root = config.fs_and_root
     _exists_or_refuse(fs, root, config.path)
     state = load_state(fs, root)
+    for _ in range(READ_TRIES - 1):
+        try:
+            return _read_commit(config, fs, root, state)
+        except Exception:
+            newest = load_state(fs, root)
+            if (newest.sequence if newest else None) == (state.sequence if state else None):
+                raise
+            state = newest
+    return _read_commit(config, fs, root, state)
+
+
+def _read_commit(config: SinkConfig, fs: Any, root: str, state: SinkState | None) -> pd.DataFrame:
     _refuse_other_settings(config, state)
     finished = finished_parts(fs, root, state)
     committed = finished.parts

@@ -14,6 +14,7 @@ import fsspec
 import pyarrow as pa
 import pytest
 
+import storage.file_sink.reading as reading
 from storage.file_sink import (
     ColumnBuckets,
     CommittedPartMissingError,
@@ -459,3 +460,23 @@ def test_taking_over_a_live_writer_again_and_again_keeps_the_copys_name_within_t
     taker.finish(processing_time_ms=0)
     taker.close()
     assert sorted(sink.read()["id"]) == list(range(8))
+
+
+def test_a_read_while_the_writer_commits_reads_the_newer_commit(tmp_path, monkeypatch):
+    # The tenth commit writes a manifest and prunes the records the ninth chains to: a read that had loaded the ninth
+    # failed with "commit record 0 is missing", or took the missing manifest for damage to restore from a backup.
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy.on_every_batch())
+    writer = sink.writer()
+    for batch_id in range(9):
+        writer.write_batch(pa.table({"id": [batch_id]}), batch_id, 0)
+    loaded = reading.load_state
+
+    def a_commit_just_after_the_first_load(fs, root):
+        state = loaded(fs, root)
+        if state.batch_id == 8:
+            writer.write_batch(pa.table({"id": [9]}), 9, 0)
+        return state
+
+    monkeypatch.setattr(reading, "load_state", a_commit_just_after_the_first_load)
+    assert sorted(sink.read()["id"]) == list(range(10))
+    writer.close()
