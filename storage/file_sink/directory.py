@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import hashlib
 import os
+import uuid
 import zlib
 from typing import Any, Callable
 
@@ -26,6 +27,9 @@ from .errors import CommittedPartMissingError, SinkFencedError, SinkHeldError
 from .state import STATE_DIR, PartRecord, SinkState, commit_state, load_state
 
 INPROGRESS = ".inprogress"
+#: How many record numbers a writer that took over a live one tries to fence it off at (`SinkDirectory.fence`): its
+#: predecessor publishes at most one more record, then finds its lease gone.
+FENCE_TRIES = 3
 #: The most bytes a name may have where the filesystem does not say: NAME_MAX of Linux and macOS filesystems,
 #: HDFS's default dfs.namenode.fs-limits.max-component-length.
 NAME_MAX = 255
@@ -150,6 +154,8 @@ class SinkDirectory:
         state = load_state(self.fs, self.root)
         if state is not None:
             self.refuse_changed_settings(state)
+        if unclean:
+            state = self.fence(state, lease, self.config.writer_id or uuid.uuid4().hex[:12])
         self.recover(state)
         return self.detach(state, lease) if unclean else state
 
@@ -229,6 +235,26 @@ class SinkDirectory:
         # Durable before the next record, which no longer lists them: else a crash leaves a stray in-progress file.
         for directory in sorted({dst.rsplit("/", 1)[0] for _, dst in renames}):
             self.sync(directory)
+
+    def fence(self, state: SinkState | None, lease: Lease, writer_id: str) -> SinkState:
+        """Before recovery deletes anything of a writer that may still run: publish the newest record ``state`` again
+        under the next number (none: an empty first record of ``writer_id``), which its commit in flight then finds taken (records
+        are published with a hard link) and stops. Recovery would delete the parts it staged, and its record,
+        published after, named them: its successor's next record was refused and ``read()`` failed. Where it
+        published that number first, its batch counts, and the fence follows it. Call before ``recover``.
+        """
+        for _ in range(FENCE_TRIES):
+            fenced = (SinkState(writer_id=writer_id, sequence=0) if state is None else
+                      dataclasses.replace(state, sequence=state.sequence + 1, finished=[], removed=[]))
+            try:
+                commit_state(self.fs, self.root, fenced, self.sync, lambda phase: None)
+            except SinkFencedError:
+                state = load_state(self.fs, self.root)  # the predecessor's record took that number
+                continue
+            lease.confirm("fence off the writer it took over")
+            return fenced
+        raise SinkFencedError(f"{self.root}: records kept being published while this writer fenced off the one it "
+                              f"took over ({FENCE_TRIES} tries); is another writer taking the directory over?")
 
     def detach(self, state: SinkState | None, lease: Lease) -> SinkState | None:
         """Move the in-progress parts of a writer that may still run to copies it does not know, and commit that.

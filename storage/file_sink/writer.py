@@ -103,6 +103,8 @@ class SinkWriter:
         state = load_state(self._directory.fs, self._directory.root)
         if state is not None:
             self._directory.refuse_changed_settings(state)
+        if self._unclean:
+            state = self._directory.fence(state, self._lease, self._state.writer_id)
         self._state = state or SinkState(writer_id=self._state.writer_id)
         self._names.forget(self._state)
         self._files = PartFiles(self._sink, self._directory, self._names, self._hook)

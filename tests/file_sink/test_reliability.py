@@ -14,7 +14,9 @@ import fsspec
 import pyarrow as pa
 import pytest
 
+import storage.file_sink.directory as directory_module
 import storage.file_sink.reading as reading
+import storage.file_sink.writer as writer_module
 from storage.file_sink import (
     ColumnBuckets,
     CommittedPartMissingError,
@@ -480,3 +482,66 @@ def test_a_read_while_the_writer_commits_reads_the_newer_commit(tmp_path, monkey
     monkeypatch.setattr(reading, "load_state", a_commit_just_after_the_first_load)
     assert sorted(sink.read()["id"]) == list(range(10))
     writer.close()
+
+
+@pytest.mark.parametrize("taker", ["writer", "query"])
+@pytest.mark.parametrize("first", [0, 1])
+def test_a_writer_taken_over_before_its_commit_record_is_fenced_off_by_it(tmp_path, monkeypatch, first, taker):
+    # The writer stalls after staging batch `first` and before its record; another takes the sink over then (a
+    # writer, or a query starting: `SinkDirectory.take`). Its recovery deleted the parts staged, the old writer's
+    # record, published after, named them: the new writer's batch was refused as "published by another writer
+    # first" and every read failed on the missing parts.
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy.on_every_batch())
+    taken_over = []
+    commit_state = directory_module.commit_state
+
+    def a_take_over_first(fs, root, state, *args):
+        if state.batch_id == first and not taken_over:
+            if taker == "writer":
+                taken_over.append(sink.writer(take_over=True))
+            else:
+                directory = directory_module.SinkDirectory(sink)
+                lease = directory.lease("query-1")
+                directory.take(lease, take_over=True)
+                taken_over.append(lease)
+        return commit_state(fs, root, state, *args)
+
+    monkeypatch.setattr(directory_module, "commit_state", a_take_over_first)
+    old = sink.writer()
+    if first:
+        old.write_batch(pa.table({"id": [0]}), 0, 0)
+    with pytest.raises(SinkFencedError):
+        old.write_batch(pa.table({"id": [-1]}), first, 0)
+    new = taken_over[0]
+    if taker == "query":
+        new.release()
+        assert sorted(sink.read().get("id", [])) == [0][1 - first:]
+        return
+    assert new.committed_batch_id == first - 1
+    new.write_batch(pa.table({"id": [10]}), first, 0)
+    new.close()
+    assert sorted(sink.read()["id"]) == [0, 10][1 - first:]
+
+
+def test_a_writer_taken_over_just_after_its_commit_record_counts_and_the_fence_follows_it(tmp_path, monkeypatch):
+    # Its record published between the new writer's load of the newest one and its fence: the batch counts (not
+    # acknowledged to the old writer, whose lease is gone), and the new writer fences off at the next number.
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy.on_every_batch())
+    old = sink.writer()
+    old.write_batch(pa.table({"id": [0]}), 0, 0)
+    monkeypatch.setattr(old.lease, "renew", lambda force=False: None)  # renewed just before it was taken over
+    loaded = writer_module.load_state
+
+    def the_old_commit_lands_after_the_load(fs, root):
+        state = loaded(fs, root)
+        monkeypatch.setattr(writer_module, "load_state", loaded)
+        with pytest.raises(SinkFencedError):
+            old.write_batch(pa.table({"id": [1]}), 1, 0)
+        return state
+
+    monkeypatch.setattr(writer_module, "load_state", the_old_commit_lands_after_the_load)
+    new = sink.writer(take_over=True)
+    assert new.committed_batch_id == 1
+    new.write_batch(pa.table({"id": [2]}), 2, 0)
+    new.close()
+    assert sorted(sink.read()["id"]) == [0, 1, 2]
