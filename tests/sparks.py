@@ -12,7 +12,9 @@ For the same reason a Spark Connect session talks to a server in a process of it
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -143,29 +145,44 @@ def connect_server(master: str = LOCAL, **settings: str) -> Iterator[str]:
     """A Spark Connect server on ``master`` with the suite's settings, in a process group of its own,
     its Python workers running this interpreter from the repository root; yields its address
     (``sc://localhost:<port>``, for ``SparkSession.builder.remote``) once it accepts connections, and
-    ends it afterwards."""
+    ends it afterwards. Its port is one the system had free; where another process took it before the
+    server bound it, the server starts again on another (``BIND_TRIES`` times)."""
     import pyspark
 
-    with socket.socket() as probe:
-        probe.bind(("localhost", 0))
-        port = probe.getsockname()[1]
     home = Path(pyspark.__file__).parent
-    confs = [f"--conf={name}={value}" for name, value in {**SETTINGS, **settings,
-                                                          "spark.connect.grpc.binding.port": str(port)}.items()]
     env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable}
-    with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a full pipe would stall the server
-        server = subprocess.Popen([str(home / "bin" / "spark-submit"), "--master", master, "--class", CONNECT_SERVER,
-                                   "--name", "tests-connect", *confs], cwd=ROOT, env=env, start_new_session=True,
-                                  stdout=log, stderr=subprocess.STDOUT, text=True)
-        try:
+    for tries_left in reversed(range(BIND_TRIES)):
+        with socket.socket() as probe:
+            probe.bind(("localhost", 0))
+            port = probe.getsockname()[1]
+        confs = [f"--conf={name}={value}" for name, value in {**SETTINGS, **settings,
+                                                              "spark.connect.grpc.binding.port": str(port)}.items()]
+        with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a full pipe would stall the server
+            server = subprocess.Popen([str(home / "bin" / "spark-submit"), "--master", master, "--class", CONNECT_SERVER,
+                                       "--name", "tests-connect", *confs], cwd=ROOT, env=env, start_new_session=True,
+                                      stdout=log, stderr=subprocess.STDOUT, text=True)
             try:
-                wait_for(lambda: _accepts(port), "the Spark Connect server to listen", alive=lambda: server.poll() is None)
-            except AssertionError as err:
-                log.seek(0)
-                raise AssertionError(f"{err}; its log ends:\n{log.read()[-4000:]}") from None
-            yield f"sc://localhost:{port}"
-        finally:
-            kill_driver(server)
+                try:
+                    wait_for(functools.partial(_accepts, port), "the Spark Connect server to listen",
+                             alive=functools.partial(_running, server))
+                except AssertionError as err:
+                    log.seek(0)
+                    ending = log.read()[-4000:]
+                    if tries_left and re.search(r"BindException|Address already in use|Failed to bind", ending):
+                        continue
+                    raise AssertionError(f"{err}; its log ends:\n{ending}") from None
+                yield f"sc://localhost:{port}"
+                return
+            finally:
+                kill_driver(server)
+
+
+#: How many ports `connect_server` tries its server on.
+BIND_TRIES = 3
+
+
+def _running(process: subprocess.Popen[str]) -> bool:
+    return process.poll() is None
 
 
 def _accepts(port: int) -> bool:
