@@ -155,6 +155,30 @@ def test_a_value_beyond_a_stated_narrower_integer_type_is_refused_naming_it_not_
             spark.conf.unset(key) if value is None else spark.conf.set(key, value)
 
 
+def test_a_number_column_holding_text_or_a_truth_value_is_refused_naming_it_not_parsed(spark):
+    """pandas' conversions took "02134" for 2134, "1_000" for 1000, "inf" for infinity and True for 1, in a column
+    stated or sampled a number, where the pandas runner gives them as they are."""
+    frame = pd.DataFrame({"t": [1, 2], "n": [1, 2]})
+    source = spark.createDataFrame(frame, "t long, n long").coalesce(1)
+
+    def last(made):
+        return Fold("n", None, lambda a, v: made if v == 2 else v, lambda a, b: b)
+
+    cases = [(spark_typed(last("02134"), "long"), "bigint, as stated with windowing.spark_typed,", "'02134', a str",
+              "'string'"),
+             (spark_typed(last("inf"), "double"), "double, as stated with windowing.spark_typed,", "'inf', a str",
+              "'string'"),
+             (spark_typed(last(True), "int"), "int, as stated with windowing.spark_typed,", "True, a bool", "'boolean'"),
+             (last("1_000"), "bigint", "'1_000', a str", "'string'"),  # sampled: 1 gives an int
+             (Fold("n", None, lambda a, v: 0.5 if v == 1 else True, lambda a, b: b), "double", "True, a bool",
+              "'boolean'")]
+    for aggregation, column_type, value, instead in cases:
+        with pytest.raises(Exception, match=rf"output column 'out' is {re.escape(column_type)} but a pane holds "
+                                            rf"{re.escape(value)}, which Spark would take for a number; .*spark_typed"
+                                            rf"\(acc, {instead}\)"):
+            windowed(source, time="t").fixed(3).aggregate(out=aggregation).collect()
+
+
 def test_a_list_of_keys_duration_objects_and_the_collecting_accumulations_match_the_pandas_runner(spark):
     frame = events(ROWS).assign(region=["x", "y", "x", "x", "y", "x", "y", "x"])
     aggs = dict(top=TopN("amount", 2), bottom=BottomN("amount", 2), distinct=Distinct("region"), regions=ToSet("region"))

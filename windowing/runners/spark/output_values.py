@@ -48,6 +48,7 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
                 raise _not_whole(col, stray, "'array<double>'")
         return out
     if col.integral:  # Python ints and None, exact: float64 would round beyond 2**53
+        _refuse_parsed(values, col)
         try:
             whole = pd.array(values.to_numpy() if values.dtype.kind in "iu" else values.to_numpy(dtype=object),
                              dtype="Int64")
@@ -62,14 +63,33 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
     if col.decimal is not None:
         _check_decimal_digits(values, col, *col.decimal)
     if col.floating and values.dtype == object:  # a Decimal or an int beyond 2**53 as the nearest double, as a cast
+        _refuse_parsed(values, col)
         try:
             return pd.to_numeric(values).to_numpy(dtype=np.float64)
         except (TypeError, ValueError):
             _check_sampled(values, col, col.sampled or "double")  # fails naming the value that is no number
             raise
     if col.sampled is not None:
+        if col.sampled in ("double", "float"):
+            _refuse_parsed(values, col)
         _check_sampled(values, col, col.sampled)
     return values.to_numpy()
+
+
+def _refuse_parsed(values: pd.Series, col: OutputColumn) -> None:
+    """Fail naming the column and the value where a number column holds a str, bytes or bool: pandas' conversions
+    parse "02134" as 2134 and "1_000" as 1000, and take True for 1, where the pandas runner gives them as they are."""
+    if values.dtype != object:
+        return
+    stray = next((v for v in values if isinstance(v, (str, bytes, bool, np.bool_))), None)
+    if stray is None:
+        return
+    spark_type = _INTEGER_TYPES[col.bits] if col.integral else col.sampled or "double"
+    instead = "'boolean'" if isinstance(stray, (bool, np.bool_)) else "'string'"
+    raise TypeError(
+        f"output column {col.name!r} is {spark_type}{', as stated with windowing.spark_typed,' if col.stated else ''} "
+        f"but a pane holds {stray!r}, a {type(stray).__name__}, which Spark would take for a number; state the type "
+        f"that holds every pane's value, e.g. windowing.spark_typed(acc, {instead})")
 
 
 def _check_decimal_digits(values: pd.Series, col: OutputColumn, precision: int, scale: int) -> None:
