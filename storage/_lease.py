@@ -11,6 +11,7 @@ claim takes it over: because its holder is known dead (``frees``), or told to.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -106,7 +107,7 @@ class Lease:
         self._write_new(temp, body, exclusive=False)
         try:
             os.link(temp, path)
-        except FileExistsError:
+        except (FileExistsError, FileNotFoundError):  # not found: a newer writer's cleanup took the temporary file
             raise self.wording.held_error(raced) from None
         except OSError:  # no hard links here: created exclusively, then written
             try:
@@ -114,7 +115,8 @@ class Lease:
             except FileExistsError:
                 raise self.wording.held_error(raced) from None
         finally:
-            os.unlink(temp)
+            with contextlib.suppress(FileNotFoundError):  # taken by a newer writer's cleanup: it fences this one
+                os.unlink(temp)
 
     def _write_new(self, path: str, body: bytes, exclusive: bool) -> None:
         fd = os.open(path, os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC) | os.O_WRONLY, 0o644)
