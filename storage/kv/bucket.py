@@ -299,6 +299,7 @@ class Bucket:
     def compact(self) -> None:
         """Flush, then merge neighbouring data files whose sizes add up to at most ``max_file_size``."""
         self.flush()
+        self._catalog.confirm("compact")  # before rewriting anything (a flush with nothing to write checks nothing)
         with self._fenced_if_taken_over("compact its data files"):  # a zombie: the new owner deleted them
             files = self._files.compact(self._meta.files, self._data, self._meta.batch_id, self._next_name)
         if files is not None:

@@ -34,6 +34,8 @@ _FORMATS = (1, 2)
 _CLAIM_RACES = 8
 _META = re.compile(r"(\d{10})-(\d{12})-([0-9a-f]{8})\.json")
 _SEQUENCED = re.compile(r"(\d{10})-(\d{10})-([0-9a-f]{8})\.(wal|kvd)")
+#: The writer's token in the name of a metadata, data or log file (or the temporary name one is written under first).
+_WRITTEN_BY = re.compile(r"\.?\d{10}-\d+-([0-9a-f]{8})\.")
 
 
 @dataclass
@@ -317,15 +319,25 @@ class Catalog:
         """
         keep_log = {name for name, _ in meta.log}
         keep_data = {f["name"] for f in meta.files}
-        out = {"meta": [n for n in self.names("meta") if n != meta.name and self._epoch_of(n) <= self.epoch]}
+        out = {"meta": [n for n in self.names("meta") if n != meta.name and self._ours_or_older(n)]}
         out["lease"] = [n for n in self.names("lease") if self._epoch_of(n) < self.epoch]
         data_names = self.names("data") if data_names is None else data_names
-        out["data"] = [n for n in data_names if n not in keep_data and self._epoch_of(n) <= self.epoch]
+        out["data"] = [n for n in data_names if n not in keep_data and self._ours_or_older(n)]
         out["log"] = [
             n for n in self.names("log")
-            if n not in keep_log and self._epoch_of(n) <= self.epoch and not self._mine_unpublished(n, meta)
+            if n not in keep_log and self._ours_or_older(n) and not self._mine_unpublished(n, meta)
         ]
         return out
+
+    def _ours_or_older(self, name: str) -> bool:
+        """A file of an older epoch, or of this one and this writer's token: on an object store, where a claim
+        cannot be exclusive, two writers may claim one epoch, and each deleted the other's metadata (the bucket
+        then read as having none)."""
+        epoch = self._epoch_of(name)
+        if epoch != self.epoch:
+            return epoch < self.epoch
+        written_by = _WRITTEN_BY.match(name)
+        return written_by is None or written_by.group(1) == self.token
 
     @staticmethod
     def _epoch_of(name: str) -> int:

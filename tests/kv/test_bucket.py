@@ -6,6 +6,7 @@ import gc
 import json
 import os
 import shutil
+import threading
 import tracemalloc
 import uuid
 import warnings
@@ -1330,6 +1331,69 @@ def test_a_zombies_flush_or_compaction_is_fenced(tmp_path, call):
     new.close()
     with KVStore(str(tmp_path)).open(0) as b:
         assert b.committed_batch_id == 2 and b.get(b"a") == b"2" and b.get(b"b") == b"1"
+
+
+def test_two_writers_that_claimed_one_epoch_on_an_object_store_keep_each_others_metadata(monkeypatch):
+    """An object store cannot create a lease exclusively: B found epoch 2 free and stalled, A claimed it, then B
+    wrote it over. Each writer's cleanup deleted every metadata file of its epoch but its own, the other's too,
+    and the bucket then read as having none (`CorruptStoreError`), B's committed batch with it."""
+    from storage.kv import catalog as catalog_module
+
+    store = KVStore(f"memory://kv-same-epoch-{uuid.uuid4().hex}")
+    with store.open(0) as first:
+        commit_batch(first, 0, b"k")
+    fs, opened = store.fs, {}
+    stalled, go_on = threading.Event(), threading.Event()
+    pipe_file, unreferenced = fs.pipe_file, catalog_module.Catalog.unreferenced
+
+    def b_stalls_before_its_lease(path, data, *args, **kwargs):
+        if threading.current_thread().name == "B" and "/lease/" in path:
+            stalled.set()
+            go_on.wait()
+        return pipe_file(path, data, *args, **kwargs)
+
+    def b_claims_and_recovers_before_a_cleans_up(catalog, meta, data_names=None):
+        if threading.current_thread() is threading.main_thread() and not go_on.is_set():
+            go_on.set()
+            b_opening.join()
+        return unreferenced(catalog, meta, data_names)
+
+    monkeypatch.setattr(fs, "pipe_file", b_stalls_before_its_lease)
+    b_opening = threading.Thread(target=lambda: opened.setdefault("b", store.open(0, take_over=True)), name="B")
+    b_opening.start()
+    stalled.wait()
+    monkeypatch.setattr(catalog_module.Catalog, "unreferenced", b_claims_and_recovers_before_a_cleans_up)
+    a = store.open(0, take_over=True)
+    monkeypatch.undo()
+    b = opened["b"]
+    assert (a._catalog.epoch, b._catalog.epoch) == (2, 2)
+    commit_batch(b, 1, b"k")
+    b.close()
+    a.close()
+    with store.open(0) as reopened:
+        assert reopened.committed_batch_id == 1 and reopened.get(b"k") == b"1"
+
+
+def test_a_zombies_compaction_with_nothing_to_flush_rewrites_nothing(tmp_path):
+    """With nothing to flush, the flush checked no lease, and the zombie's compaction rewrote the bucket's data
+    files before it learnt, at its publish, that it was taken over: files nobody reads, left for the new owner."""
+    store = KVStore(str(tmp_path), max_file_size="64KB", block_size="4KB")
+    zombie = store.open(0)
+    zombie.begin(0)
+    zombie.put_many([b"k%05d" % i for i in range(3000)], [b"x" * 40] * 3000)
+    zombie.commit()
+    zombie.flush()
+    zombie.begin(1)
+    zombie.delete_many([b"k%05d" % i for i in range(3000) if i % 10])
+    zombie.commit()
+    zombie.flush()  # files of few keys each now: a compaction would merge them
+    new = store.open(0, take_over=True)
+    before = sorted(os.listdir(tmp_path / "bucket-0" / "data"))
+    with pytest.raises(FencedError, match=r"cannot compact"):
+        zombie.compact()
+    assert sorted(os.listdir(tmp_path / "bucket-0" / "data")) == before
+    zombie.close()
+    new.close()
 
 
 @pytest.mark.parametrize("root", ["local", "memory"])
