@@ -10,7 +10,7 @@ sorted data files and writes a new metadata version. See docs/kv_store.md.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -21,7 +21,7 @@ from .._units import is_whole_number
 from .catalog import Catalog, Meta, sequenced_name
 from .classes import by_class, from_writes, merge
 from .datafile import DataFile
-from .errors import CorruptStoreError, KVStoreError
+from .errors import CorruptStoreError, FencedError, KVStoreError
 from .files import FileWriter
 from .format import encode_frame
 from .keys import MAX_KEY_BYTES, Run, as_binary, check_key_lengths, concat_values, successor
@@ -247,7 +247,12 @@ class Bucket:
                 os.fsync(handle.fileno())
         except BaseException:
             self._segment = None  # the next commit starts a new segment
-            self._take_back(batch_id, lambda: _cut_segment(handle, path, committed_length, catalog.sync))
+            try:
+                self._take_back(batch_id, lambda: _cut_segment(handle, path, committed_length, catalog.sync))
+            except FencedError:
+                with suppress(OSError):
+                    handle.close()  # the frame stays: it may be the new owner's now
+                raise
             raise
         if handle.tell() >= self._store.max_log_segment:
             self._close_segment()
@@ -256,8 +261,11 @@ class Bucket:
         """Remove what a failed append wrote of its frame. Left there, a torn frame would end the log at
         reopening, dropping the batches committed after it, and a whole frame whose fsync failed would hold the
         batch a second time once it is retried. When removing it fails too, the bucket refuses every further
-        call: only reopening it tells whether the batch was committed."""
+        call: only reopening it tells whether the batch was committed. A writer taken over meanwhile leaves the
+        frame (`FencedError`): its new owner may have adopted the batch from the log, and taking it back cut a
+        committed segment short, which every open then refused."""
         try:
+            self._catalog.confirm(f"take back the log frame of batch {batch_id} after its commit failed")
             remove_frame()
         except OSError as exc:
             self._broken = (

@@ -1374,6 +1374,40 @@ def test_two_writers_that_claimed_one_epoch_on_an_object_store_keep_each_others_
         assert reopened.committed_batch_id == 1 and reopened.get(b"k") == b"1"
 
 
+@pytest.mark.parametrize("root", ["local", "memory"])
+def test_a_writer_taken_over_while_its_commit_fails_leaves_the_frame_its_new_owner_adopted(tmp_path, root, monkeypatch):
+    """Batch 1's frame written whole, then its fsync (or the upload's reply) failed; just before, a new owner took
+    the bucket over and adopted batch 1 from the log. The old writer's failed commit cut the segment back (deleted
+    the object) without checking its lease, and every open then refused the bucket as damaged."""
+    path = str(tmp_path) if root == "local" else f"memory://kv-take-back-{uuid.uuid4().hex}"
+    store = KVStore(path)
+    old = store.open(0)
+    commit_batch(old, 0, b"k")
+    new = []
+
+    def adopted_then_failed():
+        new.append(store.open(0, take_over=True))
+        assert new[0].committed_batch_id == 1
+        raise OSError(5, "Input/output error")
+
+    if root == "local":
+        fsync = os.fsync
+        monkeypatch.setattr(os, "fsync", lambda fd: adopted_then_failed() if not new and old._segment
+                            and fd == old._segment[1].fileno() and fsync(fd) is None else fsync(fd))
+    else:
+        pipe_file = store.fs.pipe_file
+        monkeypatch.setattr(store.fs, "pipe_file", lambda p, data, *a, **k: adopted_then_failed() if not new
+                            and "/log/" in p and pipe_file(p, data, *a, **k) is None else pipe_file(p, data, *a, **k))
+    with pytest.raises(FencedError, match="cannot take back the log frame of batch 1"):
+        commit_batch(old, 1, b"k")
+    monkeypatch.undo()
+    commit_batch(new[0], 2, b"k2")
+    new[0].close()
+    old.close()
+    with KVStore(path).open(0) as reopened:
+        assert reopened.committed_batch_id == 2 and reopened.get(b"k") == b"1" and reopened.get(b"k2") == b"2"
+
+
 def test_a_zombies_compaction_with_nothing_to_flush_rewrites_nothing(tmp_path):
     """With nothing to flush, the flush checked no lease, and the zombie's compaction rewrote the bucket's data
     files before it learnt, at its publish, that it was taken over: files nobody reads, left for the new owner."""
