@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._fs import fsync, is_local, put_atomic
-from .._lease import Lease, LeaseWording
+from .._lease import Lease, LeaseWording, holder_is_dead
 from .errors import BucketHeldError, CorruptStoreError, FencedError
 
 #: Metadata format 2 carries a CRC-32 (``crc``) of the canonical JSON of its other fields; format 1
@@ -196,7 +196,7 @@ class Catalog:
         named = max((self._epoch_of(n) for sub in ("meta", "log", "data") for n in self.names(sub)), default=0)
         for attempt in range(_CLAIM_RACES):
             try:
-                self.lease.claim(take_over, above=named)
+                self.lease.claim(take_over, frees=holder_is_dead, above=named)  # a crashed writer: reopened at once
                 return
             except (BucketHeldError, FencedError):
                 if not take_over or attempt == _CLAIM_RACES - 1:
