@@ -179,6 +179,15 @@ def test_a_number_column_holding_text_or_a_truth_value_is_refused_naming_it_not_
             windowed(source, time="t").fixed(3).aggregate(out=aggregation).collect()
 
 
+def test_a_stated_type_spark_cannot_parse_is_refused_naming_spark_typed_and_the_aggregation(spark):
+    # Spark's bare ParseException named neither.
+    source = spark.createDataFrame(pd.DataFrame({"t": [1], "n": [1]}), "t long, n long")
+    stated = spark_typed(Fold("n", 0, lambda a, v: a + v, lambda a, b: a + b), "lng")
+    with pytest.raises(WindowingConfigError, match=r"aggregate\(total=spark_typed\(Fold\('n'\), 'lng'\)\): "
+                                                   r"spark_typed\(spark_type='lng'\) is not a Spark type \("):
+        windowed(source, time="t").fixed(3).aggregate(total=stated)
+
+
 def test_a_list_of_keys_duration_objects_and_the_collecting_accumulations_match_the_pandas_runner(spark):
     frame = events(ROWS).assign(region=["x", "y", "x", "x", "y", "x", "y", "x"])
     aggs = dict(top=TopN("amount", 2), bottom=BottomN("amount", 2), distinct=Distinct("region"), regions=ToSet("region"))

@@ -79,7 +79,15 @@ def output_type(name: str, acc: Accumulation[Any, Any, Any], input_type: Any) ->
     from pyspark.sql import types as T
 
     if isinstance(acc, SparkTyped):
-        return _ddl(acc.spark_type) if isinstance(acc.spark_type, str) else acc.spark_type
+        if not isinstance(acc.spark_type, str):
+            return acc.spark_type
+        try:
+            return _ddl(acc.spark_type)
+        except Exception as error:  # noqa: BLE001 - Spark's ParseException, whose class differs by pyspark and Connect
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise WindowingConfigError(
+                f"aggregate({name}={acc!r}): spark_typed(spark_type={acc.spark_type!r}) is not a Spark type ({reason}); "
+                "give a DDL type such as 'bigint', 'double', 'string' or 'array<double>'") from None
     kind = acc.output_kind  # declared by the accumulation (`Accumulation.output_kind`)
     if kind in ("sum", "mean") and not isinstance(input_type, (T.NumericType, T.BooleanType, T.DayTimeIntervalType)):
         # Not a missing output type: spark_typed would not help.
