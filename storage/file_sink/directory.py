@@ -238,20 +238,24 @@ class SinkDirectory:
 
     def fence(self, state: SinkState | None, lease: Lease, writer_id: str) -> SinkState:
         """Before recovery deletes anything of a writer that may still run: publish the newest record ``state`` again
-        under the next number (none: an empty first record of ``writer_id``), which its commit in flight then finds taken (records
-        are published with a hard link) and stops. Recovery would delete the parts it staged, and its record,
-        published after, named them: its successor's next record was refused and ``read()`` failed. Where it
-        published that number first, its batch counts, and the fence follows it. Call before ``recover``.
+        under the next number (none: an empty first record of ``writer_id``), which its commit in flight then finds
+        taken (records are published with a hard link) and stops. Recovery would delete the parts it staged, and its
+        record, published after, named them: its successor's next record was refused and ``read()`` failed. Where
+        it published that number first, its batch counts, and the fence follows it. The lease is checked before
+        each try: a fence of a writer taken over itself took the number its successor's next commit needs.
+        Call before ``recover``.
         """
         for _ in range(FENCE_TRIES):
             fenced = (SinkState(writer_id=writer_id, sequence=0) if state is None else
-                      dataclasses.replace(state, sequence=state.sequence + 1, finished=[], removed=[]))
+                      dataclasses.replace(state, sequence=state.sequence + 1))  # its removals too: recovery does them
+            lease.confirm("fence off the writer it took over")  # taken over itself: a newer writer fences instead
             try:
                 commit_state(self.fs, self.root, fenced, self.sync, lambda phase: None)
             except SinkFencedError:
                 state = load_state(self.fs, self.root)  # the predecessor's record took that number
+                if state is not None:
+                    self.refuse_changed_settings(state)
                 continue
-            lease.confirm("fence off the writer it took over")
             return fenced
         raise SinkFencedError(f"{self.root}: records kept being published while this writer fenced off the one it "
                               f"took over ({FENCE_TRIES} tries); is another writer taking the directory over?")

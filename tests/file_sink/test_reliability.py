@@ -17,6 +17,7 @@ import pytest
 import storage.file_sink.directory as directory_module
 import storage.file_sink.reading as reading
 import storage.file_sink.writer as writer_module
+from storage._lease import Lease
 from storage.file_sink import (
     ColumnBuckets,
     CommittedPartMissingError,
@@ -545,3 +546,52 @@ def test_a_writer_taken_over_just_after_its_commit_record_counts_and_the_fence_f
     new.write_batch(pa.table({"id": [2]}), 2, 0)
     new.close()
     assert sorted(sink.read()["id"]) == [0, 1, 2]
+
+
+def test_a_take_over_after_a_compaction_killed_before_its_deletions_deletes_the_parts_it_replaced(tmp_path, monkeypatch):
+    # The fence record, the newest again under the next number, dropped the compaction's removals: recovery deleted
+    # none, and every row of the replaced parts was on disk twice, for any plain listing (Spark, Hive).
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy.on_every_batch())
+    writer = sink.writer()
+    for batch_id in range(3):
+        writer.write_batch(pa.table({"id": [batch_id]}), batch_id, 0)
+    writer.close()
+
+    class Killed(BaseException):
+        pass
+
+    def killed_at_its_deletions(directory, paths):
+        if paths:
+            raise Killed
+
+    with monkeypatch.context() as killed:
+        killed.setattr(directory_module.SinkDirectory, "remove", killed_at_its_deletions)
+        killed.setattr(Lease, "release", lambda lease: None)  # a killed writer's lease stays
+        with pytest.raises(Killed):
+            sink.compact()
+    sink.writer(take_over=True).close()
+    assert len(finished := [name for name in os.listdir(tmp_path) if not name.startswith(("_", "."))]) == 1, finished
+    assert sorted(sink.read()["id"]) == [0, 1, 2]
+
+
+def test_a_take_over_taken_over_itself_before_its_fence_leaves_the_newer_writer_alone(tmp_path, monkeypatch):
+    # B claimed; C took over and finished its fence and recovery; B's fence then found its number taken, fenced
+    # again at the next one, the number C's next commit needed, and C's batch was refused as published first.
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy.on_every_batch())
+    running = sink.writer()
+    running.write_batch(pa.table({"id": [0]}), 0, 0)
+    loaded, newest = writer_module.load_state, []
+
+    def c_takes_over_while_b_restores(fs, root):
+        if not newest:
+            monkeypatch.setattr(writer_module, "load_state", loaded)
+            newest.append(sink.writer(take_over=True))
+        return loaded(fs, root)
+
+    monkeypatch.setattr(writer_module, "load_state", c_takes_over_while_b_restores)
+    with pytest.raises(SinkFencedError, match=r"taken over by a newer writer \(epoch 3; this one is epoch 2\)"):
+        sink.writer(take_over=True)
+    newest[0].write_batch(pa.table({"id": [1]}), 1, 0)
+    newest[0].close()
+    running.close()
+    assert sorted(sink.read()["id"]) == [0, 1]
