@@ -227,7 +227,8 @@ class Bucket:
             try:
                 catalog.fs.pipe_file(path, frame)
             except BaseException:
-                self._take_back(batch_id, lambda: _remove_object(catalog.fs, path))
+                self._take_back(batch_id, lambda: _remove_object(catalog.fs, path),
+                                lambda: catalog.fs.pipe_file(path, frame))
                 raise
             return
         if self._segment is None:
@@ -248,7 +249,8 @@ class Bucket:
         except BaseException:
             self._segment = None  # the next commit starts a new segment
             try:
-                self._take_back(batch_id, lambda: _cut_segment(handle, path, committed_length, catalog.sync))
+                self._take_back(batch_id, lambda: _cut_segment(handle, path, committed_length, catalog.sync),
+                                lambda: _put_back(path, committed_length, frame, catalog.sync))
             except FencedError:
                 with suppress(OSError):
                     handle.close()  # the frame stays: it may be the new owner's now
@@ -257,16 +259,24 @@ class Bucket:
         if handle.tell() >= self._store.max_log_segment:
             self._close_segment()
 
-    def _take_back(self, batch_id: int, remove_frame: Callable[[], None]) -> None:
+    def _take_back(self, batch_id: int, remove_frame: Callable[[], None], put_back: Callable[[], None]) -> None:
         """Remove what a failed append wrote of its frame. Left there, a torn frame would end the log at
         reopening, dropping the batches committed after it, and a whole frame whose fsync failed would hold the
         batch a second time once it is retried. When removing it fails too, the bucket refuses every further
-        call: only reopening it tells whether the batch was committed. A writer taken over meanwhile leaves the
-        frame (`FencedError`): its new owner may have adopted the batch from the log, and taking it back cut a
-        committed segment short, which every open then refused."""
+        call: only reopening it tells whether the batch was committed. A writer taken over leaves the frame
+        (`FencedError`), checked before and after the removal (then the frame is put back): its new owner may
+        have adopted the batch from the log, and taking it back cut a committed segment short, which every open
+        then refused."""
+        doing, removed = f"take back the log frame of batch {batch_id} after its commit failed", False
         try:
-            self._catalog.confirm(f"take back the log frame of batch {batch_id} after its commit failed")
+            self._catalog.confirm(doing)
             remove_frame()
+            removed = True
+            self._catalog.confirm(doing)
+        except FencedError:
+            if removed:
+                put_back()
+            raise
         except OSError as exc:
             self._broken = (
                 f"bucket {self.bucket} could not take back the log frame of batch {batch_id} after its commit "
@@ -489,6 +499,14 @@ def _cut_segment(handle: Any, path: str, committed_length: int, sync: Callable[[
     except OSError:
         pass
     os.truncate(path, committed_length)
+    sync(path)
+
+
+def _put_back(path: str, committed_length: int, frame: bytes, sync: Callable[[str], None]) -> None:
+    """Write a frame taken back after a failed append where it was, durably: a new owner may have adopted it."""
+    with open(path, "r+b") as handle:
+        handle.seek(committed_length)
+        handle.write(frame)
     sync(path)
 
 

@@ -1374,30 +1374,47 @@ def test_two_writers_that_claimed_one_epoch_on_an_object_store_keep_each_others_
         assert reopened.committed_batch_id == 1 and reopened.get(b"k") == b"1"
 
 
+@pytest.mark.parametrize("moment", ["as it failed", "after the lease check"])
 @pytest.mark.parametrize("root", ["local", "memory"])
-def test_a_writer_taken_over_while_its_commit_fails_leaves_the_frame_its_new_owner_adopted(tmp_path, root, monkeypatch):
-    """Batch 1's frame written whole, then its fsync (or the upload's reply) failed; just before, a new owner took
-    the bucket over and adopted batch 1 from the log. The old writer's failed commit cut the segment back (deleted
-    the object) without checking its lease, and every open then refused the bucket as damaged."""
+def test_a_writer_taken_over_while_its_commit_fails_leaves_the_frame_its_new_owner_adopted(tmp_path, root, moment,
+                                                                                            monkeypatch):
+    """Batch 1's frame written whole, then its fsync (or the upload's reply) failed; a new owner took the bucket
+    over as it failed, or between the old writer's lease check and its taking the frame back, and adopted batch 1
+    from the log. The old writer's failed commit cut the segment back (deleted the object), and every open then
+    refused the bucket as damaged."""
+    from storage.kv.catalog import Catalog
+
     path = str(tmp_path) if root == "local" else f"memory://kv-take-back-{uuid.uuid4().hex}"
     store = KVStore(path)
     old = store.open(0)
     commit_batch(old, 0, b"k")
     new = []
 
-    def adopted_then_failed():
+    def take_over():
         new.append(store.open(0, take_over=True))
         assert new[0].committed_batch_id == 1
+
+    def failed():
+        if moment == "as it failed":
+            take_over()
         raise OSError(5, "Input/output error")
 
     if root == "local":
         fsync = os.fsync
-        monkeypatch.setattr(os, "fsync", lambda fd: adopted_then_failed() if not new and old._segment
+        monkeypatch.setattr(os, "fsync", lambda fd: failed() if not new and old._segment
                             and fd == old._segment[1].fileno() and fsync(fd) is None else fsync(fd))
     else:
         pipe_file = store.fs.pipe_file
-        monkeypatch.setattr(store.fs, "pipe_file", lambda p, data, *a, **k: adopted_then_failed() if not new
+        monkeypatch.setattr(store.fs, "pipe_file", lambda p, data, *a, **k: failed() if not new
                             and "/log/" in p and pipe_file(p, data, *a, **k) is None else pipe_file(p, data, *a, **k))
+    confirm = Catalog.confirm
+
+    def taken_over_after_the_check(catalog, doing="go on"):
+        confirm(catalog, doing)
+        if moment == "after the lease check" and doing.startswith("take back") and not new:
+            take_over()
+
+    monkeypatch.setattr(Catalog, "confirm", taken_over_after_the_check)
     with pytest.raises(FencedError, match="cannot take back the log frame of batch 1"):
         commit_batch(old, 1, b"k")
     monkeypatch.undo()
