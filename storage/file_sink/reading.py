@@ -190,7 +190,7 @@ def _committed_only(visible: list[str], committed: dict[str, Any], root: str) ->
         warnings.warn(
             f"FileSink.read() under {root} skipped {len(foreign)} file(s) no commit record finished "
             f"({shown}{', ...' if len(foreign) > 5 else ''}): not this sink's parts, so their rows are not read",
-            stacklevel=3,
+            stacklevel=5,  # the caller of FileSink.read()
         )
     return [path for path in visible if path in committed]
 
@@ -253,7 +253,7 @@ def _typed_or_as_text(fmt: JsonLines | Csv, path: str, text: bytes, schema: pa.S
             warnings.warn(
                 f"FileSink.read(): part {path} does not read back as the types it was written from "
                 f"({type(exc).__name__}: {exc}); its rows are read as {fmt.name} text gives them",
-                stacklevel=4,
+                stacklevel=6,  # the caller of FileSink.read()
             )
     return fmt.decode(text)
 

@@ -415,9 +415,10 @@ def test_a_copy_of_a_part_beside_it_is_not_read_twice(tmp_path, fmt):
     sink, second = two_parts(tmp_path, fmt, None, None)
     copy = Path(second).with_name(f"{Path(second).stem} (copy){Path(second).suffix}")
     shutil.copyfile(second, copy)
-    with pytest.warns(UserWarning, match=r"skipped 1 file\(s\) no commit record finished \(part-.* \(copy\)"):
+    with pytest.warns(UserWarning, match=r"skipped 1 file\(s\) no commit record finished \(part-.* \(copy\)") as told:
         values = sink.read()["value"].tolist()
     assert sorted(values) == sorted(f"row-{i}" for i in range(40))
+    assert told[0].filename == __file__  # the warning points at the call of read()
 
 
 @pytest.mark.parametrize("damage", ["truncated", "deleted"])

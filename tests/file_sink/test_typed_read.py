@@ -420,8 +420,9 @@ def test_a_part_whose_text_does_not_parse_as_its_types_reads_as_text_with_a_warn
     sink = FileSink(str(tmp_path), format="csv")
     sink.write(table)
     with pytest.warns(UserWarning, match=r"FileSink.read\(\): part .*part-.*\.csv does not read back as the types it "
-                                         r"was written from \(ArrowInvalid: .*\); its rows are read as csv text gives"):
+                                         r"was written from \(ArrowInvalid: .*\); its rows are read as csv text gives") as told:
         back = sink.read()
+    assert told[0].filename == __file__  # the warning points at the call of read()
     assert back["id"].tolist() == [1, 2]
     assert back["ts"].tolist() == ["10000-01-01 00:00:00.000000", "1970-01-01 00:00:00.000000"]
 
