@@ -129,7 +129,7 @@ class Lease:
 
     def _body(self, released: bool = False) -> bytes:
         expires = 0.0 if released else time.time() + self.seconds
-        holder = {"host": socket.gethostname(), "pid": os.getpid(), "owner": self.owner}
+        holder = {"host": socket.gethostname(), "pid": os.getpid(), "pid_space": _pid_space(), "owner": self.owner}
         return json.dumps({"token": self.token, "expires": expires, "released": released, **holder}).encode()
 
     def confirm(self, doing: str = "go on") -> None:
@@ -174,8 +174,11 @@ def _holder(held: dict[str, Any]) -> str:
 
 
 def holder_is_dead(held: dict[str, Any]) -> bool:
-    """Whether the lease's holder was a process of this machine that no longer runs."""
+    """Whether the lease's holder was a process of this machine (and of this process namespace: containers sharing
+    a host name each number their own processes) that no longer runs."""
     if held.get("host") != socket.gethostname() or not isinstance(held.get("pid"), int):
+        return False
+    if held.get("pid_space", _pid_space()) != _pid_space():
         return False
     try:
         os.kill(held["pid"], 0)
@@ -184,3 +187,11 @@ def holder_is_dead(held: dict[str, Any]) -> bool:
     except PermissionError:
         return False
     return False
+
+
+def _pid_space() -> str | None:
+    """This process's PID namespace where the system names it (Linux), else None."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None

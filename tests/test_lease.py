@@ -1,14 +1,18 @@
 """The writer's lease that the key-value store's buckets and the file sink share (`storage._lease`)."""
 
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from storage import KVStore
+from storage._lease import _pid_space
 from storage.file_sink import FileSink
 from storage.file_sink.directory import SinkDirectory
 from storage.file_sink.errors import SinkHeldError
-from storage.kv.errors import FencedError
+from storage.kv.errors import BucketHeldError, FencedError
 
 
 def test_of_two_claims_at_one_moment_exactly_one_becomes_the_writer(tmp_path, monkeypatch):
@@ -55,3 +59,22 @@ def test_a_claim_whose_temporary_lease_file_a_newer_writer_cleaned_up_is_fenced_
         store.open(0)
     monkeypatch.undo()
     newer[0].close()
+
+
+@pytest.mark.parametrize("pid_space", ["this one", "another one"])
+def test_a_gone_holder_frees_its_lease_only_where_it_ran_in_this_process_namespace(tmp_path, pid_space):
+    # Containers that share a host name (Docker's host network) each number their own processes: a live writer of
+    # another one has a pid this one does not run, and was taken for dead.
+    store = KVStore(str(tmp_path / "store"))
+    holder = store.open(0)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    lease = holder._catalog.lease
+    held = json.loads(lease.fs.cat_file(lease.path(lease.epoch)))
+    held.update(pid=int(gone.stdout), pid_space=_pid_space() if pid_space == "this one" else "pid:[1]")
+    lease.fs.pipe_file(lease.path(lease.epoch), json.dumps(held).encode())
+    if pid_space == "this one":
+        store.open(0).close()
+    else:
+        with pytest.raises(BucketHeldError, match="is held by another writer"):
+            store.open(0)
