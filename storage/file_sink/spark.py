@@ -218,11 +218,11 @@ def _keep_lease(query: StreamingQuery, lease: Lease) -> None:
 
     Only a query seen stopped is marked so in ``RUNNING_HERE``, and its entry stays: a new writer that read the lease
     just before the release checks it just after, and must still see the holder stopped (dropping the entry refused
-    that writer). An error asking the query or renewing (a py4j or Spark Connect call, the filesystem) is tried again;
-    fenced, or failing ``KEEP_LEASE_TRIES`` times in a row (the JVM gone), the entry goes: the query is no longer
-    known running or stopped here, and its commits check the lease themselves.
+    that writer). An error asking the query or renewing (a py4j or Spark Connect call, the filesystem) is tried again
+    until the lease would have run out since its last renewal; fenced, or failing that long (the JVM gone), the entry
+    goes: the query is no longer known running or stopped here, and its commits check the lease themselves.
     """
-    renewed, failures = time.monotonic(), 0
+    renewed = time.monotonic()
     while True:
         try:
             if not query.isActive:
@@ -230,10 +230,8 @@ def _keep_lease(query: StreamingQuery, lease: Lease) -> None:
             if time.monotonic() - renewed >= lease.seconds / 3:
                 lease.renew(force=True)
                 renewed = time.monotonic()
-            failures = 0
         except Exception as error:  # noqa: BLE001 - any error of the call or the filesystem: see above
-            failures += 1
-            if isinstance(error, lease.wording.fenced_error) or failures >= KEEP_LEASE_TRIES:
+            if isinstance(error, lease.wording.fenced_error) or time.monotonic() - renewed >= lease.seconds:
                 RUNNING_HERE.pop(lease.token, None)
                 return
         time.sleep(0.5)
@@ -242,10 +240,6 @@ def _keep_lease(query: StreamingQuery, lease: Lease) -> None:
         lease.release()
     except Exception:  # noqa: BLE001 - the lease runs out by itself; the entry says the query stopped
         pass
-
-
-#: How many times in a row `_keep_lease` tries a failing call before it stops keeping the lease.
-KEEP_LEASE_TRIES = 5
 
 
 def _stopped() -> bool:

@@ -9,6 +9,7 @@ import threading
 import pyspark.sql.types
 import pytest
 
+import storage.file_sink.spark as spark_module
 from storage.file_sink import ColumnBuckets, DateTimeBuckets, FileSink, RollingPolicy
 from storage.file_sink.directory import RUNNING_HERE, SinkDirectory
 from storage.file_sink.errors import SinkHeldError
@@ -133,16 +134,41 @@ def test_a_query_whose_state_could_not_be_asked_once_keeps_its_lease_until_it_st
     assert query.answers == [False] and lease.read(lease.epoch)["released"]
 
 
-def test_a_query_that_can_no_longer_be_asked_is_not_taken_for_stopped(tmp_path):
+class FakeClock:
+    """``time`` for `_keep_lease`: its sleeps pass at once."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_a_query_that_cannot_be_asked_for_a_while_keeps_its_lease_until_it_stops(tmp_path, monkeypatch):
+    # Five failed calls in a row (2.5 s) ended the lease thread: the lease of a running query was no longer renewed.
+    monkeypatch.setattr(spark_module, "time", clock := FakeClock())
+    directory = SinkDirectory(FileSink(str(tmp_path / "out"), format="csv"))
+    lease = directory.lease()
+    directory.claim(lease, take_over=False)
+    query = AskedQuery(True, *[ConnectionError("the JVM does not answer")] * 40, True, False)
+    RUNNING_HERE[lease.token] = lambda: query.isActive
+    _keep_lease(query, lease)
+    assert clock.now > 20 and query.answers == [False] and lease.read(lease.epoch)["released"]
+
+
+def test_a_query_that_can_no_longer_be_asked_is_given_up_when_its_lease_would_have_run_out(tmp_path, monkeypatch):
+    monkeypatch.setattr(spark_module, "time", clock := FakeClock())
     directory = SinkDirectory(FileSink(str(tmp_path / "out"), format="csv"))
     lease = directory.lease()
     directory.claim(lease, take_over=False)
     query = AskedQuery(ConnectionError("the JVM is gone"))
     RUNNING_HERE[lease.token] = lambda: query.isActive
-    keeper = threading.Thread(target=_keep_lease, args=(query, lease))
-    keeper.start()
-    keeper.join()
-    with pytest.raises(SinkHeldError, match="held by another writer"):
+    _keep_lease(query, lease)
+    assert clock.now >= lease.seconds and lease.token not in RUNNING_HERE
+    with pytest.raises(SinkHeldError, match="held by another writer"):  # not taken for stopped: its lease runs on
         directory.claim(directory.lease(), take_over=False)
 
 
