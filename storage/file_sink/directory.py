@@ -256,6 +256,7 @@ class SinkDirectory:
                 if state is not None:
                     self.refuse_changed_settings(state)
                 continue
+            lease.confirm("recover after fencing off the writer it took over")  # else its recovery deletes another's
             return fenced
         raise SinkFencedError(f"{self.root}: records kept being published while this writer fenced off the one it "
                               f"took over ({FENCE_TRIES} tries); is another writer taking the directory over?")

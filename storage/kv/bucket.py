@@ -275,7 +275,12 @@ class Bucket:
             self._catalog.confirm(doing)
         except FencedError:
             if removed:
-                put_back()
+                try:
+                    put_back()
+                except FileNotFoundError:
+                    pass  # the new owner's cleanup removed the segment: it holds no frame it adopted
+                except OSError as exc:
+                    self._broken = f"bucket {self.bucket} could not put back the log frame of batch {batch_id} ({exc})"
             raise
         except OSError as exc:
             self._broken = (

@@ -596,3 +596,29 @@ def test_a_take_over_taken_over_itself_before_its_fence_leaves_the_newer_writer_
     newest[0].close()
     running.close()
     assert sorted(sink.read()["id"]) == [0, 1]
+
+
+def test_a_take_over_taken_over_while_its_fence_lands_recovers_nothing(tmp_path, monkeypatch):
+    # B's fence record landed; C took over, fenced after it and committed a batch; B, not checking its lease after
+    # its fence, recovered on and deleted C's in-progress parts, and batch 1 was lost.
+    rolling = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy.on_every_batch())
+    running = rolling.writer()
+    running.write_batch(pa.table({"id": [0]}), 0, 0)
+    commit_state, newest, armed = directory_module.commit_state, [], [True]
+
+    def c_takes_over_as_the_fence_lands(fs, root, state, *args):
+        commit_state(fs, root, state, *args)
+        if armed:
+            armed.pop()
+            newest.append(FileSink(str(tmp_path)).writer(take_over=True))  # its parts stay in progress
+            newest[0].write_batch(pa.table({"id": [1]}), 1, 0)
+
+    monkeypatch.setattr(directory_module, "commit_state", c_takes_over_as_the_fence_lands)
+    with pytest.raises(SinkFencedError, match=r"taken over by a newer writer \(epoch 3; this one is epoch 2\)"):
+        rolling.writer(take_over=True)
+    monkeypatch.undo()
+    newest[0].write_batch(pa.table({"id": [2]}), 2, 0)
+    newest[0].finish(0)
+    newest[0].close()
+    running.close()
+    assert sorted(rolling.read()["id"]) == [0, 1, 2]

@@ -1425,6 +1425,40 @@ def test_a_writer_taken_over_while_its_commit_fails_leaves_the_frame_its_new_own
         assert reopened.committed_batch_id == 2 and reopened.get(b"k") == b"1" and reopened.get(b"k2") == b"2"
 
 
+def test_a_zombie_whose_taken_back_frame_cannot_be_put_back_is_still_told_it_was_taken_over(tmp_path, monkeypatch):
+    """Taken over between cutting its frame and its second lease check, by a new owner whose flush removed the old
+    segment: putting the frame back failed with a bare FileNotFoundError in place of `FencedError`."""
+    from storage.kv.catalog import Catalog
+
+    store = KVStore(str(tmp_path))
+    old = store.open(0)
+    commit_batch(old, 0, b"a")
+    fsync, confirm, new, checks = os.fsync, Catalog.confirm, [], []
+
+    def failing_fsync(fd):
+        if old._segment and fd == old._segment[1].fileno():
+            raise OSError(5, "Input/output error")
+        return fsync(fd)
+
+    def taken_over_after_the_cut(catalog, doing="go on"):
+        if doing.startswith("take back"):
+            checks.append(doing)
+            if len(checks) == 2:
+                new.append(store.open(0, take_over=True))
+                new[0].flush()  # drops the old writer's log segment
+        return confirm(catalog, doing)
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    monkeypatch.setattr(Catalog, "confirm", taken_over_after_the_cut)
+    with pytest.raises(FencedError, match="cannot take back the log frame of batch 1"):
+        commit_batch(old, 1, b"b")
+    monkeypatch.undo()
+    new[0].close()
+    old.close()
+    with store.open(0) as reopened:
+        assert reopened.committed_batch_id == 0 and list(reopened.scan()) == [(b"a", b"0")]
+
+
 def test_a_zombies_compaction_with_nothing_to_flush_rewrites_nothing(tmp_path):
     """With nothing to flush, the flush checked no lease, and the zombie's compaction rewrote the bucket's data
     files before it learnt, at its publish, that it was taken over: files nobody reads, left for the new owner."""
