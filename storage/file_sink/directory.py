@@ -242,7 +242,8 @@ class SinkDirectory:
         taken (records are published with a hard link) and stops. Recovery would delete the parts it staged, and its
         record, published after, named them: its successor's next record was refused and ``read()`` failed. Where
         it published that number first, its batch counts, and the fence follows it. The lease is checked before
-        each try: a fence of a writer taken over itself took the number its successor's next commit needs.
+        each try (a fence of a writer taken over itself took the number its successor's next commit needs) and
+        after the one that lands (taken over meanwhile, its recovery deleted the newer writer's parts).
         Call before ``recover``.
         """
         for _ in range(FENCE_TRIES):
