@@ -34,6 +34,8 @@ class OutputColumn:
 
 
 def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
+    """A pane column's values as pyspark converts them to ``col``'s Spark type without losing or changing one: what
+    it would change without a word (wrap, parse, truncate) or fail on naming nothing is refused naming the value."""
     values = values.reset_index(drop=True)
     if col.integral and values.dtype.kind in "iu" and col.bits == 64:
         return values.to_numpy()
