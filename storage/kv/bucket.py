@@ -25,6 +25,7 @@ from .errors import CorruptStoreError, FencedError, KVStoreError
 from .files import FileWriter
 from .format import encode_frame
 from .keys import MAX_KEY_BYTES, Run, as_binary, check_key_lengths, concat_values, successor
+from .log_frames import cut_segment, put_back, remove_object
 from .log_replay import replay_log
 from .reads import get_many, scan
 from .settings import StoreSettings
@@ -227,7 +228,7 @@ class Bucket:
             try:
                 catalog.fs.pipe_file(path, frame)
             except BaseException:
-                self._take_back(batch_id, lambda: _remove_object(catalog.fs, path),
+                self._take_back(batch_id, lambda: remove_object(catalog.fs, path),
                                 lambda: catalog.fs.pipe_file(path, frame))
                 raise
             return
@@ -249,8 +250,8 @@ class Bucket:
         except BaseException:
             self._segment = None  # the next commit starts a new segment
             try:
-                self._take_back(batch_id, lambda: _cut_segment(handle, path, committed_length, catalog.sync),
-                                lambda: _put_back(path, committed_length, frame, catalog.sync))
+                self._take_back(batch_id, lambda: cut_segment(handle, path, committed_length, catalog.sync),
+                                lambda: put_back(path, committed_length, frame, catalog.sync))
             except FencedError:
                 with suppress(OSError):
                     handle.close()  # the frame stays: it may be the new owner's now
@@ -259,7 +260,7 @@ class Bucket:
         if handle.tell() >= self._store.max_log_segment:
             self._close_segment()
 
-    def _take_back(self, batch_id: int, remove_frame: Callable[[], None], put_back: Callable[[], None]) -> None:
+    def _take_back(self, batch_id: int, remove_frame: Callable[[], None], restore_frame: Callable[[], None]) -> None:
         """Remove what a failed append wrote of its frame. Left there, a torn frame would end the log at
         reopening, dropping the batches committed after it, and a whole frame whose fsync failed would hold the
         batch a second time once it is retried. When removing it fails too, the bucket refuses every further
@@ -276,7 +277,7 @@ class Bucket:
         except FencedError:
             if removed:
                 try:
-                    put_back()
+                    restore_frame()
                 except FileNotFoundError:
                     pass  # the new owner's cleanup removed the segment: it holds no frame it adopted
                 except OSError as exc:
@@ -495,32 +496,6 @@ class Bucket:
 
     def __repr__(self) -> str:
         return f"<Bucket {self.bucket} of {self._store.path!r}, committed_batch_id={self.committed_batch_id}>"
-
-
-def _cut_segment(handle: Any, path: str, committed_length: int, sync: Callable[[str], None]) -> None:
-    """Close a log segment and cut it back, durably, to the frames committed before a failed append."""
-    try:
-        handle.close()  # may still write buffered bytes of the failed frame: they are cut off next
-    except OSError:
-        pass
-    os.truncate(path, committed_length)
-    sync(path)
-
-
-def _put_back(path: str, committed_length: int, frame: bytes, sync: Callable[[str], None]) -> None:
-    """Write a frame taken back after a failed append where it was, durably: a new owner may have adopted it."""
-    with open(path, "r+b") as handle:
-        handle.seek(committed_length)
-        handle.write(frame)
-    sync(path)
-
-
-def _remove_object(fs: Any, path: str) -> None:
-    """Delete the log object of a failed commit, which the object store may have stored all the same."""
-    try:
-        fs.rm_file(path)
-    except FileNotFoundError:
-        pass
 
 
 def _check_one_key(call: str, key: Any, name: str = "key") -> None:
