@@ -52,15 +52,24 @@ def group_reduce(values: np.ndarray, group: np.ndarray, n_groups: int, how: str)
     return out
 
 
+class SumBeyondRange(OverflowError):
+    """A window's integer sum beyond its column's dtype. ``what`` names the aggregation and the column; the message
+    says how to widen the column with pandas' dtypes, and a runner whose columns have other types says it its way."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}; convert the column to float64 (approximate) or to Python ints (dtype object, exact) "
+                         "first")
+        self.what = what
+
+
 def reduce_field(agg: Aggregation, values: np.ndarray, group: np.ndarray, n_groups: int, how: str) -> np.ndarray:
     """`group_reduce` of one accumulator field of ``agg``; an overflow names the aggregation."""
     try:
         return group_reduce(values, group, n_groups, how)
     except OverflowError as error:
-        raise OverflowError(
-            f"aggregate({agg.name}={agg.accumulation!r}): in a window of column {agg.accumulation.column!r}, {error}; "
-            "convert the column to float64 (approximate) or to Python ints (dtype object, exact) first; on Spark, cast "
-            "it to double (approximate) or decimal(38,0) (exact)") from None
+        raise SumBeyondRange(
+            f"aggregate({agg.name}={agg.accumulation!r}): in a window of column {agg.accumulation.column!r}, {error}"
+        ) from None
 
 
 def group_outputs(aggregations: tuple[Aggregation, ...], values: list[np.ndarray | None], group: np.ndarray,

@@ -634,8 +634,8 @@ def test_an_integer_sum_beyond_64_bits_fails_the_query_naming_the_column(spark, 
     rows = [("a", dt.datetime(2024, 1, 1, 0, 0, 1), 2**62), ("a", dt.datetime(2024, 1, 1, 0, 0, 2), 2**62)]
     frame = spark.createDataFrame(rows, "user string, ts timestamp, amount long").coalesce(1)  # both rows fold together
     _assert_refused(spark, frame, combine, False, r"aggregate\(total=Sum\('amount'\)\): in a window of column 'amount', "
-                                                  r"a sum is beyond the range of int64; .*on Spark, cast it to double "
-                                                  r"\(approximate\) or decimal\(38,0\) \(exact\)")
+                                                  r"a sum is beyond the range of int64; cast the column to double "
+                                                  r"\(approximate\) or to decimal\(38,0\) \(exact\) before windowed\(\)$")
 
 
 def test_a_partial_sum_beyond_64_bits_of_a_window_within_them_is_the_pandas_runners_sum(spark):

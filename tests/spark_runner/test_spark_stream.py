@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from accumulations import Count, Distinct, Fold, Max, Mean, Min, Reduce, Sum, ToList, TopN, ToSet
+from storage import KVStore
 from triggers import AfterCount, AfterEach, AtWatermark, OrFinally, Repeatedly
 from windowing import windowed
 from windowing.errors import WindowingConfigError
@@ -152,6 +153,28 @@ def test_a_stream_refuses_event_times_before_1970_naming_the_column_and_value(sp
         write_batch(source, 0, before)
         with pytest.raises(Exception, match=r"time column 'ts' holds 1969-12-31 23:58:25, before 1970-01-01 .*Spark's "
                                             r"watermark starts at 0 and never goes below it"):
+            query.processAllAvailable()
+    finally:
+        query.stop()
+
+
+@pytest.mark.parametrize("in_store", [False, True])
+def test_a_stream_whose_sum_passes_64_bits_is_refused_saying_what_to_cast_to(spark, where, tmp_path, in_store):
+    """The refusal said to convert the column with pandas' dtypes (float64, Python ints of dtype object), which a
+    Spark column has none of."""
+    def build(source):
+        w = windowed(source, time="ts", key="user").fixed("10 seconds").watermark("0 seconds")
+        return (w.window_state(KVStore(str(tmp_path / "kv"))) if in_store else w).aggregate(Sum("amount"))
+
+    source, sink, checkpoint = where()
+    big = pd.DataFrame({"user": ["a", "a"], "ts": pd.Series([pd.Timestamp("2024-01-01 00:00:01")] * 2).astype(
+        "datetime64[us]"), "amount": [2**62, 2**62]})
+    query = start(spark, source, sink, checkpoint, build)
+    try:
+        write_batch(source, 0, big)
+        with pytest.raises(Exception, match=r"aggregate\(value=Sum\('amount'\)\): in a window of column "
+                                            r"'amount', a sum is beyond the range of int64; cast the column to double "
+                                            r"\(approximate\) or to decimal\(38,0\) \(exact\) before windowed\(\)"):
             query.processAllAvailable()
     finally:
         query.stop()

@@ -9,6 +9,7 @@ turns panes (and, for ``run()``, dropped elements) into the output rows. Tests d
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -20,6 +21,7 @@ from triggers import NO_TIME
 from ...engine import next_timers, step
 from ...errors import WindowingConfigError
 from ...plan import Plan, positive_zeros
+from ...reductions import SumBeyondRange
 from ...spec import TIMINGS, EngineSpec
 from ...state_codec import COMPRESSIONS, decode, encode
 from ...timeaxis import MAX_TIME, MIN_TIME, NS_PER_MS
@@ -224,8 +226,9 @@ class BucketStep:
     def run_batch(self, frame: pd.DataFrame) -> pd.DataFrame:
         spec = self.plan.spec
         elements = self.elements([frame])
-        first = step(spec, self.fresh_state(), elements, MIN_TIME, 0)
-        last = step(spec, first.state, self.elements([]), MAX_TIME, 0)
+        with _widened_on_spark():
+            first = step(spec, self.fresh_state(), elements, MIN_TIME, 0)
+            last = step(spec, first.state, self.elements([]), MAX_TIME, 0)
         both = [p for p in (first.panes, last.panes) if len(p)]
         panes = pd.concat(both, ignore_index=True) if both else first.panes
         return self.output(panes, first.dropped, elements)  # end of input drops nothing: no elements
@@ -241,7 +244,8 @@ class BucketStep:
         elements = self.elements(frames)
         processing_time = self._from_ms(processing_ms)
         if self.window_state is not None:
-            keyed = self._keyed_step(int(key[0]), elements, watermark, processing_time, meta.get("store_batch"))
+            with _widened_on_spark():
+                keyed = self._keyed_step(int(key[0]), elements, watermark, processing_time, meta.get("store_batch"))
             if keyed.windows_left or keyed.undo_pending or key[0] == CHECKED_BUCKET:  # see combine.CHECKED_BUCKET
                 state.update((self.save(self.fresh_state(), keyed.committed_batch_id),))
                 # A bucket left with undo records but no window gets no element to call it again: it is called
@@ -252,7 +256,8 @@ class BucketStep:
                 state.remove()
             yield self.output(keyed.panes, keyed.dropped, elements)
             return
-        result = step(spec, table, elements, watermark, processing_time)
+        with _widened_on_spark():
+            result = step(spec, table, elements, watermark, processing_time)
         if len(result.state) or key[0] == CHECKED_BUCKET:  # see combine.CHECKED_BUCKET
             state.update((self.save(result.state),))
             self._set_timeout(state, *next_timers(spec, result.state, processing_time), watermark_ms, processing_ms)
@@ -379,6 +384,16 @@ def _timestamps_as_objects(keys: Any) -> Any:
     if values.dtype.kind == "M":
         return pd.Series(values).astype(object)
     return pd.Series(values, dtype=object, copy=False) if values.dtype == object else keys
+
+
+@contextmanager
+def _widened_on_spark() -> Iterator[None]:
+    """A sum beyond 64 bits says how to widen the column with a Spark cast, not with pandas' dtypes."""
+    try:
+        yield
+    except SumBeyondRange as error:
+        raise OverflowError(f"{error.what}; cast the column to double (approximate) or to decimal(38,0) (exact) "
+                            "before windowed()") from None
 
 
 def _micros(ns: np.ndarray) -> np.ndarray:
