@@ -47,6 +47,7 @@ class Lease:
         self.epoch = 0
         self.token = uuid.uuid4().hex[:8]
         self.previous: dict[str, Any] | None = None  # the newest lease when this one was claimed
+        self.marks: dict[str, Any] = {}  # what the holder tells its successor, kept in its lease file (`mark`)
         self._renewed = 0.0
 
     def path(self, epoch: int) -> str:
@@ -66,12 +67,14 @@ class Lease:
             return None
 
     def claim(self, take_over: bool, frees: Callable[[dict[str, Any]], bool] = lambda held: False,
-              above: int = 0) -> None:
+              above: int = 0, marked: Callable[[dict[str, Any] | None], dict[str, Any]] = lambda held: {}) -> None:
         """Become the writer: the next epoch, unless a live writer holds the newest one.
 
         ``take_over`` claims regardless; ``frees(lease)`` says whether a live lease's holder
         may be taken over (it is known dead, or an earlier run of the same writer). The epoch
         claimed is above ``above`` too (the newest epoch the user's files name: leases may be lost).
+        ``marked(newest lease)``: the `marks` the new lease file holds from the start, so that what the newest
+        holder left undone is owed by this one even if it dies before it could say so.
         """
         self.fs.makedirs(self.directory, exist_ok=True)
         epochs = self.epochs()
@@ -85,6 +88,7 @@ class Lease:
                     f"{held['expires'] - now:.0f} s more); {self.wording.rule}. {self.wording.held_hint}"
                 )
         self.epoch = max(top, above) + 1
+        self.marks = marked(held)
         body = self._body()
         path = self.path(self.epoch)
         raced = f"{self.wording.name}: another writer claimed epoch {self.epoch} at the same moment; {self.wording.rule}"
@@ -130,7 +134,8 @@ class Lease:
     def _body(self, released: bool = False) -> bytes:
         expires = 0.0 if released else time.time() + self.seconds
         holder = {"host": socket.gethostname(), "pid": os.getpid(), "pid_space": _pid_space(), "owner": self.owner}
-        return json.dumps({"token": self.token, "expires": expires, "released": released, **holder}).encode()
+        return json.dumps({"token": self.token, "expires": expires, "released": released, **holder, **self.marks}
+                          ).encode()
 
     def confirm(self, doing: str = "go on") -> None:
         """Raise the fenced error unless this writer's lease is still the newest one."""
@@ -150,6 +155,13 @@ class Lease:
         self.confirm("renew its lease")
         self._rewrite(self._body(), "renew its lease")
         self._renewed = time.time()
+
+    def mark(self, **marks: Any) -> None:
+        """Change `marks` in this writer's lease file (confirmed first: a fenced writer's marks are its successor's
+        no more)."""
+        self.confirm("mark its lease")
+        self.marks = {**self.marks, **marks}
+        self._rewrite(self._body(), "mark its lease")
 
     def release(self) -> None:
         """Mark the lease free (best effort: a fenced writer leaves the newer lease alone)."""

@@ -78,3 +78,18 @@ def test_a_gone_holder_frees_its_lease_only_where_it_ran_in_this_process_namespa
     else:
         with pytest.raises(BucketHeldError, match="is held by another writer"):
             store.open(0)
+
+
+def test_a_leases_marks_are_in_its_file_from_the_claim_until_changed_and_after_its_release(tmp_path):
+    # A successor reads what its predecessor owed from the lease file: written with the claim (a holder killed just
+    # after it still tells), changed by `mark`, kept by `release`.
+    directory = SinkDirectory(FileSink(str(tmp_path / "out"), format="csv"))
+    first = directory.lease()
+    first.claim(take_over=False, marked=lambda held: {"owed": held is None})
+    assert first.read(first.epoch)["owed"] is True
+    first.mark(owed=False)
+    first.release()
+    assert first.read(first.epoch)["owed"] is False
+    second = directory.lease()
+    second.claim(take_over=False, marked=lambda held: {"owed": not held["owed"]})
+    assert second.read(second.epoch)["owed"] is True and second.previous["owed"] is False

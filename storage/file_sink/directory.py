@@ -42,6 +42,18 @@ TASKS_DIR = f"{STATE_DIR}/tasks"
 #: once it has stopped, a new writer takes the lease over at once instead of waiting for its release. An entry
 #: stays when its query stops (a few bytes a query), so a lease read before its release is still known stopped.
 RUNNING_HERE: dict[str, Callable[[], bool]] = {}
+#: The lease mark of a writer that took over one that may still run, until it has detached its parts: a successor
+#: finding it (the taker died, or gave up, between its claim and its detach) detaches them itself, as the taker's
+#: death says nothing of the writer before it, which may still append to them.
+DETACH_OWED = "detach_owed"
+
+
+def _may_still_write(held: dict[str, Any] | None) -> bool:
+    """Whether a writer before the holder of lease ``held`` may still append to the parts the newest record names."""
+    if held is None:
+        return False
+    return bool(held.get(DETACH_OWED)) or (
+        not held.get("released") and not holder_is_dead(held) and not _stopped_here(held))
 
 
 def _stopped_here(held: dict[str, Any]) -> bool:
@@ -138,13 +150,14 @@ class SinkDirectory:
               ) -> bool:
         """Claim ``lease``; a holder that is a dead process of this machine, a query of this process that
         stopped, or ``same_writer``, is taken over. True when the writer before may still be running (it was
-        taken over, or its lease ran out): then its in-progress parts must not be appended to (``detach``)."""
+        taken over, or its lease ran out, or it took over one itself and died before its ``detach``): then its
+        in-progress parts must not be appended to (``detach``), and the lease says so until they are not."""
         refuse_a_file(self.fs, self.root, self.config.path)
         if self.local:
             load_state(self.fs, self.root)  # refuses a damaged record (DamagedCommitRecordError) before writing a lease
-        lease.claim(take_over, frees=lambda held: holder_is_dead(held) or _stopped_here(held) or same_writer(held))
-        held = lease.previous
-        return held is not None and not held.get("released") and not holder_is_dead(held) and not _stopped_here(held)
+        lease.claim(take_over, frees=lambda held: holder_is_dead(held) or _stopped_here(held) or same_writer(held),
+                    marked=lambda held: {DETACH_OWED: True} if _may_still_write(held) else {})
+        return bool(lease.marks.get(DETACH_OWED))
 
     def take(self, lease: Lease, take_over: bool = False,
              same_writer: Callable[[dict[str, Any]], bool] = lambda held: False) -> SinkState | None:
@@ -268,9 +281,10 @@ class SinkDirectory:
         A writer taken over while alive (a zombie) may still append to the
         files it holds open; its successor goes on in copies of their committed
         bytes (a copy on the filesystem's side), so what the zombie appends is
-        never committed. Call after ``recover``.
+        never committed. Call after ``recover``; the lease's `DETACH_OWED` mark goes once it is done.
         """
         if state is None or not state.open_parts:
+            lease.mark(**{DETACH_OWED: False})
             return state
         moved, old = [], []
         for rec in state.open_parts:
@@ -284,6 +298,7 @@ class SinkDirectory:
         detached = dataclasses.replace(state, open_parts=moved, finalize=[], finished=[], removed=[],
                                        sequence=state.sequence + 1)
         self.publish(detached, lease, [p.path for p in moved], lambda phase, batch_id: None)
+        lease.mark(**{DETACH_OWED: False})
         self.remove(old)
         return detached
 

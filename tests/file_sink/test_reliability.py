@@ -28,6 +28,7 @@ from storage.file_sink import (
     SinkFencedError,
     SinkHeldError,
 )
+from storage.file_sink.state import STATE_DIR
 
 from .crash_writer import CRASH_EXIT, sink_from
 from .helpers import batch, tree
@@ -622,3 +623,51 @@ def test_a_take_over_taken_over_while_its_fence_lands_recovers_nothing(tmp_path,
     newest[0].close()
     running.close()
     assert sorted(rolling.read()["id"]) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("taker_ends", ["killed", "failed"])
+def test_a_take_over_that_ends_before_its_detach_leaves_the_detach_to_the_next_writer(tmp_path, monkeypatch, taker_ends):
+    # A runs; B takes it over and fences it off, then is killed (its lease stays, its process gone) or fails (its
+    # lease released) before it detached A's in-progress parts. The next writer C took the directory as clean (B
+    # dead or gone), appended to A's parts, which A still appended to: C's committed part was corrupt on read.
+    sink = FileSink(str(tmp_path))
+    running = sink.writer()
+    running.write_batch(pa.table({"id": [0]}), 0, 0)
+
+    class Killed(BaseException):
+        pass
+
+    taker = []
+
+    def recovery_ends(directory, state):
+        taker.append(directory)
+        raise Killed if taker_ends == "killed" else OSError("the taker's recovery failed")
+
+    with monkeypatch.context() as ending:
+        ending.setattr(directory_module.SinkDirectory, "recover", recovery_ends)
+        if taker_ends == "killed":
+            ending.setattr(Lease, "release", lambda lease: None)  # a killed writer's lease stays
+        with pytest.raises((Killed, OSError)):
+            sink.writer(take_over=True)
+    taker_token = json.loads(max((tmp_path / STATE_DIR / "lease").iterdir()).read_text())["token"]
+    monkeypatch.setattr(directory_module, "holder_is_dead", lambda held: held.get("token") == taker_token)
+    successor = sink.writer()  # no take_over: the taker is dead, or released its lease
+    successor.write_batch(pa.table({"id": [1]}), 1, 0)
+    with pytest.raises(SinkFencedError):
+        running.write_batch(pa.table({"id": [99]}), 1, 0)  # appends to its parts, then finds its record taken
+    successor.write_batch(pa.table({"id": [2]}), 2, 0)
+    successor.finish(0)
+    successor.close()
+    assert sorted(sink.read()["id"]) == [0, 1, 2]
+
+
+def test_a_take_over_that_detached_leaves_a_clean_directory(tmp_path):
+    # The mark that a detach is owed goes once it is done: the writer after a finished take-over fences nothing.
+    sink = FileSink(str(tmp_path))
+    running = sink.writer()
+    running.write_batch(pa.table({"id": [0]}), 0, 0)
+    sink.writer(take_over=True).close()
+    records = sorted(os.listdir(tmp_path / STATE_DIR))
+    sink.writer().close()
+    assert sorted(os.listdir(tmp_path / STATE_DIR)) == records
+    running.close()
