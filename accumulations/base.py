@@ -29,8 +29,15 @@ OutputKind = Literal["count", "mean", "sum", "extreme", "collection"]
 """What an accumulation's output is, for a runner that types it before any data (`Accumulation.output_kind`)."""
 
 
+#: The default of a required ``column``: left out, the error names the accumulation (a subclass's missing argument
+#: named the base class's ``__init__``, ``_Numeric.__init__()`` for ``Sum()``).
+NO_COLUMN: Any = object()
+
+
 def require_column(name: str, column: Any) -> str:
     """``column`` if it is a column's name; else the error naming accumulation ``name``."""
+    if column is NO_COLUMN:
+        raise WindowingConfigError(f"{name}() needs the column it reads, e.g. {name}('amount')")
     if not isinstance(column, str) or not column:
         raise WindowingConfigError(f"{name}(column={column!r}): column must be a non-empty column name")
     return column

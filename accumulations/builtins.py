@@ -23,7 +23,7 @@ import pandas as pd
 
 from triggers.errors import WindowingConfigError
 
-from .base import Accumulation, Reduction, require_column
+from .base import NO_COLUMN, Accumulation, Reduction, require_column
 
 
 def _missing(value: Any) -> bool:
@@ -140,7 +140,7 @@ class _Numeric(Accumulation[Any, Any, Any]):
     _dtype: Any = None
     """The column's dtype."""
 
-    def __init__(self, column: str):
+    def __init__(self, column: str = NO_COLUMN):
         self.column = require_column(type(self).__name__, column)
 
     def for_input(self, dtype: Any) -> 'Accumulation[Any, Any, Any]':
@@ -411,7 +411,7 @@ class ToList(Accumulation[Any, list[Any], list[Any]]):
     fresh_outputs = True
     output_kind = "collection"
 
-    def __init__(self, column: str):
+    def __init__(self, column: str = NO_COLUMN):
         self.column = require_column("ToList", column)
 
     def default_accumulated_value(self) -> Any:
@@ -436,7 +436,7 @@ class ToSet(Accumulation[Any, frozenset[Any], frozenset[Any]]):
     fresh_outputs = True
     output_kind = "collection"
 
-    def __init__(self, column: str):
+    def __init__(self, column: str = NO_COLUMN):
         self.column = require_column("ToSet", column)
 
     def default_accumulated_value(self) -> Any:
@@ -461,7 +461,7 @@ class Distinct(Accumulation[Any, dict[Any, None], list[Any]]):
     fresh_outputs = True
     output_kind = "collection"
 
-    def __init__(self, column: str):
+    def __init__(self, column: str = NO_COLUMN):
         self.column = require_column("Distinct", column)
 
     def default_accumulated_value(self) -> Any:
@@ -488,8 +488,11 @@ class TopN(Accumulation[Any, tuple[Any, ...], list[Any]]):
 
     _largest = True
 
-    def __init__(self, column: str, n: int):
+    def __init__(self, column: str = NO_COLUMN, n: int | None = None):
         self.column = require_column(type(self).__name__, column)
+        if n is None:
+            raise WindowingConfigError(f"{type(self).__name__}() needs n, how many values to keep, e.g. "
+                                       f"{type(self).__name__}({column!r}, 3)")
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise WindowingConfigError(f"{type(self).__name__}(n={n!r}): n must be a positive integer")
         self.n = n

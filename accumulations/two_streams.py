@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import MergeAccumulation, require_column
+from .base import NO_COLUMN, MergeAccumulation, require_column
 
 
 class Cogroup(MergeAccumulation[Any, Any]):
@@ -12,7 +12,7 @@ class Cogroup(MergeAccumulation[Any, Any]):
 
     fresh_outputs = True
 
-    def __init__(self, column: str):
+    def __init__(self, column: str = NO_COLUMN):
         self.column = require_column(type(self).__name__, column)
 
     def default_accumulated_value(self) -> Any:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import triggers
-from accumulations import Count, Sum, TopN
+from accumulations import BottomN, Count, InnerJoin, Max, Sum, ToList, TopN
 from triggers import AfterCount, AfterEach, AfterProcessingTime, AtWatermark, Repeatedly
 from windowing import TestStream, WindowingConfigError, windowed
 
@@ -39,6 +39,13 @@ TS_DF = DF.assign(ts=pd.to_datetime(DF.ts, unit="s"))
     (lambda: AtWatermark().with_early_firings_every(None), r"with_early_firings_every\(every=None\): give a count"),
     (lambda: Sum(""), r"Sum\(column=''\): column must be a non-empty column name"),
     (lambda: TopN("x", n=0), r"TopN\(n=0\): n must be a positive integer"),
+    # Left out, a required column named the base class (`_Numeric.__init__()` for Sum, `TopN.__init__()` for BottomN).
+    (lambda: Sum(), r"Sum\(\) needs the column it reads, e.g. Sum\('amount'\)"),
+    (lambda: Max(), r"Max\(\) needs the column it reads"),
+    (lambda: BottomN(), r"BottomN\(\) needs the column it reads"),
+    (lambda: BottomN("x"), r"BottomN\(\) needs n, how many values to keep, e.g. BottomN\('x', 3\)"),
+    (lambda: InnerJoin(), r"InnerJoin\(\) needs the column it reads"),
+    (lambda: ToList(), r"ToList\(\) needs the column it reads"),
     (lambda: TestStream().advance_processing_time("-5 seconds"), r"advance_processing_time\(duration\)='-5 seconds' must be positive"),
     (lambda: TestStream().add_elements("a,1"), r"add_elements\(elements=str\): give a pandas DataFrame or a list of dicts"),
     (lambda: TestStream().add_elements([{"ts": 1}, 2]), r"add_elements\(elements=\[\.\.\.\]\): item 1 is 2 \(int\); a list "
