@@ -47,6 +47,8 @@ class Windowed:
     second: Any = None
     state_store: Any = None
     steps: tuple[str, ...] = ()
+    window_call: str | None = None
+    """The window option chosen (``.fixed(10)``), None before one is."""
 
     def _with(self, call: str, **changes: Any) -> "Windowed":
         return dataclasses.replace(self, steps=self.steps + (call,), **changes)
@@ -71,7 +73,10 @@ class Windowed:
         return self._window(SessionWindowing(Duration.parse("sessions(gap)", gap)))
 
     def _window(self, windowing: Windowing) -> "Windowed":
-        return self._with(windowing.call, windowing=windowing)
+        if self.window_call is not None:  # the last one won without a word: windows the user did not mean
+            raise WindowingConfigError(
+                f"{windowing.call} after {self.window_call}: a pipeline has one window option; keep one of them")
+        return self._with(windowing.call, windowing=windowing, window_call=windowing.call)
 
     # ---- time ------------------------------------------------------------------------------
     def allowed_lateness(self, lateness: Any) -> "Windowed":

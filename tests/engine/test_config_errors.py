@@ -22,6 +22,10 @@ TS_DF = DF.assign(ts=pd.to_datetime(DF.ts, unit="s"))
     (lambda: windowed(DF, time="ts").fixed("ten minutes"), r"fixed\(size\)='ten minutes' is not a duration"),
     (lambda: windowed(DF, time="ts").fixed(-5), r"fixed\(size\)=-5 must be positive"),
     (lambda: windowed(DF, time="ts").sessions(0), r"sessions\(gap\)=0 must be positive"),
+    # The last window option won without a word.
+    (lambda: windowed(DF, time="ts").fixed(10).sessions(5),
+     r"\.sessions\(5\) after \.fixed\(10\): a pipeline has one window option; keep one of them"),
+    (lambda: windowed(DF, time="ts").global_window().sliding(10, every=5), r"\.sliding\(10, every=5\) after \.global_window\(\)"),
     (lambda: windowed(DF, time="ts").sliding(10, every=0), r"sliding\(every\)=0 must be positive"),
     (lambda: windowed(DF, time="ts").allowed_lateness(-1), r"allowed_lateness\(lateness\)=-1 must not be negative"),
     (lambda: windowed(DF, time="ts").watermark("soon"), r"watermark\(delay\)='soon' is not a duration"),
@@ -257,7 +261,7 @@ def test_a_later_steps_times_of_another_type_are_refused_naming_the_step(first, 
     (lambda w: w.fixed(10, offset=3), ".fixed(10, offset=3)"),
     (lambda w: w.sliding("10 seconds", every="5 seconds", offset="1 second"),
      ".sliding('10 seconds', every='5 seconds', offset='1 second')"),
-    (lambda w: w.fixed(10).sliding(10, every=5), ".fixed(10).sliding(10, every=5)"),
+    (lambda w: w.sliding(10, every=5).allowed_lateness(5), ".sliding(10, every=5).allowed_lateness(5)"),
 ])
 def test_repr_reads_like_the_calls_that_built_the_pipeline(build, shown):
     assert repr(build(windowed(DF, time="ts", key="k"))) == f"windowed(<DataFrame>, time='ts', key='k'){shown}"
