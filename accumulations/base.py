@@ -80,7 +80,10 @@ class Accumulation(ABC, Generic[In, Acc, Out]):
 
     @abstractmethod
     def accumulate(self, accumulated: Acc, value: In) -> Acc:
-        """Return the accumulator with one more element; may mutate and return it."""
+        """Return the accumulator with one more element; may mutate and return it.
+
+        The runners may also call it on a made-up value of the column's type (None without a column) to type an
+        output column before any pane (`output_kind`): keep it free of side effects, as Beam asks of a CombineFn."""
 
     @abstractmethod
     def merge(self, accumulated1: Acc, accumulated2: Acc) -> Acc:

@@ -217,7 +217,7 @@ def _output_dtype_of_one_value(agg: Aggregation) -> Any:
         return np.asarray(acc.vector_output(fields)).dtype
     accumulated = acc.default_accumulated_value()
     try:
-        output = acc.get_output(acc.accumulate(accumulated, _one_value(agg.input_dtype)))
+        output = acc.get_output(acc.accumulate(accumulated, None if acc.column is None else _one_value(agg.input_dtype)))
     except Exception:  # the accumulation's own code refuses the sample: an empty window's output
         output = acc.get_output(accumulated)
     return _tidy(pd.Series([output], dtype=object)).dtype

@@ -86,7 +86,8 @@ def partial_accumulators(aggregations: tuple[Aggregation, ...], values: list[np.
     out: dict[str, np.ndarray] = {}
     for i, agg in enumerate(aggregations):
         raw = values[i]
-        raw = np.zeros(len(group)) if raw is None else raw
+        if raw is None:  # no column: a Python accumulation receives None per element (`Accumulation.column`)
+            raw = np.zeros(len(group)) if agg.vectorized else np.full(len(group), None, dtype=object)
         # An object column stays one: pandas would infer str or datetime64 from its values, turning None into NaN or NaT
         column = pd.Series(raw, dtype=object if raw.dtype == object else None)
         if agg.vectorized:

@@ -360,3 +360,35 @@ def test_min_and_max_of_floats_have_the_columns_type(dtype):
     panes = windowed(frame, time="ts").fixed(10).aggregate(lo=Min("v"), hi=Max("v"))
     assert str(panes.lo.dtype) == str(panes.hi.dtype) == dtype
     assert panes.lo.tolist()[0] == -2.25 and panes.hi.tolist()[0] == 1.5 and panes.lo.isna().tolist() == [False, True]
+
+
+class _ElementsSeen(Accumulation):
+    """Needs no column (``column = None``): receives None per element, as `Accumulation` says."""
+
+    column = None
+
+    def __init__(self, received):
+        self.received = received
+
+    def default_accumulated_value(self):
+        return 0
+
+    def accumulate(self, accumulated, value):
+        self.received.append(value)
+        return accumulated + 1
+
+    def merge(self, accumulated1, accumulated2):
+        return accumulated1 + accumulated2
+
+    def get_output(self, accumulated):
+        return accumulated
+
+
+@pytest.mark.parametrize("rows", [3, 0])
+def test_an_accumulation_without_a_column_receives_none_per_element(rows):
+    # It received 0.0 per element, and "a" where a step without panes typed its output column on a made-up value.
+    received = []
+    frame = pd.DataFrame({"k": ["a"] * rows, "ts": list(range(rows))})
+    panes = windowed(frame, time="ts", key="k").sessions(10).aggregate(n=_ElementsSeen(received))
+    assert list(panes["n"]) == [3][:rows]
+    assert received and set(received) == {None}

@@ -76,6 +76,29 @@ def test_fold_reduce_and_an_accumulation_of_your_own_need_no_stated_type(spark):
     assert_same_panes(result.toPandas(), expected)
 
 
+def test_an_accumulation_without_a_column_receives_none_per_element(spark):
+    # It received 0.0 per element (`Accumulation`: "None means it needs no column and receives None per element").
+    class NoneSeen(Accumulation):
+        column = None
+
+        def default_accumulated_value(self):
+            return 0
+
+        def accumulate(self, accumulated, value):
+            return accumulated + (1 if value is None else 1000)
+
+        def merge(self, accumulated1, accumulated2):
+            return accumulated1 + accumulated2
+
+        def get_output(self, accumulated):
+            return accumulated
+
+    frame = events(ROWS)
+    result = windowed(spark.createDataFrame(frame), time="ts", key="user").fixed("10 seconds").aggregate(
+        n=NoneSeen(), count=Count()).toPandas()
+    assert len(result) and list(result["n"]) == list(result["count"])
+
+
 def test_a_fold_whose_values_outgrow_its_sampled_type_fails_naming_the_column_and_spark_typed(spark):
     # Sampled as bigint (0 + 1); 7 adds 0.5. It failed with pandas' "cannot safely cast non-equivalent object".
     halves = Fold("amount", 0, lambda a, v: a + v if v < 5 else a + 0.5, lambda a, b: a + b)
