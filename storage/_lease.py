@@ -74,7 +74,8 @@ class Lease:
         may be taken over (it is known dead, or an earlier run of the same writer). The epoch
         claimed is above ``above`` too (the newest epoch the user's files name: leases may be lost).
         ``marked(newest lease)``: the `marks` the new lease file holds from the start, so that what the newest
-        holder left undone is owed by this one even if it dies before it could say so.
+        holder left undone is owed by this one even if it dies before it could say so; a newest lease that cannot be
+        read (torn, or created empty) is given as ``{}``: it says nothing, so owes what a live holder would.
         """
         self.fs.makedirs(self.directory, exist_ok=True)
         epochs = self.epochs()
@@ -88,7 +89,7 @@ class Lease:
                     f"{held['expires'] - now:.0f} s more); {self.wording.rule}. {self.wording.held_hint}"
                 )
         self.epoch = max(top, above) + 1
-        self.marks = marked(held)
+        self.marks = marked({} if held is None and top else held)
         body = self._body()
         path = self.path(self.epoch)
         raced = f"{self.wording.name}: another writer claimed epoch {self.epoch} at the same moment; {self.wording.rule}"
@@ -134,7 +135,8 @@ class Lease:
     def _body(self, released: bool = False) -> bytes:
         expires = 0.0 if released else time.time() + self.seconds
         holder = {"host": socket.gethostname(), "pid": os.getpid(), "pid_space": _pid_space(), "owner": self.owner}
-        return json.dumps({"token": self.token, "expires": expires, "released": released, **holder, **self.marks}
+        # The marks first: one named as a field of the lease's own cannot change it.
+        return json.dumps({**self.marks, "token": self.token, "expires": expires, "released": released, **holder}
                           ).encode()
 
     def confirm(self, doing: str = "go on") -> None:

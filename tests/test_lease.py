@@ -93,3 +93,17 @@ def test_a_leases_marks_are_in_its_file_from_the_claim_until_changed_and_after_i
     second = directory.lease()
     second.claim(take_over=False, marked=lambda held: {"owed": not held["owed"]})
     assert second.read(second.epoch)["owed"] is True and second.previous["owed"] is False
+
+
+def test_a_mark_cannot_change_the_leases_own_fields_and_an_unreadable_newest_lease_is_marked_as_saying_nothing(tmp_path):
+    directory = SinkDirectory(FileSink(str(tmp_path / "out"), format="csv"))
+    first = directory.lease()
+    first.claim(take_over=False)
+    first.mark(token="another", released=True)
+    first.confirm()  # its token is its own still: a mark named "token" fenced its own writer on an object store
+    assert first.read(first.epoch)["released"] is False
+    with open(first.path(first.epoch), "w"):  # torn: created, never written
+        pass
+    told = []
+    directory.lease().claim(take_over=False, marked=lambda held: told.append(held) or {})
+    assert told == [{}]

@@ -625,11 +625,12 @@ def test_a_take_over_taken_over_while_its_fence_lands_recovers_nothing(tmp_path,
     assert sorted(rolling.read()["id"]) == [0, 1, 2]
 
 
-@pytest.mark.parametrize("taker_ends", ["killed", "failed"])
+@pytest.mark.parametrize("taker_ends", ["killed", "failed", "torn"])
 def test_a_take_over_that_ends_before_its_detach_leaves_the_detach_to_the_next_writer(tmp_path, monkeypatch, taker_ends):
     # A runs; B takes it over and fences it off, then is killed (its lease stays, its process gone) or fails (its
     # lease released) before it detached A's in-progress parts. The next writer C took the directory as clean (B
     # dead or gone), appended to A's parts, which A still appended to: C's committed part was corrupt on read.
+    # "torn": B killed and its lease file left empty (written without fsync), which tells nothing of the mark.
     sink = FileSink(str(tmp_path))
     running = sink.writer()
     running.write_batch(pa.table({"id": [0]}), 0, 0)
@@ -641,15 +642,18 @@ def test_a_take_over_that_ends_before_its_detach_leaves_the_detach_to_the_next_w
 
     def recovery_ends(directory, state):
         taker.append(directory)
-        raise Killed if taker_ends == "killed" else OSError("the taker's recovery failed")
+        raise OSError("the taker's recovery failed") if taker_ends == "failed" else Killed
 
     with monkeypatch.context() as ending:
         ending.setattr(directory_module.SinkDirectory, "recover", recovery_ends)
-        if taker_ends == "killed":
+        if taker_ends != "failed":
             ending.setattr(Lease, "release", lambda lease: None)  # a killed writer's lease stays
         with pytest.raises((Killed, OSError)):
             sink.writer(take_over=True)
-    taker_token = json.loads(max((tmp_path / STATE_DIR / "lease").iterdir()).read_text())["token"]
+    taker_lease = max((tmp_path / STATE_DIR / "lease").iterdir())
+    taker_token = json.loads(taker_lease.read_text())["token"]
+    if taker_ends == "torn":
+        taker_lease.write_text("")
     monkeypatch.setattr(directory_module, "holder_is_dead", lambda held: held.get("token") == taker_token)
     successor = sink.writer()  # no take_over: the taker is dead, or released its lease
     successor.write_batch(pa.table({"id": [1]}), 1, 0)
