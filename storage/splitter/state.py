@@ -148,7 +148,7 @@ class SplitState:
         one seen smaller than its unfinished segment ends that segment too (``_abandon_shrunk``).
         """
         if stable is not self._listing or slack != self._slack:
-            self._queue_listing(stable, slack)
+            self._queue_listing(stable, slack, changing or {})
         self._abandon_shrunk(stable, changing or {})
         taken: list[BlockMetadata] = []
         for path in sorted(self._unfinished, key=lambda p: (self.files[p].mtime, p)):
@@ -166,11 +166,23 @@ class SplitState:
         self._advance(slack, now)
         return taken
 
-    def _queue_listing(self, stable: Listing, slack: float | None) -> None:
+    def _queue_listing(self, stable: Listing, slack: float | None, changing: Listing) -> None:
         self._listing, self._slack = stable, slack
+        self._restart_shrunk(stable, changing)
         self._fresh = PathQueue({path: mtime for path, (size, mtime) in stable.items()
                                  if self._new_bytes_start(path, size) is not None
                                  and not (path not in self.files and self.forgotten(mtime, slack))})
+
+    def _restart_shrunk(self, stable: Listing, changing: Listing) -> None:
+        """Remember a finished file listed smaller than its segment (rewritten, or truncated as logrotate's
+        ``copytruncate`` does) as read to byte 0 of nothing, ``[0, 0)``: whatever it holds when next handed out is
+        read from byte 0. Only where it was handed out in the listing that saw it smaller, the state kept the old
+        size: a file truncated to 0 and written again was read from the old size on (or not at all)."""
+        for listing in (stable, changing):
+            for path, (size, _) in listing.items():
+                entry = self.files.get(path)
+                if entry is not None and entry.done and size < entry.segment_end:
+                    self._remember(path, Entry(entry.mtime, 0, 0, 0))
 
     def _abandon_shrunk(self, stable: Listing, changing: Listing) -> None:
         """End the unfinished segments of files listed smaller than the segment's end (rewritten): the

@@ -4,7 +4,8 @@
 all listed files, and walks every remembered file to move the watermark. ``SplitState`` keeps
 indexes so that a call costs time in the blocks it hands out; random listings and hand-outs must
 give both the same blocks and the same ``to_json`` after every step. The model has a rule the old
-algorithm lacked: an unfinished segment of a file listed smaller is ended, the file rewritten. A
+algorithm lacked: the segment of a file listed smaller, unfinished or read to its end, is ended as
+``[0, 0)``, the file rewritten (a finished one kept its size unless handed out in that listing). A
 compressed file is handed out as any file, each segment one block whose id is the segment's start.
 """
 
@@ -65,7 +66,7 @@ class ReferenceState:
              now: float, changing: Listing | None = None) -> list[BlockMetadata]:
         for path, entry in list(self.files.items()):  # listed shrunk: rewritten, its segment ends as [0, 0)
             listed = stable.get(path) or (changing or {}).get(path)
-            if not entry.done and listed is not None and listed[0] < entry.segment_end:
+            if listed is not None and listed[0] < entry.segment_end:
                 self.files[path] = Entry(entry.mtime, 0, 0, 0)
         taken: list[BlockMetadata] = []
         for meta, resume in self.pending(stable, block_size):
