@@ -202,7 +202,10 @@ class BlockPlanner:
                              "a dict of 'files' and 'watermark'")
         if self._respelled:
             state = {**state, "files": {self._respell(path): entry for path, entry in state["files"].items()}}
-        self._state = SplitState.from_json(state)
+        try:
+            self._state = SplitState.from_json(state)
+        except ValueError as err:
+            raise ValueError(f"restore({reprlib.repr(state)}): not a state of FileSplitter.state(): {err}") from None
         self._scan_requested = True
 
     def _respell(self, path: str) -> str:

@@ -22,6 +22,7 @@ files that may have new bytes, made once per listing. None of them is written ou
 from __future__ import annotations
 
 import heapq
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,5 +246,28 @@ class SplitState:
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> "SplitState":
-        files = {p: Entry(float(m), int(s), int(e), int(x)) for p, (m, s, e, x) in value["files"].items()}
-        return cls(files, value["watermark"])
+        """The state ``to_json`` wrote; a ValueError naming the part that no state holds (a damaged one read
+        lines from inside others, skipped some, or none at all without a word)."""
+        files, watermark = value["files"], value["watermark"]
+        if not isinstance(files, dict):
+            raise ValueError(f"'files' is a {type(files).__name__}, not a dict of path to entry")
+        if watermark is not None and not _finite(watermark):
+            raise ValueError(f"'watermark' is {watermark!r}, not None or a finite number of seconds")
+        return cls({path: _entry(path, entry) for path, entry in files.items()}, watermark)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value - value == 0
+
+
+def _entry(path: Any, value: Any) -> Entry:
+    """The entry of ``path`` as ``to_json`` wrote it: [mtime, segment_start, segment_end, emitted], where
+    0 <= segment_start <= emitted <= segment_end."""
+    fields = list(value) if isinstance(value, (list, tuple)) else []
+    offsets = fields[1:]
+    whole = all(isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in offsets)
+    if not isinstance(path, str) or len(fields) != 4 or not _finite(fields[0]) or not whole \
+            or not 0 <= offsets[0] <= offsets[2] <= offsets[1]:
+        raise ValueError(f"file {path!r} has entry {value!r}, not [mtime, segment_start, segment_end, emitted] with "
+                         "0 <= segment_start <= emitted <= segment_end")
+    return Entry(float(fields[0]), *map(int, offsets))

@@ -320,6 +320,25 @@ def test_restoring_what_is_not_a_state_says_so(tmp_path):
             splitter.restore(bad)
 
 
+@pytest.mark.parametrize("files, watermark, message", [
+    ({"/d/a.log": [5.0, 0, 30, 80]}, None, r"file '/d/a.log' has entry \[5.0, 0, 30, 80\], not \[mtime, segment_start, "),
+    ({"/d/a.log": [5.0, 0, 30, -8]}, None, r"file '/d/a.log' has entry \[5.0, 0, 30, -8\]"),
+    ({"/d/a.log": [5.0, 20, 10, 10]}, None, r"file '/d/a.log' has entry \[5.0, 20, 10, 10\]"),
+    ({"/d/a.log": [5.0, 16, 30, 8]}, None, r"file '/d/a.log' has entry \[5.0, 16, 30, 8\]"),
+    ({"/d/a.log": [float("nan"), 0, 30, 8]}, None, r"file '/d/a.log' has entry \[nan, 0, 30, 8\]"),
+    ({"/d/a.log": [5.0, 0, 30]}, None, r"file '/d/a.log' has entry \[5.0, 0, 30\]"),
+    ({"/d/a.log": [5.0, 0, 30.5, 8]}, None, r"file '/d/a.log' has entry \[5.0, 0, 30.5, 8\]"),
+    ([], None, r"'files' is a list, not a dict of path to entry"),
+    ({}, "abc", r"'watermark' is 'abc', not None or a finite number of seconds"),
+    ({}, float("inf"), r"'watermark' is inf, not None or a finite number of seconds"),
+])
+def test_restoring_a_damaged_state_names_what_no_state_holds(tmp_path, files, watermark, message):
+    # Taken without a word: an entry emitted past its segment skipped its lines, one starting after what it had
+    # emitted returned a fragment of a line, an infinite watermark read nothing; wrong types failed with bare errors.
+    with pytest.raises(ValueError, match=r"restore\(.*\): not a state of FileSplitter.state\(\): " + message):
+        FileSplitter(str(tmp_path)).restore({"files": files, "watermark": watermark})
+
+
 def test_watermark_slack_none_as_a_string_remembers_every_file_as_documented():
     assert SplitterConfig(paths=("x",), watermark_slack="none").watermark_slack is None
     assert SplitterConfig(paths=("x",), watermark_slack="None").watermark_slack is None
