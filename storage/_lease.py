@@ -95,8 +95,13 @@ class Lease:
         raced = f"{self.wording.name}: another writer claimed epoch {self.epoch} at the same moment; {self.wording.rule}"
         if self.local:
             self._create_whole(path, body, raced)
-            if self.durable:
-                fsync(self.directory)
+            try:
+                if self.durable:
+                    fsync(self.directory)
+            except BaseException:  # a claim that failed leaves no lease: the next open would find this one held
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                raise
         else:
             if self.fs.exists(path):
                 raise self.wording.held_error(raced)
@@ -120,7 +125,9 @@ class Lease:
             except FileExistsError:
                 raise self.wording.held_error(raced) from None
         finally:
-            with contextlib.suppress(FileNotFoundError):  # taken by a newer writer's cleanup: it fences this one
+            # Gone: taken by a newer writer's cleanup, which fences this one. Not removed: left to that cleanup, as
+            # failing here would leave the lease linked and held by a claim that raised.
+            with contextlib.suppress(OSError):
                 os.unlink(temp)
 
     def _write_new(self, path: str, body: bytes, exclusive: bool) -> None:

@@ -55,7 +55,7 @@ class Bucket:
         self._batches_since_flush = 0
         self._segment: tuple[str, Any] | None = None  # the local log segment appended to: path, handle
         self._seq = 0
-        self._closed = False
+        self._closed = self._released = False
         self._broken: str | None = None  # why the log may hold a frame of a failed commit: every call refuses
         self._catalog.claim(take_over)
         self._hook("claimed", -1)
@@ -367,7 +367,7 @@ class Bucket:
     def get_many(self, keys: Any) -> Any:
         """Committed values of ``keys`` in order, None where absent; an Arrow array in, an Arrow array out."""
         self._check_open()
-        return _like(keys, self._get(self._committed_runs(), keys))
+        return _like(keys, self._get(self._committed_runs(), keys, "get_many"))
 
     def get_uncommitted(self, key: bytes) -> bytes | None:
         """This batch's write of ``key`` if any, else its committed value."""
@@ -379,10 +379,11 @@ class Bucket:
         runs = self._committed_runs()
         if self._batch is not None:
             runs = [*self._writes(), *runs]
-        return _like(keys, self._get(runs, keys))
+        return _like(keys, self._get(runs, keys, "get_uncommitted_many"))
 
-    def _get(self, runs: list[Run], keys: Any) -> pa.LargeBinaryArray:
+    def _get(self, runs: list[Run], keys: Any, call: str) -> pa.LargeBinaryArray:
         keys = as_binary(keys, "keys")
+        check_key_lengths(keys, f"{call} keys")  # the reader's own refusal named neither the call nor the key
         self._store.cache.new_read()
         with self._fenced_if_taken_over("read its data files"):
             return get_many(runs, self._data, self._firsts, keys)
@@ -481,12 +482,13 @@ class Bucket:
 
     def close(self) -> None:
         """Discard an uncommitted batch, close the log and free the bucket for the next writer."""
-        if self._closed:
-            return
-        self._discard()
-        self._close_segment()
-        self._closed = True
-        self._catalog.release()
+        if not self._closed:
+            self._discard()
+            self._close_segment()
+            self._closed = True
+        if not self._released:  # a release that failed (the lease's write) is tried again by the next close()
+            self._catalog.release()
+            self._released = True
 
     def __enter__(self) -> Bucket:
         return self

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import storage._lease as lease_module
 from storage import KVStore
 from storage.kv import BucketHeldError, CorruptStoreError, FencedError, KVStoreError
 from storage.kv.datafile import DataFile
@@ -249,6 +250,46 @@ def test_a_lease_that_ran_out_frees_the_bucket(tmp_path):
     holder.put(b"k", b"v")
     with pytest.raises(FencedError):
         holder.commit()
+
+
+def test_an_open_whose_claim_fails_after_its_lease_file_landed_leaves_the_bucket_free(tmp_path, monkeypatch):
+    # The directory's fsync after the lease file was linked failed: the open raised and left its lease, and the
+    # next open got BucketHeldError naming this very process for the lease's whole length.
+    store = KVStore(str(tmp_path), lease=600)
+    store.open(0).close()
+    fsync = lease_module.fsync
+
+    def failing_once(path):
+        monkeypatch.setattr(lease_module, "fsync", fsync)
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(lease_module, "fsync", failing_once)
+    with pytest.raises(OSError, match="Input/output error"):
+        store.open(0)
+    with store.open(0) as bucket:
+        assert bucket.committed_batch_id == -1
+
+
+def test_a_close_whose_release_failed_releases_when_called_again(tmp_path, monkeypatch):
+    # close() counted itself done before its release: called again after the lease's write failed, it did nothing,
+    # and the bucket stayed held by this live process for the lease's whole length.
+    store = KVStore(str(tmp_path), lease=600)
+    bucket = store.open(0)
+    bucket.begin(0)
+    bucket.put(b"k", b"v")
+    bucket.commit()
+    put_atomic = lease_module.put_atomic
+
+    def failing_once(*args, **kwargs):
+        monkeypatch.setattr(lease_module, "put_atomic", put_atomic)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(lease_module, "put_atomic", failing_once)
+    with pytest.raises(OSError, match="No space left"):
+        bucket.close()
+    bucket.close()
+    with store.open(0) as again:
+        assert again.get(b"k") == b"v"
 
 
 @pytest.mark.parametrize("root", ["local", "memory"])
@@ -1528,6 +1569,10 @@ def test_keys_up_to_the_longest_a_block_holds_are_stored_and_longer_ones_refused
         for read, named in ((lambda: b.get(longest + b"x"), "get key"), (lambda: b.get_uncommitted(longest + b"x"), "get_uncommitted key"),
                             (lambda: b.scan(longest + b"x"), "scan start"), (lambda: b.scan(end=longest + b"x"), "scan end")):
             with pytest.raises(ValueError, match=rf"^{named}: a key of 65,527 bytes is longer than the 65,526 a key may have"):
+                read()
+        for read, named in ((lambda: b.get_many([b"a", longest + b"x"]), "get_many"),
+                            (lambda: b.get_uncommitted_many([b"a", longest + b"x"]), "get_uncommitted_many")):
+            with pytest.raises(ValueError, match=rf"^{named} keys\[1\] has 65,527 bytes, more than the 65,526 a key may"):
                 read()
 
 
