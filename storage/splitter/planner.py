@@ -78,7 +78,8 @@ class BlockPlanner:
         self._respelled = {written: root for written, root in roots.items() if written != root}
         self._clock = clock
         self._sleep = sleep
-        self._scanner = Scanner(config, self.fs, tuple(roots.values()), clock)
+        self._roots = tuple(roots.values())
+        self._scanner = Scanner(config, self.fs, self._roots, clock)
         self._state = SplitState()
         self._stable: Listing = {}
         self._last_scan: float | None = None
@@ -203,9 +204,19 @@ class BlockPlanner:
         if self._respelled:
             state = {**state, "files": {self._respell(path): entry for path, entry in state["files"].items()}}
         try:
-            self._state = SplitState.from_json(state)
+            restored = SplitState.from_json(state)
         except ValueError as err:
             raise ValueError(f"restore({reprlib.repr(state)}): not a state of FileSplitter.state(): {err}") from None
+        foreign = [path for path in restored.files if not any(
+            path == root or path.startswith(root.rstrip("/") + "/") for root in self._roots)]
+        if foreign:  # they were read on, whatever the paths said, from where that state left them
+            warnings.warn(
+                f"restore(): {len(foreign)} file(s) of the state are under none of paths={list(self.config.paths)!r} "
+                f"(first {sorted(foreign)[0]!r}): forgotten, not read on (a state of another splitter, or paths "
+                "narrowed since)", UserWarning, stacklevel=3)
+            gone = set(foreign)
+            restored = SplitState({path: e for path, e in restored.files.items() if path not in gone}, restored.watermark)
+        self._state = restored
         self._scan_requested = True
 
     def _respell(self, path: str) -> str:

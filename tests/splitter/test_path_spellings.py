@@ -40,3 +40,17 @@ def test_a_restart_from_state_naming_files_as_the_paths_were_written_reads_nothi
     write(tmp_path / "a.log", "a1\na2\na3\n", 10.0)  # grown: only the new line
     splitter.trigger_scan()
     assert list(splitter.read_lines()["value"]) == ["a3"]
+
+
+def test_a_state_naming_files_under_none_of_the_paths_forgets_them_with_a_warning(tmp_path):
+    # A state of another splitter (or of paths narrowed since) was read on: its unfinished segments were handed
+    # out, files of another directory read by a splitter of this one.
+    write(tmp_path / "other" / "o.log", "".join(f"o{i}\n" for i in range(20)), 0.0)
+    write(tmp_path / "mine" / "m.log", "m1\nm2\n", 0.0)
+    other = FileSplitter(str(tmp_path / "other"), block_size=16, settle=0)
+    other.blocks(2)
+    mine = FileSplitter(str(tmp_path / "mine"), block_size=16, settle=0)
+    with pytest.warns(UserWarning, match=r"restore\(\): 1 file\(s\) of the state are under none of paths=.*o\.log"):
+        mine.restore(other.state())
+    assert list(mine.read_lines()["value"]) == ["m1", "m2"]
+    assert list(mine.state()["files"]) == [str(tmp_path / "mine" / "m.log")]
