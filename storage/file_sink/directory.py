@@ -56,6 +56,14 @@ def _may_still_write(held: dict[str, Any] | None) -> bool:
         not held.get("released") and not holder_is_dead(held) and not _stopped_here(held))
 
 
+def taken_over_writer_id(writer_id: str, epoch: int) -> str:
+    """The writer id that names the new parts of a writer that took over one that may still run: the old one and
+    the epoch (``w.e3``; ``w.e5`` taken over again). Both named their next part by the same id and number from the
+    same record: the old writer appended into the new one's in-progress part of that name, or left a file of it."""
+    base, dot, tail = writer_id.rpartition(".e")
+    return f"{base if dot and tail.isdigit() else writer_id}.e{epoch}"
+
+
 def _stopped_here(held: dict[str, Any]) -> bool:
     running = RUNNING_HERE.get(held.get("token", ""))
     if held.get("pid") != os.getpid() or running is None:
@@ -257,11 +265,12 @@ class SinkDirectory:
         it published that number first, its batch counts, and the fence follows it. The lease is checked before
         each try (a fence of a writer taken over itself took the number its successor's next commit needs) and
         after the one that lands (taken over meanwhile, its recovery deleted the newer writer's parts).
-        Call before ``recover``.
+        The fence names new parts by another writer id (`taken_over_writer_id`). Call before ``recover``.
         """
         for _ in range(FENCE_TRIES):
-            fenced = (SinkState(writer_id=writer_id, sequence=0) if state is None else
-                      dataclasses.replace(state, sequence=state.sequence + 1))  # its removals too: recovery does them
+            fenced = (SinkState(writer_id=taken_over_writer_id(writer_id, lease.epoch), sequence=0) if state is None else
+                      dataclasses.replace(state, sequence=state.sequence + 1,  # its removals too: recovery does them
+                                          writer_id=taken_over_writer_id(state.writer_id, lease.epoch)))
             lease.confirm("fence off the writer it took over")  # taken over itself: a newer writer fences instead
             try:
                 commit_state(self.fs, self.root, fenced, self.sync, lambda phase: None)

@@ -675,3 +675,35 @@ def test_a_take_over_that_detached_leaves_a_clean_directory(tmp_path):
     sink.writer().close()
     assert sorted(os.listdir(tmp_path / STATE_DIR)) == records
     running.close()
+
+
+@pytest.mark.parametrize("rolling", ["by_size", "by_batch"])
+def test_a_writer_taken_over_that_writes_again_touches_none_of_its_successors_parts(tmp_path, rolling):
+    # Both named their next part by the writer id and number of the same record: the old writer, rolling on,
+    # appended its refused batch into the new writer's in-progress part of that name (every read() then failed,
+    # and a plain listing read rows of a batch never acknowledged), or left a file of that name, which failed the
+    # new writer's next batch as named like another writer's part.
+    policy = RollingPolicy(max_part_size=40) if rolling == "by_size" else RollingPolicy(max_batches=1)
+    sink = FileSink(str(tmp_path), format="jsonl").with_writer_id("w").with_rolling_policy(policy)
+    old = sink.writer()
+    old.write_batch(pa.table({"id": [0, 1]}), 0, 0)
+    new = sink.writer(take_over=True)
+    if rolling == "by_size":
+        new.write_batch(pa.table({"id": [100, 101, 102, 103]}), 1, 1)  # rolls part 0, opens the next part
+    with pytest.raises(SinkFencedError):
+        old.write_batch(pa.table({"id": list(range(200, 210))}), 1, 1)
+    new.write_batch(pa.table({"id": [300]}), 2, 2)
+    new.finish(3)
+    new.close()
+    acknowledged = [0, 1, 100, 101, 102, 103, 300] if rolling == "by_size" else [0, 1, 300]
+    assert sorted(sink.read()["id"]) == acknowledged
+    listed = [json.loads(line)["id"] for name in os.listdir(tmp_path) if not name.startswith(("_", "."))
+              for line in (tmp_path / name).read_text().splitlines()]
+    assert sorted(listed) == acknowledged
+    assert any(name.startswith("part-w.e2-") for name in os.listdir(tmp_path))  # the new writer's parts: epoch 2
+
+
+@pytest.mark.parametrize("writer_id, epoch, named", [("w", 3, "w.e3"), ("w.e3", 5, "w.e5"), ("a.eb", 2, "a.eb.e2"),
+                                                     ("3f2a9c1b2d4e", 7, "3f2a9c1b2d4e.e7")])
+def test_a_take_over_names_new_parts_by_the_old_writer_id_and_its_epoch_once(writer_id, epoch, named):
+    assert directory_module.taken_over_writer_id(writer_id, epoch) == named
