@@ -67,7 +67,9 @@ def compact(config: SinkConfig, target_size: int = DEFAULT_TARGET_SIZE, spark: A
         if state is None:
             return Compacted(0, 0)
         finished = finished_parts(directory.fs, directory.root, state)
-        groups = _groups(finished.parts, target_size)
+        # Parts finished under other settings keep theirs: merged into this format, their rows would be garbage.
+        groups = _groups({path: part for path, part in finished.parts.items() if config.as_written(path) is config},
+                         target_size)
         if not groups:
             return Compacted(0, 0)
         token = uuid.uuid4().hex[:12]

@@ -29,6 +29,14 @@ DEFAULT_ROW_POLICY = RollingPolicy(max_part_size=128 * 1024 * 1024, rollover_ms=
 APPENDABLE_PROTOCOLS = frozenset({"file", "local", "memory"})
 
 
+#: The endings of default part names, and the format and row compression they say a part was written with.
+_WRITTEN_BY_ENDING: dict[str, tuple[str, str | None]] = {
+    FORMATS[fmt].suffix + ending: (fmt, codec)
+    for fmt in FORMATS
+    for codec, ending in ([(None, "")] + ([] if FORMATS[fmt].bulk else list(ROW_CODECS.items())))
+}
+
+
 @dataclass(frozen=True)
 class SinkConfig:
     """A rotating, exactly-once file sink's settings; validated when built, so a bad value fails here."""
@@ -118,6 +126,22 @@ class SinkConfig:
             raise ValueError(f"FileSink part name fn={self.part_name!r} must be a function (writer_id, number) -> str")
 
     # ----------------------------------------------------------- derived
+
+    def as_written(self: Self, path: str) -> Self:
+        """The settings that decode the finished part at ``path``: with the default part names its name ends in the
+        suffix of the format, and of a row format's compression, it was written with (parts finished before the
+        settings changed keep theirs, so a directory may hold both: a CSV read of a JSON lines part gave rows of
+        garbage); this config itself where the name tells nothing else."""
+        if self.suffix is not None or self.part_name is not None:
+            return self
+        name = path.rsplit("/", 1)[-1]
+        endings = [(len(ending), fmt, codec) for ending, (fmt, codec) in _WRITTEN_BY_ENDING.items() if name.endswith(ending)]
+        if not endings:
+            return self
+        _, fmt, codec = max(endings)
+        if fmt == self.format and (FORMATS[fmt].bulk or codec == self.compression):
+            return self
+        return dataclasses.replace(self, format=fmt, compression=codec, rolling_policy=None)
 
     @property
     def file_format(self) -> Format:

@@ -107,7 +107,7 @@ def _read_commit(config: SinkConfig, fs: Any, root: str, state: SinkState | None
             length, crc, schema_key = committed[path]
             _check(path, data, length, crc)
             schema = schemas.schema(schema_key)
-        frames.append(_decode(config, path, data, schema))
+        frames.append(_decode(config.as_written(path), path, data, schema))
     return concat_parts(frames)
 
 

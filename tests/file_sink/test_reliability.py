@@ -707,3 +707,29 @@ def test_a_writer_taken_over_that_writes_again_touches_none_of_its_successors_pa
                                                      ("3f2a9c1b2d4e", 7, "3f2a9c1b2d4e.e7")])
 def test_a_take_over_names_new_parts_by_the_old_writer_id_and_its_epoch_once(writer_id, epoch, named):
     assert directory_module.taken_over_writer_id(writer_id, epoch) == named
+
+
+@pytest.mark.parametrize("first, then", [(dict(format="jsonl"), dict(format="csv")),
+                                         (dict(format="csv"), dict(format="jsonl", compression="gzip")),
+                                         (dict(format="jsonl", compression="zstd"), dict(format="parquet")),
+                                         (dict(format="parquet"), dict(format="csv"))])
+def test_parts_finished_before_a_change_of_format_read_and_compact_as_they_were_written(tmp_path, first, then):
+    # A change of format or compression after finish() is allowed, and the parts finished before keep theirs; read()
+    # decoded every part with the new settings (a CSV read of JSON lines parts gave a column named '{"id":0}' and
+    # rows of garbage, with a warning only), and compact() merged them into the new format, garbage for good.
+    def run(settings, ids, batch_id):
+        writer = FileSink(str(tmp_path), **settings).with_rolling_policy(RollingPolicy.on_every_batch()).writer()
+        for offset, row in enumerate(ids):
+            writer.write_batch(pa.table({"id": [row]}), batch_id + offset, 0)
+        writer.finish(0)
+        writer.close()
+
+    run(first, [0, 1, 2], 0)
+    written_first = {name for name in os.listdir(tmp_path) if name[:1] not in "._"}
+    run(then, [3, 4, 5], 3)
+    sink = FileSink(str(tmp_path), **then)
+    assert sorted(sink.read()["id"]) == [0, 1, 2, 3, 4, 5]
+    sink.compact()
+    assert sorted(sink.read()["id"]) == [0, 1, 2, 3, 4, 5]
+    assert len(written_first) == 3 and written_first <= set(os.listdir(tmp_path))  # left as they were written
+    assert len([name for name in os.listdir(tmp_path) if name[:1] not in "._"]) == 4  # the other three merged
