@@ -48,6 +48,8 @@ def check_bucket_id(bucket: Any, assigner: BucketAssigner, name_limit: int | Non
     refused = f"FileSink bucket id {bucket!r} from {type(assigner).__name__} is refused"
     if not isinstance(bucket, str):
         raise TypeError(f"{refused}: a bucket id is a str")
+    if "\x00" in bucket:  # no filesystem names a directory so: it failed with Python's bare "embedded null byte"
+        raise ValueError(f"{refused}: it holds a NUL character, which no directory name may hold")
     for level in bucket.split("/") if bucket else []:
         if level in ("", ".", ".."):
             raise ValueError(f"{refused}: a level is {level!r}; a bucket id is '/'-separated directory names")

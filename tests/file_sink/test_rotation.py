@@ -329,6 +329,8 @@ class IntBuckets:
         (CallableBuckets(lambda row, now: "../up"), r"bucket id '../up' from CallableBuckets is refused: a level is"),
         (CallableBuckets(lambda row, now: "a//b"), r"bucket id 'a//b' .* a level is ''"),
         (CallableBuckets(lambda row, now: "/abs"), r"bucket id '/abs' .* a level is ''"),
+        # It failed with Python's bare "embedded null byte", naming neither the assigner nor the id.
+        (CallableBuckets(lambda row, now: "a\x00b"), r"bucket id 'a\\x00b' from CallableBuckets is refused: it holds a NUL"),
         (CallableBuckets(lambda row, now: "x/_y"), r"bucket id 'x/_y' .* level '_y' starts with '_', so readers"),
         (CallableBuckets(lambda row, now: ".hidden"), r"level '.hidden' starts with '.'"),
         (DateTimeBuckets(pattern="_%Y"), r"bucket id '_1970' from DateTimeBuckets is refused"),
