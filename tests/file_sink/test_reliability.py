@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import fsspec
@@ -484,6 +485,25 @@ def test_a_read_while_the_writer_commits_reads_the_newer_commit(tmp_path, monkey
 
     monkeypatch.setattr(reading, "load_state", a_commit_just_after_the_first_load)
     assert sorted(sink.read()["id"]) == list(range(10))
+    writer.close()
+
+
+def test_a_commit_landing_while_read_lists_the_parts_is_not_warned_of_as_foreign_files(tmp_path, monkeypatch):
+    # read() warned that the new commit's part was "not this sink's parts": a false alarm of foreign files in the
+    # output. A file of another tool is still named (test_a_copy_of_a_part_beside_it_is_not_read_twice).
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy.on_every_batch())
+    writer = sink.writer()
+    writer.write_batch(pa.table({"id": [1]}), 0, 0)
+    listed = reading.finished_files
+
+    def a_commit_before_the_listing(config):
+        writer.write_batch(pa.table({"id": [2]}), 1, 1)
+        return listed(config)
+
+    monkeypatch.setattr(reading, "finished_files", a_commit_before_the_listing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sorted(sink.read()["id"]) == [1]  # as of the commit it started from
     writer.close()
 
 
