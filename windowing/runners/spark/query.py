@@ -11,10 +11,12 @@ from typing import Any, Iterator
 
 import pandas as pd
 
+from triggers import Default
+
 from ...errors import WindowingConfigError
 from ...plan import LATE_DATA_COLUMNS, Plan
 from ...state_codec import COMPRESSIONS, checked_compression
-from ...strategy import Strategy
+from ...strategy import GlobalWindowing, Strategy
 from ...timeaxis import MAX_MICROS, MAX_TIME, MICROS_PER_UNIT, MIN_MICROS, MIN_TIME, NUMERIC_RANGE
 from .buckets import NUMBERS, Bucketing, bucketing_of
 from .combine import COMBINE_CONF, lift_and_pack, pack, with_buckets
@@ -231,6 +233,14 @@ def _check_watermark(strategy: Strategy, plan: Plan, watermarked: str | None, ti
             f"watermark(delay={strategy.watermark_delay and strategy.watermark_delay.given!r}) on an input that already has "
             f"withWatermark on {watermarked!r}: "
             "Spark refuses to redefine a watermark; keep one of the two")
+    if isinstance(strategy.windowing, GlobalWindowing) and type(strategy.trigger) is Default:
+        # Beam's GroupByKey refuses it too: the global window fires when the watermark reaches the end of time, which
+        # a stream's never does, so no pane came and the state grew for the query's life.
+        raise WindowingConfigError(
+            "a streaming .global_window() with the default trigger never fires: the watermark of a stream never "
+            "reaches the end of time, so its state would grow for the query's life (Beam refuses it too). Give it a "
+            "trigger that fires, e.g. .trigger(Repeatedly(AfterCount(100))) or "
+            ".trigger(Repeatedly(AfterProcessingTime('1 minute')))")
 
 
 def _case_sensitive(spark: Any) -> bool:
