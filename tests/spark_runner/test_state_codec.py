@@ -352,19 +352,23 @@ def test_a_checkpoint_of_buckets_labelled_by_number_restarts_only_with_that_plac
     assert len(_plan(frame, 1).adapter.load(encode(_plan(frame).adapter.fresh_state(), 1))) == 0  # one bucket: label 0 either way
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda w: w, None),
-    (lambda w: w.sessions("10 seconds"), r"windows FixedWindows\(size=10000000000.*then, Sessions\(gap=10000000000\) now"),
-    (lambda w: w.trigger(AtWatermark()), r"trigger AtWatermark\(.*early.* then, AtWatermark\(\) now"),
-    (lambda w: w.discarding(), r"mode accumulating_and_retracting then, discarding now"),
+FIXED = lambda w: w.fixed("10 seconds")  # noqa: E731 - the window the checkpoint was written with
+
+
+@pytest.mark.parametrize("window, change, message", [
+    (FIXED, lambda w: w, None),
+    (lambda w: w.sessions("10 seconds"), lambda w: w,
+     r"windows FixedWindows\(size=10000000000.*then, Sessions\(gap=10000000000\) now"),
+    (FIXED, lambda w: w.trigger(AtWatermark()), r"trigger AtWatermark\(.*early.* then, AtWatermark\(\) now"),
+    (FIXED, lambda w: w.discarding(), r"mode accumulating_and_retracting then, discarding now"),
 ])
-def test_a_checkpoint_of_another_pipeline_is_refused_naming_what_changed(change, message):
+def test_a_checkpoint_of_another_pipeline_is_refused_naming_what_changed(window, change, message):
     frame = events([("a", 1, 5)])
     adapter = _plan(frame).adapter
     elements = adapter.elements([shipped(frame, _plan(frame)).drop(columns="_wm_ms")])
     table = step(adapter.plan.spec, adapter.fresh_state(), elements, T0, 0).state
     blob = adapter.save(table)
-    base = (windowed(frame, time="ts", key="user").fixed("10 seconds")
+    base = (window(windowed(frame, time="ts", key="user"))
             .trigger(AtWatermark().with_early_firings_every("10 seconds")).accumulating_and_retracting())
     other = plan_spark(change(base).strategy(total=Sum("amount"), all=ToList("amount")), spark_schema(frame), 4)
     if message is None:
