@@ -177,8 +177,8 @@ class SplitState:
     def _restart_shrunk(self, stable: Listing, changing: Listing) -> None:
         """Remember a finished file listed smaller than its segment (rewritten, or truncated as logrotate's
         ``copytruncate`` does) as read to byte 0 of nothing, ``[0, 0)``: whatever it holds when next handed out is
-        read from byte 0. Only where it was handed out in the listing that saw it smaller, the state kept the old
-        size: a file truncated to 0 and written again was read from the old size on (or not at all)."""
+        read from byte 0. (Before, the state kept the old size unless the file was handed out in the listing that
+        saw it smaller: a file truncated to 0 and written again was read from the old size on, or not at all.)"""
         for listing in (stable, changing):
             for path, (size, _) in listing.items():
                 entry = self.files.get(path)
