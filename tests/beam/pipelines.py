@@ -51,6 +51,8 @@ class Pipeline:
             pipeline = pipeline.fixed(*size)
         elif kind == "sliding":
             pipeline = pipeline.sliding(size[0], every=size[1], offset=size[2] if len(size) > 2 else 0)
+        elif kind == "global":
+            pipeline = pipeline.global_window()
         else:
             pipeline = pipeline.sessions(size[0])
         pipeline = pipeline.allowed_lateness(self.lateness).trigger(engine_trigger(self.trigger))
@@ -128,6 +130,7 @@ windows_strategy = st.one_of(  # ("fixed", size[, offset]), ("sliding", size, ev
     st.integers(1, 5).flatmap(lambda every: st.tuples(st.just("sliding"), st.integers(every, 4 * every),  # uneven too
                                                       st.just(every), st.integers(0, every - 1))),
     st.tuples(st.just("sessions"), st.integers(1, 10)),
+    st.just(("global",)),
 )
 
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 from apache_beam.transforms import trigger as bt
 from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.window import FixedWindows, IntervalWindow, Sessions, SlidingWindows, WindowFn
+from apache_beam.transforms.window import FixedWindows, GlobalWindows, IntervalWindow, Sessions, SlidingWindows, WindowFn
 from apache_beam.utils.timestamp import MAX_TIMESTAMP, Timestamp
 
 from .pipelines import Pipeline, Trigger
@@ -275,7 +275,7 @@ class BeamJava:
         self.trigger = beam_trigger(pipeline.trigger, self.clock)
         kind, *size = pipeline.windows
         self.window_fn = (FixedWindows(*size) if kind == "fixed" else SlidingWindows(*size)
-                          if kind == "sliding" else Sessions(size[0]))
+                          if kind == "sliding" else GlobalWindows() if kind == "global" else Sessions(size[0]))
         self.merging = kind == "sessions"
         self.keys: dict[str, Key] = {}
         self.out = Outcome()
