@@ -268,9 +268,9 @@ class SinkDirectory:
         The fence names new parts by another writer id (`taken_over_writer_id`). Call before ``recover``.
         """
         for _ in range(FENCE_TRIES):
-            fenced = (SinkState(writer_id=taken_over_writer_id(writer_id, lease.epoch), sequence=0) if state is None else
+            fenced = (SinkState(writer_id=self._new_writer_id(writer_id, lease.epoch), sequence=0) if state is None else
                       dataclasses.replace(state, sequence=state.sequence + 1,  # its removals too: recovery does them
-                                          writer_id=taken_over_writer_id(state.writer_id, lease.epoch)))
+                                          writer_id=self._new_writer_id(state.writer_id, lease.epoch)))
             lease.confirm("fence off the writer it took over")  # taken over itself: a newer writer fences instead
             try:
                 commit_state(self.fs, self.root, fenced, self.sync, lambda phase: None)
@@ -283,6 +283,17 @@ class SinkDirectory:
             return fenced
         raise SinkFencedError(f"{self.root}: records kept being published while this writer fenced off the one it "
                               f"took over ({FENCE_TRIES} tries); is another writer taking the directory over?")
+
+    def _new_writer_id(self, writer_id: str, epoch: int) -> str:
+        """`taken_over_writer_id`, or a digest of the old id and the epoch where that makes part names pass the name
+        limit (the old id fitted, a few bytes longer every batch was refused, after restarts too); the old id where
+        neither fits (a prefix filling the limit: the names may then clash with the old writer's, as before)."""
+        digest = f"{hashlib.sha256(writer_id.encode()).hexdigest()[:8]}e{epoch}"
+        for candidate in (taken_over_writer_id(writer_id, epoch), digest):
+            name = self.config.part_file_name(candidate, 10**9)  # room for any part number
+            if self.name_limit is None or len(f".{name}{INPROGRESS}".encode()) <= self.name_limit:
+                return candidate
+        return writer_id
 
     def detach(self, state: SinkState | None, lease: Lease) -> SinkState | None:
         """Move the in-progress parts of a writer that may still run to copies it does not know, and commit that.

@@ -107,7 +107,7 @@ def _read_commit(config: SinkConfig, fs: Any, root: str, state: SinkState | None
             length, crc, schema_key = committed[path]
             _check(path, data, length, crc)
             schema = schemas.schema(schema_key)
-        frames.append(_decode(config.as_written(path), path, data, schema))
+        frames.append(_decode_as_written(config, path, data, schema))
     return concat_parts(frames)
 
 
@@ -235,13 +235,34 @@ def _read_part(fs: Any, path: str, pending: str | None, state: Any) -> bytes:
     )
 
 
-def _decode(config: SinkConfig, path: str, data: bytes, schema: pa.Schema | None) -> pd.DataFrame:
-    """One part's rows, JSON lines and CSV as the types of ``schema`` where known; any failure names the part."""
+def _decode_as_written(config: SinkConfig, path: str, data: bytes, schema: pa.Schema | None) -> pd.DataFrame:
+    """A committed part's rows with the reader's settings; where they do not decode so (nor as the types recorded)
+    and the part's default name says another format or row compression (`SinkConfig.as_written`), with those. A
+    directory holds both after a change of settings: a CSV read of JSON lines parts gave rows of garbage. Decoded
+    first as the reader says, since the name is only a guess (a suffix of one's own may look like a format's)."""
+    written = config.as_written(path) if schema is not None else config  # a file no commit finished: as before
+    if written is config:
+        return _decode(config, path, data, schema)
+    try:
+        return _decode(config, path, data, schema, lenient=False)
+    except CorruptPartError:
+        return _decode(written, path, data, schema)
+
+
+def _decode(config: SinkConfig, path: str, data: bytes, schema: pa.Schema | None, lenient: bool = True
+            ) -> pd.DataFrame:
+    """One part's rows, JSON lines and CSV as the types of ``schema`` where known; any failure names the part.
+    ``lenient``: a JSON lines or CSV part that does not parse as its recorded types is read as its text gives it."""
     fmt = config.file_format
     try:
         plain = unseal(data, config.key)
         if isinstance(fmt, (JsonLines, Csv)):
-            return _typed_or_as_text(fmt, path, decompress(plain, config.compression), schema)
+            text = decompress(plain, config.compression)
+            if lenient or schema is None:
+                return _typed_or_as_text(fmt, path, text, schema)
+            if isinstance(fmt, Csv) and fmt.header_of(text) != fmt.header(schema.empty_table()):
+                raise ValueError("its first line is not the CSV header of its recorded columns")  # read as none
+            return fmt.decode(text, schema)
         if not FORMATS[config.format].bulk:  # text lines: one column of text, whatever it was written from
             return fmt.decode(decompress(plain, config.compression))
         if schema is None:
@@ -263,7 +284,7 @@ def _typed_or_as_text(fmt: JsonLines | Csv, path: str, text: bytes, schema: pa.S
             warnings.warn(
                 f"FileSink.read(): part {path} does not read back as the types it was written from "
                 f"({type(exc).__name__}: {exc}); its rows are read as {fmt.name} text gives them",
-                stacklevel=6,  # the caller of FileSink.read()
+                stacklevel=7,  # the caller of FileSink.read()
             )
     return fmt.decode(text)
 

@@ -32,7 +32,7 @@ from storage.file_sink import (
 from storage.file_sink.state import STATE_DIR
 
 from .crash_writer import CRASH_EXIT, sink_from
-from .helpers import batch, tree
+from .helpers import as_old_record, batch, tree
 from .test_crash_restore import run
 
 # ---------------------------------------------------------------- a committed part that is gone
@@ -753,3 +753,44 @@ def test_parts_finished_before_a_change_of_format_read_and_compact_as_they_were_
     assert sorted(sink.read()["id"]) == [0, 1, 2, 3, 4, 5]
     assert len(written_first) == 3 and written_first <= set(os.listdir(tmp_path))  # left as they were written
     assert len([name for name in os.listdir(tmp_path) if name[:1] not in "._"]) == 4  # the other three merged
+
+
+def test_a_parts_name_is_only_a_guess_at_its_format_after_the_readers_own(tmp_path):
+    # A text sink naming its parts .csv, read without repeating with_part_names: the name's format was taken over
+    # the reader's, and its lines were parsed as CSV (the header eaten, the columns split).
+    writer = FileSink(str(tmp_path / "text"), format="text").with_part_names(suffix=".csv").writer()
+    writer.write_batch(pa.table({"line": ["a,b", "1,2", "3,4"]}), 0, 0)
+    writer.finish(0)
+    writer.close()
+    assert FileSink(str(tmp_path / "text"), format="text").read().to_dict("list") == {"value": ["a,b", "1,2", "3,4"]}
+    # A file no commit finished (read in a directory of records before version 4) is read as the reader says, as
+    # before: a stray notes.txt beside JSON lines parts failed loudly, and would have been added as rows.
+    sink = FileSink(str(tmp_path / "old")).with_writer_id("w").with_rolling_policy(RollingPolicy.on_every_batch())
+    writer = sink.writer()
+    writer.write_batch(pa.table({"id": [1, 2]}), 0, 0)
+    writer.finish(0)
+    writer.close()
+    as_old_record(max((tmp_path / "old" / STATE_DIR).glob("*.json")), 2, tmp_path / "old")
+    (tmp_path / "old" / "notes.txt").write_text("hello\nworld\n")
+    with pytest.raises(CorruptPartError, match=r"notes\.txt cannot be read back: JSONDecodeError"):
+        FileSink(str(tmp_path / "old")).read()
+
+
+@pytest.mark.parametrize("writer_id", ["w", "w" * 40])
+def test_a_take_over_whose_new_writer_id_would_pass_the_name_limit_keeps_the_sink_writable(tmp_path, writer_id):
+    # The writer id that names a successor's parts is the old one and its epoch: where a prefix left no room for it,
+    # every batch of the successor was refused, after clean restarts too. A digest of the old id takes its place
+    # (a long one), or the old id where nothing else fits (a short one).
+    room = 255 - len(f".-{writer_id}-0.jsonl{directory_module.INPROGRESS}")
+    sink = (FileSink(str(tmp_path)).with_part_names(prefix="p" * room).with_writer_id(writer_id)
+            .with_rolling_policy(RollingPolicy(max_batches=1)))
+    old = sink.writer()
+    old.write_batch(pa.table({"id": [0]}), 0, 0)
+    new = sink.writer(take_over=True)
+    new.write_batch(pa.table({"id": [1]}), 1, 0)
+    new.close()
+    again = sink.writer()
+    again.write_batch(pa.table({"id": [2]}), 2, 0)
+    again.finish(0)
+    again.close()
+    assert sorted(sink.read()["id"]) == [0, 1, 2]
