@@ -97,7 +97,7 @@ def _read_commit(config: SinkConfig, fs: Any, root: str, state: SinkState | None
     replaced = set(state.removed) if state is not None else set()  # a compaction's inputs, not yet deleted
     visible = [path for path in finished_files(config) if path not in replaced]
     if state is not None and state.chain_from == 0:  # the records know every finished part: no other file is one
-        visible = _committed_only(visible, committed, root, lambda: _commit_landed_since(fs, root, state))
+        visible = _committed_only(visible, committed, root, lambda: _finished_since(fs, root, state))
     missing = sorted(set(committed) - set(visible))
     frames = []
     for path in sorted(set(visible) | set(missing), key=natural_order):
@@ -182,12 +182,14 @@ def _union_of_categories(frames: list[pd.DataFrame], name: str, columns: list[pd
 
 
 def _committed_only(visible: list[str], committed: dict[str, Any], root: str,
-                    commit_landed: Callable[[], bool]) -> list[str]:
+                    finished_since: Callable[[], set[str]]) -> list[str]:
     """The visible files a commit finished; the others (a part copied beside itself, another tool's file) are
     not read, as Spark reads its own file sink's output through its metadata log only, and named in a warning,
-    unless a commit landed since the read's (they may be its parts: the warning called them not this sink's)."""
+    but for the parts of commits that landed since the read's (the warning called them not this sink's)."""
     foreign = [path for path in visible if path not in committed]
-    if foreign and not commit_landed():
+    if foreign:
+        foreign = [path for path in foreign if path not in finished_since()]
+    if foreign:
         shown = ", ".join(path[len(root) + 1 :] for path in foreign[:5])
         warnings.warn(
             f"FileSink.read() under {root} skipped {len(foreign)} file(s) no commit record finished "
@@ -197,12 +199,15 @@ def _committed_only(visible: list[str], committed: dict[str, Any], root: str,
     return [path for path in visible if path in committed]
 
 
-def _commit_landed_since(fs: Any, root: str, state: SinkState) -> bool:
+def _finished_since(fs: Any, root: str, state: SinkState) -> set[str]:
+    """The parts the commits after ``state`` finished, as the newest record knows them (none where it reads not)."""
     try:
         newest = load_state(fs, root)
-    except Exception:  # noqa: BLE001 - a record damaged since: not known to be a newer commit
-        return False
-    return newest is not None and newest.sequence != state.sequence
+        if newest is None or newest.sequence == state.sequence:
+            return set()
+        return set(finished_parts(fs, root, newest).parts)
+    except Exception:  # noqa: BLE001 - a record damaged or pruned since: none known, so the files are warned of
+        return set()
 
 
 def _check(path: str, data: bytes, length: int, crc: int) -> None:

@@ -794,3 +794,20 @@ def test_a_take_over_whose_new_writer_id_would_pass_the_name_limit_keeps_the_sin
     again.finish(0)
     again.close()
     assert sorted(sink.read()["id"]) == [0, 1, 2]
+
+
+def test_a_foreign_file_is_still_warned_of_when_a_commit_lands_while_read_lists_the_parts(tmp_path, monkeypatch):
+    sink = FileSink(str(tmp_path)).with_rolling_policy(RollingPolicy.on_every_batch())
+    writer = sink.writer()
+    writer.write_batch(pa.table({"id": [1]}), 0, 0)
+    (tmp_path / "copy.jsonl").write_text('{"id": 1}\n')
+    listed = reading.finished_files
+
+    def a_commit_before_the_listing(config):
+        writer.write_batch(pa.table({"id": [2]}), 1, 1)
+        return listed(config)
+
+    monkeypatch.setattr(reading, "finished_files", a_commit_before_the_listing)
+    with pytest.warns(UserWarning, match=r"skipped 1 file\(s\) no commit record finished \(copy\.jsonl\)"):
+        assert sorted(sink.read()["id"]) == [1]
+    writer.close()
