@@ -15,6 +15,7 @@ as the types written; one written before, as JSON holds them or CSV infers them.
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 import zlib
@@ -265,8 +266,7 @@ def _decode(config: SinkConfig, path: str, data: bytes, schema: pa.Schema | None
             text = decompress(plain, config.compression)
             if lenient or schema is None:
                 return _typed_or_as_text(fmt, path, text, schema)
-            if isinstance(fmt, Csv) and fmt.header_of(text) != fmt.header(schema.empty_table()):
-                raise ValueError("its first line is not the CSV header of its recorded columns")  # read as none
+            _refuse_other_rows(fmt, text, schema)
             return fmt.decode(text, schema)
         if not FORMATS[config.format].bulk:  # text lines: one column of text, whatever it was written from
             return fmt.decode(decompress(plain, config.compression))
@@ -276,6 +276,21 @@ def _decode(config: SinkConfig, path: str, data: bytes, schema: pa.Schema | None
         return _timestamp_units_back(frame, schema)
     except Exception as exc:
         raise CorruptPartError(f"finished part {path} cannot be read back: {type(exc).__name__}: {exc}") from exc
+
+
+def _refuse_other_rows(fmt: JsonLines | Csv, text: bytes, schema: pa.Schema) -> None:
+    """Refuse text that does not hold this format's rows of ``schema``, which its decoder would read anyway: a CSV
+    part's first line must be its columns' header, and a JSON lines part's every line an object of its columns
+    (a text part of JSON strings read as JSON lines gave a null per row)."""
+    names = set(schema.names)
+    if isinstance(fmt, Csv):
+        if fmt.header_of(text) != fmt.header(schema.empty_table()):
+            raise ValueError("its first line is not the CSV header of its recorded columns")
+        return
+    for line in text.splitlines():
+        row = json.loads(line) if line.strip() else None
+        if row is not None and (not isinstance(row, dict) or not set(row) <= names):
+            raise ValueError(f"a line is not a JSON object of its recorded columns {sorted(names)}")
 
 
 def _typed_or_as_text(fmt: JsonLines | Csv, path: str, text: bytes, schema: pa.Schema | None) -> pd.DataFrame:

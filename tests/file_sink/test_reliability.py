@@ -811,3 +811,18 @@ def test_a_foreign_file_is_still_warned_of_when_a_commit_lands_while_read_lists_
     with pytest.warns(UserWarning, match=r"skipped 1 file\(s\) no commit record finished \(copy\.jsonl\)"):
         assert sorted(sink.read()["id"]) == [1]
     writer.close()
+
+
+def test_a_text_part_of_json_strings_reads_as_text_after_a_change_to_json_lines(tmp_path):
+    # Decoded as JSON lines first (every line parses), each row became a null: the format its name says (.txt) was
+    # never tried.
+    text = FileSink(str(tmp_path), format="text").writer()
+    text.write_batch(pa.table({"value": ['{"id": 1}', '{"id": 2}']}), 0, 0)
+    text.finish(0)
+    text.close()
+    lines = FileSink(str(tmp_path), format="jsonl").writer()
+    lines.write_batch(pa.table({"id": [3]}), 1, 0)
+    lines.finish(0)
+    lines.close()
+    back = FileSink(str(tmp_path), format="jsonl").read()
+    assert sorted(back["value"].dropna()) == ['{"id": 1}', '{"id": 2}'] and back["id"].dropna().tolist() == [3]
