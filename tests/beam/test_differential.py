@@ -108,22 +108,30 @@ _at_watermark = st.one_of(st.just(("Default",)), st.just(("AfterWatermark", None
                           _counts.map(lambda early: ("AfterWatermark", early, None)))
 
 
-@st.composite
-def _on_time_pipelines(draw) -> Pipeline:
-    """Lateness 0, no late element, a trigger that fires at the watermark: every window's data
-    comes out by its ON_TIME pane, so the DirectRunner's driver, without a final pane, loses nothing."""
+def _actions(draw, steps: int, behind: int, per_add: int) -> tuple:
+    """2 to ``steps`` TestStream actions on 1 to 3 keys: watermark moves, and adds of 1 to ``per_add`` elements at
+    most ``behind`` behind the watermark (-1: all ahead of it) and 20 ahead."""
     keys = ("a", "b", "c")[:draw(st.integers(1, 3))]
     actions, watermark = [], 0
-    for _ in range(draw(st.integers(2, 8))):
+    for _ in range(draw(st.integers(2, steps))):
         if draw(st.booleans()):
             watermark += draw(st.integers(1, 12))
             actions.append(("watermark", watermark))
         else:
-            actions.append(("add", tuple((draw(st.sampled_from(keys)), draw(st.integers(watermark + 1, watermark + 20)),
-                                          draw(st.integers(1, 99))) for _ in range(draw(st.integers(1, 5))))))
+            earliest = max(0, watermark - behind)
+            actions.append(("add", tuple((draw(st.sampled_from(keys)), draw(st.integers(earliest, watermark + 20)),
+                                          draw(st.integers(1, 99))) for _ in range(draw(st.integers(1, per_add))))))
+    return tuple(actions)
+
+
+@st.composite
+def _on_time_pipelines(draw) -> Pipeline:
+    """Lateness 0, no late element, a trigger that fires at the watermark: every window's data
+    comes out by its ON_TIME pane, so the DirectRunner's driver, without a final pane, loses nothing."""
+    actions = _actions(draw, steps=8, behind=-1, per_add=5)
     windows = draw(st.sampled_from([("fixed", 10), ("fixed", 5), ("sliding", 10, 5), ("sessions", 4), ("global",)]))
     return Pipeline(windows=windows, lateness=0, accumulating=draw(st.booleans()), trigger=draw(_at_watermark),
-                    actions=tuple(actions))
+                    actions=actions)
 
 
 @settings(max_examples=max(5, EXAMPLES // 20), deadline=None, database=None, print_blob=True,
@@ -149,18 +157,10 @@ _late_triggers = st.one_of(st.just(("AfterWatermark", None, ("AfterCount", 1))),
 def _late_pipelines(draw) -> Pipeline:
     """Late elements (up to 25 behind the watermark) with lateness and a late firing per element, which the
     DirectRunner's driver does give: every window kind, discarding and accumulating."""
-    keys = ("a", "b", "c")[:draw(st.integers(1, 3))]
     windows = draw(st.sampled_from([("fixed", 10), ("fixed", 5), ("sliding", 10, 5), ("sessions", 4), ("global",)]))
-    actions, watermark = [], 0
-    for _ in range(draw(st.integers(2, 10))):
-        if draw(st.booleans()):
-            watermark += draw(st.integers(1, 12))
-            actions.append(("watermark", watermark))
-        else:
-            actions.append(("add", tuple((draw(st.sampled_from(keys)), draw(st.integers(max(0, watermark - 25), watermark + 20)),
-                                          draw(st.integers(1, 99))) for _ in range(draw(st.integers(1, 3))))))
+    actions = _actions(draw, steps=10, behind=25, per_add=3)
     return Pipeline(windows=windows, lateness=draw(st.sampled_from([3, 7, 20])), accumulating=draw(st.booleans()),
-                    trigger=draw(_late_triggers), actions=tuple(actions))
+                    trigger=draw(_late_triggers), actions=actions)
 
 
 def _at_the_lateness_horizon(pipeline: Pipeline) -> bool:
