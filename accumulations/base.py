@@ -34,6 +34,14 @@ OutputKind = Literal["count", "mean", "sum", "extreme", "collection"]
 NO_COLUMN: Any = object()
 
 
+FOLDING = ("default_accumulated_value", "accumulate", "merge", "get_output")
+"""The methods that say how an accumulation folds values (api.md's interface)."""
+
+SHORTCUTS = ("vector_fields", "accumulate_all", "output_dtype", "liftable", "output_kind", "fresh_outputs")
+"""What a class declares about how it folds, for the runners to fold faster than by calling `FOLDING`: valid for
+that class's own folding only (`Accumulation.__init_subclass__`)."""
+
+
 def require_column(name: str, column: Any) -> str:
     """``column`` if it is a column's name; else the error naming accumulation ``name``."""
     if column is NO_COLUMN:
@@ -56,18 +64,34 @@ class Accumulation(ABC, Generic[In, Acc, Out]):
     """What the output is, declared for runners that must type it before any data (Spark's output
     schema): ``"count"`` an integer; ``"mean"`` a float average of numbers; ``"sum"`` a sum of the
     input's numbers (their type, widened); ``"extreme"`` one of the input values; ``"collection"``
-    a list of input values. None: undeclared (the Spark runner runs it once on a sample value)."""
+    a list of input values. None: undeclared (the Spark runner runs it once on a sample value). Like every one
+    of `SHORTCUTS`, dropped by a subclass that folds otherwise."""
 
     liftable: ClassVar[bool] = False
     """Whether partial outputs over any split of a window's elements combine, by `of_partials`, into
     the output over all of them: the Spark runner then folds rows before the shuffle. A subclass
-    that changes how values fold must set it back to False."""
+    that changes how values fold drops it (`__init_subclass__`)."""
 
     fresh_outputs: ClassVar[bool] = False
     """Whether `get_output` always returns a value that shares nothing mutable with the accumulator (a number,
     a new list, a frozenset). If not, the engine deep-copies each output it emits: an accumulator that
     `accumulate` or `merge` mutate in place would otherwise change panes already emitted, and the last emitted
     value that retractions carry and `fire_only_updated_panes()` compares with."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that folds otherwise than the class that declared a shortcut (overrides one of `FOLDING` below
+        it: ``class SumOfSquares(Sum)`` with its own ``accumulate``) drops that shortcut for the interface's plain
+        one: the runners then call its methods, where the built-in's vectorized path would have summed the values.
+        The built-ins, composed of classes that fold in parts, vouch for their own shortcuts."""
+        super().__init_subclass__(**kwargs)
+        if cls.__module__.startswith(f"{__package__}."):
+            return
+        mro = cls.__mro__
+        depth = {name: next(i for i, owner in enumerate(mro) if name in vars(owner)) for name in FOLDING + SHORTCUTS}
+        newest_folding = min(depth[name] for name in FOLDING)
+        for name in SHORTCUTS:
+            if depth[name] > newest_folding and mro[depth[name]] is not Accumulation:
+                setattr(cls, name, vars(Accumulation)[name])
 
     def of_partials(self, column: str) -> "Accumulation[Any, Any, Any]":
         """For a `liftable` accumulation: the accumulation that combines its partial outputs, read

@@ -392,3 +392,50 @@ def test_an_accumulation_without_a_column_receives_none_per_element(rows):
     panes = windowed(frame, time="ts", key="k").sessions(10).aggregate(n=_ElementsSeen(received))
     assert list(panes["n"]) == [3][:rows]
     assert received and set(received) == {None}
+
+
+class SumOfSquares(Sum):
+    def accumulate(self, accumulated, value):
+        return accumulated + value * value
+
+
+class LargestMagnitude(Max):
+    def accumulate(self, accumulated, value):
+        return super().accumulate(accumulated, abs(value))
+
+
+class MeanInPercent(Mean):
+    def get_output(self, accumulated):
+        return 100 * super().get_output(accumulated)
+
+
+class CountOfPositive(Count):
+    def accumulate(self, accumulated, value):
+        return accumulated + (value > 0)
+
+
+class Shouted(ToList):
+    def accumulate(self, accumulated, value):
+        return super().accumulate(accumulated, str(value) + "!")
+
+
+class FirstTwoOfTop(TopN):
+    def get_output(self, accumulated):
+        return super().get_output(accumulated)[:2]
+
+
+SUBCLASSES_OF_BUILT_INS = [SumOfSquares("x"), LargestMagnitude("x"), MeanInPercent("x"), CountOfPositive("x"),
+                           Shouted("x"), FirstTwoOfTop("x", n=3)]
+
+
+@pytest.mark.parametrize("accumulation", SUBCLASSES_OF_BUILT_INS, ids=lambda acc: type(acc).__name__)
+@pytest.mark.parametrize("values", [[1, -5, 3, 2], [1.5, -5.0, 3.0, 2.0]], ids=["int64", "float64"])
+def test_a_subclass_of_a_built_in_folds_with_its_own_methods(accumulation, values):
+    # The built-in's vectorized path (and ToList's accumulate_all) ran instead: SumOfSquares summed, giving 1.
+    frame = pd.DataFrame({"k": ["a"] * 4, "ts": [1, 2, 3, 4], "x": values})
+    own = accumulation.for_input(frame["x"].dtype)
+    folded = own.default_accumulated_value()
+    for value in values:
+        folded = own.accumulate(folded, value)
+    panes = windowed(frame, time="ts", key="k").fixed(10).aggregate(out=accumulation)
+    assert panes["out"].tolist() == [own.get_output(folded)]

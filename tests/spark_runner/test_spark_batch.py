@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from accumulations import Accumulation, BottomN, Count, Distinct, Fold, InnerJoin, Max, Mean, Min, Reduce, Sum, ToList, TopN, ToSet
+from tests.engine.test_builtins import SUBCLASSES_OF_BUILT_INS
 from triggers import AfterCount, AfterWatermark
 from windowing import spark_typed, windowed
 from windowing.errors import WindowingConfigError
@@ -848,3 +849,15 @@ def test_a_timestamp_key_and_value_named_with_a_backtick_and_a_dot_come_back_as_
     panes = windowed(frame, time="ts", key="k`.1").fixed(10).aggregate(**{"lo`.w": Min("v.x")})
     assert [tuple(r) for r in panes.select(*[F.col(f"`{c.replace('`', '``')}`") for c in ("k`.1", "lo`.w")]).collect()] == [
         (dt.datetime(2024, 1, 1, 5), dt.datetime(2023, 1, 1))]
+
+
+def test_subclasses_of_built_ins_fold_with_their_own_methods_as_on_pandas(spark):
+    # They ran the built-in's shortcuts: SumOfSquares summed (and was folded before the shuffle as a sum).
+    frame = events(ROWS).assign(x=[1, -5, 3, 2, -4, 6, 0, 7])
+    aggregations = {type(acc).__name__: acc for acc in SUBCLASSES_OF_BUILT_INS}
+    expected = windowed(frame, time="ts", key="user").sessions("4 seconds").aggregate(**aggregations)
+    result = windowed(spark.createDataFrame(frame), time="ts", key="user").sessions("4 seconds").aggregate(**aggregations)
+    assert expected["SumOfSquares"].tolist() == [
+        sum(x * x for x in frame.x[(frame.user == user) & frame.ts.between(start, end, inclusive="left")])
+        for user, start, end in expected[["user", "window_start", "window_end"]].itertuples(index=False)]
+    assert_same_panes(result.toPandas(), expected)
