@@ -811,6 +811,28 @@ def test_names_equal_but_for_case_run_where_spark_tells_them_apart(spark):
         spark.conf.unset("spark.sql.caseSensitive")
 
 
+@pytest.mark.parametrize("key, aggregations, first, second", [
+    ("Timing", {"total": Sum("v")}, "Timing", "timing"),
+    ("u", {"U": Sum("v")}, "u", "U"),
+    ("u", {"total": Sum("v"), "Total": Count()}, "total", "Total"),
+    ("Window_Start", {"value": Sum("v")}, "Window_Start", "window_start"),
+], ids=["a key and timing", "a key and an aggregation", "two aggregations", "a key and window_start"])
+@pytest.mark.parametrize("call", ["aggregate", "run"])
+def test_output_columns_equal_but_for_case_are_refused_where_spark_takes_them_for_one(spark, key, aggregations, first,
+                                                                                      second, call):
+    # Before: the panes were made, and a select or filter of either column failed with AMBIGUOUS_REFERENCE.
+    frame = spark.createDataFrame([("a", 1, 2)], f"{key} string, t long, v long")
+    with pytest.raises(WindowingConfigError, match=f"'{first}' (and|equals the column) '{second}' .*but for case"):
+        getattr(windowed(frame, time="t", key=key).fixed(10), call)(**aggregations)
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    try:
+        panes = windowed(frame, time="t", key=key).fixed(10).aggregate(**aggregations)
+        assert [tuple(r) for r in panes.select(first, second).collect()] == [tuple(
+            panes.first()[panes.columns.index(name)] for name in (first, second))]
+    finally:
+        spark.conf.unset("spark.sql.caseSensitive")
+
+
 @pytest.mark.skipif(PYSPARK_3, reason="collations are Spark 4's")
 @pytest.mark.parametrize("role", ["key", "value"])
 def test_a_collated_string_key_or_compared_value_is_refused_naming_the_column(spark, role):

@@ -52,10 +52,13 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
     quick = _switch(source.sparkSession, QUICK_ACK_CONF, "Python workers acknowledge what Spark's JVM sends them at once")
     compression = checked_compression(str(source.sparkSession.conf.get(STATE_COMPRESSION_CONF, COMPRESSIONS[0])),
                                       STATE_COMPRESSION_CONF)
+    case_sensitive = _case_sensitive(source.sparkSession)
     if late_data:
-        _check_late_data_input(strategy, source.schema, _case_sensitive(source.sparkSession))
+        _check_late_data_input(strategy, source.schema, case_sensitive)
     sp = plan_spark(strategy, source.schema, bucketing_of(source, bool(keys)), combine, late_data, compression,
                     str(source.sparkSession.conf.get("spark.sql.session.timeZone")))
+    if not case_sensitive:
+        _check_names_apart_but_for_case(sp.out_schema.names)
     adapter, time = sp.adapter, str(strategy.time)  # a column's name: plan_spark refuses a function
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
@@ -245,6 +248,20 @@ def _check_watermark(strategy: Strategy, plan: Plan, watermarked: str | None, ti
 
 def _case_sensitive(spark: Any) -> bool:
     return str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
+
+
+def _check_names_apart_but_for_case(names: list[str]) -> None:
+    """Refuse two output columns equal but for case (a key ``Timing`` beside ``timing``, ``aggregate(Total=...,
+    total=...)``): Spark takes them for one column by default, so the panes were made but a select or a filter of
+    either failed with ``AMBIGUOUS_REFERENCE``. Exactly equal ones are refused when the pipeline is built."""
+    seen: dict[str, str] = {}
+    for name in names:
+        first = seen.setdefault(name.lower(), name)
+        if first != name:
+            raise WindowingConfigError(
+                f"the output columns {first!r} and {name!r} are equal but for case, and Spark takes them for one column "
+                "(spark.sql.caseSensitive is false): a select or filter of either would fail; rename the key column "
+                "(windowed(key=...)) or the aggregation (aggregate(name=...))")
 
 
 def _check_late_data_input(strategy: Strategy, schema: Any, case_sensitive: bool) -> None:
