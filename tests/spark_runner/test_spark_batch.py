@@ -131,6 +131,34 @@ def test_values_a_sampled_output_type_cannot_hold_fail_naming_the_column(spark, 
         result.aggregate(out=aggregation).collect()
 
 
+@pytest.mark.parametrize("aggregation, spark_type, message", [
+    (Sum("amount"), "boolean", "is boolean, as stated with windowing.spark_typed, but a pane holds 8, a int"),
+    (Sum("amount"), "binary", "is binary, as stated with windowing.spark_typed, but a pane holds 8, a int"),
+    (ToList("amount"), "array<boolean>", "is array<boolean>, as stated with windowing.spark_typed, but a pane holds 1"),
+    (Sum("amount"), "timestamp", "is timestamp, as stated with windowing.spark_typed, but a pane holds 8, a int"),
+    (Sum("amount"), "array<bigint>", "is an array, as stated with windowing.spark_typed, but a pane holds 8, a int"),
+], ids=["a sum stated boolean", "a sum stated binary", "a list stated of booleans", "a sum stated a timestamp",
+        "a sum stated an array"])
+def test_a_stated_type_whose_values_a_pane_does_not_hold_fails_naming_the_column_and_the_value(spark, aggregation,
+                                                                                                spark_type, message):
+    # Before: 8 came out as True, b"\x08", [True, True], 8 microseconds after 1970 (Spark casts a number to a timestamp
+    # as seconds), and Python's "'int' object is not iterable" naming no column.
+    frame = pd.DataFrame({"t": [1, 2], "amount": [1, 7]})
+    source = spark.createDataFrame(frame).coalesce(1)
+    with pytest.raises(Exception, match=f"output column 'out' {re.escape(message)}"):
+        windowed(source, time="t").fixed(10).aggregate(out=spark_typed(aggregation, spark_type)).collect()
+
+
+def test_a_mean_stated_a_decimal_is_rounded_half_up_as_sparks_cast_rounds(spark):
+    # Before: 6.5 came out as 6 on pyspark 4 (truncated) and failed on pyspark 3.5.
+    frame = pd.DataFrame({"t": [1, 2, 11, 12], "amount": [5, 8, -5, -8]})
+    source = spark.createDataFrame(frame).coalesce(1)
+    means = windowed(source, time="t").fixed(10).aggregate(out=spark_typed(Mean("amount"), "decimal(5,0)"))
+    cast = spark.sql("select cast(6.5 as decimal(5,0)) as up, cast(-6.5 as decimal(5,0)) as down").first()
+    assert [row.out for row in means.orderBy("window_start").collect()] == [cast.up, cast.down] == [
+        decimal.Decimal(7), decimal.Decimal(-7)]
+
+
 def test_a_fold_stated_a_double_takes_decimals_and_ints_beyond_2_to_the_53_as_a_cast_would(spark):
     """A Fold over decimals is refused unless its type is stated, and the refusal says `spark_typed(acc, 'double')`:
     stated so, the query failed on the first pane, a Decimal, saying the type was sampled and to state it; so did an
@@ -149,7 +177,7 @@ def test_a_fold_stated_a_double_takes_decimals_and_ints_beyond_2_to_the_53_as_a_
         (0, 3.35, float(2**53 + 1), float(np.float32(2**53 + 1))), (3, 0.0, float(2**24 + 1), float(np.float32(2**24 + 1)))]
     stated_string = spark_typed(Fold("n", "", lambda a, v: len(str(a)), lambda a, b: a), "string")
     with pytest.raises(Exception, match=r"output column 'out' is string, as stated with windowing.spark_typed, but a "
-                                        r"pane holds 1; state a type that holds every pane's value"):
+                                        r"pane holds 1, a int; state a type that holds every pane's value"):
         windowed(source, time="t").fixed(3).aggregate(out=stated_string).collect()
 
 

@@ -5,6 +5,7 @@ without naming them or take changed without a word.
 
 from __future__ import annotations
 
+import datetime
 import decimal
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ class OutputColumn:
     array: bool = False
     interval: bool = False  # a Spark day-time interval: the engine's timedeltas, to the microsecond
     whole_elements: bool = False  # an array of integers whose values come from code of the user's: checked
-    sampled: str | None = None  # one of SAMPLED_CHECKED, sampled from the user's code: checked
+    sampled: str | None = None  # one of SAMPLED_CHECKED (an array's elements'), from the user's code or stated: checked
     stated: bool = False  # its type stated with spark_typed
     decimal: tuple[int, int] | None = None  # a Spark decimal's precision and scale: its whole digits checked
     floating: bool = False  # a built-in's double (a Mean of decimals, as Decimals) or a stated one: made floats, as a cast
@@ -42,8 +43,13 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
     if col.interval:
         return _interval_micros(values)
     if col.array:
+        if col.stated:  # a Sum stated an array: pyspark failed on the number with Python's "not iterable"
+            _refuse_kind(values, col, "an array", (list, tuple, set, frozenset, np.ndarray))
         out = np.empty(len(values), dtype=object)
         out[:] = [None if v is None else _as_list(v) for v in values]
+        if col.sampled in _STRICT_KINDS:  # Arrow takes a number for a truth value in an array too
+            _refuse_kind(pd.Series([v for cell in out if cell is not None for v in cell], dtype=object), col,
+                         f"array<{col.sampled}>", _STRICT_KINDS[col.sampled])
         if col.whole_elements:  # Arrow would truncate a float into the array's integers without a word
             stray = next((v for cell in out if cell is not None for v in cell if not _is_whole(v, col.bits)), _ALL_WHOLE)
             if stray is not _ALL_WHOLE:
@@ -63,6 +69,7 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
                 raise _not_whole(col, int(whole[beyond][0]), "'bigint'")
         return values.to_numpy() if values.dtype.kind in "iu" else whole.to_numpy(dtype=object, na_value=None)  # type: ignore[arg-type]
     if col.decimal is not None:
+        values = _at_scale(values, col.decimal[1])
         _check_decimal_digits(values, col, *col.decimal)
     if col.floating and values.dtype == object:  # a Decimal or an int beyond 2**53 as the nearest double, as a cast
         _refuse_parsed(values, col)
@@ -76,6 +83,46 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
             _refuse_parsed(values, col)
         _check_sampled(values, col, col.sampled)
     return values.to_numpy()
+
+
+def refuse_non_instants(values: pd.Series, col: OutputColumn) -> None:
+    """A column stated a timestamp (``spark_typed(Sum('n'), 'timestamp')``) whose pane holds no time fails naming it:
+    its numbers were taken for microseconds since 1970, where Spark casts a number to a timestamp as seconds."""
+    if col.stated and values.dtype.kind != "M" and not isinstance(values.dtype, pd.DatetimeTZDtype):
+        _refuse_kind(values, col, "timestamp", (datetime.datetime, np.datetime64))
+
+
+def _refuse_kind(values: pd.Series, col: OutputColumn, spark_type: str, kinds: tuple[type, ...]) -> None:
+    """Fail naming the column and the first value that is none of ``kinds`` and not missing."""
+    stray = next((v for v in values if not isinstance(v, kinds) and not _is_missing(v)), _NONE_ASTRAY)
+    if stray is not _NONE_ASTRAY:
+        raise _astray(col, spark_type, stray)
+
+
+def _astray(col: OutputColumn, spark_type: str, stray: Any) -> TypeError:
+    """The error of a pane value that column ``col`` of ``spark_type``, stated or sampled, cannot hold."""
+    if col.stated:
+        return TypeError(f"output column {col.name!r} is {spark_type}, as stated with windowing.spark_typed, but a pane "
+                         f"holds {stray!r}, a {type(stray).__name__}; state a type that holds every pane's value")
+    return TypeError(
+        f"output column {col.name!r} is {spark_type}, as the accumulation's output for one sample value was, but a "
+        f"pane holds {stray!r}; for an accumulation of your own, Fold or Reduce whose output type depends on the "
+        "values, state it with windowing.spark_typed(acc, 'double') (any Spark DDL type)")
+
+
+def _at_scale(values: pd.Series, scale: int) -> pd.Series:
+    """Numbers as Decimals rounded to ``scale`` fractional digits half up, as Spark casts to a decimal (a ``Mean``
+    stated ``decimal(5,0)``: 6.5 is 7; pyspark's conversion truncated it to 6, or failed, on pyspark 3.5)."""
+    step = decimal.Decimal(1).scaleb(-scale)
+
+    def rounded(value: Any) -> Any:
+        if _is_missing(value) or isinstance(value, (str, bytes, bool, np.bool_)):
+            return value
+        exact = value if isinstance(value, decimal.Decimal) else decimal.Decimal(repr(value) if isinstance(
+            value, (float, np.floating)) else int(value))
+        return exact.quantize(step, rounding=decimal.ROUND_HALF_UP, context=_WIDE) if exact.is_finite() else exact
+
+    return pd.Series([rounded(v) for v in values], dtype=object)
 
 
 def _refuse_parsed(values: pd.Series, col: OutputColumn) -> None:
@@ -118,16 +165,12 @@ def _check_sampled(values: pd.Series, col: OutputColumn, spark_type: str) -> Non
 
     arrow_type = {"boolean": pa.bool_(), "string": pa.string(), "binary": pa.binary(), "double": pa.float64(),
                   "float": pa.float32()}[spark_type]
+    if spark_type in _STRICT_KINDS:  # Arrow takes a number for a truth value (13 is True) or for bytes (13 is b"\r")
+        _refuse_kind(values, col, spark_type, _STRICT_KINDS[spark_type])
     try:
         pa.Array.from_pandas(values, type=arrow_type, safe=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as err:
-        stray = next((v for v in values if not _converts(v, arrow_type)), None)
-        raise TypeError(
-            f"output column {col.name!r} is {spark_type}, as stated with windowing.spark_typed, but a pane holds {stray!r}; "
-            "state a type that holds every pane's value" if col.stated else
-            f"output column {col.name!r} is {spark_type}, as the accumulation's output for one sample value was, but a "
-            f"pane holds {stray!r}; for an accumulation of your own, Fold or Reduce whose output type depends on the "
-            "values, state it with windowing.spark_typed(acc, 'double') (any Spark DDL type)") from err
+        raise _astray(col, spark_type, next((v for v in values if not _converts(v, arrow_type)), None)) from err
 
 
 def _converts(value: Any, arrow_type: Any) -> bool:
@@ -140,6 +183,9 @@ def _converts(value: Any, arrow_type: Any) -> bool:
     return True
 
 
+_STRICT_KINDS: dict[str, tuple[type, ...]] = {"boolean": (bool, np.bool_), "string": (str,), "binary": (bytes, bytearray)}
+_NONE_ASTRAY = object()
+_WIDE = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 _ALL_WHOLE = object()
 _INTEGER_TYPES = {8: "tinyint", 16: "smallint", 32: "int", 64: "bigint"}
 
@@ -169,11 +215,15 @@ def _interval_micros(values: pd.Series) -> np.ndarray:
     return micros
 
 
+def _is_missing(value: Any) -> bool:
+    return value is None or bool(pd.api.types.is_scalar(value) and pd.isna(value))
+
+
 def _is_whole(value: Any, bits: int) -> bool:
     """An integer of ``bits`` bits (not a bool), or missing: what an integer column of that width takes."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         return bool(-2 ** (bits - 1) <= value < 2 ** (bits - 1))
-    return bool(pd.api.types.is_scalar(value) and pd.isna(value))
+    return _is_missing(value)
 
 
 def _as_list(value: Any) -> list[Any]:

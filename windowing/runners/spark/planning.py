@@ -152,7 +152,9 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
         columns.append(OutputColumn(name, "time", src))
     for i, ((name, acc), vtype) in enumerate(zip(aggregations, value_types)):
         array, checked = isinstance(vtype, T.ArrayType), acc.output_kind is None  # a Fold, Reduce or own: its code's types
+        scalar = (vtype.elementType if array else vtype).simpleString()
         stated = isinstance(acc, SparkTyped)  # its type given with spark_typed: a double takes any number as a cast would
+        checked_type = scalar if (checked or stated) and scalar in SAMPLED_CHECKED else None
         floating = (not checked or stated) and isinstance(vtype, (T.DoubleType, T.FloatType))
         instant = isinstance(vtype, T.TimestampType) and not checked
         zoned = isinstance(vtype.elementType if array else vtype, T.TimestampType) and not instant
@@ -162,7 +164,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                                     zoned=zoned,
                                     interval=isinstance(vtype, T.DayTimeIntervalType),
                                     whole_elements=array and checked and integral(vtype.elementType),
-                                    sampled=vtype.simpleString() if checked and vtype.simpleString() in SAMPLED_CHECKED else None,
+                                    sampled=checked_type,
                                     stated=stated,
                                     decimal=(vtype.precision, vtype.scale) if isinstance(vtype, T.DecimalType) else None,
                                     floating=floating))
