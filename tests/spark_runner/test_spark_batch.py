@@ -911,3 +911,17 @@ def test_subclasses_of_built_ins_fold_with_their_own_methods_as_on_pandas(spark)
         sum(x * x for x in frame.x[(frame.user == user) & frame.ts.between(start, end, inclusive="left")])
         for user, start, end in expected[["user", "window_start", "window_end"]].itertuples(index=False)]
     assert_same_panes(result.toPandas(), expected)
+
+
+@pytest.mark.parametrize("combine", [True, False])
+def test_a_set_of_timestamps_is_sorted_as_every_other_set(spark, combine):
+    # A set of timestamps went through the zone conversion unsorted, in Python's set order: [5, 3, 1, 9] seconds.
+    base = dt.datetime(2024, 1, 1)
+    rows = [("a", base, base + dt.timedelta(seconds=s), s) for s in (5, 1, 9, 3, 7, 2)]
+    frame = spark.createDataFrame(rows, "k string, ts timestamp, t timestamp, n long")
+    spark.conf.set("windowing.spark.combine", str(combine).lower())
+    try:
+        panes = windowed(frame, time="ts", key="k").fixed("1 minute").aggregate(t=ToSet("t"), n=ToSet("n")).collect()
+    finally:
+        spark.conf.unset("windowing.spark.combine")
+    assert [[moment.second for moment in row.t] for row in panes] == [row.n for row in panes] == [[1, 2, 3, 5, 7, 9]]

@@ -46,7 +46,7 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
         if col.stated:  # a Sum stated an array: pyspark failed on the number with Python's "not iterable"
             _refuse_kind(values, col, "an array", (list, tuple, set, frozenset, np.ndarray))
         out = np.empty(len(values), dtype=object)
-        out[:] = [None if v is None else _as_list(v) for v in values]
+        out[:] = [None if v is None else as_list(v) for v in values]
         if col.sampled in _STRICT_KINDS:  # Arrow takes a number for a truth value in an array too
             _refuse_kind(pd.Series([v for cell in out if cell is not None for v in cell], dtype=object), col,
                          f"array<{col.sampled}>", _STRICT_KINDS[col.sampled])
@@ -226,7 +226,8 @@ def _is_whole(value: Any, bits: int) -> bool:
     return _is_missing(value)
 
 
-def _as_list(value: Any) -> list[Any]:
+def as_list(value: Any) -> list[Any]:
+    """A collection as the list of an array column: a set sorted (docs/spark.md: `ToSet` is sorted), where it sorts."""
     if isinstance(value, (set, frozenset)):
         try:
             return sorted(value)
