@@ -158,6 +158,9 @@ def outputs_of(aggregations: tuple[Aggregation, ...], table: dict[str, np.ndarra
 
 
 def same_value(a: Any, b: Any) -> bool:
+    """Whether two outputs are equal as the seed operator's Java ``equals`` takes them: a missing value equals one of
+    its kind (NaN, NaT, NA, a Decimal NaN), also inside lists, tuples and dicts (a freshly made NaN in a tuple made
+    `fire_only_updated_panes()` fire an unchanged pane again, on every period)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):  # == broadcasts: [7] would equal [7, 7]
         try:
             return bool(np.array_equal(a, b, equal_nan=True))
@@ -169,9 +172,24 @@ def same_value(a: Any, b: Any) -> bool:
             return bool(equal.all())
         if equal:
             return True
+    except (TypeError, ValueError):  # pd.NA's truth is ambiguous, also inside a list
+        pass
+    if isinstance(a, (list, tuple)) and type(a) is type(b):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    return _both_missing(a, b)
+
+
+def _both_missing(a: Any, b: Any) -> bool:
+    """Both missing values of one kind: NaNs (Python's or NumPy's floats), NaTs, NAs or Decimal NaNs."""
+    if a is None or b is None or not (pd.api.types.is_scalar(a) and pd.api.types.is_scalar(b)):
+        return False
+    same_kind = type(a) is type(b) or (isinstance(a, (float, np.floating)) and isinstance(b, (float, np.floating)))
+    try:
+        return same_kind and bool(pd.isna(a)) and bool(pd.isna(b))
     except (TypeError, ValueError):
         return False
-    return bool((isinstance(a, float) and isinstance(b, float) and a != a and b != b) or (a is pd.NaT and b is pd.NaT))
 
 
 def unchanged(new: np.ndarray, old: np.ndarray) -> np.ndarray:

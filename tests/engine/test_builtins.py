@@ -439,3 +439,46 @@ def test_a_subclass_of_a_built_in_folds_with_its_own_methods(accumulation, value
         folded = own.accumulate(folded, value)
     panes = windowed(frame, time="ts", key="k").fixed(10).aggregate(out=accumulation)
     assert panes["out"].tolist() == [own.get_output(folded)]
+
+
+class _ConstantOutput(Accumulation):
+    """Counts, and outputs ``made()`` each time: an unchanged value, freshly made."""
+
+    column = "v"
+
+    def __init__(self, made):
+        self.made = made
+
+    def default_accumulated_value(self):
+        return 0
+
+    def accumulate(self, accumulated, value):
+        return accumulated + 1
+
+    def merge(self, accumulated1, accumulated2):
+        return accumulated1 + accumulated2
+
+    def get_output(self, accumulated):
+        return self.made()
+
+
+@pytest.mark.parametrize("made", [
+    lambda: float("nan"), lambda: pd.NA, lambda: Decimal("NaN"), lambda: (1, float("nan")), lambda: [pd.NA, 2],
+    lambda: {"x": float("nan")}, lambda: np.float32("nan"), lambda: pd.NaT,
+], ids=["nan", "NA", "Decimal NaN", "a tuple holding a NaN", "a list holding NA", "a dict holding a NaN",
+        "a float32 NaN", "NaT"])
+def test_fire_only_updated_panes_takes_a_missing_value_for_equal_to_one_of_its_kind(made):
+    # Only a top-level float NaN and NaT compared equal: the others fired again on every period and at the watermark.
+    stream = (TestStream().add_elements([{"k": "a", "ts": 1, "v": 1}])
+              .advance_processing_time(5.0).advance_processing_time(5.0).advance_processing_time(5.0))
+    panes = (windowed(stream, time="ts", key="k").fixed(10).trigger(AtWatermark().with_early_firings_every(5.0))
+             .accumulating().fire_only_updated_panes().run(out=_ConstantOutput(made)).panes)
+    assert panes["step"].tolist() == [1]
+
+
+def test_fire_only_updated_panes_tells_missing_values_of_other_kinds_and_containers_of_other_types_apart():
+    from windowing.reductions import same_value
+
+    assert not same_value(None, float("nan")) and not same_value(pd.NA, float("nan")) and not same_value(pd.NaT, pd.NA)
+    assert not same_value((1, float("nan")), [1, float("nan")]) and not same_value([float("nan")], [float("nan"), 1])
+    assert same_value({"a": [float("nan")]}, {"a": [float("nan")]}) and not same_value({"a": 1}, {"b": 1})
