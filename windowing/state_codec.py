@@ -103,6 +103,43 @@ def plain(value: Any) -> Any:
     return value
 
 
+def dumped(value: Any) -> bytes:
+    """``value`` pickled (protocol 4); one of a class pickle cannot find by its name (defined in a notebook's or a
+    script's ``__main__`` and rebuilt on a Spark worker, or inside a function) pickled by value with cloudpickle,
+    which `pickle.loads` reads back (its class made once per process, as cloudpickle tracks it). Both failed before:
+    a streaming query or a ``window_state`` run with such an accumulator died with pickle's error at its first
+    state write."""
+    try:
+        return pickle.dumps(value, protocol=4)
+    except (pickle.PicklingError, AttributeError, TypeError) as error:
+        from pyspark import cloudpickle
+
+        try:
+            return cloudpickle.dumps(value, protocol=4)  # type: ignore[no-untyped-call]
+        except Exception as by_value:  # noqa: BLE001 - whatever cloudpickle raises: named with the value it failed on
+            culprit = _first_unpicklable(value, cloudpickle.dumps)
+            raise TypeError(
+                f"a window's state holds {type(culprit).__name__} {_shortened(culprit)}, which neither pickle nor "
+                f"cloudpickle can store ({by_value}); the state is kept between steps as pickles: an accumulator "
+                "(or key) must be picklable, without open files, locks or generators") from error
+
+
+def _first_unpicklable(value: Any, dumps: Any) -> Any:
+    """The innermost part of ``value`` (through tuples, lists, sets and dicts' values) that ``dumps`` fails on."""
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list, set, frozenset)) else ()
+    for item in items:
+        try:
+            dumps(item, protocol=4)
+        except Exception:  # noqa: BLE001 - as in `dumped`
+            return _first_unpicklable(item, dumps)
+    return value
+
+
+def _shortened(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def pickled(value: Any) -> bytes:
     """``value`` pickled (protocol 4), its numpy scalars and arrays as Python values when it holds any: equal
     values give equal bytes, as a key a store names must (a state cell is pickled as it is: `encode`). Walking
@@ -110,8 +147,8 @@ def pickled(value: Any) -> bytes:
     items are made one object first (`_one_object_per_value`)."""
     if isinstance(value, tuple) and _may_hold_equal_items(value):
         value = _one_object_per_value(value, {})
-    blob = pickle.dumps(value, protocol=4)
-    return pickle.dumps(_one_object_per_value(plain(value), {}), protocol=4) if b"numpy" in blob else blob
+    blob = dumped(value)
+    return dumped(_one_object_per_value(plain(value), {})) if b"numpy" in blob else blob
 
 
 def _may_hold_equal_items(value: tuple[Any, ...]) -> bool:
@@ -170,7 +207,7 @@ def encode(table: pd.DataFrame, buckets: int, pipeline: Mapping[str, str] | None
                 arrays[name] = as_values
             else:
                 objects.append(name)
-                arrays[name] = pa.array([pickle.dumps(v, protocol=4) for v in column], type=pa.binary())
+                arrays[name] = pa.array([dumped(v) for v in column], type=pa.binary())
         else:  # a str column holds NaN (or NA) for a missing value, a null key: stored as Arrow null
             arrays[name] = pa.array(column.to_numpy(), from_pandas=isinstance(column.dtype, pd.StringDtype))
     batch = pa.record_batch(list(arrays.values()), names=list(arrays.keys()))

@@ -55,7 +55,7 @@ from triggers import NO_TIME, TriggerContext
 from .engine import step
 from .errors import WindowingConfigError
 from .spec import EngineSpec
-from .state_codec import pickled
+from .state_codec import dumped, pickled
 from .timeaxis import MAX_TIME, add_saturating
 from .window_table import current_layout, table_columns
 
@@ -203,7 +203,7 @@ class _Record:
         return entries
 
     def encoded(self) -> bytes:
-        return pickle.dumps((self.due, self.next_processing, self.pending, self.rows, self.layout), protocol=4)
+        return dumped((self.due, self.next_processing, self.pending, self.rows, self.layout))
 
     @staticmethod
     def decoded(blob: bytes) -> _Record:

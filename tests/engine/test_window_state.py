@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import threading
 from decimal import Decimal
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import accumulations
-from accumulations import Count, Distinct, Sum, ToList, TopN, ToSet
+from accumulations import Accumulation, Count, Distinct, Sum, ToList, TopN, ToSet
 from storage import KVStore
 from triggers import AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Repeatedly, TriggerContext
 from windowing import TestStream, columns, window_state, windowed
@@ -589,3 +590,50 @@ def test_nullable_integer_keys_beside_a_null_stay_exact_through_the_store(dtype,
     assert sorted(in_memory["k"].dropna().unique().tolist()) == [big, big + 1]
     spilled = panes(KVStore(str(tmp_path)))
     assert per_step(spilled) == per_step(in_memory) and spilled["k"].dtype == in_memory["k"].dtype == dtype
+
+
+def _counted_in(box_class):
+    class BoxCount(Accumulation):
+        column = "v"
+
+        def default_accumulated_value(self):
+            return box_class(0)
+
+        def accumulate(self, accumulated, value):
+            return box_class(accumulated.n + 1)
+
+        def merge(self, accumulated1, accumulated2):
+            return box_class(accumulated1.n + accumulated2.n)
+
+        def get_output(self, accumulated):
+            return accumulated.n
+
+    return BoxCount()
+
+
+def test_an_accumulator_of_a_class_defined_in_a_function_is_kept_in_the_store(tmp_path):
+    # It failed with pickle's bare "Can't pickle local object", naming neither the accumulation nor window_state.
+    class Box:
+        def __init__(self, n):
+            self.n = n
+
+    stream = TestStream().add_elements([{"k": "a", "ts": 1, "v": 1}]).add_elements([{"k": "a", "ts": 2, "v": 1}])
+
+    def counts(store):
+        built = windowed(stream, time="ts", key="k")
+        built = built.window_state(KVStore(str(store))) if store else built
+        return built.fixed(10).trigger(Repeatedly(AfterCount(1))).accumulating().run(n=_counted_in(Box)).panes["n"].tolist()
+
+    assert counts(tmp_path / "kv") == counts(None) == [1, 2, 2]
+
+
+def test_an_accumulator_nothing_can_pickle_is_refused_naming_what_it_holds(tmp_path):
+    class Locked:
+        def __init__(self, n):
+            self.n, self.lock = n, threading.Lock()
+
+    stream = TestStream().add_elements([{"k": "a", "ts": 1, "v": 1}])
+    built = windowed(stream, time="ts", key="k").window_state(KVStore(str(tmp_path / "kv"))).fixed(10)
+    with pytest.raises(TypeError, match=r"a window's state holds Locked .* which neither pickle nor cloudpickle can "
+                                        r"store \(.*lock.*\); .* must be picklable"):
+        built.run(n=_counted_in(Locked))

@@ -494,6 +494,30 @@ def test_numpy_accumulators_in_spark_state_merge_as_arrays_as_on_pandas(spark, w
     assert_same_panes(actual, expected)
 
 
+def test_an_accumulator_of_a_class_defined_in_a_function_streams_as_on_pandas(spark, where):
+    """A class pickle cannot find by its name (a notebook's or script's ``__main__`` class, rebuilt on the workers, or
+    one defined in a function): the query died at its first state write with pickle's "Can't pickle local object"
+    (a ``__main__`` one: "attribute lookup ... on __main__ failed")."""
+    source, sink, checkpoint = where()
+    parts = [events([("a", 1, 5), ("a", 12, 7), ("b", 3, 1)]), events([("a", 8, 3), ("b", 40, 2)])]
+
+    class Tally:
+        def __init__(self, total, n):
+            self.total, self.n = total, n
+
+    def build(frame):
+        mean = Fold("amount", Tally(0, 0), lambda a, v: Tally(a.total + v, a.n + 1),
+                    lambda a, b: Tally(a.total + b.total, a.n + b.n), output=lambda a: a.total / a.n)
+        return windowed(frame, time="ts", key="user").sessions("10 seconds").watermark("5 seconds") \
+            .trigger(Repeatedly(AfterCount(1))).accumulating().aggregate(mean=mean)
+
+    query = start(spark, source, sink, checkpoint, build)
+    inputs = run_all(query, source, parts)
+    actual, expected = read_sink(spark, sink), mirror(parts, inputs, build)
+    assert 5.0 in expected["mean"].tolist()  # a: (5 + 7 + 3) / 3 once 8 merged [1, 11) and [12, 22)
+    assert_same_panes(actual, expected)
+
+
 def test_late_data_on_spark_equals_the_pandas_runners_late_data(spark, where):
     source, sink, checkpoint = where()
     # ("d", -100, 1) is far behind: beyond window size plus lateness, Spark's own watermark would drop it.
