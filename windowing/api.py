@@ -100,8 +100,8 @@ class Windowed:
         """
         if not isinstance(right, type(self.source)):
             raise WindowingConfigError(
-                f"with_second_stream(right={type(right).__name__}): the second stream must be of the first's kind "
-                f"({type(self.source).__name__})")
+                f"with_second_stream(right={_kind_of(right)}): the second stream must be of the first's kind "
+                f"({_kind_of(self.source)})")
         return self._with(f".with_second_stream(<{type(right).__name__}>)", second=right)
 
     # ---- triggering --------------------------------------------------------------------------
@@ -226,3 +226,9 @@ def windowed(source: Any, time: str | Callable[[Any], Any] = "ts", key: str | Se
         if keys is not None and keys.count(name) > 1:
             raise WindowingConfigError(f"windowed(key={key!r}) names column {name!r} twice; name each key column once")
     return Windowed(source=source, time=time, key=keys, time_unit=time_unit)
+
+
+def _kind_of(source: Any) -> str:
+    """A source's class with its module's top package: a pandas DataFrame and a Spark one are both "DataFrame"."""
+    kind = type(source)
+    return f"{kind.__module__.split('.')[0]}.{kind.__name__}"

@@ -172,6 +172,9 @@ class Strategy:
         for name, acc in self.aggregations:
             if not isinstance(acc, Accumulation):
                 raise WindowingConfigError(f"aggregate({name}={acc!r}) is not an Accumulation; give e.g. Sum('amount')")
+            if not name:  # Spark's writers, and Parquet, refuse a column without a name: the panes could not be written
+                raise WindowingConfigError(f"aggregate(**{{'': {acc!r}}}): an output column needs a name, e.g. "
+                                           "aggregate(total=Sum('x'))")
             if name in RESERVED:
                 raise WindowingConfigError(f"aggregate({name}=...) clashes with {reserved_column(name)}; choose another name")
             if name in (self.keys or ()):

@@ -100,9 +100,9 @@ class DateTimeBuckets:
 
     def __post_init__(self) -> None:
         check_timezone(self)
-        if not self.pattern or "/" in self.pattern or ".." in self.pattern:
+        if not isinstance(self.pattern, str) or not self.pattern or "/" in self.pattern or ".." in self.pattern:
             raise ValueError(
-                f"DateTimeBuckets pattern={self.pattern!r} must be a non-empty strftime pattern "
+                f"DateTimeBuckets pattern={self.pattern!r} must be a non-empty strftime pattern (a str) "
                 "without '/' or '..'; a bucket is one directory level"
             )
 

@@ -121,6 +121,9 @@ def test_a_numpy_timedelta_is_a_duration():
     (lambda: windowed(DF, time="ts").aggregate(), r"aggregate\(\) needs an accumulation"),
     (lambda: windowed(DF, time="ts").aggregate(Sum("x"), Count()), r"got 2 unnamed accumulations"),
     (lambda: windowed(DF, time="ts").aggregate(timing=Count()), r"clashes with the output column 'timing'"),
+    # Taken: the panes had a column without a name, which Spark's writers and Parquet refuse.
+    (lambda: windowed(DF, time="ts").aggregate(**{"": Count()}), r"aggregate\(\*\*\{'': Count\(\)\}\): an output column "
+                                                                  r"needs a name"),
     # A DataFrame's panes have no step: the refusal said they did.
     (lambda: windowed(DF, time="ts").aggregate(step=Count()), r"clashes with the output column 'step' of a TestStream's panes "
                                                               r"\(reserved for every source, so a pipeline runs on each\)"),
@@ -273,3 +276,11 @@ def test_a_keyed_test_stream_without_elements_fires_no_pane(watermark, time_dtyp
     panes = windowed(TestStream().advance_watermark_to(watermark), time="ts", key="k").aggregate(Sum("x"))
     assert len(panes) == 0 and list(panes.columns)[:2] == ["k", "window_start"]
     assert str(panes["window_start"].dtype) == time_dtype
+
+
+def test_a_later_step_without_a_column_the_pipeline_reads_is_refused_naming_its_action():
+    # The refusal said the column was "not a column of the input", which the first step's elements had.
+    stream = (TestStream().add_elements(DF).advance_watermark_to(5).add_elements([{"k": "a", "ts": 3}]))
+    with pytest.raises(WindowingConfigError, match=r"add_elements\(...\) at action 2: Sum\(column\)='x' is not a "
+                                                   r"column of the input; it has \['k', 'ts'\]"):
+        windowed(stream, time="ts", key="k").fixed(10).aggregate(Sum("x"))

@@ -32,7 +32,8 @@ def test_two_stream_configuration_errors_name_the_aggregation():
         windowed(LEFT, time="ts", key="k").with_second_stream(RIGHT).aggregate(Sum("ts"))
     with pytest.raises(ValueError, match=r"aggregate\(value=...\) merges two streams; add the second"):
         windowed(LEFT, time="ts", key="k").aggregate(InnerJoin("v"))
-    with pytest.raises(ValueError, match=r"with_second_stream\(right=list\)"):
+    with pytest.raises(ValueError, match=r"with_second_stream\(right=builtins.list\): the second stream must be of the "
+                                         r"first's kind \(pandas.DataFrame\)"):
         windowed(LEFT, time="ts", key="k").with_second_stream([1])
     streams = TestStream().add_elements(LEFT), TestStream().add_elements(RIGHT)
     with pytest.raises(ValueError, match=r"with_second_stream\(\) works with bounded pandas DataFrames for now, not a TestStream source"):

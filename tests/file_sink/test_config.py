@@ -45,6 +45,9 @@ KEY = b"k" * 32
         (lambda p: RollingPolicy(inactivity_ms=-1), r"inactivity_ms=-1"),
         (lambda p: DateTimeBuckets(timezone="Mars/Olympus"), r"timezone='Mars/Olympus' is not a known"),
         (lambda p: DateTimeBuckets(pattern="%Y/%m"), r"pattern='%Y/%m' must be"),
+        # Python's "argument of type 'int' is not iterable"; a list failed in pandas' strftime at the first write.
+        (lambda p: DateTimeBuckets(pattern=5), r"DateTimeBuckets pattern=5 must be a non-empty strftime pattern"),
+        (lambda p: DateTimeBuckets(pattern=["%Y"]), r"DateTimeBuckets pattern=\['%Y'\] must be a non-empty strftime"),
         # Accepted until a batch was written (AttributeError, TypeError), or taken as true ("no"); "" wrote to and
         # recovered the working directory, deleting its hidden .inprogress files.
         (lambda p: FileSink(""), r"FileSink path='' must be a directory's path or URL, a non-empty str"),

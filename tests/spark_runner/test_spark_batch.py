@@ -913,6 +913,14 @@ def test_subclasses_of_built_ins_fold_with_their_own_methods_as_on_pandas(spark)
     assert_same_panes(result.toPandas(), expected)
 
 
+def test_a_pandas_second_stream_under_a_spark_one_is_refused_naming_both_kinds(spark):
+    # Before: "with_second_stream(right=DataFrame): the second stream must be of the first's kind (DataFrame)".
+    frame = pd.DataFrame({"k": ["a"], "ts": [1], "v": [2]})
+    with pytest.raises(WindowingConfigError, match=r"with_second_stream\(right=pandas.DataFrame\): the second stream "
+                                                   r"must be of the first's kind \(pyspark.DataFrame\)"):
+        windowed(spark.createDataFrame(frame), time="ts", key="k").with_second_stream(frame)
+
+
 @pytest.mark.parametrize("combine", [True, False])
 def test_a_set_of_timestamps_is_sorted_as_every_other_set(spark, combine):
     # A set of timestamps went through the zone conversion unsorted, in Python's set order: [5, 3, 1, 9] seconds.

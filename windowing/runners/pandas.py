@@ -164,11 +164,15 @@ def _input_dtypes(strategy: Strategy, source: Any, sample: pd.DataFrame) -> dict
     concatenated, as if they were one DataFrame: planned for the first step's dtypes alone, a step of floats
     after one of ints was summed as ints (1.5 as 1), and a key of another type was printed in the first's."""
     dtypes = {str(name): dtype for name, dtype in sample.dtypes.items()}
-    frames = [a.elements for a in source.actions if isinstance(a, AddElements) and len(a.elements)] \
+    actions = [(i, a.elements) for i, a in enumerate(source.actions) if isinstance(a, AddElements) and len(a.elements)] \
         if isinstance(source, TestStream) else []
+    frames = [frame for _, frame in actions]
     if len(frames) > 1:
-        for frame in frames:
-            check_columns(list(frame.columns), strategy)
+        for index, frame in actions:
+            try:
+                check_columns(list(frame.columns), strategy)
+            except WindowingConfigError as error:  # "not a column of the input" misled where the first step has it
+                raise WindowingConfigError(f"add_elements(...) at action {index}: {error}") from None
         named = [c for c in dict.fromkeys([*(strategy.keys or ()), *strategy.value_columns])
                  if c is not None and c != strategy.time]  # the time column's kind is checked step by step
         dtypes.update({name: pd.concat([frame[name] for frame in frames], ignore_index=True).dtype for name in named})
