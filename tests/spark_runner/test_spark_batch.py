@@ -933,3 +933,22 @@ def test_a_set_of_timestamps_is_sorted_as_every_other_set(spark, combine):
     finally:
         spark.conf.unset("windowing.spark.combine")
     assert [[moment.second for moment in row.t] for row in panes] == [row.n for row in panes] == [[1, 2, 3, 5, 7, 9]]
+
+
+@pytest.mark.parametrize("zone", ["GMT+05:30", "UTC-03", "IST"])
+def test_a_session_zone_pandas_cannot_read_is_refused_where_a_timestamp_key_or_value_reaches_the_workers(spark, zone):
+    # The query failed in its first task with ZoneInfoNotFoundError (or "invalid literal for int()"), naming no column.
+    base = dt.datetime(2024, 1, 1)
+    frame = spark.createDataFrame([("a", base, base), ("a", base + dt.timedelta(seconds=5), base)],
+                                  "k string, ts timestamp, seen timestamp")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        for build in (lambda: windowed(frame, time="ts", key="seen").fixed("1 minute").aggregate(Count()),
+                      lambda: windowed(frame, time="ts", key="k").fixed("1 minute").aggregate(first=Min("seen"))):
+            with pytest.raises(WindowingConfigError, match=rf"spark.sql.session.timeZone='{re.escape(zone)}' is a zone ID pandas "
+                                                           r"cannot read .* column 'seen' \(timestamp\)"):
+                build()
+        counts = windowed(frame, time="ts", key="k").fixed("1 minute").aggregate(n=Count())
+        assert [row.n for row in counts.collect()] == [2]  # the time column alone leaves as microseconds
+    finally:
+        spark.conf.unset("spark.sql.session.timeZone")

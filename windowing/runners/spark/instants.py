@@ -33,7 +33,7 @@ def instants_restored(columns: dict[str, Any], names: Iterable[str], zone: str) 
         flag = WIRE.null_flag(name)
         if flag in out:
             instants[np.asarray(out.pop(flag), dtype=bool)] = np.datetime64("NaT")
-        out[name] = pd.Series(instants).dt.tz_localize("UTC").dt.tz_convert(_rules(zone)).dt.tz_localize(None)
+        out[name] = pd.Series(instants).dt.tz_localize("UTC").dt.tz_convert(zone_rules(zone)).dt.tz_localize(None)
     return out
 
 
@@ -83,11 +83,11 @@ def zone_aware(values: Any, zone: str, made_by_pyspark: bool, lists: bool) -> np
 def _localized(wall_times: pd.Series, zone: str, made_by_pyspark: bool) -> pd.Series:
     """Naive wall times in ``zone`` as zone-aware microseconds, with pyspark's rules (the zone as pandas names it)
     where pyspark made them, else zoneinfo's; the hour the clocks go back in standard time, as pyspark takes it."""
-    rules = zone if made_by_pyspark else _rules(zone)
+    rules = zone if made_by_pyspark else zone_rules(zone)
     return wall_times.astype("datetime64[us]").dt.tz_localize(rules, ambiguous=False, nonexistent="shift_forward")
 
 
-def _rules(zone: str) -> Any:
+def zone_rules(zone: str) -> Any:
     """The zone as `zoneinfo` has it; a Spark zone zoneinfo does not name (an offset such as ``+01:00``) as pandas
     reads it."""
     try:

@@ -20,6 +20,7 @@ from ...strategy import GlobalWindowing, Strategy
 from ...timeaxis import MAX_MICROS, MAX_TIME, MICROS_PER_UNIT, MIN_MICROS, MIN_TIME, NUMERIC_RANGE
 from .buckets import NUMBERS, Bucketing, bucketing_of
 from .combine import COMBINE_CONF, lift_and_pack, pack, with_buckets
+from .instants import zone_rules
 from .output_types import integral
 from .output_values import NS_PER_US
 from .planning import NEVER_BEHIND_MS, plan_spark
@@ -59,6 +60,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
                     str(source.sparkSession.conf.get("spark.sql.session.timeZone")))
     if not case_sensitive:
         _check_names_apart_but_for_case(sp.out_schema.names)
+    _check_zone_pandas_reads(strategy, source.schema, str(source.sparkSession.conf.get("spark.sql.session.timeZone")))
     adapter, time = sp.adapter, str(strategy.time)  # a column's name: plan_spark refuses a function
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
@@ -204,6 +206,28 @@ def _check_stream_timestamps(out_schema: Any, zone: str, spark_version: str) -> 
         f"on Spark {spark_version} would give back shifted by the offset of spark.sql.session.timeZone={zone!r}: set "
         "spark.sql.session.timeZone to 'UTC' for this query (instants are unchanged; only how strings and naive "
         "datetimes are read and shown changes), or state the column as a timestamp or an array of them")
+
+
+def _check_zone_pandas_reads(strategy: Strategy, schema: Any, zone: str) -> None:
+    """Refuse a session zone ID that Spark takes and pandas cannot (``GMT+05:30``, ``UTC-03``, ``IST``, ``Z``) where
+    a timestamp key or value reaches the workers: they hold such values as the zone's wall times, and the query failed
+    in its first task with ``ZoneInfoNotFoundError`` or pyspark's ``Cannot locate or parse timezone``, naming no
+    column (the time column alone leaves as microseconds and needs no zone)."""
+    read = [name for name in [*(strategy.keys or ()), *(acc.column for _, acc in strategy.aggregations)]
+            if name is not None and re.search(r"timestamp(?!_ntz)", schema[name].dataType.simpleString())]
+    if not read:
+        return
+    try:
+        for rules in (zone, zone_rules(zone)):  # pyspark's (the zone as pandas names it) and the workers' own
+            pd.Timestamp(0, tz="UTC").tz_convert(rules)
+    except Exception as error:  # noqa: BLE001 - pandas' and zoneinfo's errors differ by zone and version
+        kind = "key" if read[0] in (strategy.keys or ()) else "value"
+        raise WindowingConfigError(
+            f"spark.sql.session.timeZone={zone!r} is a zone ID pandas cannot read ({type(error).__name__}), and the "
+            f"Python workers hold the {kind} column {read[0]!r} ({schema[read[0]].dataType.simpleString()}) as wall "
+            "times in it: set the session's zone to a region ID such as 'Asia/Kolkata' or an offset such as "
+            "'+05:30' (instants are unchanged; only how strings and naive datetimes are read and shown changes)"
+        ) from None
 
 
 def _utc_like(zone: str) -> bool:
