@@ -71,8 +71,20 @@ def encode_int64(values: np.ndarray) -> pa.Array:
 
 def decode_int64(values: pa.Array | pa.ChunkedArray, missing: int = 0) -> np.ndarray:
     """The integers of ``encode_int64``; ``missing`` where a value is null (an absent key)."""
+    if not isinstance(missing, (int, np.integer)) or isinstance(missing, (bool, np.bool_)) or not -2**63 <= missing < 2**63:
+        raise ValueError(f"decode_int64 missing={missing!r} must be an int64 (1.5 was truncated to 1)")
+    if not isinstance(values, (pa.Array, pa.ChunkedArray)):  # a list: an AttributeError on null_count
+        try:
+            values = pa.array(values, pa.binary())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as error:
+            raise ValueError(f"decode_int64 values: {type(values).__name__} is not encode_int64's 8-byte values ({error})"
+                             ) from None
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
+    if not (pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)
+            or (pa.types.is_fixed_size_binary(values.type) and values.type.byte_width == 8)):
+        raise ValueError(f"decode_int64 values: an array of {values.type}, not encode_int64's binary values (a string "
+                         "array's 8 characters were read as an integer)")
     filled = values.fill_null(b"\0" * 8) if values.null_count else values
     out = np.frombuffer(*_eight_byte_values(filled)).astype(np.int64)
     if values.null_count and missing:

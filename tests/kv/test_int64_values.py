@@ -37,3 +37,15 @@ def test_int64_values_are_read_from_any_slice_chunking_or_binary_type_and_other_
     assert decode_int64(pa.array([], pa.binary())).tolist() == []
     with pytest.raises(ValueError, match=r"decode_int64 values: a value of 3 bytes is not one of encode_int64's \(8 bytes\)"):
         decode_int64(pa.array([(1).to_bytes(8, "big"), b"abc"]))
+
+
+def test_decode_int64_takes_a_list_of_values_and_refuses_text_and_a_missing_that_is_no_int64():
+    # A list failed with "'list' object has no attribute 'null_count'"; a string array's 8 characters were read as an
+    # integer, and missing=1.5 was truncated to 1, without a word.
+    assert decode_int64([(3).to_bytes(8, "big"), None], missing=-1).tolist() == [3, -1]
+    with pytest.raises(ValueError, match=r"decode_int64 values: an array of string, not encode_int64's binary values"):
+        decode_int64(pa.array(["abcdefgh"]))
+    with pytest.raises(ValueError, match=r"decode_int64 values: list is not encode_int64's 8-byte values"):
+        decode_int64([1, 2])
+    with pytest.raises(ValueError, match=r"decode_int64 missing=1.5 must be an int64"):
+        decode_int64(pa.array([None], pa.binary()), missing=1.5)
