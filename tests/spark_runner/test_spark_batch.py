@@ -137,16 +137,30 @@ def test_values_a_sampled_output_type_cannot_hold_fail_naming_the_column(spark, 
     (ToList("amount"), "array<boolean>", "is array<boolean>, as stated with windowing.spark_typed, but a pane holds 1"),
     (Sum("amount"), "timestamp", "is timestamp, as stated with windowing.spark_typed, but a pane holds 8, a int"),
     (Sum("amount"), "array<bigint>", "is an array, as stated with windowing.spark_typed, but a pane holds 8, a int"),
+    (Sum("amount"), "date", "is date, as stated with windowing.spark_typed, but a pane holds 8, a int"),
+    (Sum("amount"), "map<string,bigint>", "is map, as stated with windowing.spark_typed, but a pane holds 8, a int"),
 ], ids=["a sum stated boolean", "a sum stated binary", "a list stated of booleans", "a sum stated a timestamp",
-        "a sum stated an array"])
+        "a sum stated an array", "a sum stated a date", "a sum stated a map"])
 def test_a_stated_type_whose_values_a_pane_does_not_hold_fails_naming_the_column_and_the_value(spark, aggregation,
                                                                                                 spark_type, message):
     # Before: 8 came out as True, b"\x08", [True, True], 8 microseconds after 1970 (Spark casts a number to a timestamp
-    # as seconds), and Python's "'int' object is not iterable" naming no column.
+    # as seconds), and Python's "'int' object is not iterable" (or "has no attribute 'items'", or Arrow's "Unsupported
+    # cast from int64 to date32") naming no column.
     frame = pd.DataFrame({"t": [1, 2], "amount": [1, 7]})
     source = spark.createDataFrame(frame).coalesce(1)
     with pytest.raises(Exception, match=f"output column 'out' {re.escape(message)}"):
         windowed(source, time="t").fixed(10).aggregate(out=spark_typed(aggregation, spark_type)).collect()
+
+
+def test_dates_and_maps_stated_as_such_come_through(spark):
+    frame = pd.DataFrame({"t": [1, 2, 11], "amount": [1, 7, 3]})
+    source = spark.createDataFrame(frame).coalesce(1)
+    day = Fold("amount", None, lambda a, v: dt.date(2024, 1, v), lambda a, b: b)
+    tally = Fold("amount", {}, lambda a, v: {**a, str(v): v}, lambda a, b: {**a, **b})
+    panes = windowed(source, time="t").fixed(10).aggregate(day=spark_typed(day, "date"),
+                                                           tally=spark_typed(tally, "map<string,bigint>"))
+    assert [(row.day, row.tally) for row in panes.orderBy("window_start").collect()] == [
+        (dt.date(2024, 1, 7), {"1": 1, "7": 7}), (dt.date(2024, 1, 3), {"3": 3})]
 
 
 def test_a_mean_stated_a_decimal_is_rounded_half_up_as_sparks_cast_rounds(spark):

@@ -32,6 +32,7 @@ class OutputColumn:
     floating: bool = False  # a built-in's double (a Mean of decimals, as Decimals) or a stated one: made floats, as a cast
     instant: bool = False  # a Spark timestamp, key or built-in's value: leaves as epoch microseconds (`instants`)
     zoned: bool = False  # timestamps pyspark converts itself (a list of them, a Fold's): handed over zone-aware
+    stated_shape: str | None = None  # "date" or "map": a stated type whose values' kind is checked (`SHAPES`)
 
 
 def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
@@ -42,6 +43,8 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
         return values.to_numpy()
     if col.interval:
         return _interval_micros(values)
+    if col.stated_shape is not None:  # a number stated a date or a map failed in pyspark with a bare error
+        _refuse_kind(values, col, col.stated_shape, SHAPES[col.stated_shape])
     if col.array:
         if col.stated:  # a Sum stated an array: pyspark failed on the number with Python's "not iterable"
             _refuse_kind(values, col, "an array", (list, tuple, set, frozenset, np.ndarray))
@@ -183,6 +186,8 @@ def _converts(value: Any, arrow_type: Any) -> bool:
     return True
 
 
+SHAPES: dict[str, tuple[type, ...]] = {"date": (datetime.date, np.datetime64), "map": (dict,)}
+"""Stated Spark types (`OutputColumn.stated_shape`) and the Python values each takes."""
 _STRICT_KINDS: dict[str, tuple[type, ...]] = {"boolean": (bool, np.bool_), "string": (str,), "binary": (bytes, bytearray)}
 _NONE_ASTRAY = object()
 _WIDE = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)

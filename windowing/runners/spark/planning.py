@@ -166,6 +166,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                                     whole_elements=array and checked and integral(vtype.elementType),
                                     sampled=checked_type,
                                     stated=stated,
+                                    stated_shape=_stated_shape(vtype) if stated else None,
                                     decimal=(vtype.precision, vtype.scale) if isinstance(vtype, T.DecimalType) else None,
                                     floating=floating))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
@@ -213,6 +214,13 @@ def _check_python_types(strategy: Strategy, types: dict[str, Any]) -> None:
                 f"{role} column {name!r} has Spark type {types[name].simpleString()}, which pyspark hands no pandas "
                 "function: cast it first (a year-month interval to its months, e.g. with months_between or as an int; "
                 "a variant with to_json)")
+
+
+def _stated_shape(vtype: Any) -> str | None:
+    """The `output_values.SHAPES` entry of a stated Spark type, if it has one."""
+    from pyspark.sql import types as T
+
+    return "date" if isinstance(vtype, T.DateType) else "map" if isinstance(vtype, T.MapType) else None
 
 
 def _check_collations(strategy: Strategy, types: dict[str, Any]) -> None:
