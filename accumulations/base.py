@@ -82,15 +82,17 @@ class Accumulation(ABC, Generic[In, Acc, Out]):
         """A subclass that folds otherwise than the class that declared a shortcut (overrides one of `FOLDING` below
         it: ``class SumOfSquares(Sum)`` with its own ``accumulate``) drops that shortcut for the interface's plain
         one: the runners then call its methods, where the built-in's vectorized path would have summed the values.
-        The built-ins, composed of classes that fold in parts, vouch for their own shortcuts."""
+        Only overrides outside this package count: the built-ins, composed of classes that fold in parts, vouch for
+        their own shortcuts, and a subclass that overrides none of `FOLDING` keeps them all."""
         super().__init_subclass__(**kwargs)
-        if cls.__module__.startswith(f"{__package__}."):
-            return
         mro = cls.__mro__
-        depth = {name: next(i for i, owner in enumerate(mro) if name in vars(owner)) for name in FOLDING + SHORTCUTS}
-        newest_folding = min(depth[name] for name in FOLDING)
+        depth = {name: next(i for i, owner in enumerate(mro) if name in vars(owner)) for name in SHORTCUTS}
+        own = [i for i, owner in enumerate(mro) if not owner.__module__.startswith(f"{__package__}.")
+               and any(name in vars(owner) for name in FOLDING)]
+        if not own:
+            return
         for name in SHORTCUTS:
-            if depth[name] > newest_folding and mro[depth[name]] is not Accumulation:
+            if depth[name] > min(own) and mro[depth[name]] is not Accumulation:
                 setattr(cls, name, vars(Accumulation)[name])
 
     def of_partials(self, column: str) -> "Accumulation[Any, Any, Any]":
