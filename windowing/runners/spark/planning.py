@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from accumulations import Distinct, Max, Min, ToList, TopN, ToSet
+
 from ... import columns as engine_columns
 from ...errors import WindowingConfigError
 from ...plan import Plan, check_columns, check_late_data_columns, engine_aggregations, make_plan
@@ -223,11 +225,19 @@ def _stated_shape(vtype: Any) -> str | None:
     return "date" if isinstance(vtype, T.DateType) else "map" if isinstance(vtype, T.MapType) else None
 
 
+def _compares_values(acc: Any) -> bool:
+    """Whether a built-in compares or hashes its values (an extreme or a collection), as it declares or, for a
+    subclass of one that folds otherwise (which drops what it declares) or one typed with `spark_typed`, by its
+    class: they compare strings byte by byte as much."""
+    inner = acc.inner if isinstance(acc, SparkTyped) else acc
+    return inner.output_kind in ("extreme", "collection") or isinstance(inner, (Min, Max, TopN, ToList, ToSet, Distinct))
+
+
 def _check_collations(strategy: Strategy, types: dict[str, Any]) -> None:
     """Refuse a key, or a value of a built-in extreme or collection, in a string of a collation other than Spark's
     default (pyspark 4's ``string collate UTF8_LCASE``): the workers compare strings byte by byte, so 'a' and 'A'
     would be two keys where Spark's own ``groupBy`` makes one."""
-    compared = [acc.column for _, acc in strategy.aggregations if acc.output_kind in ("extreme", "collection")]
+    compared = [acc.column for _, acc in strategy.aggregations if _compares_values(acc)]
     for name, role in [(k, "key") for k in strategy.keys or ()] + [(c, "value") for c in compared if c is not None]:
         collation = getattr(types[name], "collation", "UTF8_BINARY")
         if collation != "UTF8_BINARY":
