@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from .output_values import as_list
+from .output_values import as_list, is_missing
 from .wire import WIRE
 
 
@@ -62,7 +62,7 @@ def zone_aware(values: Any, zone: str, made_by_pyspark: bool, lists: bool) -> np
     clocks go back (``AmbiguousTimeError``, naming no column) and, on pyspark 3.5, putting a summer time after 2037
     an hour late where the wall times were zoneinfo's. A time of that hour is taken in standard time, as
     `instants_as_micros` takes it."""
-    cells = [None if cell is None else as_list(cell) for cell in values] if lists else list(values)  # a set sorted
+    cells = [None if is_missing(cell) else as_list(cell) for cell in values] if lists else list(values)  # a set sorted
     flat = [item for cell in cells if cell is not None for item in cell] if lists else cells
     series = pd.Series(flat, dtype=object)
     zoned = np.array([getattr(item, "tzinfo", None) is not None for item in flat], dtype=bool)  # a Fold's own: kept

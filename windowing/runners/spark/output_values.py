@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 import decimal
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -32,7 +32,7 @@ class OutputColumn:
     floating: bool = False  # a built-in's double (a Mean of decimals, as Decimals) or a stated one: made floats, as a cast
     instant: bool = False  # a Spark timestamp, key or built-in's value: leaves as epoch microseconds (`instants`)
     zoned: bool = False  # timestamps pyspark converts itself (a list of them, a Fold's): handed over zone-aware
-    stated_shape: str | None = None  # "date" or "map": a stated type whose values' kind is checked (`SHAPES`)
+    stated_shape: str | None = None  # a stated type (an array's elements') whose values' kind is checked (`SHAPES`)
 
 
 def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
@@ -42,14 +42,12 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
     if col.integral and values.dtype.kind in "iu" and col.bits == 64:
         return values.to_numpy()
     if col.interval:
+        check_stated(values, col)
         return _interval_micros(values)
-    if col.stated_shape is not None:  # a number stated a date or a map failed in pyspark with a bare error
-        _refuse_kind(values, col, col.stated_shape, SHAPES[col.stated_shape])
+    check_stated(values, col)
     if col.array:
-        if col.stated:  # a Sum stated an array: pyspark failed on the number with Python's "not iterable"
-            _refuse_kind(values, col, "an array", (list, tuple, set, frozenset, np.ndarray))
         out = np.empty(len(values), dtype=object)
-        out[:] = [None if v is None else as_list(v) for v in values]
+        out[:] = [None if is_missing(v) else as_list(v) for v in values]
         if col.sampled in _STRICT_KINDS:  # Arrow takes a number for a truth value in an array too
             _refuse_kind(pd.Series([v for cell in out if cell is not None for v in cell], dtype=object), col,
                          f"array<{col.sampled}>", _STRICT_KINDS[col.sampled])
@@ -72,8 +70,10 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
                 raise _not_whole(col, int(whole[beyond][0]), "'bigint'")
         return values.to_numpy() if values.dtype.kind in "iu" else whole.to_numpy(dtype=object, na_value=None)  # type: ignore[arg-type]
     if col.decimal is not None:
-        values = _at_scale(values, col.decimal[1])
-        _check_decimal_digits(values, col, *col.decimal)
+        given = values
+        if col.stated:  # a built-in's decimals have its input's scale already
+            values = _at_scale(values, col.decimal[1])
+        _check_decimal_digits(values, col, *col.decimal, given=given)
     if col.floating and values.dtype == object:  # a Decimal or an int beyond 2**53 as the nearest double, as a cast
         _refuse_parsed(values, col)
         try:
@@ -88,16 +88,36 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
     return values.to_numpy()
 
 
-def refuse_non_instants(values: pd.Series, col: OutputColumn) -> None:
-    """A column stated a timestamp (``spark_typed(Sum('n'), 'timestamp')``) whose pane holds no time fails naming it:
-    its numbers were taken for microseconds since 1970, where Spark casts a number to a timestamp as seconds."""
-    if col.stated and values.dtype.kind != "M" and not isinstance(values.dtype, pd.DatetimeTZDtype):
-        _refuse_kind(values, col, "timestamp", (datetime.datetime, np.datetime64))
+def check_stated(values: pd.Series, col: OutputColumn) -> None:
+    """Fail naming the column and the value where a pane holds what a type stated with ``spark_typed`` cannot:
+    pyspark took a number for microseconds since 1970 in a stated timestamp (Spark's cast takes seconds), for
+    days in a date, for nanoseconds in an interval, and failed with a bare error on a scalar in an array or a
+    number in a map."""
+    if not col.stated:
+        return
+    shape = col.stated_shape
+    if col.array:
+        _refuse(values, col, "an array", _is_collection)
+        if shape is not None:
+            elements = pd.Series([v for cell in values if not is_missing(cell) for v in cell], dtype=object)
+            _refuse_kind(elements, col, f"array<{shape}>", SHAPES[shape])
+    elif shape is not None and not (values.dtype.kind == "M" or isinstance(values.dtype, pd.DatetimeTZDtype)
+                                    if shape != "interval" else values.dtype.kind == "m"):
+        _refuse_kind(values, col, shape, SHAPES[shape])
+
+
+def _is_collection(value: Any) -> bool:
+    return isinstance(value, Iterable) and not isinstance(value, (str, bytes, bytearray, dict))
 
 
 def _refuse_kind(values: pd.Series, col: OutputColumn, spark_type: str, kinds: tuple[type, ...]) -> None:
     """Fail naming the column and the first value that is none of ``kinds`` and not missing."""
-    stray = next((v for v in values if not isinstance(v, kinds) and not _is_missing(v)), _NONE_ASTRAY)
+    _refuse(values, col, spark_type, lambda value: isinstance(value, kinds))
+
+
+def _refuse(values: pd.Series, col: OutputColumn, spark_type: str, accepts: Callable[[Any], bool]) -> None:
+    """Fail naming the column and the first value that ``accepts`` refuses and that is not missing."""
+    stray = next((v for v in values if not accepts(v) and not is_missing(v)), _NONE_ASTRAY)
     if stray is not _NONE_ASTRAY:
         raise _astray(col, spark_type, stray)
 
@@ -119,10 +139,10 @@ def _at_scale(values: pd.Series, scale: int) -> pd.Series:
     step = decimal.Decimal(1).scaleb(-scale)
 
     def rounded(value: Any) -> Any:
-        if _is_missing(value) or isinstance(value, (str, bytes, bool, np.bool_)):
+        if is_missing(value) or isinstance(value, (str, bytes, bool, np.bool_)):
             return value
-        exact = value if isinstance(value, decimal.Decimal) else decimal.Decimal(repr(value) if isinstance(
-            value, (float, np.floating)) else int(value))
+        exact = value if isinstance(value, decimal.Decimal) else decimal.Decimal(repr(float(value)) if isinstance(
+            value, (float, np.floating)) else int(value))  # repr(np.float64(6.5)) is "np.float64(6.5)" on NumPy 2
         return exact.quantize(step, rounding=decimal.ROUND_HALF_UP, context=_WIDE) if exact.is_finite() else exact
 
     return pd.Series([rounded(v) for v in values], dtype=object)
@@ -144,13 +164,15 @@ def _refuse_parsed(values: pd.Series, col: OutputColumn) -> None:
         f"that holds every pane's value, e.g. windowing.spark_typed(acc, {instead})")
 
 
-def _check_decimal_digits(values: pd.Series, col: OutputColumn, precision: int, scale: int) -> None:
-    """Fail naming the column and the value where a decimal has more whole digits than its Spark type holds (a
-    sum past 38 digits): pyspark's conversion failed naming neither, pointing to a setting that turns the check off."""
+def _check_decimal_digits(values: pd.Series, col: OutputColumn, precision: int, scale: int, given: pd.Series) -> None:
+    """Fail naming the column and the value (as ``given``, before rounding to the scale) where a decimal has more
+    whole digits than its Spark type holds (a sum past 38 digits): pyspark's conversion failed naming neither,
+    pointing to a setting that turns the check off."""
     whole = precision - scale
-    stray = next((v for v in values if isinstance(v, decimal.Decimal) and v.is_finite() and v and v.adjusted() >= whole),
-                 None)
-    if stray is not None:
+    at = next((i for i, v in enumerate(values)
+               if isinstance(v, decimal.Decimal) and v.is_finite() and v and v.adjusted() >= whole), None)
+    if at is not None:
+        stray = given.iloc[at] if given.iloc[at] == values.iloc[at] else f"{given.iloc[at]} ({values.iloc[at]} at its scale)"
         raise OverflowError(
             f"output column {col.name!r} is decimal({precision},{scale}), but a pane holds {stray}, more than its {whole} "
             "digits before the point (Spark's own sum fails there too, NUMERIC_VALUE_OUT_OF_RANGE); cast the column to "
@@ -186,7 +208,10 @@ def _converts(value: Any, arrow_type: Any) -> bool:
     return True
 
 
-SHAPES: dict[str, tuple[type, ...]] = {"date": (datetime.date, np.datetime64), "map": (dict,)}
+SHAPES: dict[str, tuple[type, ...]] = {"date": (datetime.date, np.datetime64), "map": (dict,),
+                                       "timestamp": (datetime.date, np.datetime64),  # a date: midnight, as Spark casts it
+                                       "timestamp_ntz": (datetime.date, np.datetime64),
+                                       "interval": (datetime.timedelta, np.timedelta64)}
 """Stated Spark types (`OutputColumn.stated_shape`) and the Python values each takes."""
 _STRICT_KINDS: dict[str, tuple[type, ...]] = {"boolean": (bool, np.bool_), "string": (str,), "binary": (bytes, bytearray)}
 _NONE_ASTRAY = object()
@@ -220,7 +245,8 @@ def _interval_micros(values: pd.Series) -> np.ndarray:
     return micros
 
 
-def _is_missing(value: Any) -> bool:
+def is_missing(value: Any) -> bool:
+    """None, or a scalar pandas takes for missing (NaN, NaT, NA)."""
     return value is None or bool(pd.api.types.is_scalar(value) and pd.isna(value))
 
 
@@ -228,7 +254,7 @@ def _is_whole(value: Any, bits: int) -> bool:
     """An integer of ``bits`` bits (not a bool), or missing: what an integer column of that width takes."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         return bool(-2 ** (bits - 1) <= value < 2 ** (bits - 1))
-    return _is_missing(value)
+    return is_missing(value)
 
 
 def as_list(value: Any) -> list[Any]:

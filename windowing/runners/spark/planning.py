@@ -168,7 +168,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                                     whole_elements=array and checked and integral(vtype.elementType),
                                     sampled=checked_type,
                                     stated=stated,
-                                    stated_shape=_stated_shape(vtype) if stated else None,
+                                    stated_shape=_stated_shape(vtype.elementType if array else vtype) if stated else None,
                                     decimal=(vtype.precision, vtype.scale) if isinstance(vtype, T.DecimalType) else None,
                                     floating=floating))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
@@ -222,7 +222,9 @@ def _stated_shape(vtype: Any) -> str | None:
     """The `output_values.SHAPES` entry of a stated Spark type, if it has one."""
     from pyspark.sql import types as T
 
-    return "date" if isinstance(vtype, T.DateType) else "map" if isinstance(vtype, T.MapType) else None
+    shapes = {T.DateType: "date", T.MapType: "map", T.TimestampType: "timestamp", T.TimestampNTZType: "timestamp_ntz",
+              T.DayTimeIntervalType: "interval"}
+    return next((shape for kind, shape in shapes.items() if isinstance(vtype, kind)), None)
 
 
 def _compares_values(acc: Any) -> bool:
