@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
+import operator
 from typing import Any, Iterator
 
 import numpy as np
@@ -175,7 +177,12 @@ def same_value(a: Any, b: Any) -> bool:
     except (TypeError, ValueError):  # pd.NA's truth is ambiguous, also inside a list
         pass
     if isinstance(a, (list, tuple)) and type(a) is type(b):
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+        if len(a) != len(b):
+            return False
+        try:  # scanned in C: only the items unequal there are walked, and a changed list no further than its change
+            return all(same_value(a[i], b[i]) for i in itertools.compress(itertools.count(), map(operator.ne, a, b)))
+        except (TypeError, ValueError):  # an item whose != has no truth value (pd.NA, an array)
+            return all(same_value(x, y) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
     return _both_missing(a, b)
