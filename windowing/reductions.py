@@ -160,8 +160,9 @@ def outputs_of(aggregations: tuple[Aggregation, ...], table: dict[str, np.ndarra
 
 
 def same_value(a: Any, b: Any) -> bool:
-    """Whether two outputs are equal as the seed operator's Java ``equals`` takes them: a missing value equals one of
-    its kind (NaN, NaT, NA, a Decimal NaN), also inside lists, tuples and dicts (a freshly made NaN in a tuple made
+    """Whether two outputs are equal: by Python's ``==`` (so 1 equals 1.0 and True, where Java's ``equals`` tells
+    them apart), and, as Java's ``equals`` takes a NaN, a missing value equals one of its kind (NaN, NaT, NA, a
+    Decimal NaN), also inside lists, tuples and dicts (a freshly made NaN in a tuple made
     `fire_only_updated_panes()` fire an unchanged pane again, on every period)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):  # == broadcasts: [7] would equal [7, 7]
         try:
@@ -174,14 +175,14 @@ def same_value(a: Any, b: Any) -> bool:
             return bool(equal.all())
         if equal:
             return True
-    except (TypeError, ValueError):  # pd.NA's truth is ambiguous, also inside a list
+    except (TypeError, ValueError, ArithmeticError):  # pd.NA's truth is ambiguous (also in a list); a signalling NaN
         pass
     if isinstance(a, (list, tuple)) and type(a) is type(b):
         if len(a) != len(b):
             return False
         try:  # scanned in C: only the items unequal there are walked, and a changed list no further than its change
             return all(same_value(a[i], b[i]) for i in itertools.compress(itertools.count(), map(operator.ne, a, b)))
-        except (TypeError, ValueError):  # an item whose != has no truth value (pd.NA, an array)
+        except (TypeError, ValueError, ArithmeticError):  # an item whose != has no truth value (pd.NA, an array)
             return all(same_value(x, y) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
@@ -195,7 +196,7 @@ def _both_missing(a: Any, b: Any) -> bool:
     same_kind = type(a) is type(b) or (isinstance(a, (float, np.floating)) and isinstance(b, (float, np.floating)))
     try:
         return same_kind and bool(pd.isna(a)) and bool(pd.isna(b))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, ArithmeticError):  # a signalling Decimal NaN raises on any comparison
         return False
 
 
