@@ -42,9 +42,9 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
     if col.integral and values.dtype.kind in "iu" and col.bits == 64:
         return values.to_numpy()
     if col.interval:
-        check_stated(values, col)
+        values = check_stated(values, col)
         return _interval_micros(values)
-    check_stated(values, col)
+    values = check_stated(values, col)
     if col.array:
         out = np.empty(len(values), dtype=object)
         out[:] = [None if is_missing(v) else as_list(v) for v in values]
@@ -88,22 +88,25 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
     return values.to_numpy()
 
 
-def check_stated(values: pd.Series, col: OutputColumn) -> None:
-    """Fail naming the column and the value where a pane holds what a type stated with ``spark_typed`` cannot:
-    pyspark took a number for microseconds since 1970 in a stated timestamp (Spark's cast takes seconds), for
-    days in a date, for nanoseconds in an interval, and failed with a bare error on a scalar in an array or a
-    number in a map."""
+def check_stated(values: pd.Series, col: OutputColumn) -> pd.Series:
+    """``values``, an array's cells as lists (an iterator read once: checking its elements used it up, and it
+    came out empty); failing naming the column and the value where a pane holds what a type stated with
+    ``spark_typed`` cannot: pyspark took a number for microseconds since 1970 in a stated timestamp (Spark's cast
+    takes seconds), for days in a date, for nanoseconds in an interval, and failed with a bare error on a scalar
+    in an array or a number in a map."""
     if not col.stated:
-        return
+        return values
     shape = col.stated_shape
     if col.array:
         _refuse(values, col, "an array", _is_collection)
+        values = pd.Series([None if is_missing(cell) else as_list(cell) for cell in values], dtype=object)
         if shape is not None:
-            elements = pd.Series([v for cell in values if not is_missing(cell) for v in cell], dtype=object)
+            elements = pd.Series([v for cell in values if cell is not None for v in cell], dtype=object)
             _refuse_kind(elements, col, f"array<{shape}>", SHAPES[shape])
     elif shape is not None and not (values.dtype.kind == "M" or isinstance(values.dtype, pd.DatetimeTZDtype)
                                     if shape != "interval" else values.dtype.kind == "m"):
         _refuse_kind(values, col, shape, SHAPES[shape])
+    return values
 
 
 def _is_collection(value: Any) -> bool:
@@ -210,7 +213,7 @@ def _converts(value: Any, arrow_type: Any) -> bool:
 
 SHAPES: dict[str, tuple[type, ...]] = {"date": (datetime.date, np.datetime64), "map": (dict,),
                                        "timestamp": (datetime.date, np.datetime64),  # a date: midnight, as Spark casts it
-                                       "timestamp_ntz": (datetime.date, np.datetime64),
+                                       "timestamp_ntz": (datetime.datetime, np.datetime64),  # pyspark takes no date
                                        "interval": (datetime.timedelta, np.timedelta64)}
 """Stated Spark types (`OutputColumn.stated_shape`) and the Python values each takes."""
 _STRICT_KINDS: dict[str, tuple[type, ...]] = {"boolean": (bool, np.bool_), "string": (str,), "binary": (bytes, bytearray)}

@@ -141,10 +141,10 @@ class BucketStep:
         for col in self.columns:
             values = sources[col.source]
             if col.instant:
-                check_stated(values, col)
+                values = check_stated(values, col)
                 out[col.name] = instants_as_micros(values, self.wall_zone, made_by_pyspark=self.packed)
             elif col.zoned:
-                check_stated(values, col)
+                values = check_stated(values, col)
                 out[col.name] = zone_aware(values, self.wall_zone, self.packed, lists=col.array)
             elif col.kind == "time":
                 raw = values.to_numpy(dtype=np.int64)
