@@ -177,7 +177,7 @@ def test_values_a_stated_type_takes_come_through(spark):
              (last(np.float64(6.125)), "decimal(10,2)", decimal.Decimal("6.13"))]
     days = [dt.date(2024, 1, 1), dt.date(2024, 1, 2)]
     for spark_type, made, value in [("array<date>", lambda: iter(days), days),
-                                    ("array<timestamp>", lambda: map(lambda d: dt.datetime.combine(d, dt.time()), days),
+                                    ("array<timestamp>", lambda: map(lambda day: dt.datetime.combine(day, dt.time()), days),
                                      [dt.datetime.combine(d, dt.time()) for d in days])]:
         # A second review found an iterator read up by the check of its elements: the array came out empty.
         cases.append((Fold("n", None, lambda a, v: v, lambda a, b: b, output=lambda a, made=made: made()), spark_type, value))
