@@ -66,6 +66,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from . import state_classes
 from .errors import WindowingConfigError
 
 MAGIC = b"WST1"
@@ -105,23 +106,20 @@ def plain(value: Any) -> Any:
 
 def dumped(value: Any) -> bytes:
     """``value`` pickled (protocol 4); one of a class pickle cannot find by its name (defined in a notebook's or a
-    script's ``__main__`` and rebuilt on a Spark worker, or inside a function) pickled by value with cloudpickle,
-    which `pickle.loads` reads back (its class made once per process, as cloudpickle tracks it). Both failed before:
-    a streaming query or a ``window_state`` run with such an accumulator died with pickle's error at its first
-    state write."""
+    script's ``__main__`` and rebuilt on a Spark worker, or inside a function) with its class as a reference to
+    the running pipeline's (`state_classes`). Earlier, a streaming query or a ``window_state`` run with such an
+    accumulator died with pickle's error at its first state write."""
     try:
         return pickle.dumps(value, protocol=4)
     except (pickle.PicklingError, AttributeError, TypeError) as error:
-        from pyspark import cloudpickle
-
         try:
-            return cloudpickle.dumps(value, protocol=4)  # type: ignore[no-untyped-call]
-        except Exception as by_value:  # noqa: BLE001 - whatever cloudpickle raises: named with the value it failed on
-            culprit = _first_unpicklable(value, cloudpickle.dumps)
+            return state_classes.dumps(value)
+        except Exception as by_name:  # noqa: BLE001 - whatever pickling raises: named with the value it failed on
+            culprit = _first_unpicklable(value, lambda part, protocol: state_classes.dumps(part))
             raise TypeError(
-                f"a window's state holds {type(culprit).__name__} {_shortened(culprit)}, which neither pickle nor "
-                f"cloudpickle can store ({by_value}); the state is kept between steps as pickles: an accumulator "
-                "(or key) must be picklable, without open files, locks or generators") from error
+                f"a window's state holds {type(culprit).__name__} {_shortened(culprit)}, which pickle cannot store "
+                f"({by_name}); the state is kept between steps as pickles: an accumulator (or key) must be "
+                "picklable, without open files, locks, generators or functions") from error
 
 
 def _first_unpicklable(value: Any, dumps: Any) -> Any:

@@ -634,6 +634,6 @@ def test_an_accumulator_nothing_can_pickle_is_refused_naming_what_it_holds(tmp_p
 
     stream = TestStream().add_elements([{"k": "a", "ts": 1, "v": 1}])
     built = windowed(stream, time="ts", key="k").window_state(KVStore(str(tmp_path / "kv"))).fixed(10)
-    with pytest.raises(TypeError, match=r"a window's state holds Locked .* which neither pickle nor cloudpickle can "
+    with pytest.raises(TypeError, match=r"a window's state holds Locked .* which pickle cannot "
                                         r"store \(.*lock.*\); .* must be picklable"):
         built.run(n=_counted_in(Locked))

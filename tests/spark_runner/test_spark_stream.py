@@ -28,7 +28,17 @@ from windowing import windowed
 from windowing.errors import WindowingConfigError
 
 from .helpers import LOCAL_MEAN_TIME_ON_PYSPARK_3, assert_same_late_data, assert_same_panes, events, frozen_when_output
-from .streaming import ROCKSDB_CHANGELOG, mirror, parquet_takes_ancient_timestamps, read_sink, run_all, start, start_run, write_batch
+from .streaming import (
+    ROCKSDB_CHANGELOG,
+    batch_inputs,
+    mirror,
+    parquet_takes_ancient_timestamps,
+    read_sink,
+    run_all,
+    start,
+    start_run,
+    write_batch,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -494,28 +504,54 @@ def test_numpy_accumulators_in_spark_state_merge_as_arrays_as_on_pandas(spark, w
     assert_same_panes(actual, expected)
 
 
-def test_an_accumulator_of_a_class_defined_in_a_function_streams_as_on_pandas(spark, where):
-    """A class pickle cannot find by its name (a notebook's or script's ``__main__`` class, rebuilt on the workers, or
-    one defined in a function): the query died at its first state write with pickle's "Can't pickle local object"
-    (a ``__main__`` one: "attribute lookup ... on __main__ failed")."""
-    source, sink, checkpoint = where()
-    parts = [events([("a", 1, 5), ("a", 12, 7), ("b", 3, 1)]), events([("a", 8, 3), ("b", 40, 2)])]
+def _tally_class():
+    """A class defined in a function, made anew at each call: one that pickle cannot find by name."""
 
     class Tally:
         def __init__(self, total, n):
             self.total, self.n = total, n
 
+    return Tally
+
+
+def _mean_of_tallies(tally):
+    def add(a, v):
+        assert isinstance(a, tally), f"{type(a)} is not the running pipeline's class"
+        return tally(a.total + v, a.n + 1)
+
+    def merge(a, b):
+        assert isinstance(a, tally) and isinstance(b, tally), f"{type(a)}, {type(b)}: not the running pipeline's class"
+        return tally(a.total + b.total, a.n + b.n)
+
     def build(frame):
-        mean = Fold("amount", Tally(0, 0), lambda a, v: Tally(a.total + v, a.n + 1),
-                    lambda a, b: Tally(a.total + b.total, a.n + b.n), output=lambda a: a.total / a.n)
+        mean = Fold("amount", tally(0, 0), add, merge, output=lambda a: a.total / a.n)
         return windowed(frame, time="ts", key="user").sessions("10 seconds").watermark("5 seconds") \
             .trigger(Repeatedly(AfterCount(1))).accumulating().aggregate(mean=mean)
 
-    query = start(spark, source, sink, checkpoint, build)
-    inputs = run_all(query, source, parts)
-    actual, expected = read_sink(spark, sink), mirror(parts, inputs, build)
+    return build
+
+
+def test_an_accumulator_of_a_class_defined_in_a_function_streams_and_restarts_as_on_pandas(spark, where):
+    """A class pickle cannot find by its name (a notebook's or script's ``__main__`` class, rebuilt on the workers, or
+    one defined in a function): the query died at its first state write with pickle's "Can't pickle local object"
+    (a ``__main__`` one: "attribute lookup ... on __main__ failed"); and pickled by value (a review of a first
+    mend), a query restarted with the class defined anew read its state back as the old class, failing the
+    pipeline's isinstance checks."""
+    parts = [events([("a", 1, 5), ("a", 12, 7), ("b", 3, 1)]), events([("a", 8, 3), ("b", 40, 2)])]
+    source, sink, checkpoint = where()
+    first = start(spark, source, sink, checkpoint, _mean_of_tallies(_tally_class()))
+    inputs = run_all(first, source, parts[:1])
+    first.stop()
+    restarted = start(spark, source, sink, checkpoint, _mean_of_tallies(_tally_class()))
+    try:
+        write_batch(source, 1, parts[1])
+        restarted.processAllAvailable()
+        inputs += batch_inputs(restarted)
+    finally:
+        restarted.stop()
+    expected = mirror(parts, inputs, _mean_of_tallies(_tally_class()))
     assert 5.0 in expected["mean"].tolist()  # a: (5 + 7 + 3) / 3 once 8 merged [1, 11) and [12, 22)
-    assert_same_panes(actual, expected)
+    assert_same_panes(read_sink(spark, sink), expected)
 
 
 def test_late_data_on_spark_equals_the_pandas_runners_late_data(spark, where):

@@ -23,6 +23,7 @@ from ...errors import WindowingConfigError
 from ...plan import Plan, positive_zeros
 from ...reductions import SumBeyondRange
 from ...spec import TIMINGS, EngineSpec
+from ...state_classes import remember_classes_of
 from ...state_codec import COMPRESSIONS, decode, encode
 from ...timeaxis import MAX_TIME, MIN_TIME, NS_PER_MS
 from ...window_state import KeyedStepResult, keyed_step
@@ -238,6 +239,7 @@ class BucketStep:
     # -- streaming: applyInPandasWithState --
     def run_stream(self, key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         spec = self.plan.spec
+        remember_classes_of(spec)  # before any state is read: its cells may name classes of the pipeline's
         watermark_ms = state.getCurrentWatermarkMs()
         processing_ms = state.getCurrentProcessingTimeMs()
         # Spark reports 0 before the first watermark; 0 then means "no watermark yet".
