@@ -1006,6 +1006,7 @@ def test_a_session_zone_pandas_cannot_read_is_refused_where_a_timestamp_key_or_v
     base = dt.datetime(2024, 1, 1)
     frame = spark.createDataFrame([("a", base, base), ("a", base + dt.timedelta(seconds=5), base)],
                                   "k string, ts timestamp, seen timestamp")
+    numbers = spark.createDataFrame([("a", base, 1, (1,))], "k string, ts timestamp, n bigint, s struct<timestamp_ms:bigint>")
     spark.conf.set("spark.sql.session.timeZone", zone)
     try:
         for build in (lambda: windowed(frame, time="ts", key="seen").fixed("1 minute").aggregate(Count()),
@@ -1013,7 +1014,12 @@ def test_a_session_zone_pandas_cannot_read_is_refused_where_a_timestamp_key_or_v
             with pytest.raises(WindowingConfigError, match=rf"spark.sql.session.timeZone='{re.escape(zone)}' is a zone ID pandas "
                                                            r"cannot read .* column 'seen' \(timestamp\)"):
                 build()
+        stated = spark_typed(Fold("n", None, lambda a, v: base, lambda a, b: b), "timestamp")  # a review found it missed
+        with pytest.raises(WindowingConfigError, match=r"cannot read .* the output column 'seen_at' \(timestamp\)"):
+            windowed(numbers, time="ts", key="k").fixed("1 minute").aggregate(seen_at=stated)
         counts = windowed(frame, time="ts", key="k").fixed("1 minute").aggregate(n=Count())
         assert [row.n for row in counts.collect()] == [2]  # the time column alone leaves as microseconds
+        named = windowed(numbers, time="ts", key="k").fixed("1 minute").aggregate(all=ToList("s"))
+        assert [row.all for row in named.collect()] == [[(1,)]]  # a field named timestamp_ms holds no time
     finally:
         spark.conf.unset("spark.sql.session.timeZone")

@@ -60,7 +60,8 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
                     str(source.sparkSession.conf.get("spark.sql.session.timeZone")))
     if not case_sensitive:
         _check_names_apart_but_for_case(sp.out_schema.names)
-    _check_zone_pandas_reads(strategy, source.schema, str(source.sparkSession.conf.get("spark.sql.session.timeZone")))
+    _check_zone_pandas_reads(strategy, source.schema, sp.out_schema,
+                             str(source.sparkSession.conf.get("spark.sql.session.timeZone")))
     adapter, time = sp.adapter, str(strategy.time)  # a column's name: plan_spark refuses a function
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
@@ -208,26 +209,41 @@ def _check_stream_timestamps(out_schema: Any, zone: str, spark_version: str) -> 
         "datetimes are read and shown changes), or state the column as a timestamp or an array of them")
 
 
-def _check_zone_pandas_reads(strategy: Strategy, schema: Any, zone: str) -> None:
+def _check_zone_pandas_reads(strategy: Strategy, schema: Any, out_schema: Any, zone: str) -> None:
     """Refuse a session zone ID that Spark takes and pandas cannot (``GMT+05:30``, ``UTC-03``, ``IST``, ``Z``) where
-    a timestamp key or value reaches the workers: they hold such values as the zone's wall times, and the query failed
-    in its first task with ``ZoneInfoNotFoundError`` or pyspark's ``Cannot locate or parse timezone``, naming no
-    column (the time column alone leaves as microseconds and needs no zone)."""
-    read = [name for name in [*(strategy.keys or ()), *(acc.column for _, acc in strategy.aggregations)]
-            if name is not None and re.search(r"timestamp(?!_ntz)", schema[name].dataType.simpleString())]
+    a timestamp key or value reaches the workers, or leaves them as pyspark converts it (a type stated with
+    ``spark_typed``): they hold such values as the zone's wall times, and the query failed in its first task with
+    ``ZoneInfoNotFoundError`` or pyspark's ``Cannot locate or parse timezone``, naming no column (the time column
+    alone leaves as microseconds and needs no zone)."""
+    read = [(name, schema[name].dataType) for name in [*(strategy.keys or ()), *(acc.column for _, acc in strategy.aggregations)]
+            if name is not None and _holds_timestamps(schema[name].dataType)]
+    read += [(f.name, f.dataType) for f in out_schema.fields if _holds_timestamps(f.dataType)]
     if not read:
         return
     try:
         for rules in (zone, zone_rules(zone)):  # pyspark's (the zone as pandas names it) and the workers' own
             pd.Timestamp(0, tz="UTC").tz_convert(rules)
     except Exception as error:  # noqa: BLE001 - pandas' and zoneinfo's errors differ by zone and version
-        kind = "key" if read[0] in (strategy.keys or ()) else "value"
+        name, kind = read[0]
+        role = "key" if name in (strategy.keys or ()) else "input" if name in schema.names else "output"
         raise WindowingConfigError(
             f"spark.sql.session.timeZone={zone!r} is a zone ID pandas cannot read ({type(error).__name__}), and the "
-            f"Python workers hold the {kind} column {read[0]!r} ({schema[read[0]].dataType.simpleString()}) as wall "
-            "times in it: set the session's zone to a region ID such as 'Asia/Kolkata' or an offset such as "
-            "'+05:30' (instants are unchanged; only how strings and naive datetimes are read and shown changes)"
-        ) from None
+            f"Python workers hold the {role} column {name!r} ({kind.simpleString()}) as wall times in it: set the "
+            "session's zone to a region ID such as 'Asia/Kolkata' or an offset such as '+05:30' (instants are "
+            "unchanged; only how strings and naive datetimes are read and shown changes)") from None
+
+
+def _holds_timestamps(kind: Any) -> bool:
+    """Whether a Spark type is or holds a ``timestamp`` (not ``timestamp_ntz``), in arrays, maps and structs."""
+    from pyspark.sql import types as T
+
+    if isinstance(kind, T.TimestampType):
+        return True
+    if isinstance(kind, T.ArrayType):
+        return _holds_timestamps(kind.elementType)
+    if isinstance(kind, T.MapType):
+        return _holds_timestamps(kind.keyType) or _holds_timestamps(kind.valueType)
+    return isinstance(kind, T.StructType) and any(_holds_timestamps(f.dataType) for f in kind.fields)
 
 
 def _utc_like(zone: str) -> bool:
