@@ -182,7 +182,7 @@ def same_value(a: Any, b: Any) -> bool:
             return False
         try:  # scanned in C: only the items unequal there are walked, and a changed list no further than its change
             return all(same_value(a[i], b[i]) for i in itertools.compress(itertools.count(), map(operator.ne, a, b)))
-        except (TypeError, ValueError, ArithmeticError):  # an item whose != has no truth value (pd.NA, an array)
+        except Exception:  # noqa: BLE001 - an item whose != has no truth value (pd.NA, an array), or raises: walked
             return all(same_value(x, y) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)

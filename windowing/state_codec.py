@@ -111,7 +111,7 @@ def dumped(value: Any) -> bytes:
     accumulator died with pickle's error at its first state write."""
     try:
         return pickle.dumps(value, protocol=4)
-    except (pickle.PicklingError, AttributeError, TypeError) as error:
+    except Exception as error:  # noqa: BLE001 - pickle's errors, or a __reduce__'s own: named below if they stay
         try:
             return state_classes.dumps(value)
         except Exception as by_name:  # noqa: BLE001 - whatever pickling raises: named with the value it failed on

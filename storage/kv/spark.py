@@ -81,6 +81,8 @@ def decode_int64(values: pa.Array | pa.ChunkedArray, missing: int = 0) -> np.nda
                              ) from None
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
+    if getattr(pa.types, "is_binary_view", lambda kind: False)(values.type):  # pyarrow 16 on (Polars' binary)
+        values = values.cast(pa.binary())
     if not (pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)
             or (pa.types.is_fixed_size_binary(values.type) and values.type.byte_width == 8)):
         raise ValueError(f"decode_int64 values: an array of {values.type}, not encode_int64's binary values (a string "

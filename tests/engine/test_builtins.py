@@ -498,5 +498,16 @@ def test_fire_only_updated_panes_tells_missing_values_of_other_kinds_and_contain
     assert not same_value(None, float("nan")) and not same_value(pd.NA, float("nan")) and not same_value(pd.NaT, pd.NA)
     assert not same_value((1, float("nan")), [1, float("nan")]) and not same_value([float("nan")], [float("nan"), 1])
     assert same_value({"a": [float("nan")]}, {"a": [float("nan")]}) and not same_value({"a": 1}, {"b": 1})
+    class LoudUnequal:  # a review found an item whose != raises escaping the scan that == did not need
+        def __init__(self, n):
+            self.n = n
+
+        def __eq__(self, other):
+            return self.n == other.n
+
+        def __ne__(self, other):
+            raise RuntimeError("no !=")
+
+    assert not same_value([LoudUnequal(1)], [LoudUnequal(2)]) and same_value([LoudUnequal(1)], [LoudUnequal(1)])
     # A signalling Decimal NaN raises InvalidOperation on any comparison: a pane holding one fires again, and fails nothing.
     assert not same_value(Decimal("sNaN"), Decimal("sNaN")) and not same_value([Decimal("sNaN")], [Decimal("sNaN")])

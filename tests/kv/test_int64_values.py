@@ -43,6 +43,8 @@ def test_decode_int64_takes_a_list_of_values_and_refuses_text_and_a_missing_that
     # A list failed with "'list' object has no attribute 'null_count'"; a string array's 8 characters were read as an
     # integer, and missing=1.5 was truncated to 1, without a word.
     assert decode_int64([(3).to_bytes(8, "big"), None], missing=-1).tolist() == [3, -1]
+    if hasattr(pa, "binary_view"):  # pyarrow 16 on: Polars' binary
+        assert decode_int64(pa.array([(4).to_bytes(8, "big")], pa.binary_view())).tolist() == [4]
     with pytest.raises(ValueError, match=r"decode_int64 values: an array of string, not encode_int64's binary values"):
         decode_int64(pa.array(["abcdefgh"]))
     with pytest.raises(ValueError, match=r"decode_int64 values: list is not encode_int64's 8-byte values"):
