@@ -1,16 +1,18 @@
-"""Classes of state cells that pickle cannot find by name, named in the cell and found in the running pipeline.
+"""Classes of state cells that pickle cannot find by name, named in the cell where the running pipeline names one.
 
 An accumulator of a class defined in a notebook's or a script's ``__main__`` (which a Spark worker rebuilds from
-the pipeline, under another ``__main__``) or inside a function cannot be pickled by reference, and pickled by
-value (cloudpickle) every cell carried the class's code (a kilobyte a cell, fifty times slower), and a query
-restarted from its checkpoint read its state back as the checkpoint's copy of the class: its old methods, and no
-instance of the class the restarted pipeline checks for. `dumps` writes such a class as its module and qualified
-name; `class_named` reads it back as the class of that name that the running pipeline's accumulations name
-(`remember_classes`) or that this process pickled.
+the pipeline, under another ``__main__``) or inside a function cannot be pickled by reference. Pickled by value
+(cloudpickle) every cell carries the class's code (a kilobyte a cell, twenty times slower), and a query restarted
+from its checkpoint reads its state back as the checkpoint's copy of the class: its old methods, and no instance
+of the class the restarted pipeline checks for. So `dumps` writes such a class as its module and qualified name
+where the running pipeline's accumulations name exactly one class of that name (`remember_classes`), and
+`class_named` reads it back as that class; a class they do not name, or name twice (two classes a factory made,
+or the class a ``slots=True`` dataclass replaced), is pickled by value, with its code.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import io
 import pickle
@@ -21,36 +23,45 @@ from typing import Any, Iterable
 from accumulations import Accumulation
 
 _CLASSES: dict[tuple[str, str], type] = {}
+"""The classes the running pipeline names exactly once under their module and qualified name (`remember_classes`)."""
 
 
 def dumps(value: Any) -> bytes:
-    """``value`` pickled (protocol 4), a class pickle cannot find by name as a reference to it (`class_named`)."""
+    """``value`` pickled (protocol 4) by cloudpickle, a class of `_CLASSES` as a reference to it (`class_named`)."""
     buffer = io.BytesIO()
-    _ByName(buffer, protocol=4).dump(value)
+    _by_name_pickler()(buffer, protocol=4).dump(value)
     return buffer.getvalue()
 
 
-class _ByName(pickle.Pickler):
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, type) and _imported(obj.__module__, obj.__qualname__) is not obj:
-            _CLASSES[(obj.__module__, obj.__qualname__)] = obj
-            return class_named, (obj.__module__, obj.__qualname__)
-        return NotImplemented
+@functools.cache
+def _by_name_pickler() -> Any:
+    """cloudpickle's Pickler naming `_CLASSES` by reference; made on first use, as the pandas runner imports no
+    pyspark (`tests/test_architecture.py`)."""
+    from pyspark import cloudpickle
+
+    class ByName(cloudpickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, type) and _CLASSES.get((obj.__module__, obj.__qualname__)) is obj:
+                return class_named, (obj.__module__, obj.__qualname__)
+            return super().reducer_override(obj)  # type: ignore[no-untyped-call]
+
+    return ByName
 
 
 def class_named(module: str, qualname: str) -> type:
-    """The class of that module and qualified name that the running pipeline names, or that this process pickled."""
+    """The class of that module and qualified name that the running pipeline names."""
     found = _CLASSES.get((module, qualname)) or _imported(module, qualname)
     if found is None:
         raise pickle.UnpicklingError(
-            f"the window state holds an instance of class {qualname} (module {module}), which none of the pipeline's "
-            "accumulations names: keep the class the state was written with (its name, and where it is defined), "
-            "or start the query on a new checkpoint")
+            f"the window state holds an instance of class {qualname} (module {module}), which the pipeline's "
+            "accumulations name not once: keep the class the state was written with (its name, and where it is "
+            "defined), or start the query on a new checkpoint")
     return found
 
 
 def remember_classes_of(spec: Any) -> None:
-    """`remember_classes` of an engine spec's accumulations, once per spec in a row (a worker runs one pipeline)."""
+    """`remember_classes` of an engine spec's accumulations, once per spec in a row (a worker runs one task at a
+    time)."""
     global _last_remembered
     if spec is not _last_remembered:
         remember_classes(agg.accumulation for agg in spec.aggregations)
@@ -59,29 +70,38 @@ def remember_classes_of(spec: Any) -> None:
 
 _last_remembered: Any = None
 
+_WALKED_AT_MOST = 10_000
+"""Objects one walk visits at most (a function may name a large structure), and items of a list or tuple."""
+_ITEMS_AT_MOST = 64
+
 
 def remember_classes(roots: Iterable[Any]) -> None:
-    """Make the classes that ``roots`` (the pipeline's accumulations) name findable by `class_named`: their own,
-    and those their functions and methods name (globals, closures, defaults), as many levels down as they go."""
+    """Make `_CLASSES` the classes that ``roots`` (the pipeline's accumulations) name exactly once under their
+    module and qualified name, pickle cannot find by it: their own, and those their functions and methods name
+    (globals, closures, defaults), as many levels down as they go."""
+    found: dict[tuple[str, str], list[type]] = {}
     seen: set[int] = set()
     todo = list(roots)
-    while todo:
+    while todo and len(seen) < _WALKED_AT_MOST:
         obj = todo.pop()
         if id(obj) in seen or obj is None:
             continue
         seen.add(id(obj))
         if isinstance(obj, type):
-            if obj.__module__ not in ("builtins",) and _imported(obj.__module__, obj.__qualname__) is not obj:
-                _CLASSES[(obj.__module__, obj.__qualname__)] = obj  # the running pipeline's, over one pickled before
+            key = (obj.__module__, obj.__qualname__)
+            if obj.__module__ != "builtins" and _imported(*key) is not obj and obj not in found.get(key, []):
+                found.setdefault(key, []).append(obj)
             todo.extend(_named_by_class(obj))
         elif isinstance(obj, types.FunctionType):
             todo.extend(_named_by_function(obj))
         elif isinstance(obj, (list, tuple)):
-            todo.extend(obj)
+            todo.extend(obj[:_ITEMS_AT_MOST])
         elif isinstance(obj, Accumulation) or (hasattr(obj, "__dict__") and not isinstance(obj, types.ModuleType)
                                                and type(obj).__module__.split(".")[0] not in _LIBRARIES):
             todo.append(type(obj))
             todo.extend(vars(obj).values())
+    _CLASSES.clear()
+    _CLASSES.update({key: classes[0] for key, classes in found.items() if len(classes) == 1})
 
 
 def _named_by_class(cls: type) -> list[Any]:

@@ -10,7 +10,10 @@ batch and writes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import importlib.metadata
+import pickle
 import re
 import threading
 from decimal import Decimal
@@ -23,14 +26,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import accumulations
-from accumulations import Accumulation, Count, Distinct, Sum, ToList, TopN, ToSet
+from accumulations import Accumulation, Count, Distinct, Fold, Sum, ToList, TopN, ToSet
 from storage import KVStore
 from triggers import AfterAll, AfterAny, AfterCount, AfterEach, AfterProcessingTime, AfterWatermark, AtWatermark, Repeatedly, TriggerContext
-from windowing import TestStream, columns, window_state, windowed
+from windowing import TestStream, columns, state_classes, window_state, windowed
 from windowing.engine import lateness_horizon, step
 from windowing.errors import WindowingConfigError
 from windowing.spec import EngineSpec
-from windowing.state_codec import pickled
+from windowing.state_codec import dumped, pickled
 from windowing.window_state import (
     RECORD,
     _Record,
@@ -637,3 +640,49 @@ def test_an_accumulator_nothing_can_pickle_is_refused_naming_what_it_holds(tmp_p
     with pytest.raises(TypeError, match=r"a window's state holds Locked .* which pickle cannot "
                                         r"store \(.*lock.*\); .* must be picklable"):
         built.run(n=_counted_in(Locked))
+
+
+def test_two_classes_of_one_name_in_one_pipeline_are_kept_apart(tmp_path):
+    # A review found a first version naming each such class by module and name only: one aggregation's cells came
+    # back as the other's class (two factory-made classes share their qualified name).
+    def counter(column):
+        class Tally:
+            def __init__(self, n):
+                self.n = n
+
+        def add(a, v):
+            assert isinstance(a, Tally), "read back as another Tally"
+            return Tally(a.n + 1)
+
+        def merge(a, b):
+            assert isinstance(a, Tally) and isinstance(b, Tally), "read back as another Tally"
+            return Tally(a.n + b.n)
+
+        return Fold(column, Tally(0), add, merge, output=lambda a: a.n)
+
+    stream = TestStream().add_elements([{"k": "a", "ts": 1, "x": 1, "y": 2}]).add_elements([{"k": "a", "ts": 2, "x": 1, "y": 2}])
+
+    def counts(store):
+        built = windowed(stream, time="ts", key="k")
+        built = built.window_state(KVStore(str(store))) if store else built
+        panes = built.fixed(10).trigger(Repeatedly(AfterCount(1))).accumulating().run(x=counter("x"), y=counter("y")).panes
+        return panes[["x", "y"]].values.tolist()
+
+    assert counts(tmp_path / "kv") == counts(None) == [[1, 1], [2, 2], [2, 2]]
+
+
+@pytest.mark.xfail(importlib.metadata.version("pyspark").startswith("3."), strict=True,
+                   reason="pyspark 3.5's cloudpickle loses a slots=True dataclass's fields (docs/spark.md, 'State')")
+def test_a_class_named_twice_by_the_pipeline_is_pickled_with_its_code_and_comes_back_as_itself():
+    # A slots dataclass replaces the class it was made from, which its generated methods still name: a first version
+    # took the replaced one for the class of that name, and a second micro-batch failed ("state is not a dictionary").
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Tally:
+        total: int = 0
+
+    fold = Fold("v", Tally(), lambda a, v: dataclasses.replace(a, total=a.total + v), lambda a, b: Tally(a.total + b.total))
+    state_classes.remember_classes([fold])
+    blob = dumped(Tally(3))
+    state_classes.remember_classes([fold])  # the next task's walk, before it reads the state
+    back = pickle.loads(blob)
+    assert type(back) is Tally and back.total == 3

@@ -514,7 +514,7 @@ def _tally_class():
     return Tally
 
 
-def _mean_of_tallies(tally):
+def _tally_mean(tally):
     def add(a, v):
         assert isinstance(a, tally), f"{type(a)} is not the running pipeline's class"
         return tally(a.total + v, a.n + 1)
@@ -523,10 +523,13 @@ def _mean_of_tallies(tally):
         assert isinstance(a, tally) and isinstance(b, tally), f"{type(a)}, {type(b)}: not the running pipeline's class"
         return tally(a.total + b.total, a.n + b.n)
 
+    return Fold("amount", tally(0, 0), add, merge, output=lambda a: a.total / a.n)
+
+
+def _mean_of_tallies(tally, **more):
     def build(frame):
-        mean = Fold("amount", tally(0, 0), add, merge, output=lambda a: a.total / a.n)
         return windowed(frame, time="ts", key="user").sessions("10 seconds").watermark("5 seconds") \
-            .trigger(Repeatedly(AfterCount(1))).accumulating().aggregate(mean=mean)
+            .trigger(Repeatedly(AfterCount(1))).accumulating().aggregate(mean=_tally_mean(tally), **more)
 
     return build
 
@@ -551,6 +554,19 @@ def test_an_accumulator_of_a_class_defined_in_a_function_streams_and_restarts_as
         restarted.stop()
     expected = mirror(parts, inputs, _mean_of_tallies(_tally_class()))
     assert 5.0 in expected["mean"].tolist()  # a: (5 + 7 + 3) / 3 once 8 merged [1, 11) and [12, 22)
+    assert_same_panes(read_sink(spark, sink), expected)
+
+
+def test_two_classes_of_one_name_stream_apart_as_on_pandas(spark, where):
+    """Two factory-made classes share their qualified name: a first version read one aggregation's cells back as
+    the other's class."""
+    parts = [events([("a", 1, 5), ("a", 12, 7), ("b", 3, 1)]), events([("a", 8, 3), ("b", 40, 2)])]
+    build = _mean_of_tallies(_tally_class(), again=_tally_mean(_tally_class()))
+    source, sink, checkpoint = where()
+    query = start(spark, source, sink, checkpoint, build)
+    inputs = run_all(query, source, parts)
+    expected = mirror(parts, inputs, build)
+    assert expected["mean"].tolist() == expected["again"].tolist() and 5.0 in expected["mean"].tolist()
     assert_same_panes(read_sink(spark, sink), expected)
 
 
