@@ -946,6 +946,9 @@ def test_the_nested_timestamp_refusal_follows_the_sessions_spark_not_the_clients
             _check_stream_timestamps(schema, "America/Los_Angeles", server)
     _check_stream_timestamps(schema, "UTC", server)
     _check_stream_timestamps(T.StructType(schema.fields[:2]), "America/Los_Angeles", server)  # handed over zone-aware
+    # A type was read by its name: a struct field named timestamp_ms, which holds no time, was refused.
+    named = T.StructField("stamp", T.StructType([T.StructField("timestamp_ms", T.LongType())]))
+    _check_stream_timestamps(T.StructType([*schema.fields[:2], named]), "America/Los_Angeles", server)
 
 
 def _wall_clock_values(stream):

@@ -198,8 +198,7 @@ def _check_stream_timestamps(out_schema: Any, zone: str, spark_version: str) -> 
         return isinstance(kind, T.TimestampType) or (isinstance(kind, T.ArrayType)
                                                      and isinstance(kind.elementType, T.TimestampType))
 
-    nested = [f for f in out_schema.fields
-              if re.search(r"timestamp(?!_ntz)", f.dataType.simpleString()) and not handed_over_aware(f.dataType)]
+    nested = [f for f in out_schema.fields if _holds_timestamps(f.dataType) and not handed_over_aware(f.dataType)]
     if not nested or int(spark_version.split(".")[0]) < 4 or _utc_like(zone):
         return
     raise WindowingConfigError(
