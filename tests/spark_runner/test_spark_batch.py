@@ -120,11 +120,28 @@ def test_a_fold_whose_values_outgrow_its_sampled_type_fails_naming_the_column_an
      r".*spark_typed"),
     (Fold("amount", "", lambda a, v: a + "x" if v < 5 else len(a), lambda a, b: a + b),
      r"output column 'out' is string, as the accumulation's output for one sample value was, but a pane holds 1"),
-], ids=["a float in an array of integers", "an integer beyond 64 bits", "an int in a boolean", "an int in a string"])
+    (Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b, output=lambda a: dt.datetime(2024, 1, 1) if a < 5 else a),
+     r"output column 'out' is timestamp, as the accumulation's output for one sample value was, but a pane holds 8"),
+    (Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b, output=lambda a: dt.date(2024, 1, 1) if a < 5 else a),
+     r"output column 'out' is date, as the accumulation's output for one sample value was, but a pane holds 8"),
+    (Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b, output=lambda a: [a] if a < 5 else a),
+     r"output column 'out' is an array, as the accumulation's output for one sample value was, but a pane holds 8"),
+    (Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b, output=lambda a: ["x"] if a < 5 else "xy"),
+     r"output column 'out' is an array, as the accumulation's output for one sample value was, but a pane holds 'xy'"),
+    (Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b,
+          output=lambda a: [dt.datetime(2024, 1, 1)] if a < 5 else [a]),
+     r"output column 'out' is array<timestamp>, as the accumulation's output for one sample value was, but a pane "
+     r"holds 8"),
+], ids=["a float in an array of integers", "an integer beyond 64 bits", "an int in a boolean", "an int in a string",
+        "an int in a timestamp", "an int in a date", "an int in an array", "a string in an array",
+        "an int in an array of timestamps"])
 def test_values_a_sampled_output_type_cannot_hold_fail_naming_the_column(spark, aggregation, message):
     # Before: Arrow truncated the 7.5 sampled as array<bigint> (from [1]) to 7, without a word; 2**64 failed with
     # "Python int too large to convert to C long", and the others with pyspark's "Could not convert 2 with type int:
-    # tried to convert to boolean" or "Expected bytes, got a 'int' object", naming no column.
+    # tried to convert to boolean" or "Expected bytes, got a 'int' object", naming no column. An int sampled a
+    # timestamp came out as microseconds since 1970 and one sampled a date as days, a string sampled an array as
+    # its characters (["x", "y"]), all without a word, and an int sampled an array failed with "'int' object is
+    # not iterable".
     frame = pd.DataFrame({"t": [1, 2], "amount": [1, 7], "flag": [True, True]})
     result = windowed(spark.createDataFrame(frame).coalesce(1), time="t").fixed(10)
     with pytest.raises(Exception, match=message):

@@ -32,7 +32,8 @@ class OutputColumn:
     floating: bool = False  # a built-in's double (a Mean of decimals, as Decimals) or a stated one: made floats, as a cast
     instant: bool = False  # a Spark timestamp, key or built-in's value: leaves as epoch microseconds (`instants`)
     zoned: bool = False  # timestamps pyspark converts itself (a list of them, a Fold's): handed over zone-aware
-    stated_shape: str | None = None  # a stated type (an array's elements') whose values' kind is checked (`SHAPES`)
+    own_values: bool = False  # values of the user's code (a Fold, Reduce or own accumulation; one stated): kinds checked
+    shape: str | None = None  # its stated or sampled type (an array's elements') as a `SHAPES` entry, if it has one
 
 
 def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
@@ -42,9 +43,9 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
     if col.integral and values.dtype.kind in "iu" and col.bits == 64:
         return values.to_numpy()
     if col.interval:
-        values = check_stated(values, col)
+        values = check_kinds(values, col)
         return _interval_micros(values)
-    values = check_stated(values, col)
+    values = check_kinds(values, col)
     if col.array:
         out = np.empty(len(values), dtype=object)
         out[:] = [None if is_missing(v) else as_list(v) for v in values]
@@ -88,15 +89,16 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
     return values.to_numpy()
 
 
-def check_stated(values: pd.Series, col: OutputColumn) -> pd.Series:
+def check_kinds(values: pd.Series, col: OutputColumn) -> pd.Series:
     """``values``, an array's cells as lists (an iterator read once: checking its elements used it up, and it
-    came out empty); failing naming the column and the value where a pane holds what a type stated with
-    ``spark_typed`` cannot: pyspark took a number for microseconds since 1970 in a stated timestamp (Spark's cast
-    takes seconds), for days in a date, for nanoseconds in an interval, and failed with a bare error on a scalar
-    in an array or a number in a map."""
-    if not col.stated:
+    came out empty); failing naming the column and the value where a pane of the user's code holds what the
+    column's type, stated with ``spark_typed`` or sampled from one output, cannot: pyspark took a number for
+    microseconds since 1970 in a timestamp (Spark's cast takes seconds), for days in a date, for nanoseconds in an
+    interval, a string for its characters in an array, and failed with a bare error on a scalar in an array or a
+    number in a map."""
+    if not col.own_values:
         return values
-    shape = col.stated_shape
+    shape = col.shape
     if col.array:
         _refuse(values, col, "an array", _is_collection)
         values = pd.Series([None if is_missing(cell) else as_list(cell) for cell in values], dtype=object)
@@ -215,7 +217,7 @@ SHAPES: dict[str, tuple[type, ...]] = {"date": (datetime.date, np.datetime64), "
                                        "timestamp": (datetime.date, np.datetime64),  # a date: midnight, as Spark casts it
                                        "timestamp_ntz": (datetime.datetime, np.datetime64),  # pyspark takes no date
                                        "interval": (datetime.timedelta, np.timedelta64)}
-"""Stated Spark types (`OutputColumn.stated_shape`) and the Python values each takes."""
+"""Stated or sampled Spark types (`OutputColumn.shape`) and the Python values each takes."""
 _STRICT_KINDS: dict[str, tuple[type, ...]] = {"boolean": (bool, np.bool_), "string": (str,), "binary": (bytes, bytearray)}
 _NONE_ASTRAY = object()
 _WIDE = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)

@@ -168,7 +168,8 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                                     whole_elements=array and checked and integral(vtype.elementType),
                                     sampled=checked_type,
                                     stated=stated,
-                                    stated_shape=_stated_shape(vtype.elementType if array else vtype) if stated else None,
+                                    own_values=checked,
+                                    shape=_shape_of(vtype.elementType if array else vtype) if checked else None,
                                     decimal=(vtype.precision, vtype.scale) if isinstance(vtype, T.DecimalType) else None,
                                     floating=floating))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
@@ -218,8 +219,8 @@ def _check_python_types(strategy: Strategy, types: dict[str, Any]) -> None:
                 "a variant with to_json)")
 
 
-def _stated_shape(vtype: Any) -> str | None:
-    """The `output_values.SHAPES` entry of a stated Spark type, if it has one."""
+def _shape_of(vtype: Any) -> str | None:
+    """The `output_values.SHAPES` entry of a Spark type, if it has one."""
     from pyspark.sql import types as T
 
     shapes = {T.DateType: "date", T.MapType: "map", T.TimestampType: "timestamp", T.TimestampNTZType: "timestamp_ntz",

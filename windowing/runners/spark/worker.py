@@ -32,7 +32,7 @@ from .buckets import BUCKETS_CONF, NUMBERS, PLACEMENT_CONF, SHUFFLE_PARTITIONS_C
 from .combine import CHECKED_BUCKET, nulls_restored
 from .instants import instants_as_micros, instants_restored, zone_aware
 from .old_checkpoints import without_float_integers
-from .output_values import NS_PER_US, OutputColumn, check_stated, spark_ready
+from .output_values import NS_PER_US, OutputColumn, check_kinds, spark_ready
 from .pipelines import differences, pipeline_of, refuse_another_pipeline
 from .wire import WIRE
 
@@ -142,10 +142,10 @@ class BucketStep:
         for col in self.columns:
             values = sources[col.source]
             if col.instant:
-                values = check_stated(values, col)
+                values = check_kinds(values, col)
                 out[col.name] = instants_as_micros(values, self.wall_zone, made_by_pyspark=self.packed)
             elif col.zoned:
-                values = check_stated(values, col)
+                values = check_kinds(values, col)
                 out[col.name] = zone_aware(values, self.wall_zone, self.packed, lists=col.array)
             elif col.kind == "time":
                 raw = values.to_numpy(dtype=np.int64)
