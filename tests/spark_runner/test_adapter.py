@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import accumulations
-from accumulations import Count, Max, Mean, Min, Sum, ToList
+from accumulations import Count, Fold, Max, Mean, Min, Sum, ToList
 from tests.beam.pipelines import elements_frame
 from tests.beam.pipelines import pipelines as random_pipelines
 from tests.engine.test_golden import SCENARIOS, build_pipeline, expected_rows, global_bounds, instant, load, to_frame
@@ -269,7 +269,6 @@ def test_periodic_early_firings_use_processing_time_timeouts():
 # ---- configuration errors ----------------------------------------------------------------------
 
 def test_an_output_type_that_cannot_be_derived_names_the_aggregation_and_the_way_out():
-    from accumulations import Fold
     from windowing.runners.spark import spark_typed
 
     frame = events([("a", 1, 1)])
@@ -282,6 +281,21 @@ def test_an_output_type_that_cannot_be_derived_names_the_aggregation_and_the_way
     assert typed.out_schema["s"].dataType.simpleString() == "bigint"
     out = typed.adapter.run_batch(shipped(frame, typed).drop(columns="_wm_ms"))
     assert list(out["s"]) == [1]
+
+
+def test_the_type_an_underivable_output_of_decimals_is_told_to_state_keeps_them_exact():
+    from pyspark.sql import types as T
+
+    class Squares(Sum):  # folds otherwise: Sum's decimal output type is dropped
+        def accumulate(self, accumulated, value):
+            return accumulated + value * value
+
+    schema = T.StructType([T.StructField("ts", T.LongType()), T.StructField("amount", T.DecimalType(10, 2))])
+    w = windowed(None, time="ts").fixed(10)
+    for acc in (Squares("amount"), Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b)):
+        # It told to state 'double', which rounds decimals.
+        with pytest.raises(WindowingConfigError, match=r"spark_typed\(.*'decimal\(38,2\)'\)"):
+            plan_spark(w.strategy(s=acc), schema, 1)
 
 
 def test_spark_typed_refuses_a_non_type():

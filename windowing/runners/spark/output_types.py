@@ -115,7 +115,11 @@ def output_type(name: str, acc: Accumulation[Any, Any, Any], input_type: Any) ->
     sampled = _sampled_output_type(acc, input_type)
     if sampled is not None:
         return sampled
-    stated = input_type.simpleString() if input_type is not None and acc.output_kind == "extreme" else "double"  # a value of it
+    stated = "double"
+    if input_type is not None and acc.output_kind == "extreme":  # a value of it
+        stated = input_type.simpleString()
+    elif isinstance(input_type, T.DecimalType):  # exact at the input's scale, as wide as Spark's decimals go
+        stated = f"decimal(38,{input_type.scale})"
     raise WindowingConfigError(
         f"aggregate({name}={acc!r}): cannot derive the Spark type of its output"
         + (f" from input type {input_type.simpleString()}" if input_type is not None else "")
