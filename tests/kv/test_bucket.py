@@ -184,6 +184,26 @@ def test_a_store_with_nested_storage_options_unpickles_as_one_store_per_process(
         assert bucket.get(b"k") == b"v"
 
 
+def test_a_store_of_a_relative_path_unpickles_as_the_same_store_in_another_working_directory(tmp_path, monkeypatch):
+    """A Spark worker unpickles the driver's store in its own working directory: a relative path was resolved there
+    anew, so the tasks wrote another store than the one the driver reads (or the driver after a notebook's %cd)."""
+    import pickle
+
+    monkeypatch.chdir(tmp_path)
+    store = KVStore("counts")
+    with store.open(0) as bucket:
+        bucket.begin(1)
+        bucket.put(b"k", b"v")
+        bucket.commit()
+    shipped = pickle.dumps(store)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    worker = pickle.loads(shipped)
+    assert worker.root == store.root == str(tmp_path / "counts")
+    with worker.open(0) as bucket:
+        assert bucket.get(b"k") == b"v"
+
+
 def test_an_empty_path_or_a_bool_lease_is_refused(tmp_path):
     """"" was the working directory, and lease=True a lease of one second."""
     with pytest.raises(ValueError, match="KVStore path='' must be a non-empty str or an os.PathLike"):
