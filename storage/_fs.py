@@ -6,6 +6,9 @@ import os
 import uuid
 from typing import Any
 
+from fsspec.core import split_protocol
+from fsspec.implementations.local import LocalFileSystem
+
 
 def protocols(fs: Any) -> tuple[str, ...]:
     proto = fs.protocol
@@ -14,6 +17,14 @@ def protocols(fs: Any) -> tuple[str, ...]:
 
 def is_local(fs: Any) -> bool:
     return "file" in protocols(fs) or "local" in protocols(fs)
+
+
+def absolute_if_local(path: str) -> str:
+    """``path`` as any process resolves it alike: a local one made absolute here. A Spark worker resolved a
+    relative one in its own working directory (or the driver after a notebook's ``%cd``), and wrote elsewhere."""
+    if split_protocol(path)[0] not in (None, "file", "local"):
+        return path
+    return LocalFileSystem._strip_protocol(path)
 
 
 def fsync(path: str) -> None:

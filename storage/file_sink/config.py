@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, TypeVar
 import pyarrow as pa
 from fsspec.core import url_to_fs
 
+from .._fs import absolute_if_local
 from .._units import Seconds, is_whole_number, parse_seconds
 from .buckets import BasePathBuckets, BucketAssigner
 from .codec import AES_KEY_BYTES, ROW_CODECS
@@ -60,6 +61,7 @@ class SinkConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path.strip():  # "" would be the working directory, recovered
             raise ValueError(f"FileSink path={self.path!r} must be a directory's path or URL, a non-empty str")
+        object.__setattr__(self, "path", absolute_if_local(self.path))  # executors resolved a relative one elsewhere
         self._check_parts()
         if self.format not in FORMATS:
             raise ValueError(f"FileSink format={self.format!r} is unknown; choose one of {sorted(FORMATS)}")

@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any, Mapping
 
 from fsspec.core import url_to_fs
-from fsspec.implementations.local import LocalFileSystem
 
+from .._fs import absolute_if_local
 from .._units import is_whole_number, parse_seconds, parse_size
 from .bucket import Bucket, Hook
 from .datafile import BlockCache
@@ -66,12 +66,8 @@ class KVStore:
             raise ValueError(f"KVStore compression={compression!r} is not one of {CODECS}")
         if not isinstance(fsync, bool):
             raise ValueError(f"KVStore fsync={fsync!r} must be True or False")
-        self.fs, root = url_to_fs(path, **dict(storage_options or {}))
-        self.root = root.rstrip("/")
-        # Pickled with a local path made absolute: a Spark worker (or the driver after a chdir) resolved a relative one
-        # against its own working directory, and wrote another store than the driver's.
-        shipped = root if isinstance(self.fs, LocalFileSystem) else path
-        self._settings = (shipped, tuple(sorted({
+        path = absolute_if_local(path)
+        self._settings = (path, tuple(sorted({
             "flush_entries": flush_entries, "flush_batches": flush_batches, "flush_bytes": flush_bytes,
             "max_file_size": max_file_size,
             "block_size": block_size, "block_cache": block_cache, "max_log_segment": max_log_segment,
@@ -96,6 +92,8 @@ class KVStore:
         self.fsync = fsync
         self.storage_options = dict(storage_options or {})
         self.cache = BlockCache(parse_size("block_cache", block_cache))
+        self.fs, root = url_to_fs(self.path, **self.storage_options)
+        self.root = root.rstrip("/")
         self._parsed = StoreSettings(
             path=self.path, fs=self.fs, root=self.root, cache=self.cache, flush_entries=flush_entries,
             flush_batches=flush_batches, flush_bytes=self.flush_bytes, max_file_size=self.max_file_size, block_size=self.block_size,

@@ -39,6 +39,17 @@ def test_rows_without_columns_from_spark_are_refused_and_none_without_rows_write
         sink.start(stream, str(tmp_path / "checkpoint"))
 
 
+def test_a_relative_path_is_the_drivers_directory_on_the_tasks_too(spark, tmp_path, monkeypatch):
+    """The tasks resolved a relative path in their own working directory (the driver's after a notebook's %cd
+    differs): their parts went there, and the read found the commit's parts missing."""
+    spark.range(1).collect()  # the workers start in the working directory of before
+    monkeypatch.chdir(tmp_path)
+    sink = FileSink("out")
+    sink.write(spark.range(10).repartition(2))
+    assert sink.path == str(tmp_path / "out")
+    assert sorted(sink.read()["id"]) == list(range(10))
+
+
 def test_null_and_empty_column_values_read_back_by_spark_as_null(spark, tmp_path):
     sink = FileSink(str(tmp_path / "out"), format="parquet").with_buckets(ColumnBuckets("k"))
     sink.write(pa.table({"k": ["a", None, "None", ""], "v": [0, 1, 2, 3]}))

@@ -56,6 +56,19 @@ def start(splitter: FileSplitter, spark, checkpoint, recorder: BatchRecorder, **
 
 
 @pytest.mark.spark
+def test_a_relative_path_is_read_from_the_drivers_directory(spark, tmp_path, monkeypatch):
+    """The source runs in a Python worker, which resolved a relative path in the JVM's working directory, not the
+    driver's after a notebook's %cd: the query failed with "paths: 'in' does not exist"."""
+    monkeypatch.chdir(tmp_path)
+    Path("in").mkdir()
+    expected = make_input(Path("in"))
+    recorder = BatchRecorder()
+    splitter = FileSplitter("in", block_size=256, blocks_per_batch=2, settle=0, scan_interval=0)
+    start(splitter, spark, tmp_path / "checkpoint", recorder, availableNow=True).awaitTermination()
+    assert Counter(row[0] for rows in recorder.by_batch().values() for row in rows) == Counter(expected)
+
+
+@pytest.mark.spark
 def test_restart_from_checkpoint_reads_every_line_exactly_once(spark, tmp_path):
     data = tmp_path / "in"
     data.mkdir()
