@@ -275,7 +275,7 @@ class PartFiles:
         rec, config = part.record, self.config
         plain = compress(b"".join(part.pending), config.compression) if part.pending else b""
         segment = seal(plain, config.key, rec.segments, final)
-        handle = self._handle(rec.path)
+        handle = self._handle(rec.path, batch_id)
         handle.write(segment)
         handle.flush()
         self.unsynced_files.add(rec.path)
@@ -305,6 +305,8 @@ class PartFiles:
         """Roll the parts the policy selects at the end of a batch (bulk parts always), flush the others."""
         policy = self.config.rolling
         for part in list(self.parts.values()):
+            if self.parts.get(part.record.bucket) is not part:  # rolled as another's stream took its place
+                continue
             stats = part.stats()
             if (
                 end_of_input
@@ -329,14 +331,21 @@ class PartFiles:
 
     # ------------------------------------------------------- open-file cache
 
-    def _handle(self, path: str) -> Any:
-        """The open stream of a part, from the cache; evicts the least recently used one."""
+    def _handle(self, path: str, batch_id: int) -> Any:
+        """The open stream of a part, from the cache; evicts the least recently used one. Where the filesystem cannot
+        append (an object store), the evicted stream's part is rolled: reopened, its bytes would be written over."""
         self._handle_used_ms[path] = self._now
         if path in self._handles:
             self._handles.move_to_end(path)
             return self._handles[path]
         while len(self._handles) >= self.config.max_open_files:
-            self._close_handle(next(iter(self._handles)))
+            evicted = next(iter(self._handles))
+            part = None if self.config.appendable else next(
+                (p for p in self.parts.values() if p.record.path == evicted), None)
+            if part is not None:
+                self.roll(part, batch_id)
+            else:
+                self._close_handle(evicted)
         self._handles[path] = self.directory.fs.open(path, "ab" if self.config.appendable else "wb")
         return self._handles[path]
 

@@ -256,3 +256,28 @@ def test_a_failed_attempt_leaves_no_file_open(tmp_path, monkeypatch, fmt):
     assert [name for name in tree(tmp_path) if ".inprogress" in name]  # it had written a part
     assert failure.traceback  # the frames, and what they refer to, are still alive here
     assert open_files_under(tmp_path) == []
+
+
+def test_a_stream_evicted_on_a_filesystem_that_cannot_append_rolls_its_part_not_overwrites_it(tmp_path, monkeypatch):
+    """On an object store a part evicted from the open-file cache and flushed again was reopened with "wb": its
+    earlier bytes were written over, and the committed batch read back as a CorruptPartError (rows lost)."""
+    from storage.file_sink import parts
+
+    monkeypatch.setattr(parts, "FLUSH_BYTES", 64)  # several flushes per bucket and record batch
+    sink = (FileSink(f"noappend://{tmp_path}", format="jsonl").with_buckets(ColumnBuckets("k"))
+            .with_rolling_policy(RollingPolicy.on_every_batch()).with_open_files(1))
+    lease = hold(sink)
+
+    def rows(k, start, n):
+        return pa.table({"k": [k] * n, "id": list(range(start, start + n))})
+
+    task = TaskInfo(OWNER, 0, 0, 0, 0)  # one partition's record batches: a, b, a (each flushed, evicting the other)
+    report = write_task(sink, task, [rows("a", 0, 20), rows("b", 20, 20), rows("a", 40, 20)], False, lambda p, b: None)
+    assert commit_batch(sink, 0, [report], lease, 0)
+    lease.release()
+    # A writer's batch: a little of "a" buffered, then enough of "b" to flush: rolling "a" at the batch's end
+    # evicts "b"'s stream, which rolls "b" before the end of batch reaches it.
+    writer = sink.writer()
+    writer.write_batch(pa.concat_tables([rows("a", 60, 1), rows("b", 61, 20)]), batch_id=1, processing_time_ms=0)
+    writer.close()
+    assert rows_of(sink) == list(range(81))
