@@ -24,7 +24,7 @@ from .datafile import DataFile
 from .errors import CorruptStoreError, FencedError, KVStoreError
 from .files import FileWriter
 from .format import encode_frame
-from .keys import MAX_KEY_BYTES, Run, as_binary, check_key_lengths, concat_values, successor
+from .keys import MAX_KEY_BYTES, Run, as_binary, check_key_lengths, concat_values, is_view, successor
 from .log_frames import cut_segment, put_back, remove_object
 from .log_replay import replay_log
 from .reads import get_many, scan
@@ -515,6 +515,8 @@ def _check_one_key(call: str, key: Any, name: str = "key") -> None:
 def _like(keys: Any, values: pa.LargeBinaryArray) -> Any:
     """The values in the kind of column the keys came in: Arrow, pandas, NumPy, or a list of bytes."""
     if isinstance(keys, (pa.Array, pa.ChunkedArray)):
+        if is_view(keys.type):
+            return values.cast(pa.binary_view())
         large = pa.types.is_large_binary(keys.type) or pa.types.is_large_string(keys.type)
         return values if large else values.cast(pa.binary())
     if isinstance(keys, pd.Series):

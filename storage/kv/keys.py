@@ -81,6 +81,8 @@ def as_binary(values: Any, name: str, *, nulls: bool = False) -> pa.LargeBinaryA
             values = pa.array(values, _VALUE)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
             raise TypeError(f"{name} must hold bytes{_OR_NONE if nulls else ''}: {exc}") from None
+    if is_view(values.type):
+        values = values.cast(_VALUE)
     if pa.types.is_binary(values.type) or pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
         values = values.cast(_VALUE) if not pa.types.is_string(values.type) else values.cast(pa.binary()).cast(_VALUE)
     elif pa.types.is_fixed_size_binary(values.type):
@@ -91,6 +93,11 @@ def as_binary(values: Any, name: str, *, nulls: bool = False) -> pa.LargeBinaryA
         first = values.is_null().to_numpy(zero_copy_only=False).argmax()
         raise ValueError(f"{name} holds {values.null_count} null(s), the first at position {first}; keys must be bytes")
     return values
+
+
+def is_view(kind: pa.DataType) -> bool:
+    """An Arrow binary or string view (pyarrow 16 on: Polars' binary and str)."""
+    return any(getattr(pa.types, test, lambda _: False)(kind) for test in ("is_binary_view", "is_string_view"))
 
 
 def _refuse_str(values: list[Any], name: str) -> None:
