@@ -185,7 +185,10 @@ class SplitterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not blocks:
             self._last = start
             return start
-        self._last = {**start, "n": start["n"] + 1, "batch": _batch_ranges(blocks), "state": self._planner.state()}
+        # This run's block size: a restart with another one cut the new batch's ranges by the checkpoint's first,
+        # and its blocks ran into the next batch's (lines read twice). A replay reads by the offset's own.
+        self._last = {**start, "n": start["n"] + 1, "block_size": self._config.block_size, "protocol": self._protocol,
+                      "batch": _batch_ranges(blocks), "state": self._planner.state()}
         return self._last
 
     def getDefaultReadLimit(self) -> ReadLimit:

@@ -402,6 +402,35 @@ def test_offsets_are_deterministic_and_replayable_without_a_session(tmp_path):
     assert reader.latestOffset(everything, reader.getDefaultReadLimit()) == everything
 
 
+@pytest.mark.parametrize("first, then", [(1000, 100), (100, 1000)])
+def test_a_restart_with_another_block_size_reads_every_line_once(tmp_path, first, then):
+    """The new offsets kept the checkpoint's first block size: after a restart with a smaller one, each planned
+    range was cut into blocks of the old size, which ran into the next batch's (91 lines of 200 read twice)."""
+    import json
+    import os
+
+    from storage.splitter.spark_source import SplitterStreamReader
+
+    expected = [f"line {i:04d} " + "x" * 20 for i in range(200)]
+    (tmp_path / "a.log").write_text("\n".join(expected) + "\n")
+    os.utime(tmp_path / "a.log", (1, 1))  # settled long ago
+
+    def batches(reader, start, limit=None):
+        while True:
+            end = json.loads(json.dumps(reader.latestOffset(start, reader.getDefaultReadLimit())))
+            if end == start or limit == 0:
+                return start
+            lines.extend(planned_lines(reader, start, end))
+            start, limit = end, None if limit is None else limit - 1
+
+    lines: list[str] = []
+    reader = SplitterStreamReader(SplitterConfig(paths=str(tmp_path), block_size=first, blocks_per_batch=1, settle=0))
+    start = batches(reader, json.loads(json.dumps(reader.initialOffset())), limit=2)
+    restarted = SplitterStreamReader(SplitterConfig(paths=str(tmp_path), block_size=then, blocks_per_batch=4, settle=0))
+    batches(restarted, start)
+    assert sorted(lines) == expected
+
+
 def planned_lines(reader, start, end) -> list[str]:
     """The lines of the blocks an offset range plans, read as Spark's tasks would."""
     return sorted(value for partition in reader.partitions(start, end) for batch in reader.read(partition)
