@@ -236,7 +236,7 @@ def line_batches(fs: fsspec.AbstractFileSystem, block: BlockMetadata, *, strict:
         values, offsets = _split_lines(start, data, stop)
         n = len(values)
         yield pa.RecordBatch.from_arrays(
-            [values, pa.repeat(pa.scalar(block.path, pa.string()), n),
+            [values, pa.repeat(pa.scalar(shown_path(block.path), pa.string()), n),
              pa.array(np.full(n, block.block_id, np.int64)), pa.array(offsets)],
             schema=LINE_SCHEMA,
         )
@@ -277,11 +277,22 @@ def _chunks(path: str, block_id: int, base: np.ndarray, text: pa.Array, starts: 
     n = len(base)
     rows = pa.array(cuts.astype(np.int32))
     return pa.RecordBatch.from_arrays(
-        [pa.repeat(pa.scalar(path, pa.string()), n), pa.array(np.full(n, block_id, np.int64)), pa.array(base), text,
+        [pa.repeat(pa.scalar(shown_path(path), pa.string()), n), pa.array(np.full(n, block_id, np.int64)), pa.array(base), text,
          pa.ListArray.from_arrays(rows, pa.array(starts.astype(np.int32))),
          pa.ListArray.from_arrays(rows, pa.array(lengths.astype(np.int32)))],
         schema=CHUNK_SCHEMA,
     )
+
+
+def shown_path(path: str) -> str:
+    """``path`` as the ``path`` column holds it: a local name that is not UTF-8 (Python's surrogate escapes, which
+    Arrow's strings refuse) with each such byte as ``\\xff``. The read failed there, naming no file, and lost the
+    lines of the other files' blocks handed out with it."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return path
 
 
 def _chunk_piece(path: str, block_id: int, start: int, data: bytes, stop: int, chunk_bytes: int) -> pa.RecordBatch:

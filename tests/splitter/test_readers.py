@@ -126,6 +126,22 @@ def test_chunk_rows_of_a_long_record_invalid_utf8_and_an_empty_file(tmp_path):
     assert list(chunk_batches(FS, middle_of_the_long_record)) == []  # no batch, not an empty chunk
 
 
+def test_a_file_name_that_is_not_utf8_is_read_its_bytes_escaped_in_the_path_column(tmp_path):
+    """Arrow's strings refused the name (UnicodeEncodeError naming no file), and the other files' lines, handed
+    out with it, were lost."""
+    import os
+
+    (tmp_path / "good.log").write_bytes(b"good\n")
+    with open(os.path.join(os.fsencode(tmp_path), b"bad\xff.log"), "wb") as f:
+        f.write(b"bad\n")
+    splitter = FileSplitter(str(tmp_path), settle=0)
+    frame = splitter.read_lines()
+    assert sorted(zip(frame["path"], frame["value"])) == [
+        (f"{tmp_path}/bad\\xff.log", "bad"), (f"{tmp_path}/good.log", "good")]
+    blocks = all_blocks(os.path.join(str(tmp_path), os.fsdecode(b"bad\xff.log")), 8)  # the chunk rows of Spark's
+    assert [row[:2] for row in chunk_records(FS, blocks, 1 << 20)] == [("bad", f"{tmp_path}/bad\\xff.log")]
+
+
 @pytest.mark.parametrize(("data", "lines"), [(b"one\r\ntwo\rthree\r", ["one", "two\rthree\r"]), (b"\r", ["\r"])])
 def test_a_carriage_return_ending_a_file_without_a_final_newline_is_data(tmp_path, data, lines):
     """Only '\\n' or '\\r\\n' ends a line: a final lone '\\r' stays in the line rows and the chunk rows."""
