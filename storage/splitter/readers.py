@@ -148,6 +148,16 @@ def _pieces_of(fs: fsspec.AbstractFileSystem, block: BlockMetadata, strict: bool
     given = False
     try:
         with fs.open(block.path, "rb") as f:
+            size = fs.size(block.path)
+            if size < block.segment_end:  # read at the listing's offsets, other bytes gave lines twice or none
+                reason = (f"the file has {size} bytes, fewer than the {block.segment_end} its listing saw: truncated or "
+                          "rewritten since its blocks were handed out; the block is skipped, and the file's new "
+                          "content is read from byte 0 at the next listing")
+                warnings.warn(f"skipped block {block.block_id} of file {block.path!r}: {reason}", UnreadableFileWarning,
+                              stacklevel=3)
+                if on_skip is not None:
+                    on_skip(SkippedBlock(block.path, block.block_id, reason))
+                return
             if codec_of(block.path) is not None:
                 f, block = _decompressed(f, block)
             for piece in _record_pieces(f, block, piece_bytes):

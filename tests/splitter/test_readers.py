@@ -210,7 +210,8 @@ class _FailingFile(io.BytesIO):
 def test_a_read_error_after_part_of_a_block_raises_even_when_not_strict():
     data = b"one\ntwo\nthree\n"
     block = BlockMetadata("flaky.txt", 0, 0, len(data), 0, len(data))
-    failing_at = lambda good_reads: SimpleNamespace(open=lambda path, mode: _FailingFile(data, good_reads))  # noqa: E731
+    failing_at = lambda good_reads: SimpleNamespace(open=lambda path, mode: _FailingFile(data, good_reads),  # noqa: E731
+                                                    size=lambda path: len(data))
     with pytest.warns(UnreadableFileWarning, match="flaky.txt"):  # nothing read yet: skipped like a missing file
         assert read_block_table(failing_at(0), block, strict=False, piece_bytes=5).num_rows == 0
     # One piece was given: skipping the rest would cut the block short without a trace.
@@ -366,6 +367,9 @@ class _RangeRecorder:
 
     def open(self, path, mode):
         return FS.open(path, mode)
+
+    def size(self, path):
+        return FS.size(path)
 
     def cat_file(self, path, start, end):
         self.ranges.append((start, end))

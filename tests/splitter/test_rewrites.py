@@ -8,6 +8,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -94,3 +95,46 @@ def test_a_read_file_listed_shorter_is_read_again_from_byte_0_whatever_it_grows_
             after += list(second.read_lines(blocks)["value"])
         expected = (new_text + more_text).splitlines() + (["a line"] * (block_size + 1) if older_unread else [])
         assert Counter(after) == Counter(expected)
+
+
+def test_a_file_shrunk_between_the_hand_out_of_its_blocks_and_their_read_skips_them_naming_it(tmp_path):
+    """The blocks read the file's new bytes at the listing's offsets without a word: a file rewritten shorter gave
+    its new lines twice (then again from byte 0), and lines appended then cut by a copytruncate went unreported."""
+    import warnings
+
+    def lines(prefix: str, n: int) -> str:
+        return "".join(f"{prefix}{i:03d}\n" for i in range(n))
+
+    def drain(splitter: FileSplitter) -> list[str]:
+        out: list[str] = []
+        while not (blocks := splitter.blocks()[1]).empty:
+            out += list(splitter.read_lines(blocks)["value"])
+        return out
+
+    rewritten = tmp_path / "rewritten" / "a.log"
+    rewritten.parent.mkdir()
+    rewritten.write_text(lines("a", 10))
+    splitter = FileSplitter(str(rewritten.parent), settle=0, scan_interval=0, block_size=8, blocks_per_batch=100)
+    _, blocks = splitter.blocks()
+    rewritten.write_text(lines("b", 3))  # shorter, before its blocks are read
+    with pytest.warns(UserWarning, match=r"skipped block 0 of file .*a\.log.*fewer than the 50 its listing saw"):
+        got = list(splitter.read_lines(blocks)["value"])
+    assert got + drain(splitter) == lines("b", 3).splitlines()
+    assert {s.block_id for s in splitter.skipped_blocks} == set(range(7))
+
+    truncated = tmp_path / "truncated" / "app.log"
+    truncated.parent.mkdir()
+    truncated.write_text(lines("a", 3))
+    splitter = FileSplitter(str(truncated.parent), settle=0, scan_interval=0)
+    got = drain(splitter)
+    with truncated.open("a") as f:
+        f.write(lines("b", 3))
+    _, blocks = splitter.blocks()
+    truncated.write_text("")  # a copytruncate, before the appended lines' block is read
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got += list(splitter.read_lines(blocks)["value"])
+    with truncated.open("a") as f:
+        f.write(lines("c", 2))
+    assert got + drain(splitter) == lines("a", 3).splitlines() + lines("c", 2).splitlines()
+    assert [(s.path, s.block_id) for s in splitter.skipped_blocks] == [(str(truncated), 0)]

@@ -301,10 +301,11 @@ def test_awkward_csv_column_names_survive_the_spark_options():
 def test_paths_with_commas_and_spaces_survive_the_spark_options():
     """``read_stream`` joined the paths with commas and the source split them back, so
     '/logs,2026' became '/logs' and '2026'; a user's own comma-separated option still reads."""
+    from storage._fs import absolute_if_local
     from storage.splitter.spark_source import _options
 
-    config = SplitterConfig(paths=("/logs,2026", " /padded ", "/[x]"))
-    assert SplitterConfig.from_options(_options(config)).paths == config.paths
+    config = SplitterConfig(paths=("/logs,2026", " /padded ", "/[x]"))  # " /padded " is relative: made absolute
+    assert SplitterConfig.from_options(_options(config)).paths == tuple(map(absolute_if_local, config.paths))
     assert SplitterConfig.from_options({"paths": "/a, /b,"}).paths == ("/a", "/b")
     assert SplitterConfig.from_options({"path": "[2026]/a,/b"}).paths == ("[2026]/a", "/b")
 
