@@ -23,7 +23,7 @@ from .._lease import Lease, LeaseWording, holder_is_dead
 from .buckets import shorten
 from .codec import key_fingerprint, seal
 from .config import SinkConfig
-from .errors import CommittedPartMissingError, SinkFencedError, SinkHeldError
+from .errors import CommittedPartMissingError, DamagedCommitRecordError, SinkFencedError, SinkHeldError
 from .state import STATE_DIR, PartRecord, SinkState, commit_state, load_state
 
 INPROGRESS = ".inprogress"
@@ -161,6 +161,8 @@ class SinkDirectory:
         taken over, or its lease ran out, or it took over one itself and died before its ``detach``): then its
         in-progress parts must not be appended to (``detach``), and the lease says so until they are not."""
         refuse_a_file(self.fs, self.root, self.config.path)
+        if not self.fs.exists(f"{self.root}/{STATE_DIR}"):  # a claim makes it: a crash leaves it there
+            self._refuse_parts_without_records()
         if self.local:
             load_state(self.fs, self.root)  # refuses a damaged record (DamagedCommitRecordError) before writing a lease
         lease.claim(take_over, frees=lambda held: holder_is_dead(held) or _stopped_here(held) or same_writer(held),
@@ -179,6 +181,17 @@ class SinkDirectory:
             state = self.fence(state, lease, self.config.writer_id or uuid.uuid4().hex[:12])
         self.recover(state)
         return self.detach(state, lease) if unclean else state
+
+    def _refuse_parts_without_records(self) -> None:
+        """In-progress parts in a directory without ``_file_sink/``: its records were deleted (a writer makes the
+        directory before its first part), and the parts may hold committed rows, which recovery deleted."""
+        found = next((path for path in (self.fs.find(self.root) if self.fs.exists(self.root) else [])
+                      if path.rsplit("/", 1)[-1].startswith(".") and path.endswith(INPROGRESS)), None)
+        if found is not None:
+            raise DamagedCommitRecordError(
+                f"in-progress part {found} is in {self.root}, but its commit records ({STATE_DIR}/) are not: they were "
+                "deleted, and the part may hold committed rows, which a new writer would delete. Restore "
+                f"{STATE_DIR}/, or move the .inprogress files out of the directory to start it afresh")
 
     def refuse_changed_settings(self, state: SinkState) -> None:
         """Appending to in-progress parts under other settings than they were written with would corrupt them."""

@@ -826,3 +826,19 @@ def test_a_text_part_of_json_strings_reads_as_text_after_a_change_to_json_lines(
     lines.close()
     back = FileSink(str(tmp_path), format="jsonl").read()
     assert sorted(back["value"].dropna()) == ['{"id": 1}', '{"id": 2}'] and back["id"].dropna().tolist() == [3]
+
+
+def test_in_progress_parts_whose_commit_records_were_deleted_are_refused_not_deleted(tmp_path):
+    """_file_sink/ deleted by hand: the next writer deleted the hidden parts, which held committed rows, and
+    went on from batch -1 without a word."""
+    sink = FileSink(str(tmp_path), format="jsonl").with_writer_id("w")  # parts stay in progress after a batch
+    writer = sink.writer()
+    writer.write_batch(pa.table({"id": [1, 2, 3]}), batch_id=0, processing_time_ms=0)
+    writer.close()
+    shutil.rmtree(tmp_path / STATE_DIR)
+    with pytest.raises(DamagedCommitRecordError, match=r"in-progress part .*\.part-w-0\.jsonl\.inprogress is in .*but "
+                                                       r"its commit records \(_file_sink/\) are not"):
+        sink.writer()
+    with pytest.raises(DamagedCommitRecordError):  # refused again, not taken as a crash before the first commit
+        sink.writer()
+    assert (tmp_path / ".part-w-0.jsonl.inprogress").read_text().count("id") == 3
