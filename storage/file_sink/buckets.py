@@ -118,9 +118,12 @@ class DateTimeBuckets:
                 f"DateTimeBuckets column={self.column!r} is of type {kind}; it takes timestamps, dates or numbers "
                 "(epoch milliseconds): parse or cast it first (Spark: to_timestamp(col))"
             )
-        col = table.column(self.column).to_pandas()
-        if pd.api.types.is_numeric_dtype(col):
-            col = pd.to_datetime(col, unit="ms", utc=True)
+        values = table.column(self.column)
+        if pa.types.is_dictionary(values.type):  # a pandas Categorical is not numeric to pandas: its epoch
+            values = values.cast(kind)           # milliseconds were read as nanoseconds, every row in 1970
+        col = values.to_pandas()
+        if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+            col = self._from_epoch_millis(col)
         else:
             col = pd.to_datetime(col, utc=True)
         nulls = int(col.isna().sum())
@@ -138,6 +141,28 @@ class DateTimeBuckets:
         codes, uniques = pd.factorize(seconds)
         names = pd.DatetimeIndex(uniques).tz_localize("UTC").tz_convert(self.timezone).strftime(self.pattern)
         return list(pd.Index(names).take(codes))
+
+    def _from_epoch_millis(self, millis: pd.Series) -> pd.Series:
+        """``millis`` as UTC timestamps; a value pandas cannot hold as one (infinite, or too far from 1970) is
+        refused naming the column and the value, where pandas' OutOfBoundsDatetime named neither."""
+        try:
+            return pd.to_datetime(millis, unit="ms", utc=True)
+        except (OverflowError, ValueError):  # pandas' OutOfBoundsDatetime is a ValueError; pandas 2's inf Overflow
+            numbers = millis.dropna()
+            infinite = numbers[np.isinf(numbers)] if pd.api.types.is_float_dtype(numbers) else numbers.iloc[:0]
+            # pandas' range of times is an interval: if no value is infinite, the least or the greatest is outside
+            candidates = [infinite.iloc[0]] if len(infinite) else [numbers.min(), numbers.max()]
+            for value in candidates:
+                try:
+                    pd.to_datetime(pd.Series([value]), unit="ms", utc=True)
+                except (OverflowError, ValueError):
+                    value = value.item() if isinstance(value, np.generic) else value
+                    raise ValueError(
+                        f"DateTimeBuckets column={self.column!r} has the value {value!r} (epoch milliseconds), "
+                        "which is no time pandas can hold (infinite, or too far from 1970), so no bucket: drop, "
+                        "fill or clip such rows first"
+                    ) from None
+            raise
 
 
 # What Hive and Spark percent-escape in a partition directory name (Hive's FileUtils.escapePathName);

@@ -138,6 +138,39 @@ def test_date_time_buckets_from_processing_time_and_epoch_millis(tmp_path):
     assert [n.split("/")[0] for n in finished(tmp_path / "e")] == ["1970-01-01--01"]
 
 
+MS = 1_700_000_000_000  # 2023-11-14 22:13:20 UTC
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.array([MS, MS + 3_600_000]).dictionary_encode(),
+        pa.array([float(MS), MS + 3_600_000.0]).dictionary_encode(),
+        pd.Categorical([MS, MS + 3_600_000]),
+    ],
+    ids=["dictionary<int64>", "dictionary<double>", "pandas Categorical"],
+)
+def test_date_time_buckets_read_a_dictionary_of_epoch_millis_as_milliseconds(tmp_path, column):
+    """A Categorical is not numeric to pandas, so its numbers were read as nanoseconds: every row in 1970-01-01--00."""
+    frame = pa.table({"ts": column, "v": [1, 2]}) if isinstance(column, pa.Array) else pd.DataFrame({"ts": column, "v": [1, 2]})
+    FileSink(str(tmp_path), buckets=DateTimeBuckets(column="ts")).with_writer_id("w").write(frame, processing_time_ms=0)
+    assert finished(tmp_path) == ["2023-11-14--22/part-w-0.jsonl", "2023-11-14--23/part-w-0.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("values", "value"),
+    [([float(MS), float("inf")], "inf"), ([float("-inf"), None], "-inf"), ([MS, 10**17], "100000000000000000"),
+     ([-(10**17), MS], "-100000000000000000")],
+)
+def test_date_time_buckets_refuse_epoch_millis_beyond_pandas_times_naming_the_column_and_value(tmp_path, values, value):
+    """pandas' OutOfBoundsDatetime ("cannot convert input with unit 'ms'") named neither the column nor the value."""
+    sink = FileSink(str(tmp_path), buckets=DateTimeBuckets(column="ts"))
+    with pytest.raises(ValueError, match=rf"DateTimeBuckets column='ts' has the value {value} \(epoch milliseconds\), "
+                                         r"which is no time pandas can hold"):
+        sink.write(pa.table({"ts": values, "v": [1, 2]}))
+    assert tree(tmp_path) == {}
+
+
 def test_date_time_buckets_refuse_null_timestamps_and_write_nothing(tmp_path):
     sink = FileSink(str(tmp_path), buckets=DateTimeBuckets(column="ts"))
     frame = pd.DataFrame({"ts": pd.to_datetime(["2024-01-01 10:00", None, "2024-01-01 12:00"]), "v": [1, 2, 3]})
