@@ -144,16 +144,23 @@ class Csv:
     bulk: ClassVar[bool] = False
 
     def header(self, table: pa.Table) -> bytes:
+        """The columns' names, quoted where they hold a delimiter, a quote, ``\n`` or ``\r``, ended by ``\n``."""
         out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerow(table.column_names)
-        return out.getvalue().encode()
+        # csv.writer quotes a name holding a character of its line terminator: with "\n" alone, a name with "\r"
+        # was written bare, and every CSV reader (read() too) ended the header line there.
+        csv.writer(out, lineterminator="\r\n").writerow(table.column_names)
+        return out.getvalue().removesuffix("\r\n").encode() + b"\n"
 
     def header_of(self, data: bytes) -> bytes:
-        """The header line(s) a part's bytes start with (a quoted column name may hold a newline)."""
-        reader = csv.reader(io.StringIO(data.decode(), newline=""))
-        next(reader, None)
+        """The header line(s) a part's bytes start with (a quoted column name may hold a newline). Lines end at
+        ``\n`` alone, as they are written: a ``\r`` is counted as any other character (Python's csv reader ends a
+        line there, and refuses one unquoted, as in the headers of parts written by earlier releases)."""
+        if not data:
+            return b""
         lines = data.split(b"\n")
-        return b"\n".join(lines[: reader.line_num]) + b"\n" if data else b""
+        reader = csv.reader(line.replace(b"\r", b" ").decode() + "\n" for line in lines)
+        next(reader, None)
+        return b"\n".join(lines[: reader.line_num]) + b"\n"
 
     def encode(self, table: pa.Table) -> tuple[bytes, np.ndarray]:
         refuse_negative_scales(self.name, table.schema)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from accumulations import Sum
 from storage.file_sink import CorruptPartError, FileSink, RollingPolicy
 from storage.file_sink.codec import unseal
-from storage.file_sink.formats import JsonLines
+from storage.file_sink.formats import Csv, JsonLines
 from windowing import windowed
 
 from .helpers import as_old_record
@@ -68,6 +68,31 @@ def test_csv_has_one_header_per_part_and_is_plain_csv(tmp_path):
     with open(path, newline="") as fh:
         records = list(csv.reader(fh))
     assert records[0] == ["id", "name", "x"] and len(records) == 7 and records[3][1] == "new\nline"
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["one writer", "restarted"])
+@pytest.mark.parametrize("name", ["x\r", "a\rb", "a\r\nb", "a\nb"])
+def test_a_csv_column_name_with_a_line_break_is_quoted_in_the_header_and_reads_back(tmp_path, name, restart):
+    """A name holding \r was written bare ('x\r,id'): readers ended the header there, read() failed on the
+    committed part (CorruptPartError: Expected 1 columns, got 2) and pandas read a column 'x' of 'id', '1', '2'."""
+    sink = FileSink(str(tmp_path), format="csv").with_writer_id("w")
+    writer = sink.writer()
+    writer.write_batch(pd.DataFrame({name: ["v1"], "id": [1]}), 0, 0)
+    if restart:  # the restarted writer reads the open part's header back and appends under it
+        writer.close()
+        writer = sink.writer()
+    writer.write_batch(pd.DataFrame({name: ["v2"], "id": [2]}), 1, 0)
+    writer.finish(0)
+    writer.close()
+    (path,) = sink.finished_files()
+    assert Path(path).read_bytes() == b'"' + name.encode() + b'",id\n"v1",1\n"v2",2\n'
+    assert sink.read().to_dict("list") == {name: ["v1", "v2"], "id": [1, 2]}
+    assert pd.read_csv(path).to_dict("list") == {name: ["v1", "v2"], "id": [1, 2]}
+
+
+def test_a_csv_header_quotes_names_as_before():
+    names = ["id", "a b", "q,r", 'say "x"', "", "é"]
+    assert Csv().header(pa.table({n: [1] for n in names})) == b'id,a b,"q,r","say ""x""",,\xc3\xa9\n'
 
 
 @pytest.mark.parametrize("restart", [False, True], ids=["one writer", "restarted"])
