@@ -61,10 +61,15 @@ class Lease:
         return sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
 
     def read(self, epoch: int) -> dict[str, Any] | None:
+        """The lease file of ``epoch``; None where it is missing or does not read as a lease: not JSON (torn, or
+        created empty), or not an object with a str ``token`` and a number ``expires`` (edited by hand: ``[]``,
+        ``5``, ``{"expires": "soon"}`` failed the next claim with a bare TypeError or AttributeError). Either way
+        it says nothing of its holder, and is taken as such."""
         try:
-            return json.loads(self.fs.cat_file(self.path(epoch)))
+            held = json.loads(self.fs.cat_file(self.path(epoch)))
         except (FileNotFoundError, ValueError):
             return None
+        return held if _is_lease(held) else None
 
     def claim(self, take_over: bool, frees: Callable[[dict[str, Any]], bool] = lambda held: False,
               above: int = 0, marked: Callable[[dict[str, Any] | None], dict[str, Any]] = lambda held: {}) -> None:
@@ -188,6 +193,14 @@ class Lease:
         except FileNotFoundError:
             self.confirm(doing)
             raise
+
+
+def _is_lease(held: Any) -> bool:
+    """Whether ``held`` has the shape of what ``Lease._body`` writes, in the fields a claim compares."""
+    if not isinstance(held, dict) or not isinstance(held.get("token"), str):
+        return False
+    expires = held.get("expires")
+    return isinstance(expires, (int, float)) and not isinstance(expires, bool)
 
 
 def _holder(held: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from storage import KVStore
@@ -107,3 +108,31 @@ def test_a_mark_cannot_change_the_leases_own_fields_and_an_unreadable_newest_lea
     told = []
     directory.lease().claim(take_over=False, marked=lambda held: told.append(held) or {})
     assert told == [{}]
+
+
+@pytest.mark.parametrize(
+    "body",
+    ['{"expires": "soon"}', "[]", "5", '{"expires": null}', '{"token": [], "expires": 1e12}', ""],
+    ids=["expires a str", "a list", "a number", "expires null", "token a list", "empty"],
+)
+def test_a_newest_lease_file_edited_by_hand_is_taken_as_one_that_cannot_be_read(tmp_path, body):
+    # An empty or cut-short lease file says nothing of its holder: the next writer claims the directory (owing the
+    # move of its in-progress parts). One edited into another value failed that writer with a bare TypeError or
+    # AttributeError from the claim ('>' not supported between 'str' and 'float'; 'list' object has no 'get').
+    sink = FileSink(str(tmp_path / "out")).with_writer_id("w")
+    writer = sink.writer()
+    writer.write_batch(pd.DataFrame({"id": [1, 2]}), 0, 0)
+    writer.close()
+    (lease,) = (tmp_path / "out" / "_file_sink" / "lease").glob("*.json")
+    lease.write_text(body)
+    directory = SinkDirectory(sink)
+    assert directory.lease().read(1) is None
+    told = []
+    claim = directory.lease()
+    claim.claim(take_over=False, marked=lambda held: told.append(held) or {})
+    assert told == [{}]
+    claim.release()
+    writer = sink.writer()
+    writer.write_batch(pd.DataFrame({"id": [3]}), 1, 1_000, end_of_input=True)
+    writer.close()
+    assert sorted(sink.read()["id"]) == [1, 2, 3]

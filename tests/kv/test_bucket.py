@@ -794,7 +794,8 @@ def flip_token(lease):
     lease.write_bytes(raw[:at] + bytes([raw[at] ^ 1]) + raw[at + 1:])
 
 
-@pytest.mark.parametrize("damage", ["metadata deleted", "lease token flipped", "lease deleted", "lease unreadable"])
+@pytest.mark.parametrize("damage", ["metadata deleted", "lease token flipped", "lease deleted", "lease unreadable",
+                                    "lease a list", "lease expires a str"])
 def test_a_bucket_whose_metadata_or_lease_is_lost_is_refused_and_nothing_is_deleted(tmp_path, damage):
     """Without metadata that reads as its writer's, a bucket with data files and log segments is damage: the open
     is refused naming what is missing or damaged, and deletes nothing (it took the bucket for a new one, and its
@@ -813,8 +814,9 @@ def test_a_bucket_whose_metadata_or_lease_is_lost_is_refused_and_nothing_is_dele
     elif damage == "lease deleted":
         lease.unlink()
         named = f"{lease.name}: the lease of epoch 1 is missing, so the metadata {meta.name}"
-    else:
-        lease.write_bytes(lease.read_bytes()[:-3])
+    else:  # cut short; or edited by hand, which failed the open with a bare TypeError or AttributeError
+        edited = {"lease a list": b"[]", "lease expires a str": b'{"expires": "soon"}'}
+        lease.write_bytes(edited.get(damage, lease.read_bytes()[:-3]))
         named = f"{lease.name}: the lease of epoch 1 cannot be read, so the metadata {meta.name}"
     before = listing(path)
     assert before["data"] and before["log"]
