@@ -28,6 +28,11 @@ class BucketAssigner(Protocol):
 
 def check_timezone(assigner: DateTimeBuckets | ColumnBuckets) -> None:
     """Refuse an assigner whose time zone zoneinfo does not know, when it is built rather than at its first batch."""
+    if not isinstance(assigner.timezone, str):  # zoneinfo's own "expected str, bytes or os.PathLike" named neither
+        raise ValueError(
+            f"{type(assigner).__name__} timezone={assigner.timezone!r} must be an IANA time zone name, a str such as "
+            "'UTC' or 'Europe/Berlin'"
+        )
     try:
         ZoneInfo(assigner.timezone)
     except (ZoneInfoNotFoundError, ValueError) as exc:
@@ -100,6 +105,10 @@ class DateTimeBuckets:
 
     def __post_init__(self) -> None:
         check_timezone(self)
+        if self.column is not None and not isinstance(self.column, str):  # an int picked a column by position
+            raise ValueError(
+                f"DateTimeBuckets column={self.column!r} must be a column name (a str), or None for processing time"
+            )
         if not isinstance(self.pattern, str) or not self.pattern or "/" in self.pattern or ".." in self.pattern:
             raise ValueError(
                 f"DateTimeBuckets pattern={self.pattern!r} must be a non-empty strftime pattern (a str) "
@@ -242,6 +251,8 @@ class ColumnBuckets:
     timezone: str = "UTC"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.column, str):  # Python's "'int' object is not subscriptable" named neither
+            raise ValueError(f"ColumnBuckets column={self.column!r} must be a column name, a str")
         if not self.column or self.column[0] in "._":
             raise ValueError(
                 f"ColumnBuckets column={self.column!r} would name directories that readers skip "

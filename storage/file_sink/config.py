@@ -63,7 +63,7 @@ class SinkConfig:
             raise ValueError(f"FileSink path={self.path!r} must be a directory's path or URL, a non-empty str")
         object.__setattr__(self, "path", absolute_if_local(self.path))  # executors resolved a relative one elsewhere
         self._check_parts()
-        if self.format not in FORMATS:
+        if not isinstance(self.format, str) or self.format not in FORMATS:  # a list failed as unhashable
             raise ValueError(f"FileSink format={self.format!r} is unknown; choose one of {sorted(FORMATS)}")
         bulk = FORMATS[self.format].bulk
         codecs = BULK_CODECS[self.format] if bulk else tuple(ROW_CODECS)
@@ -93,7 +93,8 @@ class SinkConfig:
             raise ValueError(f"FileSink expire_after_ms={expiry!r} must be a positive integer or None")
         for name in ("prefix", "writer_id"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", value)
+            # writer_id None is a random one; a prefix None named parts "None-<writer id>-0.jsonl"
+            if (value is not None or name == "prefix") and (not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", value)
                                       or value[0] in "._"):
                 raise ValueError(
                     f"FileSink {name}={value!r} must be letters, digits, '-' or '_', not starting with '.' or '_' "

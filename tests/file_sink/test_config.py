@@ -62,6 +62,15 @@ KEY = b"k" * 32
         (lambda p: RollingPolicy(every_batch="no"), r"every_batch='no' must be True or False"),
         (lambda p: FileSink(p).with_writer_id(3), r"writer_id=3 must be letters"),
         (lambda p: FileSink(p).with_part_names(suffix=3), r"suffix=3 must be letters"),
+        # Python's own errors, naming no parameter: "'int' object is not subscriptable", "expected str, bytes or
+        # os.PathLike object, not NoneType", "unhashable type: 'list'"; a prefix None named parts "None-<id>-0.jsonl".
+        (lambda p: ColumnBuckets(5), r"ColumnBuckets column=5 must be a column name, a str"),
+        (lambda p: ColumnBuckets("k", timezone=None), r"ColumnBuckets timezone=None must be an IANA time zone name"),
+        (lambda p: DateTimeBuckets(timezone=5), r"DateTimeBuckets timezone=5 must be an IANA time zone name"),
+        (lambda p: DateTimeBuckets(column=5), r"DateTimeBuckets column=5 must be a column name \(a str\), or None"),
+        (lambda p: FileSink(p, format=["jsonl"]), r"FileSink format=\['jsonl'\] is unknown; choose one of"),
+        (lambda p: FileSink(p, prefix=None), r"FileSink prefix=None must be letters, digits"),
+        (lambda p: FileSink(p).with_part_names(prefix=None), r"FileSink prefix=None must be letters, digits"),
     ],
 )
 def test_bad_configuration_is_refused_at_construction(tmp_path, build, match):
