@@ -67,7 +67,9 @@ class FileSink(SinkConfig):
             from .spark import check_frame, write_with_tasks
 
             check_frame(self, df)
-            write_with_tasks(self, df, self.writer_id or DEFAULT_OWNER, bid, writer.lease, end_of_input=True)
+            # the tasks' processing time is the caller's, as a pandas frame's is (they took their clocks' instead)
+            write_with_tasks(self, df, self.writer_id or DEFAULT_OWNER, bid, writer.lease, end_of_input=True,
+                             processing_time_ms=processing_time_ms)
         finally:
             writer.close()
 

@@ -86,14 +86,17 @@ def _holds_variant(data_type: Any) -> bool:
 
 
 def task_function(config: SinkConfig, end_of_input: bool, hook: PhaseHook, owner: str | None, batch_id: int,
-                  names: list[str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+                  names: list[str], processing_time_ms: int | None = None
+                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function writing its partition and yielding its report (column ``report``); ``names``
-    are the columns' own names, given back to the batches that arrive under positional ones."""
+    are the columns' own names, given back to the batches that arrive under positional ones. The task's
+    processing time is ``processing_time_ms``, or its own clock where that is None (a query's micro-batch)."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        task = describe_task_context(TaskContext.get(), now_ms(), batch_id)
+        now = now_ms() if processing_time_ms is None else processing_time_ms
+        task = describe_task_context(TaskContext.get(), now, batch_id)
         if owner is not None:
             task = type(task)(owner, task.batch_id, task.partition, task.attempt, task.now_ms)
         named = (pa.RecordBatch.from_arrays(batch.columns, names=names) for batch in batches)
@@ -104,22 +107,25 @@ def task_function(config: SinkConfig, end_of_input: bool, hook: PhaseHook, owner
 
 
 def write_with_tasks(config: SinkConfig, df: DataFrame, owner: str | None, batch_id: int, lease: Lease | None,
-                     end_of_input: bool, hook: PhaseHook = no_hook) -> bool:
+                     end_of_input: bool, hook: PhaseHook = no_hook, processing_time_ms: int | None = None) -> bool:
     """Write ``df`` (a bounded frame, or a micro-batch in ``foreachBatch``) from its tasks and commit it.
 
+    ``processing_time_ms`` is the batch's processing time in every task and in the commit (``FileSink.write``'s);
+    None: each task's clock and the driver's, as for a query's micro-batches.
     pyspark's ``mapInArrow`` resolves each column by its name, where a dot is a field access (```a.b``` fails):
     the columns go under positional names and get theirs back in the task.
     """
     names = df.columns
     if not names:  # a batch of no columns reaches the tasks without its rows
         refuse_rows_without_columns(df.count(), 0)
-    function = task_function(config, end_of_input, hook, owner, batch_id, names)
+    function = task_function(config, end_of_input, hook, owner, batch_id, names, processing_time_ms)
     rows = df.toDF(*[f"_{i}" for i in range(len(names))]).mapInArrow(function, "report string").collect()
     reports = [TaskReport.from_json(row.report) for row in rows]
     if not any(not r.skipped for r in reports):
         return False
     try:
-        return commit_batch(config, batch_id, reports, lease, now_ms(), end_of_input, hook)
+        now = now_ms() if processing_time_ms is None else processing_time_ms
+        return commit_batch(config, batch_id, reports, lease, now, end_of_input, hook)
     except BaseException:
         discard_after_failed_commit(config, reports)
         raise

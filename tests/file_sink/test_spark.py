@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from storage.file_sink import ColumnBuckets, FileSink
+from storage.file_sink import ColumnBuckets, DateTimeBuckets, FileSink
 
 from .test_rotation import NANOSECOND_NAMES, NANOSECONDS, SPARK_PARTITION_NAMES
 
@@ -48,6 +48,20 @@ def test_a_relative_path_is_the_drivers_directory_on_the_tasks_too(spark, tmp_pa
     sink.write(spark.range(10).repartition(2))
     assert sink.path == str(tmp_path / "out")
     assert sorted(sink.read()["id"]) == list(range(10))
+
+
+@pytest.mark.parametrize("processing_time_ms", [0, 1_700_000_000_000], ids=["1970", "2023"])
+def test_a_spark_dataframe_is_written_at_the_processing_time_given_as_a_pandas_one_is(spark, tmp_path,
+                                                                                      processing_time_ms):
+    """write(spark_df, processing_time_ms=t) dropped t: its tasks bucketed by their own clocks (DateTimeBuckets()
+    put the rows into the wall clock's hour), where the same rows from pandas went to t's hour."""
+    rows = pd.DataFrame({"id": range(6)})
+    expected = pd.Timestamp(processing_time_ms, unit="ms").strftime("%Y-%m-%d--%H")
+    for name, df in [("pandas", rows), ("spark", spark.createDataFrame(rows).repartition(3))]:
+        sink = FileSink(str(tmp_path / name)).with_buckets(DateTimeBuckets())
+        sink.write(df, processing_time_ms=processing_time_ms)
+        assert {os.path.relpath(p, tmp_path / name).split(os.sep)[0] for p in sink.finished_files()} == {expected}
+        assert sorted(sink.read()["id"]) == list(range(6))
 
 
 def test_null_and_empty_column_values_read_back_by_spark_as_null(spark, tmp_path):
