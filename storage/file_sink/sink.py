@@ -67,9 +67,10 @@ class FileSink(SinkConfig):
             from .spark import check_frame, write_with_tasks
 
             check_frame(self, df)
-            # the tasks' processing time is the caller's, as a pandas frame's is (they took their clocks' instead)
+            # the batch's one processing time, the caller's or the call's, as a pandas frame's (the tasks took their
+            # clocks', and a batch written across an hour went to two DateTimeBuckets hours)
             write_with_tasks(self, df, self.writer_id or DEFAULT_OWNER, bid, writer.lease, end_of_input=True,
-                             processing_time_ms=processing_time_ms)
+                             processing_time_ms=now)
         finally:
             writer.close()
 
