@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from accumulations import Count, Sum
 from windowing import windowed
+from windowing.errors import WindowingConfigError
 from windowing.runners.spark import BUCKETS_CONF, PLACEMENT_CONF, bucket_labels, buckets
 from windowing.runners.spark.buckets import Bucketing, bucketing_of, default_bucket_count, local_cores
 
@@ -210,3 +211,15 @@ def test_the_default_count_and_where_it_came_from_when_the_master_is_unknown_or_
     """A session that will not name its master is taken for a cluster's: one bucket per partition."""
     source = SimpleNamespace(sparkSession=SimpleNamespace(conf=_Conf(settings)))
     assert bucketing_of(source, keyed=True) == Bucketing(count, origin=origin)
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+@pytest.mark.parametrize("value", ["abc", "0", "-1"])
+def test_a_bucket_count_that_is_no_positive_integer_is_refused_keyed_or_not(spark, keyed, value):
+    # Unkeyed pipelines took it without a word: the typo waited for the session's first keyed query.
+    spark.conf.set(BUCKETS_CONF, value)
+    try:
+        with pytest.raises(WindowingConfigError, match=f"windowing.spark.buckets='{value}' must be a positive integer"):
+            bucketing_of(spark.range(1), keyed=keyed)
+    finally:
+        spark.conf.unset(BUCKETS_CONF)

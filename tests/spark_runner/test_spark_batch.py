@@ -885,13 +885,23 @@ def test_late_rows_round_trip_microseconds_of_timestamp_ntz_and_old_instants_in_
     ("nested struct<m: map<date,int>>", "total", r"column 'nested' holds a map<date,int>"),
     ("Reason string", "total", r"run\(\): the name 'Reason' equals the column 'reason' that run\(\) adds but for case"),
     ("x int", "Kind", r"the name 'Kind' equals the column 'kind' that run\(\) adds but for case"),
-], ids=["map of int keys", "a map inside a struct", "an input column", "an aggregation"])
+    ("Window_End long", "total", r"the name 'Window_End' equals the column 'window_end' that run\(\) adds but for case"),
+], ids=["map of int keys", "a map inside a struct", "an input column", "an aggregation", "an input column of late_data"])
 def test_run_refuses_what_its_late_data_cannot_carry_before_the_query(spark, columns, aggregation, message):
     # Before: run() built the query, and writing late_data failed at the first micro-batch with Spark's
     # INVALID_JSON_MAP_KEY_TYPE, or COLUMN_ALREADY_EXISTS / AMBIGUOUS_REFERENCE for names equal but for case.
     frame = spark.createDataFrame([], f"u string, t long, v long, {columns}")
     with pytest.raises(WindowingConfigError, match=message):
         windowed(frame, time="t", key="u").fixed(10).run(**{aggregation: Sum("v")})
+
+
+@pytest.mark.parametrize("passenger", ["KIND", "Element", "Kind"])
+def test_run_takes_an_input_column_neither_key_nor_aggregated_named_as_a_column_of_output_but_for_case(spark, passenger):
+    # Refused as a clash, where such a column sits beside kind or element in no frame: late_data holds it, output
+    # holds it only inside element.
+    frame = spark.createDataFrame([("a", 1, 2, "x")], f"u string, t long, v long, {passenger} string")
+    result = windowed(frame, time="t", key="u").fixed(10).run(total=Sum("v"))
+    assert [tuple(r) for r in result.panes.select("u", "total").collect()] == [("a", 2)]
 
 
 def test_names_equal_but_for_case_run_where_spark_tells_them_apart(spark):

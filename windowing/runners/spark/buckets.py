@@ -163,9 +163,11 @@ def bucketing_of(source: Any, keyed: bool) -> Bucketing:
         raise WindowingConfigError(
             f"{PLACEMENT_CONF}={placement!r} must be {PARTITIONS!r} (the default) or {NUMBERS!r} (for checkpoints "
             "written before buckets were placed on partitions)")
+    raw = conf.get(BUCKETS_CONF, None)
+    if raw is not None and _positive_int(raw) is None:  # refused unkeyed too: a typo waited for the first keyed query
+        raise WindowingConfigError(f"{BUCKETS_CONF}={raw!r} must be a positive integer (the number of key buckets)")
     if not keyed:
         return Bucketing(1, placement, "not keyed")
-    raw = conf.get(BUCKETS_CONF, None)
     if raw is None:
         partitions = _positive_int(conf.get(SHUFFLE_PARTITIONS_CONF))  # its built-in default if unset
         setting = f"{SHUFFLE_PARTITIONS_CONF}={partitions}"
@@ -179,8 +181,7 @@ def bucketing_of(source: Any, keyed: bool) -> Bucketing:
         return Bucketing(count, placement, f"{BUCKETS_CONF} unset: {setting}, at most one per core of the local "
                                            f"master {master}, dividing the partitions")
     value = _positive_int(raw)
-    if value is None:
-        raise WindowingConfigError(f"{BUCKETS_CONF}={raw!r} must be a positive integer (the number of key buckets)")
+    assert value is not None, "refused above"
     return Bucketing(value, placement, f"{BUCKETS_CONF}={value}")
 
 

@@ -330,12 +330,16 @@ def _check_late_data_input(strategy: Strategy, schema: Any, case_sensitive: bool
                 "map's keys to strings first (or use aggregate(), which returns panes only)")
     if case_sensitive:
         return
-    added = {name.lower(): name for name in (*LATE_DATA_COLUMNS, KIND, REASON, ELEMENT)}
-    names = [*(f.name for f in schema.fields), *(name for name, _ in strategy.aggregations)]
-    clash = next((name for name in names if name.lower() in added and name != added[name.lower()]), None)
+    # late_data holds the input's columns beside LATE_DATA_COLUMNS; output the keys and aggregations beside KIND,
+    # REASON and ELEMENT (an input column neither key nor aggregated only inside ELEMENT: any name of it runs).
+    late, added = ({name.lower(): name for name in columns} for columns in (LATE_DATA_COLUMNS, (KIND, REASON, ELEMENT)))
+    outputs = [*(strategy.keys or ()), *(name for name, _ in strategy.aggregations)]
+    named = [(f.name, late) for f in schema.fields] + [(name, added) for name in outputs]
+    clash, beside = next(((name, near[name.lower()]) for name, near in named
+                          if name.lower() in near and name != near[name.lower()]), (None, None))
     if clash is not None:
         raise WindowingConfigError(
-            f"run(): the name {clash!r} equals the column {added[clash.lower()]!r} that run() adds but for case, and "
+            f"run(): the name {clash!r} equals the column {beside!r} that run() adds but for case, and "
             "Spark takes them for one column (spark.sql.caseSensitive is false); rename it (or use aggregate(), "
             "which returns panes only)")
 
