@@ -28,6 +28,7 @@ from .keys import MAX_KEY_BYTES, Run, as_binary, check_key_lengths, concat_value
 from .log_frames import cut_segment, put_back, remove_object
 from .log_replay import replay_log
 from .reads import get_many, scan
+from .recovery_checks import refuse_later_data_files, refuse_missing_data_files
 from .settings import StoreSettings
 
 #: A test seam: called with (point, batch_id) at each crash point (docs/kv_store.md lists them).
@@ -103,7 +104,8 @@ class Bucket:
             meta = catalog.load_meta() or Meta(epoch=0, token="00000000", version=-1)
             self._hook("loaded", meta.batch_id)
             runs, batch_id, log, batches = replay_log(catalog, meta)
-            data_names = _refuse_missing_data_files(catalog, meta)
+            data_names = refuse_missing_data_files(catalog, meta)
+            refuse_later_data_files(self._store, catalog, meta, batch_id, data_names)
         except (CorruptStoreError, FileNotFoundError):
             # A newer writer that claimed the bucket meanwhile may have deleted what this one listed (its flush
             # dropped the log segments, its cleanup the metadata): then this writer is fenced, and nothing is damaged.
@@ -526,19 +528,3 @@ def _like(keys: Any, values: pa.LargeBinaryArray) -> Any:
         out[:] = values.to_pylist()
         return out
     return values.to_pylist()
-
-
-def _refuse_missing_data_files(catalog: Catalog, meta: Meta) -> list[str]:
-    """Before the open adopts ``meta`` and deletes what it does not name: every data file it names is there. An older
-    metadata version put back (a partial restore, an object store's listing that missed the newest) names files
-    a later flush replaced, and its cleanup deleted the newer files holding every batch since, before the first
-    read found the old ones missing. The listing is the cleanup's too: one per open, as before."""
-    names = catalog.names("data")
-    missing = sorted({f["name"] for f in meta.files} - set(names))
-    if missing:
-        raise CorruptStoreError(
-            catalog.path("data", missing[0]),
-            f"the data file is missing, one of {len(missing)} that metadata {meta.name} names (the open deleted "
-            "nothing: an older metadata version put back would have its cleanup delete the newer data files)",
-        )
-    return names

@@ -318,16 +318,19 @@ class Catalog:
         this writer made before, misses none of its own).
         """
         keep_log = {name for name, _ in meta.log}
-        keep_data = {f["name"] for f in meta.files}
         out = {"meta": [n for n in self.names("meta") if n != meta.name and self._ours_or_older(n)]}
         out["lease"] = [n for n in self.names("lease") if self._epoch_of(n) < self.epoch]
-        data_names = self.names("data") if data_names is None else data_names
-        out["data"] = [n for n in data_names if n not in keep_data and self._ours_or_older(n)]
+        out["data"] = self.unnamed_data(meta, self.names("data") if data_names is None else data_names)
         out["log"] = [
             n for n in self.names("log")
             if n not in keep_log and self._ours_or_older(n) and not self._mine_unpublished(n, meta)
         ]
         return out
+
+    def unnamed_data(self, meta: Meta, data_names: list[str]) -> list[str]:
+        """The data files of ``data_names`` that ``meta`` does not name and this writer may delete (`unreferenced`)."""
+        keep_data = {f["name"] for f in meta.files}
+        return [n for n in data_names if n not in keep_data and self._ours_or_older(n)]
 
     def _ours_or_older(self, name: str) -> bool:
         """A file of an older epoch, or of this one and this writer's token: on an object store, where a claim

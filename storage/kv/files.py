@@ -147,7 +147,7 @@ class FileWriter:
     def _finish(self, current: tuple[str, Any, DataFileBuilder], last: np.ndarray, batch_id: int, stage: str) -> dict[str, Any]:
         name, handle, builder = current
         try:
-            handle.write(builder.finish())
+            handle.write(builder.finish(batch_id))
             if self._catalog.local:
                 handle.flush()
                 if self._catalog.durable:

@@ -280,6 +280,8 @@ class FileIndex:
     #: keys from ``first_rows[i]`` up to (not including) ``first_rows[i + 1]``; the first is the file's first key
     #: (format 1) or the empty key (format 2).
     first_rows: np.ndarray
+    #: The last batch the file holds, as its writer's metadata then stood (None in files of earlier releases).
+    batch: int | None = None
 
 
 class DataFileBuilder:
@@ -313,8 +315,9 @@ class DataFileBuilder:
         """About what the index takes with ``block`` added (its key is at most as wide as the block's rows)."""
         return self._index_bytes + _index_bytes(block.width)
 
-    def finish(self) -> bytes:
-        index = json.dumps({"codec": self.codec, "blocks": self._refs, "first": self._firsts})
+    def finish(self, batch_id: int) -> bytes:
+        """The index and footer; the index names ``batch_id``, the last batch the file holds (`Bucket._recover`)."""
+        index = json.dumps({"codec": self.codec, "blocks": self._refs, "first": self._firsts, "batch": batch_id})
         tail = index.encode() + _FOOTER.pack(len(index), zlib.crc32(index.encode()), _FILE_MAGIC)
         self.size += len(tail)
         return tail
@@ -352,7 +355,7 @@ def decode_index(tail: bytes, size: int, where: str, read: Any) -> FileIndex:
     firsts = [np.frombuffer(bytes.fromhex(first), np.uint8)[None, :] for first in meta["first"]]
     width = max(first.shape[1] for first in firsts)
     first_rows = np.concatenate([widen(first, width) for first in firsts])
-    return FileIndex(meta["codec"], [BlockRef(*ref) for ref in meta["blocks"]], first_rows)
+    return FileIndex(meta["codec"], [BlockRef(*ref) for ref in meta["blocks"]], first_rows, meta.get("batch"))
 
 
 def decode_block(stored: bytes, ref: BlockRef, codec: str | None, where: str) -> Run:

@@ -741,6 +741,35 @@ def test_an_older_metadata_version_put_back_is_refused_before_its_cleanup_delete
         assert listing(path) == before
 
 
+@pytest.mark.parametrize("put_back", [0, 3], ids=["the first version, naming no file", "one after batch 3"])
+def test_an_older_metadata_version_whose_files_are_all_there_is_refused_not_adopted(tmp_path, put_back):
+    """Later flushes that only added files (keys that only grow) left the older version's files in place: its open
+    adopted it, its cleanup deleted the newer data files, and the bucket opened at its batch without an error."""
+    path = str(tmp_path)
+    meta_dir = tmp_path / "bucket-0" / "meta"
+    versions = {}
+    small = dict(flush_batches=1, block_size=64, max_file_size=128)  # a full file is left as it is
+    with KVStore(path, **small).open(0) as b:
+        versions[0] = {m.name: m.read_bytes() for m in meta_dir.iterdir()}
+        for batch_id in range(8):
+            b.begin(batch_id)
+            b.put(b"t%04d" % batch_id, b"v")  # each flush adds a file after the others
+            b.commit()
+            if batch_id == put_back:
+                versions[put_back] = {m.name: m.read_bytes() for m in meta_dir.iterdir()}
+    for meta in meta_dir.iterdir():
+        meta.unlink()
+    ((name, data),) = versions[put_back].items()
+    (meta_dir / name).write_bytes(data)
+    before = listing(path)
+    for _ in range(2):  # refused each time, nothing deleted
+        with pytest.raises(CorruptStoreError, match=rf"\.kvd: the data file holds batch \d+, after batch "
+                                                    rf"-?\d+, the last that metadata {name} and "
+                                                    r"its log give: .*\(the open deleted nothing\)"):
+            KVStore(path, **small).open(0)
+        assert listing(path) == before
+
+
 def test_an_open_that_fails_on_a_read_leaves_the_bucket_free_and_a_stray_directory_is_left_alone(tmp_path,
                                                                                                    monkeypatch):
     """Only the store's own errors released the lease: a failed read while recovering left it held, and the next
