@@ -93,9 +93,11 @@ class SinkConfig:
             raise ValueError(f"FileSink expire_after_ms={expiry!r} must be a positive integer or None")
         for name in ("prefix", "writer_id"):
             value = getattr(self, name)
-            # writer_id None is a random one; a prefix None named parts "None-<writer id>-0.jsonl"
-            if (value is not None or name == "prefix") and (not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", value)
-                                      or value[0] in "._"):
+            if value is None and (name == "writer_id" or self.part_name is not None):
+                continue  # a random writer id; a prefix the part-name function does without
+            if not isinstance(value, str):  # a prefix None named parts "None-<writer id>-0.jsonl"
+                raise ValueError(f"FileSink {name}={value!r} must be a str of letters, digits, '-' or '_'")
+            if not re.fullmatch(r"[A-Za-z0-9_\-]+", value) or value[0] in "._":
                 raise ValueError(
                     f"FileSink {name}={value!r} must be letters, digits, '-' or '_', not starting with '.' or '_' "
                     "(readers skip such files)"

@@ -185,9 +185,8 @@ class SinkDirectory:
     def _refuse_parts_without_records(self) -> None:
         """In-progress parts in a directory without ``_file_sink/``: its records were deleted (a writer makes the
         directory before its first part), and the parts may hold committed rows, which recovery deleted."""
-        found = next((path for path in (self.fs.find(self.root) if self.fs.exists(self.root) else [])
-                      if path.rsplit("/", 1)[-1].startswith(".") and path.endswith(INPROGRESS)), None)
-        if found is not None:
+        found = next(iter(self._stray_parts(set())), None)
+        if found is not None and not self.fs.exists(f"{self.root}/{STATE_DIR}"):  # else a first writer just claimed it
             raise DamagedCommitRecordError(
                 f"in-progress part {found} is in {self.root}, but its commit records ({STATE_DIR}/) are not: they were "
                 "deleted, and the part may hold committed rows, which a new writer would delete. Restore "
@@ -218,12 +217,20 @@ class SinkDirectory:
             for rec in state.open_parts:
                 known.add(rec.path)
                 self.check_open_part(rec, state, truncate=True)
-        for path in self.fs.find(self.root) if self.fs.exists(self.root) else []:
-            name = path.rsplit("/", 1)[-1]
-            if name.startswith(".") and name.endswith(INPROGRESS) and path not in known:
-                self.fs.rm_file(path)  # written by a batch that never committed, or by an attempt that lost
+        for path in self._stray_parts(known):
+            self.fs.rm_file(path)  # written by a batch that never committed, or by an attempt that lost
         if self.fs.exists(f"{self.root}/{TASKS_DIR}"):
             self.fs.rm(f"{self.root}/{TASKS_DIR}", recursive=True)
+
+    def _stray_parts(self, known: set[str]) -> list[str]:
+        """The hidden in-progress parts under the directory but ``known``, and but those of another sink inside it
+        (a directory holding its own ``_file_sink/``): its writer's records hold them, and this one deleted them."""
+        paths = self.fs.find(self.root) if self.fs.exists(self.root) else []
+        marker = f"/{STATE_DIR}/"
+        inner = {path.split(marker, 1)[0] + "/" for path in paths
+                 if marker in path and path.split(marker, 1)[0] != self.root}
+        return [path for path in paths if path.rsplit("/", 1)[-1].startswith(".") and path.endswith(INPROGRESS)
+                and path not in known and not any(path.startswith(root) for root in inner)]
 
     def check_open_part(self, rec: PartRecord, state: SinkState, truncate: bool) -> int:
         """The size of a committed in-progress part; an error naming it if it is gone or shorter than committed."""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from .._fs import absolute_if_local
 from .._lease import Lease
 from .commit import commit_batch, discard_after_failed_commit, finish_open_parts, now_ms
 from .config import SinkConfig
@@ -158,6 +159,11 @@ def start_query(
     if api == "data_source" and not has_data_source_writer():
         raise ValueError("FileSink.start api='data_source' needs pyspark 4.1 or later; use api='foreach_batch'")
     hook = hook or no_hook
+    if not isinstance(checkpoint_location, str) or not checkpoint_location.strip():
+        raise ValueError(f"FileSink.start checkpoint_location={checkpoint_location!r} must be a directory's path or URL")
+    # Spark takes a relative one from the JVM's working directory, and this process read the query id from its own
+    # (a notebook's %cd): a restart of a query that died was then refused as held until its lease ran out.
+    checkpoint_location = absolute_if_local(checkpoint_location)
     check_frame(sink, df)
     bounded = is_bounded(trigger)
     query_id = _checkpoint_query_id(checkpoint_location)

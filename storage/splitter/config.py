@@ -16,6 +16,7 @@ from typing import Mapping
 
 from fsspec.core import split_protocol
 
+from .._fs import absolute_if_local
 from .._units import parse_seconds, parse_size
 
 #: 128 MiB, as Spark's own ``spark.sql.files.maxPartitionBytes`` and HDFS's block size: in
@@ -114,6 +115,7 @@ class SplitterConfig:
             paths = ()
         if not paths or not all(isinstance(p, str) and p for p in paths):
             raise ValueError(f"paths={self.paths!r} must be one or more non-empty path strings")
+        paths = tuple(absolute_if_local(path) for path in paths)  # where the splitter is made, as a sink's path
         object.__setattr__(self, "paths", paths)
         if not isinstance(self.storage_options, Mapping) or not all(isinstance(k, str) for k in self.storage_options):
             raise ValueError(f"storage_options={self.storage_options!r} must be a mapping of fsspec option names to values")
@@ -170,6 +172,7 @@ class SplitterConfig:
                     f"scan_trigger_file={self.scan_trigger_file!r} is inside paths and would be read as data; "
                     f"start its name with '_' or '.', or put it elsewhere"
                 )
+            object.__setattr__(self, "scan_trigger_file", absolute_if_local(self.scan_trigger_file))
 
     def accepts(self, name: str, named: bool = False) -> bool:
         """Whether a file name passes the hidden/temporary filter and the pattern; a file ``named`` in ``paths``

@@ -148,7 +148,7 @@ def _pieces_of(fs: fsspec.AbstractFileSystem, block: BlockMetadata, strict: bool
     given = False
     try:
         with fs.open(block.path, "rb") as f:
-            size = fs.size(block.path)
+            size = f.size if isinstance(getattr(f, "size", None), int) else fs.size(block.path)  # s3fs' open has it
             if size < block.segment_end:  # read at the listing's offsets, other bytes gave lines twice or none
                 reason = (f"the file has {size} bytes, fewer than the {block.segment_end} its listing saw: truncated or "
                           "rewritten since its blocks were handed out; the block is skipped, and the file's new "

@@ -47,7 +47,6 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from storage._fs import absolute_if_local
 from storage.splitter.config import LOCATION_COLUMNS, SplitterConfig, quote_name
 from storage.splitter.metadata import BlockMetadata, FileMetadata
 from storage.splitter.planner import BlockPlanner
@@ -287,10 +286,10 @@ class SplitterDataSource(DataSource):
 
 
 def _options(config: SplitterConfig) -> dict[str, str]:
-    """Spark's options for ``config``, local paths made absolute here: the source runs in a Python worker, which
-    resolved a relative one in the JVM's working directory, not this process's (a notebook's ``%cd``)."""
+    """Spark's options for ``config``, its local paths absolute (`SplitterConfig`): the source runs in a Python worker,
+    which resolved a relative one in the JVM's working directory, not this process's (a notebook's ``%cd``)."""
     options = {
-        "paths": json.dumps([absolute_if_local(path) for path in config.paths]), "recursive": str(config.recursive),
+        "paths": json.dumps(config.paths), "recursive": str(config.recursive),
         "block_size": str(config.block_size),
         "blocks_per_batch": str(config.blocks_per_batch), "scan_interval": str(config.scan_interval),
         "settle": str(config.settle), "watermark_slack": str(config.watermark_slack),
@@ -300,7 +299,7 @@ def _options(config: SplitterConfig) -> dict[str, str]:
     if config.pattern is not None:
         options["pattern"] = config.pattern
     if config.scan_trigger_file is not None:
-        options["scan_trigger_file"] = absolute_if_local(config.scan_trigger_file)
+        options["scan_trigger_file"] = config.scan_trigger_file
     if config.format != "text":
         options["format"] = config.format
         options["header"] = str(config.header)

@@ -60,7 +60,7 @@ KEY = b"k" * 32
         (lambda p: CallableBuckets(lambda row: row["k"]), r"CallableBuckets fn=<function .*> must take two arguments, "
                                                           r"\(row: dict, processing_time_ms\): too many positional"),
         (lambda p: RollingPolicy(every_batch="no"), r"every_batch='no' must be True or False"),
-        (lambda p: FileSink(p).with_writer_id(3), r"writer_id=3 must be letters"),
+        (lambda p: FileSink(p).with_writer_id(3), r"writer_id=3 must be a str of letters"),
         (lambda p: FileSink(p).with_part_names(suffix=3), r"suffix=3 must be letters"),
         # Python's own errors, naming no parameter: "'int' object is not subscriptable", "expected str, bytes or
         # os.PathLike object, not NoneType", "unhashable type: 'list'"; a prefix None named parts "None-<id>-0.jsonl".
@@ -69,13 +69,20 @@ KEY = b"k" * 32
         (lambda p: DateTimeBuckets(timezone=5), r"DateTimeBuckets timezone=5 must be an IANA time zone name"),
         (lambda p: DateTimeBuckets(column=5), r"DateTimeBuckets column=5 must be a column name \(a str\), or None"),
         (lambda p: FileSink(p, format=["jsonl"]), r"FileSink format=\['jsonl'\] is unknown; choose one of"),
-        (lambda p: FileSink(p, prefix=None), r"FileSink prefix=None must be letters, digits"),
-        (lambda p: FileSink(p).with_part_names(prefix=None), r"FileSink prefix=None must be letters, digits"),
+        (lambda p: FileSink(p, prefix=None), r"FileSink prefix=None must be a str of letters, digits"),
+        (lambda p: FileSink(p).with_part_names(prefix=None), r"FileSink prefix=None must be a str of letters, digits"),
     ],
 )
 def test_bad_configuration_is_refused_at_construction(tmp_path, build, match):
     with pytest.raises(ValueError, match=match):
         build(str(tmp_path))
+
+
+def test_a_part_name_function_needs_no_prefix(tmp_path):
+    # Refused with the prefix None that named parts "None-<id>-0.jsonl" without a function.
+    sink = FileSink(str(tmp_path)).with_part_names(prefix=None, fn=lambda writer_id, n: f"p-{writer_id}-{n}")
+    sink.write(pd.DataFrame({"x": [1]}))
+    assert sink.read()["x"].tolist() == [1]
 
 
 def test_a_lease_may_be_a_timedelta_and_counts_numpy_integers_as_the_key_value_store_does(tmp_path):

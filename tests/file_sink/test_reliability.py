@@ -842,3 +842,41 @@ def test_in_progress_parts_whose_commit_records_were_deleted_are_refused_not_del
     with pytest.raises(DamagedCommitRecordError):  # refused again, not taken as a crash before the first commit
         sink.writer()
     assert (tmp_path / ".part-w-0.jsonl.inprogress").read_text().count("id") == 3
+
+
+def test_a_first_writer_racing_another_is_refused_as_held_not_told_the_records_were_deleted(tmp_path, monkeypatch):
+    """B found no _file_sink/, then A claimed the directory and wrote a part before B looked for parts: B was told
+    the records were deleted and to move the parts (A's live ones) away."""
+    sink = FileSink(str(tmp_path / "out"), format="jsonl").with_writer_id("w")
+    refuse = directory_module.SinkDirectory._refuse_parts_without_records
+    writers: list = []
+
+    def a_starts_first(directory):
+        if not writers:
+            writers.append(None)  # A's own claim checks too
+            writers[0] = sink.writer()
+            writers[0].write_batch(pa.table({"id": [1]}), batch_id=0, processing_time_ms=0)  # a part in progress
+        return refuse(directory)
+
+    monkeypatch.setattr(directory_module.SinkDirectory, "_refuse_parts_without_records", a_starts_first)
+    with pytest.raises(SinkHeldError):
+        sink.writer()
+    writers[0].close()
+
+
+@pytest.mark.parametrize("outer_first", [True, False], ids=["outer records there", "outer's first writer"])
+def test_the_in_progress_parts_of_a_sink_inside_another_sinks_directory_are_its_own(tmp_path, outer_first):
+    """The outer sink's writer deleted the inner sink's in-progress part, which held its committed rows (the inner
+    sink then failed with CommittedPartMissingError), or, as its first writer, said its own records were deleted."""
+    outer = FileSink(str(tmp_path), format="jsonl").with_writer_id("outer")
+    inner = FileSink(str(tmp_path / "events"), format="jsonl").with_writer_id("inner")
+    for sink, rows in ([(outer, [0])] if outer_first else []) + [(inner, [1, 2])]:
+        writer = sink.writer()
+        writer.write_batch(pa.table({"id": rows}), batch_id=0, processing_time_ms=0)  # parts stay in progress
+        writer.close()
+    outer.writer().close()
+    assert (tmp_path / "events" / ".part-inner-0.jsonl.inprogress").exists()
+    writer = inner.writer()
+    writer.finish(processing_time_ms=1)
+    writer.close()
+    assert sorted(inner.read()["id"]) == [1, 2]

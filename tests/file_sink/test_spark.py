@@ -64,6 +64,19 @@ def test_a_spark_dataframe_is_written_at_the_processing_time_given_as_a_pandas_o
         assert sorted(sink.read()["id"]) == list(range(6))
 
 
+def test_a_spark_dataframe_written_without_a_processing_time_takes_the_calls_in_every_task(spark, tmp_path,
+                                                                                            monkeypatch):
+    """Each task took its own clock: one batch written across an hour went to two DateTimeBuckets hours."""
+    import types
+
+    import storage.file_sink.sink as sink_module
+
+    monkeypatch.setattr(sink_module, "time", types.SimpleNamespace(time=lambda: 0.0))  # the call's clock: 1970
+    sink = FileSink(str(tmp_path / "out")).with_buckets(DateTimeBuckets())
+    sink.write(spark.createDataFrame(pd.DataFrame({"id": range(6)})).repartition(3))
+    assert {os.path.relpath(p, tmp_path / "out").split(os.sep)[0] for p in sink.finished_files()} == {"1970-01-01--00"}
+
+
 def test_null_and_empty_column_values_read_back_by_spark_as_null(spark, tmp_path):
     sink = FileSink(str(tmp_path / "out"), format="parquet").with_buckets(ColumnBuckets("k"))
     sink.write(pa.table({"k": ["a", None, "None", ""], "v": [0, 1, 2, 3]}))

@@ -253,3 +253,14 @@ def test_a_type_pyspark_cannot_name_in_arrow_is_left_to_the_tasks(spark, tmp_pat
     check_frame(sink, spark.range(1).selectExpr("id", "make_ym_interval(1, 2) as months"))
     with pytest.raises(ValueError, match=r"FileSink cannot write two columns named 'id'"):
         check_frame(sink, spark.range(1).selectExpr("id", "make_ym_interval(1, 2) as id"))
+
+
+def test_a_relative_checkpoint_is_where_the_driver_looks_for_its_query_id(spark, tmp_path, monkeypatch):
+    """Spark took a relative checkpoint from the JVM's working directory, and the sink read the query id from the
+    driver's (a notebook's %cd): it found none, so a restart of a query that died was refused as held."""
+    spark.range(3).write.parquet(str(tmp_path / "src"))
+    monkeypatch.chdir(tmp_path)
+    stream = spark.readStream.schema("id long").parquet(str(tmp_path / "src"))
+    FileSink("out").start(stream, "ckpt", trigger={"availableNow": True}).awaitTermination()
+    assert (tmp_path / "ckpt" / "metadata").exists()
+    assert sorted(FileSink("out").read()["id"]) == [0, 1, 2]

@@ -368,9 +368,6 @@ class _RangeRecorder:
     def open(self, path, mode):
         return FS.open(path, mode)
 
-    def size(self, path):
-        return FS.size(path)
-
     def cat_file(self, path, start, end):
         self.ranges.append((start, end))
         return FS.cat_file(path, start=start, end=end)

@@ -56,14 +56,17 @@ def start(splitter: FileSplitter, spark, checkpoint, recorder: BatchRecorder, **
 
 
 @pytest.mark.spark
-def test_a_relative_path_is_read_from_the_drivers_directory(spark, tmp_path, monkeypatch):
+def test_a_relative_path_is_read_from_the_drivers_directory_where_the_splitter_was_made(spark, tmp_path, monkeypatch):
     """The source runs in a Python worker, which resolved a relative path in the JVM's working directory, not the
-    driver's after a notebook's %cd: the query failed with "paths: 'in' does not exist"."""
+    driver's after a notebook's %cd: the query failed with "paths: 'in' does not exist". And read_stream took it
+    from the directory of its call, where read_lines() takes it from the one the splitter was made in."""
     monkeypatch.chdir(tmp_path)
     Path("in").mkdir()
     expected = make_input(Path("in"))
     recorder = BatchRecorder()
     splitter = FileSplitter("in", block_size=256, blocks_per_batch=2, settle=0, scan_interval=0)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
     start(splitter, spark, tmp_path / "checkpoint", recorder, availableNow=True).awaitTermination()
     assert Counter(row[0] for rows in recorder.by_batch().values() for row in rows) == Counter(expected)
 
@@ -301,13 +304,14 @@ def test_awkward_csv_column_names_survive_the_spark_options():
 def test_paths_with_commas_and_spaces_survive_the_spark_options():
     """``read_stream`` joined the paths with commas and the source split them back, so
     '/logs,2026' became '/logs' and '2026'; a user's own comma-separated option still reads."""
-    from storage._fs import absolute_if_local
+    import os
+
     from storage.splitter.spark_source import _options
 
-    config = SplitterConfig(paths=("/logs,2026", " /padded ", "/[x]"))  # " /padded " is relative: made absolute
-    assert SplitterConfig.from_options(_options(config)).paths == tuple(map(absolute_if_local, config.paths))
+    config = SplitterConfig(paths=("/logs,2026", " /padded ", "/[x]"))
+    assert SplitterConfig.from_options(_options(config)).paths == config.paths
     assert SplitterConfig.from_options({"paths": "/a, /b,"}).paths == ("/a", "/b")
-    assert SplitterConfig.from_options({"path": "[2026]/a,/b"}).paths == ("[2026]/a", "/b")
+    assert SplitterConfig.from_options({"path": "[2026]/a,/b"}).paths == (os.path.abspath("[2026]/a"), "/b")
 
 
 @pytest.mark.parametrize(("options", "message"), [
