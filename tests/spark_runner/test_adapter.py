@@ -283,7 +283,7 @@ def test_an_output_type_that_cannot_be_derived_names_the_aggregation_and_the_way
     assert list(out["s"]) == [1]
 
 
-def test_the_type_an_underivable_output_of_decimals_is_told_to_state_keeps_them_exact():
+def test_the_type_an_underivable_output_of_decimals_is_told_to_state_keeps_a_sums_exact():
     from pyspark.sql import types as T
 
     class Squares(Sum):  # folds otherwise: Sum's decimal output type is dropped
@@ -294,7 +294,8 @@ def test_the_type_an_underivable_output_of_decimals_is_told_to_state_keeps_them_
     w = windowed(None, time="ts").fixed(10)
     for acc in (Squares("amount"), Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b)):
         # It told to state 'double', which rounds decimals.
-        with pytest.raises(WindowingConfigError, match=r"spark_typed\(.*'decimal\(38,2\)'\)"):
+        with pytest.raises(WindowingConfigError, match=r"spark_typed\(.*'decimal\(38,2\)'\) \(exact for an output of "
+                                                       r"the input's scale, .*grows needs more digits, or 'double'\)"):
             plan_spark(w.strategy(s=acc), schema, 1)
 
 

@@ -116,12 +116,13 @@ def test_a_fold_whose_values_outgrow_its_sampled_type_fails_naming_the_column_an
     (Fold("amount", 0, lambda a, v: a + v if v < 5 else 2**64, lambda a, b: a + b),
      r"output column 'out' is bigint, but a pane holds 18446744073709551616, not a whole number of 64 bits"),
     (Reduce("flag", lambda a, b: int(a) + int(b)),
-     r"output column 'out' is boolean, as the accumulation's output for one sample value was, but a pane holds 2; "
+     r"output column 'out' is boolean, as the accumulation's output for one sample value was, but a pane holds 2, a int; "
      r".*spark_typed"),
     (Fold("amount", "", lambda a, v: a + "x" if v < 5 else len(a), lambda a, b: a + b),
      r"output column 'out' is string, as the accumulation's output for one sample value was, but a pane holds 1"),
     (Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b, output=lambda a: dt.datetime(2024, 1, 1) if a < 5 else a),
-     r"output column 'out' is timestamp, as the accumulation's output for one sample value was, but a pane holds 8"),
+     r"output column 'out' is timestamp, as the accumulation's output for one sample value was, but a pane holds 8, "
+     r"a int; .*spark_typed\(acc, the type that holds every pane's value\)"),
     (Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b, output=lambda a: dt.date(2024, 1, 1) if a < 5 else a),
      r"output column 'out' is date, as the accumulation's output for one sample value was, but a pane holds 8"),
     (Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b, output=lambda a: [a] if a < 5 else a),
@@ -225,14 +226,15 @@ def test_a_mean_stated_a_decimal_is_rounded_half_up_as_sparks_cast_rounds(spark)
 
 
 def test_a_fold_stated_a_double_takes_decimals_and_ints_beyond_2_to_the_53_as_a_cast_would(spark):
-    """A Fold over decimals is refused unless its type is stated, and the refusal says `spark_typed(acc, 'double')`:
-    stated so, the query failed on the first pane, a Decimal, saying the type was sampled and to state it; so did an
+    """A Fold over decimals is refused unless its type is stated, and the refusal names `decimal(38, s)` or
+    `'double'`: stated so, the query failed on the first pane, a Decimal, saying the type was sampled and to state it; so did an
     int above 2**53 (above 2**24 for `float`). Stated, a number becomes the nearest double (or float), as a cast."""
     frame = pd.DataFrame({"t": [1, 2, 3, 4], "d": [decimal.Decimal("1.25"), decimal.Decimal("2.10"), None, None],
                           "n": [2**53, 1, 2**24, 1]})
     source = spark.createDataFrame(frame, "t long, d decimal(10,2), n long").coalesce(1)
     add = lambda a, v: a if v is None else a + v  # noqa: E731
-    with pytest.raises(WindowingConfigError, match=r"state it with windowing.spark_typed\(Fold\('d'\), 'double'\)"):
+    with pytest.raises(WindowingConfigError, match=r"state it with windowing.spark_typed\(Fold\('d'\), 'decimal\(38,2\)'\) "
+                                                   r"\(.*, or 'double'\)"):
         windowed(source, time="t").fixed(3).aggregate(total=Fold("d", decimal.Decimal(0), add, lambda a, b: a + b))
     panes = windowed(source, time="t").fixed(3).aggregate(
         total=spark_typed(Fold("d", decimal.Decimal(0), add, lambda a, b: a + b), "double"),

@@ -115,15 +115,16 @@ def output_type(name: str, acc: Accumulation[Any, Any, Any], input_type: Any) ->
     sampled = _sampled_output_type(acc, input_type)
     if sampled is not None:
         return sampled
-    stated = "double"
+    stated, why = "double", "any Spark DDL type"
     if input_type is not None and acc.output_kind == "extreme":  # a value of it
         stated = input_type.simpleString()
-    elif isinstance(input_type, T.DecimalType):  # exact at the input's scale, as wide as Spark's decimals go
-        stated = f"decimal(38,{input_type.scale})"
+    elif isinstance(input_type, T.DecimalType):  # a sum's scale; a product's or a mean's grows, which it would round
+        stated, why = f"decimal(38,{input_type.scale})", ("exact for an output of the input's scale, as a sum's; "
+                                                          "one whose scale grows needs more digits, or 'double'")
     raise WindowingConfigError(
         f"aggregate({name}={acc!r}): cannot derive the Spark type of its output"
         + (f" from input type {input_type.simpleString()}" if input_type is not None else "")
-        + f"; state it with windowing.spark_typed({acc!r}, {stated!r}) (any Spark DDL type)")
+        + f"; state it with windowing.spark_typed({acc!r}, {stated!r}) ({why})")
 
 
 def _sampled_output_type(acc: Accumulation[Any, Any, Any], input_type: Any) -> Any:

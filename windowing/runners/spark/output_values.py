@@ -101,8 +101,8 @@ def check_kinds(values: pd.Series, col: OutputColumn) -> pd.Series:
     shape = col.shape
     if col.array:
         _refuse(values, col, "an array", _is_collection)
-        values = pd.Series([None if is_missing(cell) else as_list(cell) for cell in values], dtype=object)
-        if shape is not None:
+        if shape is not None:  # its elements read here: each cell a list first, an iterator is read once
+            values = pd.Series([None if is_missing(cell) else as_list(cell) for cell in values], dtype=object)
             elements = pd.Series([v for cell in values if cell is not None for v in cell], dtype=object)
             _refuse_kind(elements, col, f"array<{shape}>", SHAPES[shape])
     elif shape is not None and not (values.dtype.kind == "M" or isinstance(values.dtype, pd.DatetimeTZDtype)
@@ -112,7 +112,7 @@ def check_kinds(values: pd.Series, col: OutputColumn) -> pd.Series:
 
 
 def _is_collection(value: Any) -> bool:
-    return isinstance(value, Iterable) and not isinstance(value, (str, bytes, bytearray, dict))
+    return type(value) is list or (isinstance(value, Iterable) and not isinstance(value, (str, bytes, bytearray, dict)))
 
 
 def _refuse_kind(values: pd.Series, col: OutputColumn, spark_type: str, kinds: tuple[type, ...]) -> None:
@@ -132,10 +132,11 @@ def _astray(col: OutputColumn, spark_type: str, stray: Any) -> TypeError:
     if col.stated:
         return TypeError(f"output column {col.name!r} is {spark_type}, as stated with windowing.spark_typed, but a pane "
                          f"holds {stray!r}, a {type(stray).__name__}; state a type that holds every pane's value")
+    example = "'double'" if spark_type in SAMPLED_CHECKED else "the type that holds every pane's value"
     return TypeError(
         f"output column {col.name!r} is {spark_type}, as the accumulation's output for one sample value was, but a "
-        f"pane holds {stray!r}; for an accumulation of your own, Fold or Reduce whose output type depends on the "
-        "values, state it with windowing.spark_typed(acc, 'double') (any Spark DDL type)")
+        f"pane holds {stray!r}, a {type(stray).__name__}; for an accumulation of your own, Fold or Reduce whose "
+        f"output type depends on the values, state it with windowing.spark_typed(acc, {example}) (any Spark DDL type)")
 
 
 def _at_scale(values: pd.Series, scale: int) -> pd.Series:
