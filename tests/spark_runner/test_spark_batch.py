@@ -119,10 +119,11 @@ def test_a_fold_whose_values_outgrow_its_sampled_type_fails_naming_the_column_an
      r"output column 'out' is boolean, as the accumulation's output for one sample value was, but a pane holds 2, a int; "
      r".*spark_typed"),
     (Fold("amount", "", lambda a, v: a + "x" if v < 5 else len(a), lambda a, b: a + b),
-     r"output column 'out' is string, as the accumulation's output for one sample value was, but a pane holds 1"),
+     r"output column 'out' is string, as the accumulation's output for one sample value was, but a pane holds 1, a "
+     r"int; .*state the type that holds every pane's value"),
     (Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b, output=lambda a: dt.datetime(2024, 1, 1) if a < 5 else a),
      r"output column 'out' is timestamp, as the accumulation's output for one sample value was, but a pane holds 8, "
-     r"a int; .*spark_typed\(acc, the type that holds every pane's value\)"),
+     r"a int; .*state the type that holds every pane's value with windowing.spark_typed\(acc, \.\.\.\)"),
     (Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b, output=lambda a: dt.date(2024, 1, 1) if a < 5 else a),
      r"output column 'out' is date, as the accumulation's output for one sample value was, but a pane holds 8"),
     (Fold("amount", 0, lambda a, v: a + v, lambda a, b: a + b, output=lambda a: [a] if a < 5 else a),

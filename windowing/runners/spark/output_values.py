@@ -132,11 +132,11 @@ def _astray(col: OutputColumn, spark_type: str, stray: Any) -> TypeError:
     if col.stated:
         return TypeError(f"output column {col.name!r} is {spark_type}, as stated with windowing.spark_typed, but a pane "
                          f"holds {stray!r}, a {type(stray).__name__}; state a type that holds every pane's value")
-    example = "'double'" if spark_type in SAMPLED_CHECKED else "the type that holds every pane's value"
     return TypeError(
         f"output column {col.name!r} is {spark_type}, as the accumulation's output for one sample value was, but a "
         f"pane holds {stray!r}, a {type(stray).__name__}; for an accumulation of your own, Fold or Reduce whose "
-        f"output type depends on the values, state it with windowing.spark_typed(acc, {example}) (any Spark DDL type)")
+        "output type depends on the values, state the type that holds every pane's value with "
+        "windowing.spark_typed(acc, ...) (any Spark DDL type)")
 
 
 def _at_scale(values: pd.Series, scale: int) -> pd.Series:
