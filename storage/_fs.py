@@ -6,8 +6,7 @@ import os
 import uuid
 from typing import Any
 
-from fsspec.core import split_protocol
-from fsspec.implementations.local import LocalFileSystem
+from fsspec.core import split_protocol, strip_protocol
 
 
 def protocols(fs: Any) -> tuple[str, ...]:
@@ -24,7 +23,7 @@ def absolute_if_local(path: str) -> str:
     relative one in its own working directory (or the driver after a notebook's ``%cd``), and wrote elsewhere."""
     if split_protocol(path)[0] not in (None, "file", "local"):
         return path
-    return LocalFileSystem._strip_protocol(path)
+    return strip_protocol(path)
 
 
 def fsync(path: str) -> None:

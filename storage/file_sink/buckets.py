@@ -157,21 +157,22 @@ class DateTimeBuckets:
         try:
             return pd.to_datetime(millis, unit="ms", utc=True)
         except (OverflowError, ValueError):  # pandas' OutOfBoundsDatetime is a ValueError; pandas 2's inf Overflow
-            numbers = millis.dropna()
-            infinite = numbers[np.isinf(numbers)] if pd.api.types.is_float_dtype(numbers) else numbers.iloc[:0]
-            # pandas' range of times is an interval: if no value is infinite, the least or the greatest is outside
-            candidates = [infinite.iloc[0]] if len(infinite) else [numbers.min(), numbers.max()]
-            for value in candidates:
-                try:
-                    pd.to_datetime(pd.Series([value]), unit="ms", utc=True)
-                except (OverflowError, ValueError):
-                    value = value.item() if isinstance(value, np.generic) else value
-                    raise ValueError(
-                        f"DateTimeBuckets column={self.column!r} has the value {value!r} (epoch milliseconds), "
-                        "which is no time pandas can hold (infinite, or too far from 1970), so no bucket: drop, "
-                        "fill or clip such rows first"
-                    ) from None
-            raise
+            stray = next((value for value in millis.dropna().tolist() if not _a_time(value)), None)
+            if stray is None:
+                raise
+            raise ValueError(
+                f"DateTimeBuckets column={self.column!r} has the value {stray!r} (epoch milliseconds), which is no "
+                "time pandas can hold (infinite, or too far from 1970), so no bucket: drop, fill or clip such rows first"
+            ) from None
+
+
+def _a_time(millis: Any) -> bool:
+    """Whether pandas holds ``millis`` epoch milliseconds as a time."""
+    try:
+        pd.to_datetime(pd.Series([millis]), unit="ms", utc=True)
+    except (OverflowError, ValueError):
+        return False
+    return True
 
 
 # What Hive and Spark percent-escape in a partition directory name (Hive's FileUtils.escapePathName);

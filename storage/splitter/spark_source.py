@@ -289,8 +289,7 @@ def _options(config: SplitterConfig) -> dict[str, str]:
     """Spark's options for ``config``, its local paths absolute (`SplitterConfig`): the source runs in a Python worker,
     which resolved a relative one in the JVM's working directory, not this process's (a notebook's ``%cd``)."""
     options = {
-        "paths": json.dumps(config.paths), "recursive": str(config.recursive),
-        "block_size": str(config.block_size),
+        "paths": json.dumps(config.paths), "recursive": str(config.recursive), "block_size": str(config.block_size),
         "blocks_per_batch": str(config.blocks_per_batch), "scan_interval": str(config.scan_interval),
         "settle": str(config.settle), "watermark_slack": str(config.watermark_slack),
         "continuous": str(config.continuous), "strict": str(config.strict), "quick_ack": str(config.quick_ack),

@@ -78,6 +78,13 @@ def test_bad_configuration_is_refused_at_construction(tmp_path, build, match):
         build(str(tmp_path))
 
 
+@pytest.mark.parametrize("checkpoint", [None, " ", 5])
+def test_a_checkpoint_location_that_is_no_path_is_refused_naming_it(tmp_path, checkpoint):
+    # It reached the checkpoint's reading (None: a TypeError in fsspec naming no parameter).
+    with pytest.raises(ValueError, match=rf"FileSink.start checkpoint_location={checkpoint!r} must be a directory's"):
+        FileSink(str(tmp_path)).start(None, checkpoint)
+
+
 def test_a_part_name_function_needs_no_prefix(tmp_path):
     # Refused with the prefix None that named parts "None-<id>-0.jsonl" without a function.
     sink = FileSink(str(tmp_path)).with_part_names(prefix=None, fn=lambda writer_id, n: f"p-{writer_id}-{n}")

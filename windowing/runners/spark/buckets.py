@@ -164,11 +164,12 @@ def bucketing_of(source: Any, keyed: bool) -> Bucketing:
             f"{PLACEMENT_CONF}={placement!r} must be {PARTITIONS!r} (the default) or {NUMBERS!r} (for checkpoints "
             "written before buckets were placed on partitions)")
     raw = conf.get(BUCKETS_CONF, None)
-    if raw is not None and _positive_int(raw) is None:  # refused unkeyed too: a typo waited for the first keyed query
+    value = None if raw is None else _positive_int(raw)
+    if raw is not None and value is None:  # refused unkeyed too: a typo waited for the first keyed query
         raise WindowingConfigError(f"{BUCKETS_CONF}={raw!r} must be a positive integer (the number of key buckets)")
     if not keyed:
         return Bucketing(1, placement, "not keyed")
-    if raw is None:
+    if value is None:
         partitions = _positive_int(conf.get(SHUFFLE_PARTITIONS_CONF))  # its built-in default if unset
         setting = f"{SHUFFLE_PARTITIONS_CONF}={partitions}"
         if partitions is None:  # not a number, e.g. Databricks' "auto"
@@ -180,8 +181,6 @@ def bucketing_of(source: Any, keyed: bool) -> Bucketing:
             return Bucketing(count, placement, f"{BUCKETS_CONF} unset: one per shuffle partition, {setting}")
         return Bucketing(count, placement, f"{BUCKETS_CONF} unset: {setting}, at most one per core of the local "
                                            f"master {master}, dividing the partitions")
-    value = _positive_int(raw)
-    assert value is not None, "refused above"
     return Bucketing(value, placement, f"{BUCKETS_CONF}={value}")
 
 

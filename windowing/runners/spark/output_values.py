@@ -90,8 +90,8 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
 
 
 def check_kinds(values: pd.Series, col: OutputColumn) -> pd.Series:
-    """``values``, an array's cells as lists (an iterator read once: checking its elements used it up, and it
-    came out empty); failing naming the column and the value where a pane of the user's code holds what the
+    """``values``, an array's cells as lists where their elements are checked (an iterator is read once: checking
+    its elements used it up, and it came out empty); failing naming the column and the value where a pane of the user's code holds what the
     column's type, stated with ``spark_typed`` or sampled from one output, cannot: pyspark took a number for
     microseconds since 1970 in a timestamp (Spark's cast takes seconds), for days in a date, for nanoseconds in an
     interval, a string for its characters in an array, and failed with a bare error on a scalar in an array or a
