@@ -164,6 +164,34 @@ def _python_value_type(value: Any) -> Any:
     return None
 
 
+def nested_kinds(spark_type: Any) -> tuple[str, Any] | None:
+    """A map, a struct, or an array of one of them or of arrays, as the workers check a pane's values against it
+    (`output_values.Kinds`), with its DDL; None for any other type, which `output_values.check_kinds` checks itself."""
+    from pyspark.sql import types as T
+
+    element = spark_type.elementType if isinstance(spark_type, T.ArrayType) else spark_type
+    if not isinstance(element, (T.ArrayType, T.MapType, T.StructType)):
+        return None
+    return spark_type.simpleString(), _kinds(spark_type)
+
+
+def _kinds(spark_type: Any) -> Any:
+    from pyspark.sql import types as T
+
+    if isinstance(spark_type, T.ArrayType):
+        return ("array", _kinds(spark_type.elementType))
+    if isinstance(spark_type, T.MapType):
+        return ("map", _kinds(spark_type.keyType), _kinds(spark_type.valueType))
+    if isinstance(spark_type, T.StructType):
+        return ("struct", tuple((field.name, _kinds(field.dataType)) for field in spark_type.fields))
+    if integral(spark_type):
+        return f"int{integer_bits(spark_type)}"
+    leaves: list[tuple[Any, str]] = [(T.BooleanType, "boolean"), (T.StringType, "string"), (T.BinaryType, "binary"),
+              ((T.FloatType, T.DoubleType), "double"), (T.DecimalType, "decimal"), (T.TimestampNTZType, "timestamp_ntz"),
+              (T.TimestampType, "timestamp"), (T.DateType, "date"), (T.DayTimeIntervalType, "interval")]
+    return next((kind for classes, kind in leaves if isinstance(spark_type, classes)), "any")
+
+
 def integral(spark_type: Any) -> bool:
     from pyspark.sql import types as T
 

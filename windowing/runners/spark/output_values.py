@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import decimal
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -34,6 +35,7 @@ class OutputColumn:
     zoned: bool = False  # timestamps pyspark converts itself (a list of them, a Fold's): handed over zone-aware
     own_values: bool = False  # values of the user's code (a Fold, Reduce or own accumulation; one stated): kinds checked
     shape: str | None = None  # its stated or sampled type (an array's elements') as a `SHAPES` entry, if it has one
+    nested: tuple[str, Any] | None = None  # a map, struct or array of them, of the user's code: its type and `Kinds`
 
 
 def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
@@ -52,6 +54,9 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
         if col.sampled in _STRICT_KINDS:  # Arrow takes a number for a truth value in an array too
             _refuse_kind(pd.Series([v for cell in out if cell is not None for v in cell], dtype=object), col,
                          f"array<{col.sampled}>", _STRICT_KINDS[col.sampled])
+        elif col.sampled in ("double", "float"):  # and parses "2.5", and takes True for 1.0, as for a scalar
+            _refuse(pd.Series([v for cell in out if cell is not None for v in cell], dtype=object), col,
+                    f"array<{col.sampled}>", _LEAF_ACCEPTS["double"])
         if col.whole_elements:  # Arrow would truncate a float into the array's integers without a word
             stray = next((v for cell in out if cell is not None for v in cell if not _is_whole(v, col.bits)), _ALL_WHOLE)
             if stray is not _ALL_WHOLE:
@@ -98,6 +103,9 @@ def check_kinds(values: pd.Series, col: OutputColumn) -> pd.Series:
     number in a map."""
     if not col.own_values:
         return values
+    if col.nested is not None:
+        text, kinds = col.nested
+        return pd.Series([_checked(value, kinds, col, text, col.name) for value in values], dtype=object)
     shape = col.shape
     if col.array:
         _refuse(values, col, "an array", _is_collection)
@@ -109,6 +117,51 @@ def check_kinds(values: pd.Series, col: OutputColumn) -> pd.Series:
                                     if shape != "interval" else values.dtype.kind == "m"):
         _refuse_kind(values, col, shape, SHAPES[shape])
     return values
+
+
+Kinds = Any
+"""A Spark type as the workers check values against it (`output_types.nested_kinds`): a `_LEAF_ACCEPTS` key, or
+``("array", element)``, ``("map", key, value)``, ``("struct", ((name, kinds), ...))``."""
+
+
+def _checked(value: Any, kinds: Kinds, col: OutputColumn, text: str, at: str) -> Any:
+    """``value`` as pyspark converts it to ``kinds`` (arrays as lists: an iterator is read once; named tuples and
+    Rows as dicts, which Arrow takes by name, not position), failing naming the column, the value and where it sits
+    (``at``) where pyspark would take it changed without a word (an int for microseconds in a timestamp, 7.5
+    truncated in a bigint, a str's characters for an array, a dict's key the struct has not dropped) or fail naming
+    neither. ``text`` is the column's type; a pane's value at the top is refused as `check_kinds` refuses others."""
+    def astray(takes: str) -> TypeError:
+        if at == col.name and kinds[0] in ("array", "map"):
+            return _astray(col, "an array" if kinds[0] == "array" else "map", value)
+        return _astray(col, text, value, f", at {at}, {takes}")
+
+    if is_missing(value):
+        return value
+    if isinstance(kinds, str):
+        if not _LEAF_ACCEPTS[kinds](value):
+            raise astray(f"where it takes {_LEAF_NAMES[kinds]}")
+        return value
+    if kinds[0] == "array":
+        if not _is_collection(value):
+            raise astray("where it takes an array")
+        return [_checked(v, kinds[1], col, text, f"{at}[{i}]") for i, v in enumerate(as_list(value))]
+    if kinds[0] == "map":
+        if not isinstance(value, dict):
+            raise astray("where it takes a map")
+        for key in value:  # kept as they are: a key must stay hashable
+            _checked(key, kinds[1], col, text, f"a key of {at}")
+        return {key: _checked(v, kinds[2], col, text, f"{at}[{key!r}]") for key, v in value.items()}
+    fields = dict(kinds[1])
+    if hasattr(value, "asDict") or (isinstance(value, tuple) and hasattr(value, "_fields")):  # a Row, a named tuple
+        value = value.asDict() if hasattr(value, "asDict") else value._asdict()
+    if isinstance(value, dict):
+        unknown = next((name for name in value if name not in fields), _NONE_ASTRAY)
+        if unknown is not _NONE_ASTRAY:  # Arrow drops it without a word
+            raise astray(f"with a field {unknown!r} the struct has not")
+        return {name: _checked(v, fields[name], col, text, f"{at}.{name}") for name, v in value.items()}
+    if not isinstance(value, (tuple, list)) or len(value) != len(fields):
+        raise astray(f"where it takes a struct of {len(fields)} fields (a dict, or a tuple in their order)")
+    return tuple(_checked(v, field, col, text, f"{at}.{name}") for v, (name, field) in zip(value, fields.items()))
 
 
 def _is_collection(value: Any) -> bool:
@@ -127,14 +180,15 @@ def _refuse(values: pd.Series, col: OutputColumn, spark_type: str, accepts: Call
         raise _astray(col, spark_type, stray)
 
 
-def _astray(col: OutputColumn, spark_type: str, stray: Any) -> TypeError:
-    """The error of a pane value that column ``col`` of ``spark_type``, stated or sampled, cannot hold."""
+def _astray(col: OutputColumn, spark_type: str, stray: Any, where: str = "") -> TypeError:
+    """The error of a pane value that column ``col`` of ``spark_type``, stated or sampled, cannot hold (``where``
+    it sits in a nested value, if it does)."""
     if col.stated:
         return TypeError(f"output column {col.name!r} is {spark_type}, as stated with windowing.spark_typed, but a pane "
-                         f"holds {stray!r}, a {type(stray).__name__}; state a type that holds every pane's value")
+                         f"holds {stray!r}, a {type(stray).__name__}{where}; state a type that holds every pane's value")
     return TypeError(
         f"output column {col.name!r} is {spark_type}, as the accumulation's output for one sample value was, but a "
-        f"pane holds {stray!r}, a {type(stray).__name__}; for an accumulation of your own, Fold or Reduce whose "
+        f"pane holds {stray!r}, a {type(stray).__name__}{where}; for an accumulation of your own, Fold or Reduce whose "
         "output type depends on the values, state the type that holds every pane's value with "
         "windowing.spark_typed(acc, ...) (any Spark DDL type)")
 
@@ -220,6 +274,10 @@ SHAPES: dict[str, tuple[type, ...]] = {"date": (datetime.date, np.datetime64), "
                                        "interval": (datetime.timedelta, np.timedelta64)}
 """Stated or sampled Spark types (`OutputColumn.shape`) and the Python values each takes."""
 _STRICT_KINDS: dict[str, tuple[type, ...]] = {"boolean": (bool, np.bool_), "string": (str,), "binary": (bytes, bytearray)}
+_LEAF_NAMES = {"int8": "a tinyint", "int16": "a smallint", "int32": "an int", "int64": "a bigint", "any": "anything",
+               "interval": "an interval", "double": "a double", "decimal": "a decimal", "date": "a date",
+               "timestamp": "a timestamp", "timestamp_ntz": "a timestamp_ntz", "boolean": "a boolean",
+               "string": "a string", "binary": "a binary"}
 _NONE_ASTRAY = object()
 _WIDE = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 _ALL_WHOLE = object()
@@ -271,3 +329,19 @@ def as_list(value: Any) -> list[Any]:
         except TypeError:
             return list(value)
     return list(value)
+
+
+def _is_a(value: Any, classes: tuple[type, ...]) -> bool:
+    return isinstance(value, classes)
+
+
+def _is_number(value: Any, classes: tuple[type, ...] = (int, float, np.integer, np.floating)) -> bool:
+    """A number Arrow takes as it is for a double (or with ``classes``, a decimal); not a bool, which it takes for 1."""
+    return isinstance(value, classes) and not isinstance(value, (bool, np.bool_))
+
+
+_LEAF_ACCEPTS: dict[str, Callable[[Any], bool]] = {
+    **{kind: partial(_is_a, classes=classes) for kind, classes in {**_STRICT_KINDS, **SHAPES}.items()},
+    **{f"int{bits}": partial(_is_whole, bits=bits) for bits in (8, 16, 32, 64)},
+    "double": _is_number, "decimal": partial(_is_number, classes=(decimal.Decimal, int, np.integer)), "any": lambda value: True}
+"""What a value inside a nested type takes at each leaf kind (`Kinds`)."""

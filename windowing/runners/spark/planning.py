@@ -21,7 +21,7 @@ from ...timeaxis import TimeAxis
 from ...window_table import accumulator_columns
 from .buckets import Bucketing
 from .combine import COMBINE_CONF, Lifting, lifted_aggregations, lifting
-from .output_types import SparkTyped, integer_bits, integral, numpy_dtype, output_type
+from .output_types import SparkTyped, integer_bits, integral, nested_kinds, numpy_dtype, output_type
 from .output_values import NS_PER_US, SAMPLED_CHECKED, OutputColumn
 from .pipelines import pipeline_of
 from .wire import WIRE
@@ -170,6 +170,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
                                     stated=stated,
                                     own_values=checked,
                                     shape=_shape_of(vtype.elementType if array else vtype) if checked else None,
+                                    nested=nested_kinds(vtype) if checked else None,
                                     decimal=(vtype.precision, vtype.scale) if isinstance(vtype, T.DecimalType) else None,
                                     floating=floating))
     out_fields += [T.StructField("timing", T.StringType()), T.StructField("pane_index", T.LongType()),
