@@ -493,9 +493,9 @@ class TopN(Accumulation[Any, tuple[Any, ...], list[Any]]):
         if n is None:
             raise WindowingConfigError(f"{type(self).__name__}() needs n, how many values to keep, e.g. "
                                        f"{type(self).__name__}({column!r}, 3)")
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        if not isinstance(n, (int, np.integer)) or isinstance(n, (bool, np.bool_)) or n < 1:
             raise WindowingConfigError(f"{type(self).__name__}(n={n!r}): n must be a positive integer")
-        self.n = n
+        self.n = int(n)  # a NumPy integer too, as AfterCount takes one
 
     _order: pd.Index | None = None
     """An ordered categorical column's categories (`_declared_order`), else None."""

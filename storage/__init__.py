@@ -2,6 +2,12 @@
 
 from typing import Any
 
+__all__ = ["FileSink", "FileSplitter", "KVStore"]  # `from storage import *` reads them through __getattr__
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
+
 
 def __getattr__(name: str) -> Any:
     # Lazy, so `import storage` stays cheap and never pulls in pyarrow or pyspark.

@@ -221,6 +221,16 @@ def _given(name: str, every: Any) -> Any:
     return every
 
 
+def _once(trigger: Any, name: str, given: Option, every: Any) -> None:
+    """Refuse a second firing option of one kind: the last one won without a word, where the seed's operator
+    fires by a count and by a duration side by side."""
+    if given is not None:
+        raise WindowingConfigError(
+            f"{trigger!r}.{name}({every!r}): {name}() was given already; give it once. For firings by a count and by "
+            f"processing time together, use AfterWatermark({name.split('_')[1]}=Repeatedly(AfterAny(AfterCount(n), "
+            "AfterProcessingTime(duration))))")
+
+
 @dataclass(frozen=True)
 class AtWatermark(Trigger):
     """The seed operator's trigger option: an ON_TIME pane when the watermark passes the
@@ -257,9 +267,11 @@ class AtWatermark(Trigger):
         return parse_duration(f"{name}(duration)", value)
 
     def with_early_firings_every(self, every: int | Duration) -> AtWatermark:
+        _once(self, "with_early_firings_every", self.early, every)
         return AtWatermark(early=_given("with_early_firings_every", every), late=self.late)
 
     def with_late_firings_every(self, every: int | Duration) -> AtWatermark:
+        _once(self, "with_late_firings_every", self.late, every)
         return AtWatermark(early=self.early, late=_given("with_late_firings_every", every))
 
     def resolve(self, to_internal: ToInternal) -> AtWatermark:

@@ -102,7 +102,17 @@ class Windowed:
             raise WindowingConfigError(
                 f"with_second_stream(right={_kind_of(right)}): the second stream must be of the first's kind "
                 f"({_kind_of(self.source)})")
+        if self.second is not None:  # the last one won without a word: a stream the user meant left out
+            raise WindowingConfigError(
+                "with_second_stream() called twice: a pipeline merges one second stream; concatenate the two first")
         return self._with(f".with_second_stream(<{type(right).__name__}>)", second=right)
+
+    def in_upstream_windows(self) -> "Windowed":
+        """Aggregate an upstream stage's panes in their own windows (api.md, "Chained stages"): not built yet."""
+        raise WindowingConfigError(
+            "in_upstream_windows() is not built yet (docs/engine.md, \"Not built yet\"); until it is, window the upstream "
+            "panes by their window_start, e.g. windowed(panes, time='window_start').fixed(<the upstream's size>), with the "
+            "upstream stage discarding: its retractions would be counted as values")
 
     # ---- triggering --------------------------------------------------------------------------
     def trigger(self, trigger: Trigger) -> "Windowed":

@@ -110,7 +110,10 @@ def values_it_cannot_take(agg: Aggregation) -> Iterator[None]:
     try:
         yield
     except TypeError as error:
-        raise TypeError(f"aggregate({agg.name}={agg.accumulation!r}): {error}") from error
+        unread = "" if agg.accumulation.column is not None else (
+            "; it reads no column, so each value it takes is None: an accumulation of your own names the column "
+            "it reads in self.column (e.g. self.column = 'amount')")
+        raise TypeError(f"aggregate({agg.name}={agg.accumulation!r}): {error}{unread}") from error
 
 
 def _split_by_group(column: pd.Series, group: np.ndarray, n_groups: int) -> list[list[Any]]:

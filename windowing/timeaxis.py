@@ -80,6 +80,13 @@ _NS_PER_DATETIME_UNIT = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns":
 """Nanoseconds per unit of a ``datetime64`` column, coarsest first."""
 
 
+def _holds_exactly(float_type: np.dtype[Any], values: np.ndarray) -> bool:
+    """Whether ``float_type`` holds each int64 of ``values`` as it is."""
+    back = values.astype(float_type).astype(np.float64)
+    inside = np.abs(back) < 2.0**63  # a bound rounded up to 2**63 is no int64
+    return bool(np.all(inside & (np.where(inside, back, 0.0).astype(np.int64) == values)))
+
+
 @dataclass(frozen=True)
 class TimeAxis:
     """A time column's type: ``datetime`` (with its tz and unit) or ``numeric`` (with its dtype)."""
@@ -164,7 +171,7 @@ class TimeAxis:
                     "milliseconds), or give the unit of epoch instants, e.g. windowed(..., time_unit='s') for "
                     "time.time() seconds")
         if raw.dtype.kind == "f":  # the whole floats inside 64 bits are inside the range
-            outside = (raw <= -(2.0**63)) | (raw >= 2.0**63)
+            outside = (raw.astype(np.float64) <= -(2.0**63)) | (raw.astype(np.float64) >= 2.0**63)  # float16 holds no 2**63
         else:
             outside = (raw >= MAX_TIME) if raw.dtype.kind == "u" else (raw < MIN_TIME) | (raw >= MAX_TIME)
         if outside.any():
@@ -237,7 +244,20 @@ class TimeAxis:
             return out.dt.tz_localize("UTC").dt.tz_convert(self.tz) if self.tz else out
         dtype = pd.api.types.pandas_dtype(self.dtype)
         numpy_dtype: np.dtype[Any] = np.dtype(getattr(dtype, "numpy_dtype", dtype))  # type: ignore[arg-type]
-        if numpy_dtype.kind == "f":
+        if numpy_dtype.kind == "f":  # whole numbers; past the float's 2**(mantissa + 1) a bound may round to a neighbour
+            inner = values[(values != MIN_TIME) & (values != MAX_TIME)]
+            held = next((t for t in dict.fromkeys([numpy_dtype, np.dtype(np.float64)][:2 if widen else 1])
+                         if _holds_exactly(t, inner)), None)
+            if held is None:
+                outside = next(v for v in inner if not _holds_exactly(numpy_dtype, np.array([v])))
+                widest = np.dtype(np.float64) if widen else numpy_dtype
+                raise WindowingConfigError(
+                    f"a window bound, {outside}, is no {widest} (the nearest is {float(np.array([outside]).astype(widest)[0])!r}), "
+                    f"so float time column {self.column!r} cannot give it exactly; cast the column to int64 first (or "
+                    "give time_unit= for epoch instants)")
+            if held != numpy_dtype:  # a float32 column's bounds past 2**24 as float64, as a narrow int's as int64
+                numpy_dtype = held
+                dtype = pd.api.types.pandas_dtype("Float64" if isinstance(dtype, pd.api.extensions.ExtensionDtype) else "float64")
             out = values.astype(numpy_dtype)
             out[values == MIN_TIME] = -np.inf
             out[values == MAX_TIME] = np.inf

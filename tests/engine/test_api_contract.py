@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 import subprocess
 import sys
 from fractions import Fraction
@@ -373,6 +374,31 @@ def test_window_bounds_beyond_a_narrow_integer_column_come_back_as_64_bit_intege
     assert whole[["window_start", "window_end"]].values.tolist() == [[info.min, info.max]]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "Float32", "float16"])
+def test_window_bounds_a_narrow_float_column_cannot_hold_come_back_as_float64(dtype):
+    # Before: cast back into the column's float type, rounded: a float32 column's minute windows [1699999980, 1700000040)
+    # and [1700000100, 1700000160) printed as [1700000000, 1700000000) and [1700000128, 1700000128), empty windows.
+    times, size = ([2000, 2048], 7) if dtype == "float16" else ([1700000000, 1700000128], 60)
+    frame = pd.DataFrame({"ts": pd.array(times, dtype=dtype), "x": [1, 2]})
+    panes = windowed(frame, time="ts").fixed(size).aggregate(ToList("x"))
+    starts = [t - t % size for t in times]
+    assert panes[["window_start", "window_end"]].values.tolist() == [[s, s + size] for s in starts]
+    assert {str(panes[c].dtype) for c in ("window_start", "window_end")} == {"Float64" if dtype == "Float32" else "float64"}
+    fits = windowed(frame, time="ts").fixed(64 if dtype == "float16" else 128).aggregate(ToList("x"))  # bounds it holds keep it
+    assert {str(fits[c].dtype) for c in ("window_start", "window_end")} == {dtype}
+
+
+@pytest.mark.parametrize("times, size, bound, nearest", [([2.0**60], 10, 2**60 - 6, "1.152921504606847e+18"),
+                                                         ([2.0**53 + 2], 3, 2**53 + 1, "9007199254740992.0")])
+def test_a_window_bound_no_float64_holds_is_refused_naming_it(times, size, bound, nearest):
+    # Before: rounded to a neighbouring float without a word: a window [2**60 - 6, 2**60 + 4) printed as [2**60, 2**60),
+    # one starting at 2**53 + 1 as starting at 2**53.
+    frame = pd.DataFrame({"ts": times, "x": [1]})
+    with pytest.raises(WindowingConfigError, match=re.escape(f"a window bound, {bound}, is no float64 (the nearest is {nearest}), so "
+                                                             "float time column 'ts' cannot give it exactly; cast the column to int64")):
+        windowed(frame, time="ts").fixed(size).aggregate(ToList("x"))
+
+
 MICROS_2024 = 1_704_067_200_000_000
 
 
@@ -475,3 +501,36 @@ def test_a_float_key_of_minus_zero_is_the_key_zero_as_spark_groups_it(keys):
     panes = windowed(frame, time="t", key="k").fixed(10).aggregate(Count())
     assert [math.copysign(1.0, k) for k in panes["k"]] == [1.0] and panes["value"].tolist() == [len(keys)]
     assert panes["k"].dtype == np.float32
+
+
+def test_an_accumulation_of_your_own_that_names_no_column_fails_saying_to_set_self_column():
+    # Before: Python's "unsupported operand type(s) for +: 'int' and 'NoneType'" alone: api.md lists the five methods
+    # of an accumulation, not the attribute that names its column, and such a class receives None per element.
+    class MySum(Accumulation):
+        def __init__(self, col):
+            self.col = col
+
+        def default_accumulated_value(self):
+            return 0
+
+        def accumulate(self, accumulated, value):
+            return accumulated + value
+
+        def merge(self, a, b):
+            return a + b
+
+        def get_output(self, accumulated):
+            return accumulated
+
+    frame = pd.DataFrame({"ts": [1, 2], "amount": [1, 2]})
+    for source in (frame, TestStream().add_elements(frame)):
+        with pytest.raises(TypeError, match=r"aggregate\(value=MySum\(\)\): unsupported operand .*; it reads no column, so "
+                                            r"each value it takes is None: .* names the column it reads in self.column"):
+            windowed(source, time="ts").fixed(10).aggregate(MySum("amount"))
+
+
+def test_from_storage_import_star_gives_the_three_components():
+    # Before: storage's lazy attributes were in no __all__, so the star import gave none of them.
+    names: dict[str, object] = {}
+    exec("from storage import *", names)
+    assert {"FileSink", "FileSplitter", "KVStore"} <= set(names)

@@ -41,6 +41,13 @@ TS_DF = DF.assign(ts=pd.to_datetime(DF.ts, unit="s"))
     (lambda: AtWatermark().with_late_firings_every("often"), r"with_late_firings_every\(duration\)='often' is not a duration"),
     (lambda: AtWatermark().with_late_firings_every(None), r"with_late_firings_every\(every=None\): give a count"),
     (lambda: AtWatermark().with_early_firings_every(None), r"with_early_firings_every\(every=None\): give a count"),
+    # Before: the second call replaced the first without a word (the count's early panes went missing), where the
+    # seed's operator fires by a count and by a duration side by side.
+    (lambda: AtWatermark().with_early_firings_every(2).with_early_firings_every(5.0),
+     r"with_early_firings_every\(\) was given already; give it once. For firings by a count and by processing time "
+     r"together, use AfterWatermark\(early=Repeatedly\(AfterAny\(AfterCount\(n\), AfterProcessingTime\(duration\)\)\)\)"),
+    (lambda: AtWatermark().with_late_firings_every(1).with_early_firings_every(3).with_late_firings_every("5 seconds"),
+     r"\.with_late_firings_every\('5 seconds'\): with_late_firings_every\(\) was given already"),
     (lambda: Sum(""), r"Sum\(column=''\): column must be a non-empty column name"),
     (lambda: TopN("x", n=0), r"TopN\(n=0\): n must be a positive integer"),
     # Left out, a required column named the base class (`_Numeric.__init__()` for Sum, `TopN.__init__()` for BottomN).
@@ -284,3 +291,12 @@ def test_a_later_step_without_a_column_the_pipeline_reads_is_refused_naming_its_
     with pytest.raises(WindowingConfigError, match=r"add_elements\(...\) at action 2: Sum\(column\)='x' is not a "
                                                    r"column of the input; it has \['k', 'ts'\]"):
         windowed(stream, time="ts", key="k").fixed(10).aggregate(Sum("x"))
+
+
+def test_top_n_takes_a_numpy_integer_as_after_count_does():
+    # Before: TopN("v", np.int64(2)) was refused as no positive integer, where AfterCount(np.int64(1)) is taken.
+    frame = pd.DataFrame({"ts": [1, 2, 3], "v": [5, 9, 7]})
+    panes = windowed(frame, time="ts").fixed(10).aggregate(TopN("v", np.int64(2)))
+    assert panes["value"].tolist() == [[9, 7]]
+    with pytest.raises(WindowingConfigError, match=r"TopN\(n=np.True_\): n must be a positive integer"):
+        TopN("v", np.True_)
