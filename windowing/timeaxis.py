@@ -48,8 +48,10 @@ def _nearest_micros(values: np.ndarray, unit: str) -> np.ndarray:
     """Finite floats in ``unit`` as the nearest int64 microseconds (half up), from their exact values.
 
     The whole units and the fraction are taken apart first, both exactly (a float minus its
-    truncation is a float), so the only product rounded is the fraction's with the unit, which
-    cannot round across half a microsecond for times more than about 8,192 seconds from the epoch.
+    truncation is a float); the fraction's product with the unit is rounded, and its rounding error
+    is taken exactly too (Dekker's product: the unit has few enough digits), so a product rounded onto
+    or across half a microsecond (a float of seconds near the epoch, 1.5997815 s holding
+    1599781.4999... us) goes the way its exact value goes. The Spark runner computes the same on the JVM.
     Nanoseconds: the whole nanoseconds decide, the fraction below one cannot reach the next half.
     """
     if unit == "ns":
@@ -58,9 +60,18 @@ def _nearest_micros(values: np.ndarray, unit: str) -> np.ndarray:
         return (whole - below) // 1000 + (below >= 500)
     factor = MICROS_PER_UNIT[unit]
     whole = np.trunc(values)
-    part = (values - whole) * float(factor)
-    floor = np.floor(part)
-    return whole.astype(np.int64) * factor + floor.astype(np.int64) + (part - floor >= 0.5)
+    part = values - whole
+    product = part * float(factor)
+    split = DEKKER_SPLITTER * part
+    high = split - (split - part)
+    error = (high * float(factor) - product) + (part - high) * float(factor)
+    floor = np.floor(product)
+    above = product - floor  # exact wherever it is near one half
+    return whole.astype(np.int64) * factor + floor.astype(np.int64) + ((above > 0.5) | ((above == 0.5) & (error >= 0)))
+
+
+DEKKER_SPLITTER = 2.0**27 + 1
+"""Veltkamp's constant: ``x`` as a high half of 26 bits and an exact low half (Dekker's exact product)."""
 
 
 @functools.lru_cache

@@ -427,18 +427,19 @@ def _nearest_micro_of(value: float, unit: str) -> int:
 # Floats whose product with their unit float arithmetic rounds onto half a microsecond, among others:
 # time.time() seconds hold steps of 2**-22 s (0.24 us), so about one in eight lands there.
 _NEAR_HALF = st.builds(lambda second, steps: second + steps * 2.0**-22,
-                       st.integers(8192, 4_000_000_000), st.integers(0, 2**22 - 1))
+                       st.integers(0, 4_000_000_000), st.integers(0, 2**22 - 1))
+# The float nearest a half microsecond written in decimal (1.5997815 s): near the epoch the product's rounding
+# crossed the half in half of them until this release (rounded 1599781.4999... us up).
+_HALF_LITERAL = st.builds(lambda micros, per_second: (micros + 0.5) / per_second, st.integers(0, 2**40), st.sampled_from([1e6, 1e3]))
 
 
 @settings(max_examples=300, deadline=None)
 @given(unit=st.sampled_from(["s", "ms", "us", "ns"]), data=st.data())
 def test_epoch_floats_are_read_as_the_microsecond_nearest_the_number_they_hold(unit, data):
-    # Beyond 8192 s of the epoch (and everywhere in us and ns) no float rounds across half a microsecond.
     per_second = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[unit]
-    far = st.floats(8192.0 * per_second, 9e9 * per_second)  # the axis ends about 9.2e9 s from the epoch
-    anywhere = st.floats(0.0, 9e9 * per_second) if unit in ("us", "ns") else far
-    signed = st.tuples(st.one_of(_NEAR_HALF, far, anywhere) if unit == "s" else st.one_of(far, anywhere),
-                       st.booleans()).map(lambda pair: -pair[0] if pair[1] else pair[0])
+    anywhere = st.floats(0.0, 9e9 * per_second)  # the axis ends about 9.2e9 s from the epoch
+    near = st.one_of(_NEAR_HALF, _HALF_LITERAL.map(lambda seconds: seconds * per_second), st.floats(0.0, 16 * per_second))
+    signed = st.tuples(st.one_of(near, anywhere), st.booleans()).map(lambda pair: -pair[0] if pair[1] else pair[0])
     values = data.draw(st.lists(signed, min_size=1, max_size=20, unique=True))
     frame = pd.DataFrame({"ts": np.asarray(values, dtype=np.float64), "id": range(len(values))})
     panes = windowed(frame, time="ts", time_unit=unit).fixed("1 microsecond").aggregate(ToList("id"))

@@ -17,7 +17,7 @@ from ...errors import WindowingConfigError
 from ...plan import LATE_DATA_COLUMNS, Plan
 from ...state_codec import COMPRESSIONS, checked_compression
 from ...strategy import GlobalWindowing, Strategy
-from ...timeaxis import MAX_MICROS, MAX_TIME, MICROS_PER_UNIT, MIN_MICROS, MIN_TIME, NUMERIC_RANGE
+from ...timeaxis import DEKKER_SPLITTER, MAX_MICROS, MAX_TIME, MICROS_PER_UNIT, MIN_MICROS, MIN_TIME, NUMERIC_RANGE
 from .buckets import NUMBERS, Bucketing, bucketing_of
 from .combine import COMBINE_CONF, lift_and_pack, pack, with_buckets
 from .instants import zone_rules
@@ -453,17 +453,23 @@ def _epoch_micros(checked: Any, column: Any, time: str, unit: str, floating: boo
 
 
 def _nearest_micros(number: Any, time: str, unit: str) -> Any:
-    """`timeaxis._nearest_micros` on the JVM, step by step in the same double arithmetic: a float
-    rounded as the number it holds (whole units and fraction apart, both exact)."""
+    """`timeaxis._nearest_micros` on the JVM, step by step in the same double arithmetic (Java's is IEEE's, and
+    Catalyst reorders no double arithmetic): a float rounded as the number it holds."""
     from pyspark.sql import functions as F
 
     if unit == "ns":  # the whole nanoseconds decide
         return _nanos_to_micros(f"FLOOR(CAST({_quoted(time)} AS DOUBLE))")
-    factor = MICROS_PER_UNIT[unit]
+    factor = F.lit(float(MICROS_PER_UNIT[unit]))
     whole = number.cast("long")  # toward zero, as np.trunc
-    part = (number - whole.cast("double")) * F.lit(float(factor))
-    floor = F.floor(part)
-    return whole * F.lit(factor) + floor + (part - floor.cast("double") >= F.lit(0.5)).cast("long")
+    part = number - whole.cast("double")
+    product = part * factor
+    split = F.lit(DEKKER_SPLITTER) * part
+    high = split - (split - part)
+    error = (high * factor - product) + (part - high) * factor  # Dekker's: the product's rounding error, exactly
+    floor = F.floor(product)
+    above = product - floor.cast("double")
+    up = (above > F.lit(0.5)) | ((above == F.lit(0.5)) & (error >= F.lit(0.0)))
+    return whole * F.lit(MICROS_PER_UNIT[unit]) + floor + up.cast("long")
 
 
 def _nanos_to_micros(nanos: str) -> Any:
