@@ -535,3 +535,35 @@ def test_from_storage_import_star_gives_the_three_components():
     names: dict[str, object] = {}
     exec("from storage import *", names)
     assert {"FileSink", "FileSplitter", "KVStore"} <= set(names)
+
+
+def test_arrow_backed_timestamps_and_durations_are_read_as_pandas_own():
+    # Before: a time column of timestamp[us][pyarrow] (dtype_backend="pyarrow") was refused as holding neither
+    # timestamps nor numbers, a Min of one failed with NumPy's "Cannot interpret 'timestamp[us][pyarrow]' as a data
+    # type", a Sum of Arrow durations was refused as no timedeltas.
+    pa = pytest.importorskip("pyarrow")
+    times = pd.to_datetime([1, 2, 12], unit="s")
+    arrow = pd.DataFrame({"ts": pd.array(times, dtype=pd.ArrowDtype(pa.timestamp("us", tz="UTC"))),
+                          "k": pd.array(times.floor("10s"), dtype=pd.ArrowDtype(pa.timestamp("ms"))),
+                          "d": pd.array(pd.to_timedelta([1, 2, 4], unit="s"), dtype=pd.ArrowDtype(pa.duration("us")))})
+    native = pd.DataFrame({"ts": times.as_unit("us").tz_localize("UTC"), "k": times.floor("10s").as_unit("ms"),
+                           "d": pd.to_timedelta([1, 2, 4], unit="s").as_unit("us")})
+    for source in (arrow, TestStream().add_elements(arrow.iloc[:2]).add_elements(arrow.iloc[2:])):
+        expected_source = native if isinstance(source, pd.DataFrame) else \
+            TestStream().add_elements(native.iloc[:2]).add_elements(native.iloc[2:])
+        got = windowed(source, time="ts", key="k").fixed("10 seconds").aggregate(first=Min("k"), total=Sum("d"))
+        expected = windowed(expected_source, time="ts", key="k").fixed("10 seconds").aggregate(first=Min("k"), total=Sum("d"))
+        pd.testing.assert_frame_equal(got, expected)
+        assert got["total"].tolist() == [pd.Timedelta(3, "s"), pd.Timedelta(4, "s")]
+
+
+def test_dropped_rows_of_an_input_with_a_column_name_twice_are_given_as_they_were():
+    # Before: a TestStream step that dropped a row failed with "'DataFrame' object has no attribute 'dtype'" when
+    # its input had a column name twice, one the pipeline does not read (which it allows), in aggregate() too.
+    first = pd.DataFrame([[1, 5, 0, 1]], columns=["ts", "v", "x", "x"])
+    second = pd.DataFrame([[2, 6, 0.5, 1]], columns=["ts", "v", "x", "x"])
+    stream = TestStream().advance_watermark_to(20).add_elements(first).add_elements(second)
+    run = windowed(stream, time="ts").fixed(10).run(Sum("v"))
+    assert run.panes.empty
+    assert run.late_data.iloc[:, :4].values.tolist() == [[1, 5, 0, 1], [2, 6, 0.5, 1]]
+    assert windowed(stream, time="ts").fixed(10).aggregate(Sum("v")).empty

@@ -77,7 +77,10 @@ def run_pandas(strategy: Strategy, source: Any, second: Any = None, late_data: b
         raise WindowingConfigError(
             f"windowed(source={type(source).__name__}): give a pandas DataFrame, a TestStream or a Spark DataFrame")
 
+    script = [AddElements(_arrow_times_as_pandas(strategy, a.elements)) if isinstance(a, AddElements) else a for a in script]
     sample = source if isinstance(source, pd.DataFrame) else source.first_elements()
+    if sample is not None:
+        sample = _arrow_times_as_pandas(strategy, sample)
     if sample is None:
         sample = _without_elements(strategy, source)
     check_columns(list(sample.columns), strategy)
@@ -86,7 +89,7 @@ def run_pandas(strategy: Strategy, source: Any, second: Any = None, late_data: b
         check_late_data_columns(list(dict.fromkeys(c for f in frames for c in f.columns)), with_step=is_stream)
     axis = TimeAxis.of(strategy.time if isinstance(strategy.time, str) else "<time function>", _event_times(strategy, sample),
                        epoch_unit=strategy.time_unit)
-    plan = make_plan(strategy, axis, _input_dtypes(strategy, source, sample))
+    plan = make_plan(strategy, axis, _input_dtypes(strategy, script if is_stream else [], sample))
     if strategy.window_state is None:
         result = _Run(plan, strategy, is_stream, sample.iloc[:0]).execute(script)
     else:
@@ -159,13 +162,12 @@ _OBJECT_KINDS = {"string": "string", "integer": "number", "floating": "number", 
 """`pandas.api.types.infer_dtype`'s names of an object column's values, as `_kind`'s kinds."""
 
 
-def _input_dtypes(strategy: Strategy, source: Any, sample: pd.DataFrame) -> dict[str, Any]:
+def _input_dtypes(strategy: Strategy, script: list[Action], sample: pd.DataFrame) -> dict[str, Any]:
     """The dtypes the keys and values are planned for. A TestStream's are those of all its steps' elements
     concatenated, as if they were one DataFrame: planned for the first step's dtypes alone, a step of floats
     after one of ints was summed as ints (1.5 as 1), and a key of another type was printed in the first's."""
     dtypes = {str(name): dtype for name, dtype in sample.dtypes.items()}
-    actions = [(i, a.elements) for i, a in enumerate(source.actions) if isinstance(a, AddElements) and len(a.elements)] \
-        if isinstance(source, TestStream) else []
+    actions = [(i, a.elements) for i, a in enumerate(script) if isinstance(a, AddElements) and len(a.elements)]
     frames = [frame for _, frame in actions]
     if len(frames) > 1:
         for index, frame in actions:
@@ -185,10 +187,31 @@ def _input_dtypes(strategy: Strategy, source: Any, sample: pd.DataFrame) -> dict
     return dtypes
 
 
+def _arrow_times_as_pandas(strategy: Strategy, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the Arrow-backed timestamps and durations the pipeline reads (``dtype_backend="pyarrow"``) as
+    pandas' own ``datetime64`` and ``timedelta64``: the time axis and the built-ins take those (a time column of
+    them was refused as holding neither timestamps nor numbers, a ``Min`` of them failed with NumPy's
+    "Cannot interpret 'timestamp[us][pyarrow]' as a data type")."""
+    import pyarrow as pa
+
+    read = [strategy.time] if isinstance(strategy.time, str) else []
+    read += [*(strategy.keys or ()), *(c for c in strategy.value_columns if c is not None)]
+    native: dict[str, Any] = {}
+    for name in dict.fromkeys(c for c in read if c in frame.columns and not isinstance(frame[c], pd.DataFrame)):
+        dtype = frame[name].dtype
+        if isinstance(dtype, pd.ArrowDtype) and pa.types.is_timestamp(dtype.pyarrow_dtype):
+            arrow = dtype.pyarrow_dtype
+            native[name] = pd.DatetimeTZDtype(arrow.unit, arrow.tz) if arrow.tz else np.dtype(f"datetime64[{arrow.unit}]")
+        elif isinstance(dtype, pd.ArrowDtype) and pa.types.is_duration(dtype.pyarrow_dtype):
+            native[name] = np.dtype(f"timedelta64[{dtype.pyarrow_dtype.unit}]")
+    return frame.astype(native) if native else frame
+
+
 def _joined_rows(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Steps' dropped input rows as one frame, each value as its step held it: a column of other dtypes in two
     steps is joined as objects (pandas' concat made int64 beside float64 float64, 2**53 + 1 read 2**53)."""
-    differ = [name for name in frames[0].columns if len({frame[name].dtype for frame in frames if name in frame}) > 1]
+    differ = [name for name in dict.fromkeys(frames[0].columns)  # a name twice in a frame: each column's dtype
+              if len({dtype for frame in frames if name in frame for dtype in frame.dtypes[frame.columns == name]}) > 1]
     return pd.concat([frame.astype(dict.fromkeys([c for c in differ if c in frame], object)) for frame in frames],
                      ignore_index=True)
 
