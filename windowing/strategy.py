@@ -99,6 +99,11 @@ class FixedWindowing(Windowing):
         return FixedWindows(self.size.in_units_of(axis), self.offset.in_units_of(axis))
 
 
+MAX_WINDOWS_PER_ELEMENT = 1_000_000
+"""The most sliding windows an element may fall in: past it the engine's copy of each element per window
+ran out of memory (``sliding("1 day", every="1 ns")`` asked for 629 TiB)."""
+
+
 @dataclass(frozen=True)
 class SlidingWindowing(Windowing):
     """Windows of ``size`` starting every ``every``, which is at most ``size``."""
@@ -118,6 +123,11 @@ class SlidingWindowing(Windowing):
                 f"sliding window every={self.every.given!r} is longer than size={self.size.given!r}: the times "
                 "between one window's end and the next one's start would be in no window, and their elements "
                 "lost; make every at most size (as Spark's window() requires), or use fixed(size)")
+        per_element = -(-size // every)
+        if per_element > MAX_WINDOWS_PER_ELEMENT:  # each element is copied into each of its windows: memory ran out
+            raise WindowingConfigError(
+                f"sliding(size={self.size.given!r}, every={self.every.given!r}) puts each element in {per_element:,} "
+                f"windows, more than {MAX_WINDOWS_PER_ELEMENT:,}; slide by a longer step")
         return SlidingWindows(size, every, self.offset.in_units_of(axis), axis, self.call.removeprefix("."))
 
 

@@ -176,7 +176,11 @@ class TimeAxis:
             return values.astype("datetime64[ns]").to_numpy().view(np.int64)
         raw = series.to_numpy()
         if raw.dtype.kind == "f":
-            if not np.all(np.isfinite(raw)) or not np.all(raw == np.floor(raw)):
+            if not np.all(np.isfinite(raw)):
+                raise WindowingConfigError(
+                    f"time column {self.column!r}{where} holds {raw[~np.isfinite(raw)][0]}, outside the engine's range "
+                    f"({NUMERIC_RANGE}); every element needs a finite event time")
+            if not np.all(raw == np.floor(raw)):
                 raise WindowingConfigError(
                     f"time column {self.column!r}{where} holds non-integral numbers; use integers in one unit (e.g. "
                     "milliseconds), or give the unit of epoch instants, e.g. windowed(..., time_unit='s') for "
@@ -357,8 +361,17 @@ class TimeAxis:
             stamp = pd.NaT
         if stamp is pd.NaT:
             raise WindowingConfigError(f"{param}={value!r}{where} is not a timestamp")
-        if stamp.tzinfo is None and self.tz:
-            stamp = stamp.tz_localize(self.tz)
+        if stamp.tzinfo is None and self.tz:  # a wall time in the column's zone
+            try:
+                stamp = stamp.tz_localize(self.tz)
+            except Exception as error:  # noqa: BLE001 - pytz's AmbiguousTimeError (pandas 2) is no ValueError (pandas 3's)
+                if not isinstance(error, ValueError) and not type(error).__name__.endswith("TimeError"):
+                    raise
+                ambiguous = "Ambiguous" in type(error).__name__ or "infer dst" in str(error)
+                raise WindowingConfigError(
+                    f"{param}={value!r}{where} is a wall time without a zone, read in the zone of time column "
+                    f"{self.column!r}, {self.tz}, where it is {'ambiguous' if ambiguous else 'no time'} (the clocks "
+                    "change there); give a timestamp with its zone, e.g. pd.Timestamp(..., tz=...)") from None
         if stamp.tzinfo is not None:
             stamp = stamp.tz_convert("UTC").tz_localize(None)
         if not pd.Timestamp.min <= stamp <= pd.Timestamp.max:

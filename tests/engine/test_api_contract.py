@@ -567,3 +567,17 @@ def test_dropped_rows_of_an_input_with_a_column_name_twice_are_given_as_they_wer
     assert run.panes.empty
     assert run.late_data.iloc[:, :4].values.tolist() == [[1, 5, 0, 1], [2, 6, 0.5, 1]]
     assert windowed(stream, time="ts").fixed(10).aggregate(Sum("v")).empty
+
+
+@pytest.mark.parametrize("mark, what", [("2024-11-03 01:30", "ambiguous"), ("2024-03-10 02:30", "no time")])
+def test_a_watermark_without_a_zone_that_the_columns_zone_cannot_read_is_refused_naming_it(mark, what):
+    # A watermark without a zone is a wall time in the time column's zone (05:00 here is 10:00 UTC); one the clocks
+    # make ambiguous or skip failed with pandas' bare "Cannot infer dst time from 2024-11-03 01:30:00".
+    frame = pd.DataFrame({"ts": pd.to_datetime(["2024-11-03 01:30"]).tz_localize("America/New_York", ambiguous=[True])})
+    read = windowed(TestStream().add_elements(frame).advance_watermark_to(pd.Timestamp("2024-11-03 05:00")), time="ts")
+    assert read.fixed("1 hour").aggregate(Count())["step"].tolist() == [1]  # fired by that watermark, past 06:30 UTC
+    stream = TestStream().add_elements(frame).advance_watermark_to(pd.Timestamp(mark))
+    with pytest.raises(WindowingConfigError, match=re.escape(
+            f"advance_watermark_to(time)=Timestamp('{mark}:00') at action 1 is a wall time without a zone, read in the "
+            f"zone of time column 'ts', America/New_York, where it is {what} (the clocks change there)")):
+        windowed(stream, time="ts").fixed("1 hour").aggregate(Count())

@@ -300,3 +300,14 @@ def test_top_n_takes_a_numpy_integer_as_after_count_does():
     assert panes["value"].tolist() == [[9, 7]]
     with pytest.raises(WindowingConfigError, match=r"TopN\(n=(np.)?True_?\): n must be a positive integer"):  # NumPy 1: True
         TopN("v", np.True_)
+
+
+def test_sliding_windows_too_many_per_element_are_refused_and_an_infinite_time_is_named():
+    # Before: sliding("1 day", every="1 ns") ran out of memory (NumPy asked for 629 TiB), and an infinite float
+    # time (no time_unit) was refused as a "non-integral number".
+    frame = pd.DataFrame({"ts": pd.to_datetime([1], unit="s")})
+    with pytest.raises(WindowingConfigError, match=r"sliding\(size='1 day', every='1 ns'\) puts each element in "
+                                                   r"86,400,000,000,000 windows, more than 1,000,000; slide by a longer step"):
+        windowed(frame, time="ts").sliding("1 day", every="1 ns").aggregate(Count())
+    with pytest.raises(WindowingConfigError, match=r"time column 'ts' holds inf, outside the engine's range"):
+        windowed(pd.DataFrame({"ts": [1.0, float("inf")]}), time="ts").fixed(10).aggregate(Count())
