@@ -581,3 +581,22 @@ def test_a_watermark_without_a_zone_that_the_columns_zone_cannot_read_is_refused
             f"advance_watermark_to(time)=Timestamp('{mark}:00') at action 1 is a wall time without a zone, read in the "
             f"zone of time column 'ts', America/New_York, where it is {what} (the clocks change there)")):
         windowed(stream, time="ts").fixed("1 hour").aggregate(Count())
+
+
+def test_a_test_stream_without_elements_or_watermarks_is_planned_on_timestamps_where_its_durations_are():
+    # Before: planned on numbers, so fixed("10 seconds") was refused as a duration on a numeric column 'ts', a
+    # column the stream does not have; a timestamp watermark alone made it work.
+    for stream in (TestStream(), TestStream().advance_processing_time("5 seconds")):
+        panes = windowed(stream, time="ts").fixed("10 seconds").aggregate(Count())
+        assert panes.empty and str(panes["window_start"].dtype).startswith("datetime64")
+    assert str(windowed(TestStream(), time="ts").fixed(10).aggregate(Count())["window_start"].dtype) == "int64"
+
+
+def test_a_time_function_whose_series_misses_rows_is_refused_saying_so():
+    # Before: "time column '<time function>' has 1 missing value(s)", as if the input lacked times.
+    frame = pd.DataFrame({"t": [1, 2, 3]})
+    with pytest.raises(WindowingConfigError, match=r"returned a Series of 2 times whose index has no label for 1 of the "
+                                                   r"input's 3 rows \(the first 2\); return one time per row"):
+        windowed(frame, time=lambda f: f["t"].iloc[:2]).fixed(10).aggregate(Count())
+    reordered = windowed(frame, time=lambda f: f["t"].sort_values(ascending=False)).fixed(10).aggregate(Count())
+    assert reordered["value"].tolist() == [3]  # matched by label, as before

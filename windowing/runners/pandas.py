@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import numbers
 from typing import Any, NamedTuple
 
@@ -12,9 +13,9 @@ from .. import columns as spec_columns
 from ..engine import step
 from ..errors import WindowingConfigError
 from ..plan import SIDE, Plan, check_columns, check_late_data_columns, joined_panes, make_plan, to_elements, to_panes
-from ..scripted_stream import Action, AddElements, AdvanceWatermark, TestStream
+from ..scripted_stream import Action, AddElements, AdvanceProcessingTime, AdvanceWatermark, TestStream
 from ..spec import StepResult
-from ..strategy import Strategy
+from ..strategy import Duration, Strategy
 from ..timeaxis import MAX_TIME, MIN_TIME, NS_PER_MS, TimeAxis
 from ..window_state import PANDAS_BUCKET, end_run, keyed_step, start_run
 from ..window_table import empty_state
@@ -56,6 +57,12 @@ def _event_times(strategy: Strategy, frame: pd.DataFrame) -> pd.Series:
             f"windowed(time={strategy.time!r}) returned a Series whose index differs from the input's, and one of "
             "the two has duplicate labels, so its times cannot be matched to the rows; return one with the "
             "input's index (or a NumPy array in the rows' order)")
+    unmatched = frame.index.difference(times.index)
+    if len(unmatched):  # reindexed, each would be a missing time, misreported as the input's
+        raise WindowingConfigError(
+            f"windowed(time={strategy.time!r}) returned a Series of {len(times)} times whose index has no label for "
+            f"{len(unmatched)} of the input's {len(frame)} rows (the first {unmatched[0]!r}); return one time per "
+            "row, with the input's index (or a NumPy array in the rows' order)")
     return times.reindex(frame.index)  # by label, as DataFrame.assign takes a Series: a sorted one is not shifted
 
 
@@ -218,9 +225,13 @@ def _joined_rows(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def _without_elements(strategy: Strategy, stream: TestStream) -> pd.DataFrame:
     """A frame with no rows and the columns the strategy names, to plan a TestStream that has no
-    elements (it fires no pane): times are timestamps if its watermarks are, numbers otherwise."""
+    elements (it fires no pane): times are timestamps if its watermarks are, or without watermarks if its
+    durations are (a string or a timedelta), numbers otherwise."""
     marks = [a.to for a in stream.actions if isinstance(a, AdvanceWatermark) and a.to is not None]
-    numeric = not marks or isinstance(marks[0], numbers.Real)
+    durations = [d.value for d in (*vars(strategy.windowing).values(), strategy.allowed_lateness) if isinstance(d, Duration)]
+    durations += [a.by for a in stream.actions if isinstance(a, AdvanceProcessingTime)]
+    timed = any(isinstance(d, (str, dt.timedelta, np.timedelta64)) for d in durations)  # "10 seconds": a timestamp axis
+    numeric = isinstance(marks[0], numbers.Real) if marks else not timed
     columns = {name: pd.Series([], dtype=object) for name in strategy.keys or ()}
     columns.update({column: pd.Series([], dtype=object) for column in strategy.value_columns if column is not None})
     time = strategy.time if isinstance(strategy.time, str) else "ts"
