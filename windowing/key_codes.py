@@ -76,5 +76,5 @@ def _holds_nul(values: np.ndarray) -> bool:
     """Whether a string among ``values`` holds a NUL: by pandas' string methods where all are strings (or missing)."""
     try:
         return bool(pd.Series(values, dtype=object).str.contains("\x00", regex=False).any())
-    except AttributeError:  # values of other types beside the strings
+    except (AttributeError, TypeError):  # values of other types beside the strings; bytes (pandas 2 refuses them)
         return any(isinstance(v, str) and "\x00" in v for v in values)

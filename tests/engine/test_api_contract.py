@@ -600,3 +600,12 @@ def test_a_time_function_whose_series_misses_rows_is_refused_saying_so():
         windowed(frame, time=lambda f: f["t"].iloc[:2]).fixed(10).aggregate(Count())
     reordered = windowed(frame, time=lambda f: f["t"].sort_values(ascending=False)).fixed(10).aggregate(Count())
     assert reordered["value"].tolist() == [3]  # matched by label, as before
+
+
+def test_binary_keys_window_as_any_other_key():
+    # Before: on pandas 2 (pyspark 3.5's workers) every pipeline keyed by bytes failed with "Cannot use .str.contains
+    # with values of inferred dtype 'bytes'", naming no column; pandas 3 ran it.
+    frame = pd.DataFrame({"k": [b"a", b"a\x00", b"a", None, b""], "ts": [1, 2, 3, 4, 5], "v": [1, 2, 4, 8, 16]})
+    panes = windowed(frame, time="ts", key="k").fixed(10).aggregate(Sum("v"))
+    assert sorted(zip(panes["k"].tolist(), panes["value"].tolist()), key=repr) == [
+        (None, 8), (b"", 16), (b"a", 5), (b"a\x00", 2)]

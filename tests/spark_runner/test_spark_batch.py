@@ -835,6 +835,21 @@ def test_a_partial_sum_beyond_64_bits_of_a_window_within_them_is_the_pandas_runn
     assert [r.total for r in panes.collect()] == list(expected["total"]) == [2**62]
 
 
+@pytest.mark.parametrize("combine", ["true", "false"])
+def test_binary_keys_window_as_on_pandas(spark, combine):
+    # Before: on pyspark 3.5 (pandas 2 in the workers) every query keyed by a binary column failed with "Cannot use
+    # .str.contains with values of inferred dtype 'bytes'", naming no column; pyspark 4.3 ran it.
+    rows = [(b"a", 1, 1), (b"a\x00", 2, 2), (b"a", 3, 4), (None, 4, 8), (b"", 5, 16)]
+    frame = spark.createDataFrame(rows, "k binary, ts long, v long").coalesce(1)
+    spark.conf.set("windowing.spark.combine", combine)
+    try:
+        panes = windowed(frame, time="ts", key="k").fixed(10).aggregate(total=Sum("v"))
+        got = [((None if r.k is None else bytes(r.k)), r.total) for r in panes.collect()]
+    finally:
+        spark.conf.unset("windowing.spark.combine")
+    assert sorted(got, key=repr) == [(None, 8), (b"", 16), (b"a", 5), (b"a\x00", 2)]
+
+
 BIG = 2**53  # float64 holds 2**53 but not 2**53 + 1
 
 
