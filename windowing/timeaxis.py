@@ -264,8 +264,8 @@ class TimeAxis:
             held = next((t for t in dict.fromkeys([numpy_dtype, np.dtype(np.float64)][:2 if widen else 1])
                          if _holds_exactly(t, inner)), None)
             if held is None:
-                outside = next(v for v in inner if not _holds_exactly(numpy_dtype, np.array([v])))
                 widest = np.dtype(np.float64) if widen else numpy_dtype
+                outside = next(v for v in inner if not _holds_exactly(widest, np.array([v])))
                 raise WindowingConfigError(
                     f"a window bound, {outside}, is no {widest} (the nearest is {float(np.array([outside]).astype(widest)[0])!r}), "
                     f"so float time column {self.column!r} cannot give it exactly; cast the column to int64 first (or "

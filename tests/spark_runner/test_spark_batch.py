@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pendulum
 import pytest
+from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -158,7 +159,7 @@ def test_values_a_sampled_output_type_cannot_hold_fail_naming_the_column(spark, 
     (Sum("amount"), "timestamp", "is timestamp, as stated with windowing.spark_typed, but a pane holds 8, a int"),
     (Sum("amount"), "array<bigint>", "is an array, as stated with windowing.spark_typed, but a pane holds 8, a int"),
     (Sum("amount"), "date", "is date, as stated with windowing.spark_typed, but a pane holds 8, a int"),
-    (Sum("amount"), "map<string,bigint>", "is map, as stated with windowing.spark_typed, but a pane holds 8, a int"),
+    (Sum("amount"), "map<string,bigint>", "is map<string,bigint>, as stated with windowing.spark_typed, but a pane holds 8, a int"),
     (Sum("amount"), "timestamp_ntz", "is timestamp_ntz, as stated with windowing.spark_typed, but a pane holds 8, a int"),
     (Sum("amount"), "interval day to second", "is interval, as stated with windowing.spark_typed, but a pane holds 8"),
     (ToList("amount"), "array<timestamp>", "is array<timestamp>, as stated with windowing.spark_typed, but a pane holds 1"),
@@ -215,19 +216,24 @@ def test_values_a_stated_type_takes_come_through(spark):
     ("struct<ts: timestamp>", {"ts": 1}, "holds 1, a int, at out.ts, where it takes a timestamp"),
     ("struct<ts: timestamp>", (1,), "holds 1, a int, at out.ts, where it takes a timestamp"),
     ("struct<a: boolean>", {"a": 3}, "holds 3, a int, at out.a, where it takes a boolean"),
-    ("struct<a: bigint>", {"b": 1}, "holds {'b': 1}, a dict, at out, with a field 'b' the struct has not"),
-    ("struct<a: bigint>", {"a": 1, "b": 2}, "holds {'a': 1, 'b': 2}, a dict, at out, with a field 'b' the struct has not"),
-    ("struct<a: bigint, b: string>", (1,), "holds (1,), a tuple, at out, where it takes a struct of 2 fields"),
+    ("struct<a: bigint>", {"b": 1}, "holds {'b': 1}, a dict, with a field 'b' the struct has not"),
+    ("struct<a: bigint>", {"a": 1, "b": 2}, "holds {'a': 1, 'b': 2}, a dict, with a field 'b' the struct has not"),
+    ("struct<a: bigint, b: string>", (1,), "holds (1,), a tuple, where it takes a struct of 2 fields"),
     ("map<string,timestamp>", {"a": 1}, "holds 1, a int, at out['a'], where it takes a timestamp"),
     ("map<string,bigint>", {"a": 1.5}, "holds 1.5, a float, at out['a'], where it takes a bigint"),
     ("map<date,bigint>", {1: 2}, "holds 1, a int, at a key of out, where it takes a date"),
     ("array<struct<x: int>>", [{"x": 2**40}], "holds 1099511627776, a int, at out[0].x, where it takes an int"),
     ("map<string,array<date>>", {"a": [1]}, "holds 1, a int, at out['a'][0], where it takes a date"),
+    ("map<string,bigint>", {None: 1}, "holds None, a NoneType, at a key of out, which a map cannot hold"),
+    ("struct<a: bigint>", {"a": 3.5}, "holds 3.5, a float, at out.a, where it takes a bigint"),
+    ("array<decimal(4,2)>", [decimal.Decimal("123.456")], "holds Decimal('123.456'), a Decimal, at out[0], where it takes a "
+                                                          "decimal(4,2), of 2 digits before the point"),
 ], ids=["a timestamp in an array of arrays", "a date in an array of arrays", "a string for an array in an array",
         "a float in an array of bigint arrays", "a string in an array of double arrays", "a timestamp field",
         "a timestamp field by position", "a boolean field", "a field the struct has not", "a field more",
         "a field less by position", "a map's timestamp value", "a map's bigint value", "a map's date key",
-        "an int field past 32 bits in an array", "a date in an array in a map"])
+        "an int field past 32 bits in an array", "a date in an array in a map", "a null map key",
+        "a fraction in a bigint field", "a decimal past its precision"])
 def test_values_nested_in_a_stated_type_are_checked_at_every_level(spark, spark_type, made, message):
     # Before: each came out changed without a word, on pyspark 4.3 and 3.5 (1 as 1970-01-01 00:00:00 or 1970-01-02,
     # "ab" as ["a", "b"], 7.5 and 1.5 as 7 and 1, 3 as True, 2**40 wrapped; {"b": 1} as a null field a, the extra
@@ -253,7 +259,19 @@ def test_nested_values_a_stated_type_takes_come_through(spark):
              ("struct<a: array<bigint>>", lambda: {"a": iter([1, 2])}, ([1, 2],)),
              ("array<array<bigint>>", lambda: [iter([1, 2]), range(2)], [[1, 2], [0, 1]]),
              ("map<int,struct<s: string>>", lambda: {1: ("x",)}, {1: ("x",)}),
-             ("struct<a: bigint, b: string>", lambda: Pair(b="x", a=1), (1, "x"))]
+             ("struct<a: bigint, b: string>", lambda: Pair(b="x", a=1), (1, "x")),
+             # A review of the first version: it refused each of these, which pyspark 4.3 converted right (a Decimal
+             # in a double, a Row without names by position, a whole float in a bigint), or failed on naming nothing
+             # (NumPy's times and durations, a decimal of more digits than the scale, which a cast rounds).
+             ("array<double>", lambda: [decimal.Decimal("1.5"), 2], [1.5, 2.0]),
+             ("struct<a: double>", lambda: {"a": decimal.Decimal("2.25")}, (2.25,)),
+             ("array<struct<a: int>>", lambda: [Row(1)], [(1,)]),
+             ("struct<a: bigint, b: int>", lambda: {"a": 3.0, "b": decimal.Decimal(4)}, (3, 4)),
+             ("struct<t: timestamp, d: date, i: interval day to second>",
+              lambda: (np.datetime64("2024-01-02T03:04:05"), np.datetime64("2024-01-02"), np.timedelta64(3, "s")),
+              (dt.datetime(2024, 1, 2, 3, 4, 5), dt.date(2024, 1, 2), dt.timedelta(seconds=3))),
+             ("map<string,decimal(5,2)>", lambda: {"a": decimal.Decimal("1.235"), "b": 2.5}, {"a": decimal.Decimal("1.24"),
+                                                                                              "b": decimal.Decimal("2.50")})]
     for spark_type, made, value in cases:
         fold = Fold("n", None, lambda a, v: a, lambda a, b: b, output=lambda a, made=made: made())
         panes = windowed(source, time="t").fixed(10).aggregate(out=spark_typed(fold, spark_type))

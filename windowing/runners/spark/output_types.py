@@ -165,13 +165,14 @@ def _python_value_type(value: Any) -> Any:
 
 
 def nested_kinds(spark_type: Any) -> tuple[str, Any] | None:
-    """A map, a struct, or an array of one of them or of arrays, as the workers check a pane's values against it
+    """A map, a struct, or an array of one of them, of arrays or of decimals, as the workers check a pane's values against it
     (`output_values.Kinds`), with its DDL; None for any other type, which `output_values.check_kinds` checks itself."""
     from pyspark.sql import types as T
 
-    element = spark_type.elementType if isinstance(spark_type, T.ArrayType) else spark_type
-    if not isinstance(element, (T.ArrayType, T.MapType, T.StructType)):
-        return None
+    array = isinstance(spark_type, T.ArrayType)
+    element = spark_type.elementType if array else spark_type
+    if not isinstance(element, (T.ArrayType, T.MapType, T.StructType)) and not (array and isinstance(element, T.DecimalType)):
+        return None  # an array of decimals too: `check_kinds` rounds only a scalar decimal to its scale
     return spark_type.simpleString(), _kinds(spark_type)
 
 
@@ -186,8 +187,10 @@ def _kinds(spark_type: Any) -> Any:
         return ("struct", tuple((field.name, _kinds(field.dataType)) for field in spark_type.fields))
     if integral(spark_type):
         return f"int{integer_bits(spark_type)}"
+    if isinstance(spark_type, T.DecimalType):
+        return f"decimal:{spark_type.precision}:{spark_type.scale}"
     leaves: list[tuple[Any, str]] = [(T.BooleanType, "boolean"), (T.StringType, "string"), (T.BinaryType, "binary"),
-              ((T.FloatType, T.DoubleType), "double"), (T.DecimalType, "decimal"), (T.TimestampNTZType, "timestamp_ntz"),
+              ((T.FloatType, T.DoubleType), "double"), (T.TimestampNTZType, "timestamp_ntz"),
               (T.TimestampType, "timestamp"), (T.DateType, "date"), (T.DayTimeIntervalType, "interval")]
     return next((kind for classes, kind in leaves if isinstance(spark_type, classes)), "any")
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import math
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -54,9 +54,11 @@ def spark_ready(values: pd.Series, col: OutputColumn) -> Any:
         if col.sampled in _STRICT_KINDS:  # Arrow takes a number for a truth value in an array too
             _refuse_kind(pd.Series([v for cell in out if cell is not None for v in cell], dtype=object), col,
                          f"array<{col.sampled}>", _STRICT_KINDS[col.sampled])
-        elif col.sampled in ("double", "float"):  # and parses "2.5", and takes True for 1.0, as for a scalar
-            _refuse(pd.Series([v for cell in out if cell is not None for v in cell], dtype=object), col,
-                    f"array<{col.sampled}>", _LEAF_ACCEPTS["double"])
+        elif col.sampled in ("double", "float"):  # and parses "2.5", takes True for 1.0, refuses a Decimal on pyspark 3.5
+            try:
+                out[:] = [None if cell is None else [v if is_missing(v) else _leaf("double", v) for v in cell] for cell in out]
+            except _Stray as refused:
+                raise _astray(col, f"array<{col.sampled}>", refused.value) from None
         if col.whole_elements:  # Arrow would truncate a float into the array's integers without a word
             stray = next((v for cell in out if cell is not None for v in cell if not _is_whole(v, col.bits)), _ALL_WHOLE)
             if stray is not _ALL_WHOLE:
@@ -104,8 +106,7 @@ def check_kinds(values: pd.Series, col: OutputColumn) -> pd.Series:
     if not col.own_values:
         return values
     if col.nested is not None:
-        text, kinds = col.nested
-        return pd.Series([_checked(value, kinds, col, text, col.name) for value in values], dtype=object)
+        return _checked_nested(values, col)
     shape = col.shape
     if col.array:
         _refuse(values, col, "an array", _is_collection)
@@ -120,48 +121,159 @@ def check_kinds(values: pd.Series, col: OutputColumn) -> pd.Series:
 
 
 Kinds = Any
-"""A Spark type as the workers check values against it (`output_types.nested_kinds`): a `_LEAF_ACCEPTS` key, or
-``("array", element)``, ``("map", key, value)``, ``("struct", ((name, kinds), ...))``."""
+"""A Spark type as the workers check values against it (`output_types.nested_kinds`): a leaf kind (`_leaf`:
+``"int64"``, ``"double"``, ``"decimal:10:2"``, ``"timestamp"``, ...), or ``("array", element)``,
+``("map", key, value)``, ``("struct", ((name, kinds), ...))``."""
 
 
-def _checked(value: Any, kinds: Kinds, col: OutputColumn, text: str, at: str) -> Any:
-    """``value`` as pyspark converts it to ``kinds`` (arrays as lists: an iterator is read once; named tuples and
-    Rows as dicts, which Arrow takes by name, not position), failing naming the column, the value and where it sits
-    (``at``) where pyspark would take it changed without a word (an int for microseconds in a timestamp, 7.5
-    truncated in a bigint, a str's characters for an array, a dict's key the struct has not dropped) or fail naming
-    neither. ``text`` is the column's type; a pane's value at the top is refused as `check_kinds` refuses others."""
-    def astray(takes: str) -> TypeError:
-        if at == col.name and kinds[0] in ("array", "map"):
-            return _astray(col, "an array" if kinds[0] == "array" else "map", value)
-        return _astray(col, text, value, f", at {at}, {takes}")
+class _Stray(Exception):
+    """A value nested in a pane's value that its type cannot take, and where it sits (``at``, filled in on the way
+    up, so a value that is taken costs no path)."""
 
+    def __init__(self, value: Any, takes: str) -> None:
+        super().__init__(takes)
+        self.value, self.takes, self.at, self.of_key = value, takes, "", False
+
+
+def _checked_nested(values: pd.Series, col: OutputColumn) -> pd.Series:
+    """Each pane's value of a nested type (`_checked`), failing naming the column, the value and where it sits."""
+    text, kinds = col.nested  # type: ignore[misc]
+    out = []
+    for value in values:
+        try:
+            out.append(_checked(value, kinds))
+        except _Stray as stray:
+            at = f"a key of {col.name}{stray.at}" if stray.of_key else f"{col.name}{stray.at}"
+            raise _astray(col, text, stray.value, f", {stray.takes}" if stray.value is value else f", at {at}, {stray.takes}") from None
+    return pd.Series(out, dtype=object)
+
+
+def _checked(value: Any, kinds: Kinds) -> Any:
+    """``value`` as pyspark converts it to ``kinds`` unchanged: arrays as lists (an iterator is read once), Rows and
+    named tuples as dicts (Arrow takes a tuple by position, not name), leaves as `_leaf` makes them; `_Stray` where
+    pyspark would take it changed without a word (an int for microseconds in a timestamp, 7.5 truncated in a bigint,
+    a str's characters for an array, a dict's key the struct has not dropped) or fail naming neither."""
     if is_missing(value):
         return value
     if isinstance(kinds, str):
-        if not _LEAF_ACCEPTS[kinds](value):
-            raise astray(f"where it takes {_LEAF_NAMES[kinds]}")
-        return value
+        return _leaf(kinds, value)
     if kinds[0] == "array":
         if not _is_collection(value):
-            raise astray("where it takes an array")
-        return [_checked(v, kinds[1], col, text, f"{at}[{i}]") for i, v in enumerate(as_list(value))]
+            raise _Stray(value, "where it takes an array")
+        elements = as_list(value)
+        if _plain(kinds[1], elements):
+            return elements
+        out = []
+        for i, element in enumerate(elements):
+            try:
+                out.append(_checked(element, kinds[1]))
+            except _Stray as stray:
+                stray.at = f"[{i}]{stray.at}"
+                raise
+        return out
     if kinds[0] == "map":
         if not isinstance(value, dict):
-            raise astray("where it takes a map")
-        for key in value:  # kept as they are: a key must stay hashable
-            _checked(key, kinds[1], col, text, f"a key of {at}")
-        return {key: _checked(v, kinds[2], col, text, f"{at}[{key!r}]") for key, v in value.items()}
+            raise _Stray(value, "where it takes a map")
+        if _plain(kinds[1], value.keys()) and _plain(kinds[2], value.values()):
+            return value
+        mapped = {}
+        for key, item in value.items():
+            try:
+                if is_missing(key):
+                    raise _Stray(key, "which a map cannot hold")
+                _checked(key, kinds[1])  # kept as it is: a key must stay hashable
+            except _Stray as stray:
+                stray.at, stray.of_key = "", True
+                raise
+            try:
+                mapped[key] = _checked(item, kinds[2])
+            except _Stray as stray:
+                stray.at = f"[{key!r}]{stray.at}"
+                raise
+        return mapped
     fields = dict(kinds[1])
-    if hasattr(value, "asDict") or (isinstance(value, tuple) and hasattr(value, "_fields")):  # a Row, a named tuple
-        value = value.asDict() if hasattr(value, "asDict") else value._asdict()
+    if isinstance(value, tuple) and (getattr(value, "__fields__", None) or hasattr(value, "_fields")):  # a Row, a named tuple
+        value = dict(zip(getattr(value, "__fields__", None) or value._fields, value))  # type: ignore[attr-defined]
     if isinstance(value, dict):
         unknown = next((name for name in value if name not in fields), _NONE_ASTRAY)
         if unknown is not _NONE_ASTRAY:  # Arrow drops it without a word
-            raise astray(f"with a field {unknown!r} the struct has not")
-        return {name: _checked(v, fields[name], col, text, f"{at}.{name}") for name, v in value.items()}
-    if not isinstance(value, (tuple, list)) or len(value) != len(fields):
-        raise astray(f"where it takes a struct of {len(fields)} fields (a dict, or a tuple in their order)")
-    return tuple(_checked(v, field, col, text, f"{at}.{name}") for v, (name, field) in zip(value, fields.items()))
+            raise _Stray(value, f"with a field {unknown!r} the struct has not")
+        pairs = list(value.items())
+    elif isinstance(value, (tuple, list)) and len(value) == len(fields):
+        pairs = list(zip(fields, value))
+    else:
+        raise _Stray(value, f"where it takes a struct of {len(fields)} fields (a dict, or a tuple in their order)")
+    out_fields = {}
+    for name, item in pairs:
+        try:
+            out_fields[name] = _checked(item, fields[name])
+        except _Stray as stray:
+            stray.at = f".{name}{stray.at}"
+            raise
+    return out_fields if isinstance(value, dict) else tuple(out_fields.values())
+
+
+def _plain(kinds: Kinds, values: Any) -> bool:
+    """Whether ``values`` are all of the one Python type that leaf ``kinds`` takes as it is (an int within 64 bits
+    for a bigint): most of them are, and checked by `_checked` one by one they cost a call each."""
+    plain = _PLAIN.get(kinds) if isinstance(kinds, str) else None
+    if plain is None or not all(type(value) is plain for value in values):
+        return False
+    return plain is not int or not values or -(2**63) <= min(values) and max(values) < 2**63
+
+
+_PLAIN = {"int64": int, "double": float, "string": str, "boolean": bool, "binary": bytes}
+
+
+def _leaf(kind: str, value: Any) -> Any:
+    """``value`` (not missing) as pyspark takes it for leaf ``kind`` unchanged, or `_Stray`: a number for a
+    double (a Decimal as a float, as a cast: pyspark 3.5 refused it), a whole number for an integer (3.0 as 3, as for a
+    scalar), a number rounded half up to a decimal's scale (as Spark's cast and a scalar), NumPy's times and
+    durations as Python's (pyspark failed on them naming nothing)."""
+    flag = isinstance(value, (bool, np.bool_))
+    if kind in _STRICT_KINDS:
+        if isinstance(value, _STRICT_KINDS[kind]):
+            return value
+    elif kind == "double":
+        if isinstance(value, (int, float, np.integer, np.floating)) and not flag:
+            return value
+        if isinstance(value, decimal.Decimal):
+            return float(value)
+    elif kind in ("int8", "int16", "int32", "int64"):
+        bits = int(kind[3:])
+        if _is_whole(value, bits):
+            return value
+        whole = isinstance(value, (float, np.floating, decimal.Decimal)) and math.isfinite(value) and value == int(value)
+        if whole and _is_whole(int(value), bits):
+            return int(value)
+    elif kind.startswith("decimal:"):
+        precision, scale = (int(part) for part in kind.split(":")[1:])
+        if isinstance(value, (int, float, np.integer, np.floating, decimal.Decimal)) and not flag:
+            exact = _rounded(value, scale)
+            if exact.is_finite() and (not exact or exact.adjusted() < precision - scale):
+                return exact
+            return _refuse_leaf(value, f"where it takes a decimal({precision},{scale}), of {precision - scale} digits "
+                                       "before the point")
+    elif kind in ("date", "timestamp", "timestamp_ntz"):
+        if isinstance(value, np.datetime64):
+            stamp = pd.Timestamp(value)
+            return stamp.date() if kind == "date" else stamp.to_pydatetime(warn=False)
+        if isinstance(value, datetime.datetime) or (isinstance(value, datetime.date) and kind == "timestamp"):
+            return value  # a date in a timestamp is midnight, a datetime in a date its day: as Spark casts them
+        if isinstance(value, datetime.date) and kind == "date":
+            return value
+    elif kind == "interval":
+        if isinstance(value, np.timedelta64):
+            return pd.Timedelta(value).to_pytimedelta()
+        if isinstance(value, datetime.timedelta):
+            return value
+    else:
+        return value  # a type the workers do not check
+    return _refuse_leaf(value, f"where it takes {_LEAF_NAMES.get(kind.split(':')[0], kind)}")
+
+
+def _refuse_leaf(value: Any, takes: str) -> Any:
+    raise _Stray(value, takes)
 
 
 def _is_collection(value: Any) -> bool:
@@ -196,16 +308,15 @@ def _astray(col: OutputColumn, spark_type: str, stray: Any, where: str = "") -> 
 def _at_scale(values: pd.Series, scale: int) -> pd.Series:
     """Numbers as Decimals rounded to ``scale`` fractional digits half up, as Spark casts to a decimal (a ``Mean``
     stated ``decimal(5,0)``: 6.5 is 7; pyspark's conversion truncated it to 6, or failed, on pyspark 3.5)."""
-    step = decimal.Decimal(1).scaleb(-scale)
+    return pd.Series([value if is_missing(value) or isinstance(value, (str, bytes, bool, np.bool_)) else _rounded(value, scale)
+                      for value in values], dtype=object)
 
-    def rounded(value: Any) -> Any:
-        if is_missing(value) or isinstance(value, (str, bytes, bool, np.bool_)):
-            return value
-        exact = value if isinstance(value, decimal.Decimal) else decimal.Decimal(repr(float(value)) if isinstance(
-            value, (float, np.floating)) else int(value))  # repr(np.float64(6.5)) is "np.float64(6.5)" on NumPy 2
-        return exact.quantize(step, rounding=decimal.ROUND_HALF_UP, context=_WIDE) if exact.is_finite() else exact
 
-    return pd.Series([rounded(v) for v in values], dtype=object)
+def _rounded(value: Any, scale: int) -> decimal.Decimal:
+    """A number as a Decimal rounded to ``scale`` fractional digits half up (an infinity as it is)."""
+    exact = value if isinstance(value, decimal.Decimal) else decimal.Decimal(repr(float(value)) if isinstance(
+        value, (float, np.floating)) else int(value))  # repr(np.float64(6.5)) is "np.float64(6.5)" on NumPy 2
+    return exact.quantize(decimal.Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP, context=_WIDE) if exact.is_finite() else exact
 
 
 def _refuse_parsed(values: pd.Series, col: OutputColumn) -> None:
@@ -268,14 +379,14 @@ def _converts(value: Any, arrow_type: Any) -> bool:
     return True
 
 
-SHAPES: dict[str, tuple[type, ...]] = {"date": (datetime.date, np.datetime64), "map": (dict,),
+SHAPES: dict[str, tuple[type, ...]] = {"date": (datetime.date, np.datetime64),
                                        "timestamp": (datetime.date, np.datetime64),  # a date: midnight, as Spark casts it
                                        "timestamp_ntz": (datetime.datetime, np.datetime64),  # pyspark takes no date
                                        "interval": (datetime.timedelta, np.timedelta64)}
 """Stated or sampled Spark types (`OutputColumn.shape`) and the Python values each takes."""
 _STRICT_KINDS: dict[str, tuple[type, ...]] = {"boolean": (bool, np.bool_), "string": (str,), "binary": (bytes, bytearray)}
-_LEAF_NAMES = {"int8": "a tinyint", "int16": "a smallint", "int32": "an int", "int64": "a bigint", "any": "anything",
-               "interval": "an interval", "double": "a double", "decimal": "a decimal", "date": "a date",
+_LEAF_NAMES = {"int8": "a tinyint", "int16": "a smallint", "int32": "an int", "int64": "a bigint",
+               "interval": "an interval", "double": "a double", "date": "a date",
                "timestamp": "a timestamp", "timestamp_ntz": "a timestamp_ntz", "boolean": "a boolean",
                "string": "a string", "binary": "a binary"}
 _NONE_ASTRAY = object()
@@ -330,18 +441,3 @@ def as_list(value: Any) -> list[Any]:
             return list(value)
     return list(value)
 
-
-def _is_a(value: Any, classes: tuple[type, ...]) -> bool:
-    return isinstance(value, classes)
-
-
-def _is_number(value: Any, classes: tuple[type, ...] = (int, float, np.integer, np.floating)) -> bool:
-    """A number Arrow takes as it is for a double (or with ``classes``, a decimal); not a bool, which it takes for 1."""
-    return isinstance(value, classes) and not isinstance(value, (bool, np.bool_))
-
-
-_LEAF_ACCEPTS: dict[str, Callable[[Any], bool]] = {
-    **{kind: partial(_is_a, classes=classes) for kind, classes in {**_STRICT_KINDS, **SHAPES}.items()},
-    **{f"int{bits}": partial(_is_whole, bits=bits) for bits in (8, 16, 32, 64)},
-    "double": _is_number, "decimal": partial(_is_number, classes=(decimal.Decimal, int, np.integer)), "any": lambda value: True}
-"""What a value inside a nested type takes at each leaf kind (`Kinds`)."""

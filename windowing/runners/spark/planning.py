@@ -224,7 +224,7 @@ def _shape_of(vtype: Any) -> str | None:
     """The `output_values.SHAPES` entry of a Spark type, if it has one."""
     from pyspark.sql import types as T
 
-    shapes = {T.DateType: "date", T.MapType: "map", T.TimestampType: "timestamp", T.TimestampNTZType: "timestamp_ntz",
+    shapes = {T.DateType: "date", T.TimestampType: "timestamp", T.TimestampNTZType: "timestamp_ntz",
               T.DayTimeIntervalType: "interval"}
     return next((shape for kind, shape in shapes.items() if isinstance(vtype, kind)), None)
 
