@@ -609,3 +609,11 @@ def test_binary_keys_window_as_any_other_key():
     panes = windowed(frame, time="ts", key="k").fixed(10).aggregate(Sum("v"))
     assert sorted(zip(panes["k"].tolist(), panes["value"].tolist()), key=repr) == [
         (None, 8), (b"", 16), (b"a", 5), (b"a\x00", 2)]
+
+
+def test_a_float32_columns_bound_no_float64_holds_is_named_as_such():
+    # A review found the first version named 16777223 (a bound float64 holds, float32 not) as no float64.
+    frame = pd.DataFrame({"ts": np.array([16777220, 2.0**54], dtype=np.float32)})
+    with pytest.raises(WindowingConfigError, match=r"a window bound, 18014398509481987, is no float64 \(the nearest is "
+                                                   r"1.8014398509481988e\+16\)"):
+        windowed(frame, time="ts").sessions(3).aggregate(Count())
