@@ -85,8 +85,8 @@ def run_pandas(strategy: Strategy, source: Any, second: Any = None, late_data: b
             f"windowed(source={type(source).__name__}): give a pandas DataFrame, a TestStream or a Spark DataFrame")
 
     script = [AddElements(_arrow_times_as_pandas(strategy, a.elements)) if isinstance(a, AddElements) else a for a in script]
-    sample = source if isinstance(source, pd.DataFrame) else source.first_elements()
-    if sample is not None:
+    sample = script[0].elements if isinstance(source, pd.DataFrame) else source.first_elements()  # type: ignore[union-attr]
+    if sample is not None and not isinstance(source, pd.DataFrame):
         sample = _arrow_times_as_pandas(strategy, sample)
     if sample is None:
         sample = _without_elements(strategy, source)

@@ -252,8 +252,8 @@ def _leaf(kind: str, value: Any) -> Any:
             exact = _rounded(value, scale)
             if exact.is_finite() and (not exact or exact.adjusted() < precision - scale):
                 return exact
-            return _refuse_leaf(value, f"where it takes a decimal({precision},{scale}), of {precision - scale} digits "
-                                       "before the point")
+            raise _Stray(value, f"where it takes a decimal({precision},{scale}), of {precision - scale} digits before "
+                                "the point")
     elif kind in ("date", "timestamp", "timestamp_ntz"):
         if isinstance(value, np.datetime64):
             stamp = pd.Timestamp(value)
@@ -269,11 +269,7 @@ def _leaf(kind: str, value: Any) -> Any:
             return value
     else:
         return value  # a type the workers do not check
-    return _refuse_leaf(value, f"where it takes {_LEAF_NAMES.get(kind.split(':')[0], kind)}")
-
-
-def _refuse_leaf(value: Any, takes: str) -> Any:
-    raise _Stray(value, takes)
+    raise _Stray(value, f"where it takes {_LEAF_NAMES.get(kind.split(':')[0], kind)}")
 
 
 def _is_collection(value: Any) -> bool:
