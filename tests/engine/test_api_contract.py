@@ -535,6 +535,9 @@ def test_from_storage_import_star_gives_the_three_components():
     names: dict[str, object] = {}
     exec("from storage import *", names)
     assert {"FileSink", "FileSplitter", "KVStore"} <= set(names)
+    import storage
+
+    assert {"FileSink", "FileSplitter", "KVStore"} <= set(dir(storage))  # dir() listed only Any and kv
 
 
 def test_arrow_backed_timestamps_and_durations_are_read_as_pandas_own():

@@ -212,6 +212,7 @@ def test_values_a_stated_type_takes_come_through(spark):
     ("array<array<date>>", [[dt.date(2024, 1, 1), 1]], "holds 1, a int, at out[0][1], where it takes a date"),
     ("array<array<string>>", ["ab"], "holds 'ab', a str, at out[0], where it takes an array"),
     ("array<array<bigint>>", [[7.5]], "holds 7.5, a float, at out[0][0], where it takes a bigint"),
+    ("array<array<bigint>>", [[1, 2**64]], "holds 18446744073709551616, a int, at out[0][1], where it takes a bigint"),
     ("array<array<double>>", [["2.5"]], "holds '2.5', a str, at out[0][0], where it takes a double"),
     ("struct<ts: timestamp>", {"ts": 1}, "holds 1, a int, at out.ts, where it takes a timestamp"),
     ("struct<ts: timestamp>", (1,), "holds 1, a int, at out.ts, where it takes a timestamp"),
@@ -229,7 +230,8 @@ def test_values_a_stated_type_takes_come_through(spark):
     ("array<decimal(4,2)>", [decimal.Decimal("123.456")], "holds Decimal('123.456'), a Decimal, at out[0], where it takes a "
                                                           "decimal(4,2), of 2 digits before the point"),
 ], ids=["a timestamp in an array of arrays", "a date in an array of arrays", "a string for an array in an array",
-        "a float in an array of bigint arrays", "a string in an array of double arrays", "a timestamp field",
+        "a float in an array of bigint arrays", "an int past 64 bits among ints", "a string in an array of double arrays",
+        "a timestamp field",
         "a timestamp field by position", "a boolean field", "a field the struct has not", "a field more",
         "a field less by position", "a map's timestamp value", "a map's bigint value", "a map's date key",
         "an int field past 32 bits in an array", "a date in an array in a map", "a null map key",

@@ -230,12 +230,12 @@ def _leaf(kind: str, value: Any) -> Any:
     double (a Decimal as a float, as a cast: pyspark 3.5 refused it), a whole number for an integer (3.0 as 3, as for a
     scalar), a number rounded half up to a decimal's scale (as Spark's cast and a scalar), NumPy's times and
     durations as Python's (pyspark failed on them naming nothing)."""
-    flag = isinstance(value, (bool, np.bool_))
+    truth = isinstance(value, (bool, np.bool_))  # Arrow takes True for 1
     if kind in _STRICT_KINDS:
         if isinstance(value, _STRICT_KINDS[kind]):
             return value
     elif kind == "double":
-        if isinstance(value, (int, float, np.integer, np.floating)) and not flag:
+        if isinstance(value, (int, float, np.integer, np.floating)) and not truth:
             return value
         if isinstance(value, decimal.Decimal):
             return float(value)
@@ -248,7 +248,7 @@ def _leaf(kind: str, value: Any) -> Any:
             return int(value)
     elif kind.startswith("decimal:"):
         precision, scale = (int(part) for part in kind.split(":")[1:])
-        if isinstance(value, (int, float, np.integer, np.floating, decimal.Decimal)) and not flag:
+        if isinstance(value, (int, float, np.integer, np.floating, decimal.Decimal)) and not truth:
             exact = _rounded(value, scale)
             if exact.is_finite() and (not exact or exact.adjusted() < precision - scale):
                 return exact
@@ -436,4 +436,3 @@ def as_list(value: Any) -> list[Any]:
         except TypeError:
             return list(value)
     return list(value)
-
