@@ -21,8 +21,9 @@ lint: $(STAMP)
 	$(PY) -m ruff check windowing triggers accumulations storage tests benchmarks
 	$(PY) -m mypy
 
+# The slowest tests are listed at the end of the run: CI has 90 minutes for the whole of .ci/run.
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 # The whole suite in a random order (pytest-randomly), to find tests that depend on the tests run
 # before them; CI keeps the files' order. The seed is printed: `make test-random SEED=<n>` replays it.
@@ -44,7 +45,7 @@ $(SPARK35_STAMP): pyproject.toml
 	touch $(SPARK35_STAMP)
 
 test-spark35: $(SPARK35_STAMP)
-	$(SPARK35_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/engine tests/spark_runner tests/test_spark_output_types.py \
+	$(SPARK35_VENV)/bin/python -m pytest -q --durations=15 -p no:cacheprovider tests/engine tests/spark_runner tests/test_spark_output_types.py \
 		tests/file_sink --ignore tests/file_sink/test_cluster.py --ignore tests/file_sink/test_spark.py tests/kv --ignore tests/kv/test_spark.py \
 		tests/splitter/test_readers.py tests/splitter/test_scanner.py tests/splitter/test_state.py tests/splitter/test_compressed.py
 
