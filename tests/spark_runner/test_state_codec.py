@@ -416,6 +416,27 @@ def test_a_checkpoint_of_counts_reads_with_lifting_switched(written, reading, tm
         adapter(reading, stored).load(adapter(written, stored).save(table))
 
 
+@pytest.mark.parametrize("then, now", [(None, AtWatermark().with_late_firings_every(1)),
+                                       (AtWatermark().with_late_firings_every(1), None)])
+def test_a_checkpoint_of_counts_under_another_trigger_is_refused_naming_the_trigger_only(then, now):
+    """The trigger decides whether a ``Count`` is lifted (kept as a ``Sum`` of partial counts): a restart that changed
+    the trigger alone also named an aggregation change, ``n=Sum('_count1') of int64 then, n=Count() of None now``,
+    in a column the user never named (a helper's restart probe)."""
+    frame = events([("a", 1, 5)])
+
+    def adapter(trigger):
+        w = windowed(frame, time="ts", key="user").fixed("10 seconds")
+        w = w if trigger is None else w.trigger(trigger)
+        return plan_spark(w.strategy(total=Sum("amount"), n=Count()), spark_schema(frame), 4, combine=True).adapter
+
+    written, reading = adapter(then), adapter(now)
+    assert [("_count1" in a.pipeline["aggregations"]) for a in (written, reading)] == [then is None, now is None]  # lifted
+    with pytest.raises(WindowingConfigError) as refused:
+        reading.load(written.save(written.fresh_state()))
+    assert "the checkpoint's state was written by another pipeline (trigger " in str(refused.value)
+    assert "aggregations" not in str(refused.value) and "_count" not in str(refused.value)
+
+
 def test_the_pipeline_description_stays_as_checkpoints_store_it():
     """Checkpoints keep this description; if a repr changes, restarts after an upgrade are refused:
     keep old descriptions accepted before changing this test."""

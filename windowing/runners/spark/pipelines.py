@@ -3,10 +3,12 @@ pipeline, which would read that table wrongly. Pyspark-free: the workers compare
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 from ...errors import WindowingConfigError
 from ...spec import EngineSpec
+from .wire import WIRE
 
 LATER_PARTS = ("key columns", "session time zone")
 """Parts the description gained after checkpoints were written without them: such a checkpoint is not refused for
@@ -38,9 +40,19 @@ def differences(written_by: dict[str, str], pipeline: dict[str, str]) -> list[st
             if written_by.get(part) != pipeline.get(part) and not (part in LATER_PARTS and part not in written_by)]
 
 
+#: A lifted ``Count`` as the description names it (`combine.lifted_aggregations`): a Sum of the partial counts.
+_LIFTED_COUNT = re.compile(r"Sum\('" + re.escape(WIRE.partial_count(0)).removesuffix("0") + r"\d+" + r"'\) of int64")
+
+
 def refuse_another_pipeline(written_by: dict[str, str], pipeline: dict[str, str]) -> None:
-    """Refuse a state row written by another pipeline, naming every part that changed."""
-    changed = "; ".join(f"{part} {written_by.get(part)} then, {pipeline.get(part)} now" for part in differences(written_by, pipeline))
+    """Refuse a state row written by another pipeline, naming every part that changed. Aggregations that differ
+    only by a lifted ``Count`` go unnamed beside another change: the trigger decides the lifting, so a change of
+    trigger alone named an aggregation change the user never made, in a column name of the runner's own."""
+    parts = differences(written_by, pipeline)
+    counted_alike = _counted(written_by.get("aggregations", "")) == _counted(pipeline.get("aggregations", ""))
+    if len(parts) > 1 and "aggregations" in parts and counted_alike:
+        parts.remove("aggregations")
+    changed = "; ".join(f"{part} {written_by.get(part)} then, {pipeline.get(part)} now" for part in parts)
     if changed:
         raise WindowingConfigError(
             f"the checkpoint's state was written by another pipeline ({changed}): its window table would be "
@@ -51,3 +63,8 @@ def _described(part: Any) -> str:
     """``repr``, or the class name where the repr is object's own (it holds a memory address)."""
     own_repr = type(part).__repr__ is not object.__repr__  # type: ignore[comparison-overlap]
     return repr(part) if own_repr else type(part).__qualname__
+
+
+def _counted(aggregations: str) -> str:
+    """An aggregations description with each lifted ``Count`` as the user wrote it."""
+    return _LIFTED_COUNT.sub("Count() of None", aggregations)
