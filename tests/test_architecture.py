@@ -123,3 +123,44 @@ def test_importing_an_engine_core_module_loads_neither_pyspark_nor_storage():
 def test_importing_the_packages_loads_no_pyspark():
     loaded = _loaded(["windowing", "accumulations", "triggers", "storage"], ("pyspark",))
     assert {module: names for module, names in loaded.items() if names} == {}
+
+
+WITHOUT_PYSPARK = '''
+import sys
+sys.modules["pyspark"] = None  # every import of pyspark fails, as where it is not installed
+
+import dataclasses
+
+from accumulations import Fold, Sum
+from storage import FileSink, FileSplitter, KVStore
+from triggers import AfterCount, Repeatedly
+from windowing import TestStream, windowed
+
+
+def counter(column):
+    @dataclasses.dataclass
+    class Tally:  # two classes of one name: each cell pickled with its class's code, by cloudpickle
+        n: int = 0
+
+    return Fold(column, Tally(), lambda a, v: Tally(a.n + 1), lambda a, b: Tally(a.n + b.n), output=lambda a: a.n)
+
+
+stream = TestStream().add_elements([{"k": "a", "ts": 1, "x": 5}]).add_elements([{"k": "a", "ts": 2, "x": 7}])
+built = windowed(stream, time="ts", key="k").window_state(KVStore("kv")).fixed(10)
+panes = built.trigger(Repeatedly(AfterCount(1))).accumulating().run(x=counter("x"), y=counter("x"), total=Sum("x")).panes
+print(panes[["x", "y", "total"]].values.tolist())
+print(FileSink("out").write_panes(panes), len(FileSink("out").read()))
+with open("in.log", "w") as log:
+    log.write("one\\ntwo\\n")
+print(FileSplitter(".", pattern=r".*[.]log").read_lines()["value"].tolist())
+'''
+
+
+def test_the_pandas_runner_and_the_storage_run_without_pyspark(tmp_path):
+    """pyspark is an extra: Databricks brings its own, which pip does not see, so requiring it pulled PyPI's over it.
+    The pandas runner with window state in a store (classes pickled by value by cloudpickle, not pyspark's copy), the
+    file sink and the splitter's pandas reader work where importing pyspark fails."""
+    done = subprocess.run([sys.executable, "-c", WITHOUT_PYSPARK], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[[1, 1, 5], [2, 2, 12], [2, 2, 12]]", "3 3", "['one', 'two']"]

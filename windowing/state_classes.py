@@ -36,8 +36,13 @@ def dumps(value: Any) -> bytes:
 @functools.cache
 def _by_name_pickler() -> Any:
     """cloudpickle's Pickler naming `_CLASSES` by reference; made on first use, as the pandas runner imports no
-    pyspark (`tests/test_architecture.py`)."""
-    from pyspark import cloudpickle
+    pyspark (`tests/test_architecture.py`). pyspark's own copy of cloudpickle where pyspark is installed (what the
+    Spark workers have always written), else the cloudpickle package: pyspark is an extra, absent where only pandas
+    runs, and on Databricks the runtime's or Databricks Connect's."""
+    try:
+        from pyspark import cloudpickle
+    except ImportError:
+        import cloudpickle  # type: ignore[no-redef, import-untyped]
 
     class ByName(cloudpickle.Pickler):
         def reducer_override(self, obj: Any) -> Any:
