@@ -16,7 +16,7 @@ from accumulations import Count, Sum
 from windowing import windowed
 from windowing.errors import WindowingConfigError
 from windowing.runners.spark import BUCKETS_CONF, PLACEMENT_CONF, bucket_labels, buckets
-from windowing.runners.spark.buckets import Bucketing, bucketing_of, default_bucket_count, local_cores
+from windowing.runners.spark.buckets import Bucketing, bucketing_of, default_bucket_count, local_cores, setting
 
 from .helpers import assert_same_panes, events, partition_when_output
 from .streaming import read_sink, start, write_batch
@@ -211,6 +211,35 @@ def test_the_default_count_and_where_it_came_from_when_the_master_is_unknown_or_
     """A session that will not name its master is taken for a cluster's: one bucket per partition."""
     source = SimpleNamespace(sparkSession=SimpleNamespace(conf=_Conf(settings)))
     assert bucketing_of(source, keyed=True) == Bucketing(count, origin=origin)
+
+
+class _ServerlessConf:
+    """Reads only the settings it allows, default or not, as Databricks serverless does (databricks-sdk-py#1112:
+    ``spark.conf.get("xxxxx", "my_default")`` raised ``[CONFIG_NOT_AVAILABLE] Configuration xxxxx is not available``)."""
+
+    ALLOWED = {"spark.sql.shuffle.partitions": "200", "spark.sql.session.timeZone": "Etc/UTC"}
+
+    def get(self, key: str, *default: str | None) -> str | None:
+        if key not in self.ALLOWED:
+            raise RuntimeError(f"[CONFIG_NOT_AVAILABLE] Configuration {key} is not available. SQLSTATE: 42K0I")
+        return self.ALLOWED[key]
+
+
+def test_a_server_that_will_not_read_the_runners_settings_gets_their_defaults():
+    # Every windowing.spark.* read failed the query where it was defined on such a server, set or not.
+    source = SimpleNamespace(sparkSession=SimpleNamespace(conf=_ServerlessConf()))
+    assert bucketing_of(source, keyed=True) == Bucketing(
+        200, origin="windowing.spark.buckets unset: one per shuffle partition, spark.sql.shuffle.partitions=200")
+    assert setting(_ServerlessConf(), "windowing.spark.combine", "true") == "true"
+    assert setting(_ServerlessConf(), "spark.master") is None
+    assert setting(_ServerlessConf(), "spark.sql.shuffle.partitions") == "200"
+
+    class Broken:
+        def get(self, key, *default):
+            raise RuntimeError("the connection to the server was lost")
+
+    with pytest.raises(RuntimeError, match="connection to the server was lost"):  # any other failure stays one
+        setting(Broken(), "windowing.spark.combine", "true")
 
 
 @pytest.mark.parametrize("keyed", [True, False])

@@ -158,28 +158,28 @@ def bucketing_of(source: Any, keyed: bool) -> Bucketing:
     """``windowing.spark.buckets`` if set, else one bucket per shuffle partition, fewer on a local master
     with fewer cores (`default_bucket_count`; docs/spark.md, "Key buckets")."""
     conf = source.sparkSession.conf
-    placement = conf.get(PLACEMENT_CONF, PARTITIONS)
+    placement = setting(conf, PLACEMENT_CONF, PARTITIONS)
     if placement not in (PARTITIONS, NUMBERS):
         raise WindowingConfigError(
             f"{PLACEMENT_CONF}={placement!r} must be {PARTITIONS!r} (the default) or {NUMBERS!r} (for checkpoints "
             "written before buckets were placed on partitions)")
-    raw = conf.get(BUCKETS_CONF, None)
+    raw = setting(conf, BUCKETS_CONF, None)
     value = None if raw is None else _positive_int(raw)
     if raw is not None and value is None:  # refused unkeyed too: a typo waited for the first keyed query
         raise WindowingConfigError(f"{BUCKETS_CONF}={raw!r} must be a positive integer (the number of key buckets)")
     if not keyed:
         return Bucketing(1, placement, "not keyed")
     if value is None:
-        partitions = _positive_int(conf.get(SHUFFLE_PARTITIONS_CONF))  # its built-in default if unset
-        setting = f"{SHUFFLE_PARTITIONS_CONF}={partitions}"
+        partitions = _positive_int(setting(conf, SHUFFLE_PARTITIONS_CONF))  # its built-in default if unset
+        given = f"{SHUFFLE_PARTITIONS_CONF}={partitions}"
         if partitions is None:  # not a number, e.g. Databricks' "auto"
-            partitions, setting = SPARK_SHUFFLE_PARTITIONS, (f"{SHUFFLE_PARTITIONS_CONF} not a number: Spark's default "
-                                                             f"of {SPARK_SHUFFLE_PARTITIONS}")
+            partitions, given = SPARK_SHUFFLE_PARTITIONS, (f"{SHUFFLE_PARTITIONS_CONF} not a number: Spark's default "
+                                                           f"of {SPARK_SHUFFLE_PARTITIONS}")
         master = _master(conf)
         count = default_bucket_count(partitions, local_cores(master))
         if count == partitions:
-            return Bucketing(count, placement, f"{BUCKETS_CONF} unset: one per shuffle partition, {setting}")
-        return Bucketing(count, placement, f"{BUCKETS_CONF} unset: {setting}, at most one per core of the local "
+            return Bucketing(count, placement, f"{BUCKETS_CONF} unset: one per shuffle partition, {given}")
+        return Bucketing(count, placement, f"{BUCKETS_CONF} unset: {given}, at most one per core of the local "
                                            f"master {master}, dividing the partitions")
     return Bucketing(value, placement, f"{BUCKETS_CONF}={value}")
 
@@ -199,12 +199,22 @@ def default_bucket_count(partitions: int, cores: int | None) -> int:
 
 
 def _master(conf: Any) -> str | None:
-    """The session's master, or None where the server will not say (a Connect server may refuse to
-    read Spark's settings, as ``CONFIG_NOT_AVAILABLE``): then one bucket per partition."""
+    """The session's master, or None where the server will not say: then one bucket per partition."""
+    return setting(conf, MASTER_CONF, None)
+
+
+def setting(conf: Any, key: str, *default: Any) -> Any:
+    """``conf.get(key, *default)`` (without a default, Spark's own where unset), or the default (None if none is
+    given) where the server will not read ``key``: Databricks serverless refuses to read a key outside the
+    settings it allows, default or not (``[CONFIG_NOT_AVAILABLE] Configuration windowing.spark.buckets is not
+    available``), which would fail every query where it is defined; a key the server will not read cannot have
+    been set there either."""
     try:
-        return conf.get(MASTER_CONF, None)
-    except Exception:  # classic and Connect raise different classes: not local then
-        return None
+        return conf.get(key, *default)
+    except Exception as error:  # classic and Connect raise different classes
+        if "CONFIG_NOT_AVAILABLE" not in str(error):
+            raise
+        return default[0] if default else None
 
 
 def local_cores(master: str | None) -> int | None:

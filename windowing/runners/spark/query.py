@@ -18,7 +18,7 @@ from ...plan import LATE_DATA_COLUMNS, Plan
 from ...state_codec import COMPRESSIONS, checked_compression
 from ...strategy import GlobalWindowing, Strategy
 from ...timeaxis import DEKKER_SPLITTER, MAX_MICROS, MAX_TIME, MICROS_PER_UNIT, MIN_MICROS, MIN_TIME, NUMERIC_RANGE
-from .buckets import NUMBERS, Bucketing, bucketing_of
+from .buckets import NUMBERS, Bucketing, bucketing_of, setting
 from .combine import COMBINE_CONF, lift_and_pack, pack, with_buckets
 from .instants import zone_rules
 from .output_types import integral
@@ -51,7 +51,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
     keys = list(strategy.keys or ())
     combine = _switch(source.sparkSession, COMBINE_CONF, "pre-aggregation before the shuffle")
     quick = _switch(source.sparkSession, QUICK_ACK_CONF, "Python workers acknowledge what Spark's JVM sends them at once")
-    compression = checked_compression(str(source.sparkSession.conf.get(STATE_COMPRESSION_CONF, COMPRESSIONS[0])),
+    compression = checked_compression(str(setting(source.sparkSession.conf, STATE_COMPRESSION_CONF, COMPRESSIONS[0])),
                                       STATE_COMPRESSION_CONF)
     case_sensitive = _case_sensitive(source.sparkSession)
     if late_data:
@@ -169,7 +169,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
 
 def _switch(spark: Any, name: str, what: str) -> bool:
     """Setting ``name`` (default on), 'true' or 'false'; anything else refused naming it."""
-    given = spark.conf.get(name, "true")
+    given = setting(spark.conf, name, "true")
     value = str(given).lower()
     if value not in ("true", "false"):
         raise WindowingConfigError(f"{name}={given!r} must be 'true' or 'false' ({what})")
@@ -286,7 +286,7 @@ def _check_watermark(strategy: Strategy, plan: Plan, watermarked: str | None, ti
 
 
 def _case_sensitive(spark: Any) -> bool:
-    return str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
+    return str(setting(spark.conf, "spark.sql.caseSensitive", "false")).lower() == "true"
 
 
 def _check_names_apart_but_for_case(names: list[str]) -> None:
