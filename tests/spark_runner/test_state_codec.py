@@ -416,9 +416,10 @@ def test_a_checkpoint_of_counts_reads_with_lifting_switched(written, reading, tm
         adapter(reading, stored).load(adapter(written, stored).save(table))
 
 
+@pytest.mark.parametrize("count", [Count(), Count("amount")])
 @pytest.mark.parametrize("then, now", [(None, AtWatermark().with_late_firings_every(1)),
                                        (AtWatermark().with_late_firings_every(1), None)])
-def test_a_checkpoint_of_counts_under_another_trigger_is_refused_naming_the_trigger_only(then, now):
+def test_a_checkpoint_of_counts_under_another_trigger_is_refused_naming_the_trigger_only(then, now, count):
     """The trigger decides whether a ``Count`` is lifted (kept as a ``Sum`` of partial counts): a restart that changed
     the trigger alone also named an aggregation change, ``n=Sum('_count1') of int64 then, n=Count() of None now``,
     in a column the user never named (a helper's restart probe)."""
@@ -427,7 +428,7 @@ def test_a_checkpoint_of_counts_under_another_trigger_is_refused_naming_the_trig
     def adapter(trigger):
         w = windowed(frame, time="ts", key="user").fixed("10 seconds")
         w = w if trigger is None else w.trigger(trigger)
-        return plan_spark(w.strategy(total=Sum("amount"), n=Count()), spark_schema(frame), 4, combine=True).adapter
+        return plan_spark(w.strategy(total=Sum("amount"), n=count), spark_schema(frame), 4, combine=True).adapter
 
     written, reading = adapter(then), adapter(now)
     assert [("_count1" in a.pipeline["aggregations"]) for a in (written, reading)] == [then is None, now is None]  # lifted

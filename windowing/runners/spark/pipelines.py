@@ -40,14 +40,18 @@ def differences(written_by: dict[str, str], pipeline: dict[str, str]) -> list[st
             if written_by.get(part) != pipeline.get(part) and not (part in LATER_PARTS and part not in written_by)]
 
 
-#: A lifted ``Count`` as the description names it (`combine.lifted_aggregations`): a Sum of the partial counts.
-_LIFTED_COUNT = re.compile(r"Sum\('" + re.escape(WIRE.partial_count(0)).removesuffix("0") + r"\d+" + r"'\) of int64")
+#: A ``Count`` as the description names it, lifted (`combine.lifted_aggregations`: a Sum of the partial counts, which
+#: no longer says the Count's column) or not.
+_COUNT = re.compile(r"Sum\('" + re.escape(WIRE.partial_count(0)).removesuffix("0") + r"\d+'\) of int64"
+                    r"|Count\((?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")?\) of \S+")
 
 
 def refuse_another_pipeline(written_by: dict[str, str], pipeline: dict[str, str]) -> None:
     """Refuse a state row written by another pipeline, naming every part that changed. Aggregations that differ
     only by a lifted ``Count`` go unnamed beside another change: the trigger decides the lifting, so a change of
-    trigger alone named an aggregation change the user never made, in a column name of the runner's own."""
+    trigger alone named an aggregation change the user never made, in a column name of the runner's own. (A lifted
+    Count no longer says its column, so a Count's column changed with the trigger goes unnamed too; the refusal
+    stands, naming the trigger.)"""
     parts = differences(written_by, pipeline)
     counted_alike = _counted(written_by.get("aggregations", "")) == _counted(pipeline.get("aggregations", ""))
     if len(parts) > 1 and "aggregations" in parts and counted_alike:
@@ -66,5 +70,5 @@ def _described(part: Any) -> str:
 
 
 def _counted(aggregations: str) -> str:
-    """An aggregations description with each lifted ``Count`` as the user wrote it."""
-    return _LIFTED_COUNT.sub("Count() of None", aggregations)
+    """An aggregations description with each ``Count``, lifted or not, as one word."""
+    return _COUNT.sub("Count", aggregations)
