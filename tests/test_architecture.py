@@ -164,3 +164,28 @@ def test_the_pandas_runner_and_the_storage_run_without_pyspark(tmp_path):
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["[[1, 1, 5], [2, 2, 12], [2, 2, 12]]", "3 3", "['one', 'two']"]
+
+
+def test_state_written_where_pyspark_was_installed_reads_back_without_it(tmp_path):
+    """A class pickled by value with pyspark's copy of cloudpickle names ``pyspark.cloudpickle``: a window state written
+    so (every one before pyspark became an extra) failed with ModuleNotFoundError once pyspark was gone."""
+    from windowing import state_classes
+
+    def made_here():
+        class Tally:
+            def __init__(self, n):
+                self.n = n
+
+        return Tally(7)
+
+    blob = state_classes.dumps(made_here())
+    assert b"pyspark.cloudpickle" in blob
+    (tmp_path / "blob").write_bytes(blob)
+    code = ('import sys; sys.modules["pyspark"] = None\n'
+            'from windowing import state_classes\n'
+            'value = state_classes.loads(open("blob", "rb").read())\n'
+            'print(type(value).__name__, value.n)')
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["Tally", "7"]

@@ -53,6 +53,27 @@ def _by_name_pickler() -> Any:
     return ByName
 
 
+def loads(blob: bytes) -> Any:
+    """``blob`` unpickled. A pickle of pyspark's copy of cloudpickle (state written where pyspark was installed, as it
+    always was before pyspark became an extra) is read with the cloudpickle package where pyspark is not: it named
+    ``pyspark.cloudpickle`` and failed with ``ModuleNotFoundError`` there."""
+    try:
+        return pickle.loads(blob)
+    except ModuleNotFoundError as error:
+        if not (error.name or "").startswith("pyspark"):
+            raise
+        return _WithoutPyspark(io.BytesIO(blob)).load()
+
+
+class _WithoutPyspark(pickle.Unpickler):
+    """Reads pyspark's copy of cloudpickle's functions as the cloudpickle package's."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "pyspark.cloudpickle" or module.startswith("pyspark.cloudpickle."):
+            module = module.removeprefix("pyspark.")
+        return super().find_class(module, name)
+
+
 def class_named(module: str, qualname: str) -> type:
     """The class of that module and qualified name that the running pipeline names."""
     found = _CLASSES.get((module, qualname)) or _imported(module, qualname)

@@ -262,7 +262,7 @@ def decode(blob: bytes) -> tuple[pd.DataFrame, dict[str, Any]]:
             if values.type == pa.null():
                 out.fill(None)
             else:
-                out[:] = values.to_pylist() if name in value_columns else [pickle.loads(v) for v in values.to_pylist()]
+                out[:] = values.to_pylist() if name in value_columns else [state_classes.loads(v) for v in values.to_pylist()]
             columns[name] = pd.Series(out, dtype=object, copy=False)  # pandas 3 would infer str from strings
         else:
             columns[name] = values.to_numpy(zero_copy_only=False)

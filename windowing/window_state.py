@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import pickle
 import struct
 from dataclasses import dataclass
 from typing import Any, Iterable, Protocol
@@ -52,6 +51,7 @@ import pyarrow as pa
 
 from triggers import NO_TIME, TriggerContext
 
+from . import state_classes
 from .engine import step
 from .errors import WindowingConfigError
 from .spec import EngineSpec
@@ -207,7 +207,7 @@ class _Record:
 
     @staticmethod
     def decoded(blob: bytes) -> _Record:
-        return _Record(*pickle.loads(blob))
+        return _Record(*state_classes.loads(blob))
 
 
 def records_of(spec: EngineSpec, table: pd.DataFrame, processing_time: int) -> dict[bytes, _Record]:
