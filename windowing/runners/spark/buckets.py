@@ -199,8 +199,12 @@ def default_bucket_count(partitions: int, cores: int | None) -> int:
 
 
 def _master(conf: Any) -> str | None:
-    """The session's master, or None where the server will not say: then one bucket per partition."""
-    return setting(conf, MASTER_CONF, None)
+    """The session's master, or None where the server will not say (a Connect server may refuse to
+    read Spark's settings, as ``CONFIG_NOT_AVAILABLE``): then one bucket per partition."""
+    try:
+        return conf.get(MASTER_CONF, None)
+    except Exception:  # classic and Connect raise different classes: not local then
+        return None
 
 
 def setting(conf: Any, key: str, *default: Any) -> Any:
