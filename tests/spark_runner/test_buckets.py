@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from accumulations import Count, Sum
 from windowing import windowed
 from windowing.errors import WindowingConfigError
-from windowing.runners.spark import BUCKETS_CONF, PLACEMENT_CONF, bucket_labels, buckets
+from windowing.runners.spark import BUCKETS_CONF, PLACEMENT_CONF, bucket_labels, buckets, run_spark
 from windowing.runners.spark.buckets import Bucketing, bucketing_of, default_bucket_count, local_cores, setting
 
 from .helpers import assert_same_panes, events, partition_when_output
@@ -240,6 +240,40 @@ def test_a_server_that_will_not_read_the_runners_settings_gets_their_defaults():
 
     with pytest.raises(RuntimeError, match="connection to the server was lost"):  # any other failure stays one
         setting(Broken(), "windowing.spark.combine", "true")
+
+
+class _Refusing:
+    """``thing`` with ``attribute`` replaced (a session's ``conf``, a DataFrame's ``sparkSession``)."""
+
+    def __init__(self, thing, attribute, replacement):
+        self._thing, self._attribute, self._replacement = thing, attribute, replacement
+
+    def __getattr__(self, name):
+        return self._replacement if name == self._attribute else getattr(self._thing, name)
+
+
+class _RefusingConf:
+    """A session's settings, but for the runner's own and ``spark.sql.caseSensitive``, which it will not read."""
+
+    def __init__(self, conf):
+        self.conf = conf
+
+    def get(self, key, *default):
+        if key.startswith("windowing.spark.") or key == "spark.sql.caseSensitive":
+            raise RuntimeError(f"[CONFIG_NOT_AVAILABLE] Configuration {key} is not available. SQLSTATE: 42K0I")
+        return self.conf.get(key, *default)
+
+
+def test_a_query_whose_session_will_not_read_the_runners_settings_runs_with_their_defaults(spark):
+    # Every read of windowing.spark.* (combine, quickAck, stateCompression, buckets) and of spark.sql.caseSensitive
+    # failed the query where it was defined on such a server (Databricks serverless), set or not.
+    frame = events(ROWS)
+    expected = windowed(frame, time="ts", key="user").fixed("10 seconds").aggregate(total=Sum("amount"), n=Count())
+    source = spark.createDataFrame(frame)
+    session = _Refusing(spark, "conf", _RefusingConf(spark.conf))
+    strategy = windowed(frame, time="ts", key="user").fixed("10 seconds").strategy(total=Sum("amount"), n=Count())
+    result = run_spark(strategy, _Refusing(source, "sparkSession", session), late_data=False)
+    assert_same_panes(result.toPandas(), expected)
 
 
 @pytest.mark.parametrize("keyed", [True, False])
