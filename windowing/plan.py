@@ -151,9 +151,18 @@ def _values(column: pd.Series) -> np.ndarray:
 
 
 def positive_zeros(keys: Any) -> Any:
-    """A key column (NumPy or pandas) with float -0.0 as 0.0: one key, as Spark's groupBy makes it (pandas' factorize
-    kept the sign of the first seen, so a pane's key showed either, by the order of the elements)."""
-    return keys + 0.0 if keys.dtype.kind == "f" else keys
+    """A key column (NumPy or pandas) with float -0.0 as 0.0, an object column's floats too: one key, as Spark's
+    groupBy makes it (pandas' factorize kept the sign of the first seen, so a pane's key showed either, by the order
+    of the elements)."""
+    if keys.dtype.kind == "f":
+        return keys + 0.0
+    if keys.dtype.kind == "O":
+        zeros = [i for i, key in enumerate(keys) if isinstance(key, (float, np.floating)) and key == 0]
+        if zeros:
+            keys = keys.copy()
+            for i in zeros:
+                keys[i] = keys[i] + 0.0
+    return keys
 
 
 def _nullable_integers(dtype: Any) -> bool:

@@ -504,6 +504,16 @@ def test_a_float_key_of_minus_zero_is_the_key_zero_as_spark_groups_it(keys):
     assert panes["k"].dtype == np.float32
 
 
+@pytest.mark.parametrize("keys", [[-0.0, 0.0], [0.0, -0.0], [-0.0, "a"], [np.float32(-0.0), 0.0]], ids=str)
+def test_a_float_key_of_minus_zero_in_an_object_column_is_the_key_zero(keys):
+    # Before: an object column's -0.0 kept its sign in the pane's key when seen first, where a float column's did not.
+    frame = pd.DataFrame({"k": pd.Series(keys, dtype=object), "t": range(len(keys)), "x": 1})
+    panes = windowed(frame, time="t", key="k").fixed(10).aggregate(Count())
+    zeros = [k for k in panes["k"] if not isinstance(k, str)]
+    assert [math.copysign(1.0, k) for k in zeros] == [1.0] and panes["value"].sum() == len(keys)
+    assert frame["k"].map(lambda k: isinstance(k, str) or math.copysign(1.0, k)).tolist().count(-1.0) == 1  # untouched
+
+
 def test_an_accumulation_of_your_own_that_names_no_column_fails_saying_to_set_self_column():
     # Before: Python's "unsupported operand type(s) for +: 'int' and 'NoneType'" alone: api.md lists the five methods
     # of an accumulation, not the attribute that names its column, and such a class receives None per element.
