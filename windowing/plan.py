@@ -151,18 +151,10 @@ def _values(column: pd.Series) -> np.ndarray:
 
 
 def positive_zeros(keys: Any) -> Any:
-    """A key column (NumPy or pandas) with float -0.0 as 0.0, an object column's floats too: one key, as Spark's
-    groupBy makes it (pandas' factorize kept the sign of the first seen, so a pane's key showed either, by the order
-    of the elements)."""
-    if keys.dtype.kind == "f":
-        return keys + 0.0
-    if keys.dtype.kind == "O":
-        zeros = [i for i, key in enumerate(keys) if isinstance(key, (float, np.floating)) and key == 0]
-        if zeros:
-            keys = keys.copy()
-            for i in zeros:
-                keys[i] = keys[i] + 0.0
-    return keys
+    """A key column (NumPy or pandas) with float -0.0 as 0.0: one key, as Spark's groupBy makes it (pandas' factorize
+    kept the sign of the first seen, so a pane's key showed either, by the order of the elements). In an object column
+    it is made 0.0 on the panes (`_keys`), fewer rows to look at than the elements."""
+    return keys + 0.0 if keys.dtype.kind == "f" else keys
 
 
 def _nullable_integers(dtype: Any) -> bool:
@@ -211,7 +203,14 @@ def _keys(values: pd.Series, dtype: Any) -> Any:
         return pd.Series(values.to_numpy()).astype(dtype)
     out = values.to_numpy(dtype=object, copy=True)
     out[pd.isna(out)] = None
+    if pd.api.types.infer_dtype(out, skipna=True) in _MAY_HOLD_FLOATS:  # not strings, ints...: a scan in C
+        for i in [i for i, key in enumerate(out) if isinstance(key, (float, np.floating)) and key == 0]:
+            out[i] = out[i] + 0.0  # -0.0 as 0.0, as `positive_zeros` makes a float column's, here on the panes only
     return pd.Series(out, dtype=object)
+
+
+#: What `pandas.api.types.infer_dtype` calls an object column that may hold a float.
+_MAY_HOLD_FLOATS = frozenset({"floating", "mixed-integer-float", "mixed", "mixed-integer"})
 
 
 def _output_dtype_of_one_value(agg: Aggregation) -> Any:

@@ -514,6 +514,15 @@ def test_a_float_key_of_minus_zero_in_an_object_column_is_the_key_zero(keys):
     assert frame["k"].map(lambda k: isinstance(k, str) or math.copysign(1.0, k)).tolist().count(-1.0) == 1  # untouched
 
 
+def test_a_float_key_of_minus_zero_beside_keys_of_another_type_in_a_test_stream_is_the_key_zero():
+    # Before: a TestStream whose steps' keys differ in type holds them as objects, and -0.0 kept its sign there.
+    stream = (TestStream().add_elements([{"k": -0.0, "ts": 1, "x": 1}, {"k": 0.0, "ts": 2, "x": 1}])
+              .add_elements([{"k": "a", "ts": 3, "x": 1}]))
+    panes = windowed(stream, time="ts", key="k").fixed(10).aggregate(Count())
+    assert [(k if isinstance(k, str) else math.copysign(1.0, k), n) for k, n in zip(panes["k"], panes["value"])] == [
+        (1.0, 2), ("a", 1)]
+
+
 def test_an_accumulation_of_your_own_that_names_no_column_fails_saying_to_set_self_column():
     # Before: Python's "unsupported operand type(s) for +: 'int' and 'NoneType'" alone: api.md lists the five methods
     # of an accumulation, not the attribute that names its column, and such a class receives None per element.
