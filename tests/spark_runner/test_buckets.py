@@ -213,6 +213,11 @@ def test_the_default_count_and_where_it_came_from_when_the_master_is_unknown_or_
     assert bucketing_of(source, keyed=True) == Bucketing(count, origin=origin)
 
 
+def _not_available(key: str) -> RuntimeError:
+    """What Databricks serverless raises reading a setting it does not list (databricks-sdk-py#1112)."""
+    return RuntimeError(f"[CONFIG_NOT_AVAILABLE] Configuration {key} is not available. SQLSTATE: 42K0I")
+
+
 class _ServerlessConf:
     """Reads only the settings it allows, default or not, as Databricks serverless does (databricks-sdk-py#1112:
     ``spark.conf.get("xxxxx", "my_default")`` raised ``[CONFIG_NOT_AVAILABLE] Configuration xxxxx is not available``)."""
@@ -221,7 +226,7 @@ class _ServerlessConf:
 
     def get(self, key: str, *default: str | None) -> str | None:
         if key not in self.ALLOWED:
-            raise RuntimeError(f"[CONFIG_NOT_AVAILABLE] Configuration {key} is not available. SQLSTATE: 42K0I")
+            raise _not_available(key)
         return self.ALLOWED[key]
 
 
@@ -260,7 +265,7 @@ class _RefusingConf:
 
     def get(self, key, *default):
         if key.startswith("windowing.spark.") or key == "spark.sql.caseSensitive":
-            raise RuntimeError(f"[CONFIG_NOT_AVAILABLE] Configuration {key} is not available. SQLSTATE: 42K0I")
+            raise _not_available(key)
         return self.conf.get(key, *default)
 
 
