@@ -48,6 +48,26 @@ def _children(t: pa.DataType) -> list[pa.DataType]:
     return []
 
 
+def nulls_as_strings(t: pa.DataType) -> pa.DataType:
+    """``t`` with Arrow's null type, nested ones too, as strings: a pandas column whose objects are all None (an
+    optional column empty in one batch, such as ``run()``'s ``reason`` and ``element`` in a batch without late data)
+    is Arrow's null type, which ORC cannot hold, and strings of nulls keep every value (none)."""
+    if pa.types.is_null(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(nulls_as_strings(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        return pa.map_(nulls_as_strings(t.key_type), t.item_field.with_type(nulls_as_strings(t.item_type)),
+                       keys_sorted=t.keys_sorted)
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(nulls_as_strings(t.value_type)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(nulls_as_strings(t.value_type)))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(nulls_as_strings(t.value_type)), t.list_size)
+    return t
+
+
 def orc_writes(t: pa.DataType) -> bool:
     """Whether pyarrow's ORC writer takes the type (nested types by their children)."""
     if _children(t):

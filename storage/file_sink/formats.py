@@ -22,7 +22,7 @@ import pyarrow.orc as paorc
 import pyarrow.parquet as pq
 
 from .avro_types import arrow_field_stored, avro_type, check_long_holds, check_python_holds
-from .column_types import check_orc_reads_back, orc_writes, refuse_negative_scales
+from .column_types import check_orc_reads_back, nulls_as_strings, orc_writes, refuse_negative_scales
 from .frames import as_frame
 from .jsonl import as_float32
 from .jsonl import encode as arrow_json_lines
@@ -403,10 +403,11 @@ class Orc(_BulkFormat):
     _read = staticmethod(_read_orc)
 
     def prepare(self, table: pa.Table) -> pa.Table:
-        """Dictionary (pandas category) columns as their values, which ORC stores; a type ORC cannot hold
-        refused naming the column (pyarrow's error names only the type)."""
+        """Dictionary (pandas category) columns as their values, which ORC stores, and nulls as strings of nulls
+        (`nulls_as_strings`); a type ORC cannot hold refused naming the column (pyarrow's error names only the type)."""
         refuse_negative_scales(self.name, table.schema)
-        fields = [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in table.schema]
+        fields = [f.with_type(nulls_as_strings(f.type.value_type if pa.types.is_dictionary(f.type) else f.type))
+                  for f in table.schema]
         for field in fields:
             if not orc_writes(field.type):
                 raise ValueError(
@@ -426,6 +427,10 @@ class Orc(_BulkFormat):
         """The part's rows as the types written (``schema``; categories as their values, which ORC stores): pyarrow
         reads every ORC timestamp as nanoseconds, and a nested one reached pandas as an integer of them."""
         table = self._read(pa.py_buffer(data))
+        for field in schema:  # written as strings of nulls (`prepare`), which Arrow casts to no null
+            if pa.types.is_null(field.type) and field.name in table.column_names:
+                position = table.column_names.index(field.name)
+                table = table.set_column(position, table.field(position).with_type(pa.null()), pa.nulls(len(table)))
         written = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema],
                             metadata=table.schema.metadata)
         try:

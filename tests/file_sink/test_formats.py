@@ -636,10 +636,11 @@ def test_an_index_named_like_a_column_is_refused_naming_it(tmp_path):
         FileSink(str(tmp_path)).write(frame)
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet", "avro"])
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet", "orc", "avro"])
 def test_a_column_all_none_in_one_batch_reads_back_beside_its_values_in_another(tmp_path, fmt):
     # An optional column empty in one micro-batch: pandas' objects all None are Arrow's null type, which Avro
-    # refused when the part was rolled (a union of null with itself); ORC refuses it, as documented.
+    # refused when the part was rolled (a union of null with itself) and ORC cannot hold (refused, naming the
+    # column, until it was written as strings of nulls).
     sink = FileSink(str(tmp_path), format=fmt)
     sink.write(pd.DataFrame({"id": [1, 2], "note": ["x", None]}))
     sink.write(pd.DataFrame({"id": [3], "note": [None]}))
@@ -669,14 +670,29 @@ def test_orc_writes_categories_as_their_values(tmp_path):
     assert [None if v != v else v for v in sink.read()["timing"]] == ["EARLY", None, "ON_TIME"]
 
 
-@pytest.mark.parametrize("column", [pa.array([1], pa.uint64()), pa.array([None], pa.null()),
-                                    pa.array([[1]], pa.list_(pa.uint8())), pa.array([1], pa.duration("s"))])
+@pytest.mark.parametrize("column", [pa.array([1], pa.uint64()), pa.array([[1]], pa.list_(pa.uint8())),
+                                    pa.array([1], pa.duration("s"))])
 def test_orc_refuses_a_type_it_cannot_write_naming_the_column(tmp_path, column):
     sink = FileSink(str(tmp_path), format="orc")
     with pytest.raises(ValueError, match=rf"orc format cannot write column 'c' of type {re.escape(str(column.type))}; "
                                          r"cast it .* or use parquet"):
         sink.write(pa.table({"c": column}))
     assert sink.finished_files() == []
+
+
+@pytest.mark.parametrize("column", [pa.array([None, None], pa.null()), pa.array([[None], None], pa.list_(pa.null())),
+                                    pa.array([{"a": 1, "b": None}, None], pa.struct([("a", pa.int64()), ("b", pa.null())])),
+                                    pa.array([[("k", None)], None], pa.map_(pa.string(), pa.null()))])
+def test_orc_writes_nulls_as_strings_of_nulls_and_reads_every_row_back(tmp_path, column):
+    """Arrow's null type, nested ones too (a pandas column of None is one): ORC holds no such type, and strings of
+    nulls keep every value. The file itself holds strings, as Spark's ORC reader sees it."""
+    import pyarrow.orc as paorc
+
+    sink = FileSink(str(tmp_path), format="orc")
+    sink.write(pa.table({"id": [1, 2], "c": column}))
+    assert sink.read().sort_values("id")["c"].tolist() == column.to_pylist()
+    (part,) = sink.finished_files()
+    assert "null" not in str(paorc.read_table(part).schema.field("c").type)
 
 
 def _nested(far: pa.Array, how: str) -> pa.Array:
