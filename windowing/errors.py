@@ -1,4 +1,4 @@
-"""Errors with the parameter, the value and what to do instead.
+"""Errors with the parameter, the value and what to do instead; warnings of what a setting will cost.
 
 ``WindowingConfigError`` is defined in ``triggers.errors``, below both packages, so that a
 duration refused while building a trigger and one refused by the builder are the same error.
@@ -6,4 +6,9 @@ duration refused while building a trigger and one refused by the builder are the
 
 from triggers.errors import WindowingConfigError
 
-__all__ = ["WindowingConfigError"]
+__all__ = ["WindowingConfigError", "RepeatedWallTimeWarning"]
+
+
+class RepeatedWallTimeWarning(UserWarning):
+    """A Spark query's timestamp keys or values are held as wall times in a session time zone that sets its clocks
+    back, where two instants an hour apart share a wall time (docs/spark.md, "Output types")."""

@@ -7,6 +7,7 @@ import datetime as dt
 import decimal
 import math
 import re
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -20,7 +21,7 @@ from accumulations import Accumulation, BottomN, Count, Distinct, Fold, InnerJoi
 from tests.engine.test_builtins import SUBCLASSES_OF_BUILT_INS
 from triggers import AfterCount, AfterWatermark
 from windowing import spark_typed, windowed
-from windowing.errors import WindowingConfigError
+from windowing.errors import RepeatedWallTimeWarning, WindowingConfigError
 
 from .helpers import LOCAL_MEAN_TIME_ON_PYSPARK_3, PYSPARK_3, assert_same_panes, events, frozen_when_output
 
@@ -666,6 +667,7 @@ def test_a_nan_pane_value_reaches_spark_as_null_where_pandas_keeps_nan(spark):
 
 
 
+@pytest.mark.filterwarnings("ignore::windowing.RepeatedWallTimeWarning")  # the repeated hour: not in these rows
 @pytest.mark.parametrize("zone, combine", [("UTC", "true"), ("UTC", "false"), ("America/Los_Angeles", "false"),
                                            pytest.param("America/Los_Angeles", "true", marks=LOCAL_MEAN_TIME_ON_PYSPARK_3)])
 def test_timestamp_keys_and_values_beyond_pandas_nanoseconds_come_back_exact(spark, combine, zone):
@@ -687,6 +689,7 @@ def test_timestamp_keys_and_values_beyond_pandas_nanoseconds_come_back_exact(spa
     assert sorted(got) == [(ancient, None, None, 1), (summer, summer, summer, 1), (far, ancient, far, 2)]
 
 
+@pytest.mark.filterwarnings("ignore::windowing.RepeatedWallTimeWarning")  # the repeated hour: not in these rows
 @pytest.mark.parametrize("combine", ["true", "false"])
 def test_summer_times_after_2037_in_a_zone_with_daylight_saving_come_back_exact(spark, combine):
     """pyspark 3.5 hands packed timestamps over as wall times made by pandas 2's rules (pytz's), which know no
@@ -718,7 +721,8 @@ def test_lists_of_timestamps_in_a_zone_with_daylight_saving_come_back_exact(spar
     spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
     spark.conf.set("windowing.spark.combine", combine)
     try:
-        panes = windowed(frame, time="ts").fixed("10 seconds").aggregate(all=ToList("v"), top=TopN("v", 2))
+        with pytest.warns(RepeatedWallTimeWarning, match=r"hold 'v', 'all', 'top' as wall times"):
+            panes = windowed(frame, time="ts").fixed("10 seconds").aggregate(all=ToList("v"), top=TopN("v", 2))
         got = panes.select(F.transform("all", F.unix_micros).alias("all"), F.transform("top", F.unix_micros).alias("top"))
         [(everything, top)] = [tuple(row) for row in got.collect()]
     finally:
@@ -726,6 +730,30 @@ def test_lists_of_timestamps_in_a_zone_with_daylight_saving_come_back_exact(spar
         spark.conf.unset("windowing.spark.combine")
     standard, summer, far = 1_730_626_200_000_000, 2_256_282_000_000_000, 32_519_350_800_000_000  # 2024-11-03 09:30 UTC
     assert sorted(everything) == [standard, summer, far] and top == [far, summer]
+
+
+@pytest.mark.parametrize("zone, warned", [("America/Los_Angeles", True), ("Europe/Berlin", True), ("UTC", False),
+                                          ("Asia/Tokyo", False), ("+05:30", False)])
+def test_a_session_zone_that_sets_its_clocks_back_warns_naming_the_timestamp_columns_the_workers_hold(spark, zone, warned):
+    """The workers hold timestamp keys and values as wall times in the session zone, where the hour the clocks go
+    back gives two instants one wall time, taken as the later (the case above): silently, until this warning at the
+    query's definition, pointing at the user's line. The time column alone leaves as microseconds: no warning."""
+    base = dt.datetime(2024, 1, 1)
+    frame = spark.createDataFrame([("a", base, base)], "k string, ts timestamp, seen timestamp")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            windowed(frame, time="ts", key="seen").fixed("1 minute").aggregate(n=Count())
+            windowed(frame, time="ts", key="k").fixed("1 minute").aggregate(n=Count(), last=Max("seen"))
+            windowed(frame, time="ts", key="k").fixed("1 minute").aggregate(n=Count())
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    repeated = [w for w in caught if issubclass(w.category, RepeatedWallTimeWarning)]
+    assert [str(w.message).split(": two instants")[0] for w in repeated] == [
+        f"spark.sql.session.timeZone={zone!r} sets its clocks back (daylight saving), and the Python workers hold "
+        f"'{name}' as wall times in it" for name in ("seen", "seen")] * warned
+    assert all(w.filename == __file__ for w in repeated)
 
 
 def test_an_interval_column_sums_averages_and_extremes_as_spark_does(spark):

@@ -913,6 +913,7 @@ STREAM_SHAPES = pytest.mark.parametrize("late_data, combine", [(False, "true"), 
                                         ids=["aggregate-packed", "aggregate-rows", "run-packed"])
 
 
+@pytest.mark.filterwarnings("ignore::windowing.RepeatedWallTimeWarning")  # the repeated hour: not in these rows
 @pytest.mark.parametrize("zone", ["UTC", "America/Los_Angeles"])
 @STREAM_SHAPES
 def test_timestamp_keys_and_values_of_any_year_stream_exactly_in_any_session_zone(spark, where, late_data, combine, zone,
@@ -962,6 +963,7 @@ def _wall_clock_values(stream):
     return stream.select("user", "ts", F.timestamp_micros(value).alias("v"))
 
 
+@pytest.mark.filterwarnings("ignore::windowing.RepeatedWallTimeWarning")  # the repeated hour: not in these rows
 @STREAM_SHAPES
 def test_lists_of_timestamps_and_a_timestamp_fold_stream_exactly_in_a_zone_with_daylight_saving(spark, where, late_data,
                                                                                               combine):

@@ -14,12 +14,17 @@ rules it was made with: pyspark's own for the packed rows it hands over. Timesta
 
 from __future__ import annotations
 
+import sys
+import warnings
 import zoneinfo
+from pathlib import Path
+from types import FrameType
 from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
+from ...errors import RepeatedWallTimeWarning
 from .output_values import as_list, is_missing
 from .wire import WIRE
 
@@ -94,3 +99,37 @@ def zone_rules(zone: str) -> Any:
         return zoneinfo.ZoneInfo(zone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         return zone
+
+
+def warn_where_clocks_go_back(columns: list[str], zone: str) -> None:
+    """Warn, naming ``columns`` (timestamp keys, values and outputs the workers hold as wall times in ``zone``),
+    where ``zone`` sets its clocks back: the instants of the repeated hour would be read as the later one of each
+    pair, silently, on every run (docs/spark.md, "Output types"). Said before the first run, while the zone can
+    still change: a checkpoint holding timestamps is refused in another zone."""
+    if not columns or not clocks_go_back(zone):
+        return
+    named = ", ".join(repr(name) for name in columns)
+    warnings.warn(
+        f"spark.sql.session.timeZone={zone!r} sets its clocks back (daylight saving), and the Python workers hold "
+        f"{named} as wall times in it: two instants an hour apart in the hour the clocks go back share a wall time "
+        "and are taken as the later one (two timestamp keys as one key; a Min, Max, list or Fold given the later "
+        "instant). To keep them apart set the session's zone to 'UTC' before the query's first run (instants are "
+        "unchanged; only how strings and naive datetimes are read and shown changes)",
+        RepeatedWallTimeWarning, stacklevel=_first_frame_outside_the_package())
+
+
+def clocks_go_back(zone: str) -> bool:
+    """Whether ``zone``'s wall time runs back at any time from 1970 to 2050, by zoneinfo's rules: the hours of
+    ``zone`` at instants six hours apart, which a step back makes less than six hours apart (a few ms)."""
+    instants = pd.date_range("1970-01-01", "2051-01-01", freq="6h", tz="UTC")
+    wall_times = instants.tz_convert(zone_rules(zone)).tz_localize(None).to_numpy()
+    return bool((np.diff(wall_times) < np.timedelta64(6, "h")).any())
+
+
+def _first_frame_outside_the_package() -> int:
+    """The ``stacklevel`` of the user's call that reached the warning (the builder's depth varies by method)."""
+    package, level = str(Path(__file__).parents[2]), 2
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        level, frame = level + 1, frame.f_back
+    return level

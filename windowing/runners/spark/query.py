@@ -20,7 +20,7 @@ from ...strategy import GlobalWindowing, Strategy
 from ...timeaxis import DEKKER_SPLITTER, MAX_MICROS, MAX_TIME, MICROS_PER_UNIT, MIN_MICROS, MIN_TIME, NUMERIC_RANGE
 from .buckets import NUMBERS, Bucketing, bucketing_of, setting
 from .combine import COMBINE_CONF, lift_and_pack, pack, with_buckets
-from .instants import zone_rules
+from .instants import warn_where_clocks_go_back, zone_rules
 from .output_types import integral
 from .output_values import NS_PER_US
 from .planning import NEVER_BEHIND_MS, plan_spark
@@ -213,7 +213,8 @@ def _check_zone_pandas_reads(strategy: Strategy, schema: Any, out_schema: Any, z
     a timestamp key or value reaches the workers, or leaves them as pyspark converts it (a type stated with
     ``spark_typed``): they hold such values as the zone's wall times, and the query failed in its first task with
     ``ZoneInfoNotFoundError`` or pyspark's ``Cannot locate or parse timezone``, naming no column (the time column
-    alone leaves as microseconds and needs no zone)."""
+    alone leaves as microseconds and needs no zone). Warn where the zone sets its clocks back
+    (`instants.warn_where_clocks_go_back`)."""
     read = [(name, schema[name].dataType) for name in [*(strategy.keys or ()), *(acc.column for _, acc in strategy.aggregations)]
             if name is not None and _holds_timestamps(schema[name].dataType)]
     read += [(f.name, f.dataType) for f in out_schema.fields if _holds_timestamps(f.dataType)]
@@ -230,6 +231,7 @@ def _check_zone_pandas_reads(strategy: Strategy, schema: Any, out_schema: Any, z
             f"Python workers hold the {role} column {name!r} ({kind.simpleString()}) as wall times in it: set the "
             "session's zone to a region ID such as 'Asia/Kolkata' or an offset such as '+05:30' (instants are "
             "unchanged; only how strings and naive datetimes are read and shown changes)") from None
+    warn_where_clocks_go_back(list(dict.fromkeys(name for name, _ in read)), zone)
 
 
 def _holds_timestamps(kind: Any) -> bool:
