@@ -100,7 +100,7 @@ def _read_commit(config: SinkConfig, fs: Any, root: str, state: SinkState | None
     if state is not None and state.chain_from == 0:  # the records know every finished part: no other file is one
         visible = _committed_only(visible, committed, root, lambda: _finished_since(fs, root, state))
     missing = sorted(set(committed) - set(visible))
-    frames = []
+    frames, untyped, recorded = [], [], []
     for path in sorted(set(visible) | set(missing), key=natural_order):
         data = _read_part(fs, path, due.get(path), state)
         schema = None
@@ -108,8 +108,30 @@ def _read_commit(config: SinkConfig, fs: Any, root: str, state: SinkState | None
             length, crc, schema_key = committed[path]
             _check(path, data, length, crc)
             schema = schemas.schema(schema_key)
+        if schema is None:
+            untyped.append((len(frames), path, data))
+        elif schema not in recorded:
+            recorded.append(schema)
         frames.append(_decode_as_written(config, path, data, schema))
+    if isinstance(config.file_format, (JsonLines, Csv)):
+        for i, path, data in untyped:
+            frames[i] = _typed_like_later_parts(config, path, data, frames[i], recorded)
     return concat_parts(frames)
+
+
+def _typed_like_later_parts(config: SinkConfig, path: str, data: bytes, frame: pd.DataFrame,
+                            recorded: list[pa.Schema]) -> pd.DataFrame:
+    """A JSON lines or CSV part whose record keeps no schema (written before version 5) as the types of the first
+    schema another part of the read was recorded with that has its columns, where its text parses as them; else as
+    its text gives them. A sink written on across the upgrade read back with one column of both: ISO strings beside
+    Timestamps (which ``sort_values`` refused), floats beside integers, lists beside arrays."""
+    for schema in recorded:
+        if sorted(schema.names) == sorted(frame.columns):
+            try:
+                return _decode(config, path, data, schema, lenient=False)
+            except CorruptPartError:  # not its types after all (another pipeline's columns of the same names)
+                continue
+    return frame
 
 
 def concat_parts(frames: list[pd.DataFrame]) -> pd.DataFrame:

@@ -271,6 +271,32 @@ def test_a_directory_written_before_schemas_were_kept_reads_as_before_and_its_op
     assert [entry[3] for entry in last["finished"]] == [""] and last["schemas"] == {}
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_parts_written_before_schemas_were_kept_read_as_the_types_of_a_later_part_of_their_columns(tmp_path, fmt):
+    """A sink written on across the upgrade to version 5 read back with columns of both: the old parts' timestamps as
+    ISO strings beside the new ones' Timestamps (``sort_values`` failed), integers with a null as floats, lists as
+    Python lists beside arrays. An old part of other columns still reads as its text gives it."""
+    def batch(i: int) -> pd.DataFrame:
+        lists = {"vs": [[i, i + 1]] * 2} if fmt == "jsonl" else {}  # CSV holds no nested values
+        return pd.DataFrame({"id": [i, i], "n": pd.array([None, i], "Int64"),
+                             "ts": [pd.Timestamp("2026-11-22 12:00", tz="UTC") + pd.Timedelta(minutes=i)] * 2,
+                             "day": [datetime.date(2026, 11, 22 + i)] * 2, **lists})
+    old, new, every_batch = tmp_path / "across", tmp_path / "new", RollingPolicy(max_batches=1)
+    write_batches(FileSink(str(old), format=fmt).with_rolling_policy(every_batch), [batch(0), batch(1)])
+    write_batches(FileSink(str(old), format=fmt).with_rolling_policy(every_batch), [pd.DataFrame({"other": ["x"]})], 2)
+    for record in sorted((old / "_file_sink").glob("*.json")):
+        as_version_4(record)
+    write_batches(FileSink(str(old), format=fmt).with_rolling_policy(every_batch), [batch(3)], 3)
+    write_batches(FileSink(str(new), format=fmt).with_rolling_policy(every_batch), [batch(0), batch(1), batch(3)])
+    across = FileSink(str(old), format=fmt).read()
+    expected = FileSink(str(new), format=fmt).read()
+    assert across["other"].tolist()[4] == "x" and across["id"].drop(index=4).tolist() == [0, 0, 1, 1, 3, 3]
+    typed = across.drop(index=4, columns=["other", "id"]).reset_index(drop=True)  # id: a float beside the NaN of row 4
+    expected = expected.drop(columns="id")
+    assert typed.dtypes.to_dict() == expected.dtypes.to_dict()
+    assert typed.map(repr).values.tolist() == expected.map(repr).values.tolist()
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "orc", "avro", "jsonl", "csv"])
 @pytest.mark.parametrize("tz", [None, "UTC", "Asia/Kolkata"])
 def test_every_format_reads_timestamps_back_in_the_unit_written(tmp_path, fmt, tz):
