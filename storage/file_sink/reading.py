@@ -115,11 +115,11 @@ def _read_commit(config: SinkConfig, fs: Any, root: str, state: SinkState | None
         frames.append(_decode_as_written(config, path, data, schema))
     if isinstance(config.file_format, (JsonLines, Csv)):
         for i, path, data in untyped:
-            frames[i] = _typed_like_later_parts(config, path, data, frames[i], recorded)
+            frames[i] = _typed_like_other_parts(config, path, data, frames[i], recorded)
     return concat_parts(frames)
 
 
-def _typed_like_later_parts(config: SinkConfig, path: str, data: bytes, frame: pd.DataFrame,
+def _typed_like_other_parts(config: SinkConfig, path: str, data: bytes, frame: pd.DataFrame,
                             recorded: list[pa.Schema]) -> pd.DataFrame:
     """A JSON lines or CSV part whose record keeps no schema (written before version 5) as the types of the first
     schema another part of the read was recorded with that has its columns, where its text parses as them; else as
