@@ -142,21 +142,47 @@ def concat_parts(frames: list[pd.DataFrame]) -> pd.DataFrame:
     frames = [f for f in frames if len(f)]
     if len(frames) < 2:
         return frames[0].reset_index(drop=True) if frames else pd.DataFrame()
+    order = list(dict.fromkeys(name for frame in frames for name in frame.columns))  # as pd.concat orders them
     arrow_columns = {}
-    for name in {name for frame in frames for name in frame.columns}:
+    for name in order:
         columns = [frame[name] for frame in frames if name in frame.columns]
         arrow = next((c.dtype for c in columns if isinstance(c.dtype, pd.ArrowDtype)), None)
         if arrow is not None and _as_arrow(frames, name, arrow):
             arrow_columns[name] = arrow.pyarrow_dtype
         elif all(isinstance(c.dtype, pd.CategoricalDtype) for c in columns):
             _union_of_categories(frames, name, columns)
+        elif len(columns) < len(frames):
+            _added_where_missing(frames, name, columns)
     joined = pd.concat([frame.drop(columns=[name for name in arrow_columns if name in frame.columns]) for frame in frames],
                        ignore_index=True)
     for name, kind in arrow_columns.items():  # pandas 2's concat of them looks at a value as Python's, which may fail
         chunks = [pa.array(frame[name]) if name in frame.columns else pa.nulls(len(frame), kind) for frame in frames]
         joined[name] = pd.arrays.ArrowExtensionArray(pa.chunked_array([chunk for part in chunks for chunk in (
             part.chunks if isinstance(part, pa.ChunkedArray) else [part])], kind))
-    return joined[list(pd.concat([frame.iloc[:0] for frame in frames]).columns)]  # the columns in concat's order
+    return joined[order]
+
+
+def _added_where_missing(frames: list[pd.DataFrame], name: str, columns: list[pd.Series]) -> None:
+    """Column ``name``, where the parts holding it agree on its type, added all missing to the parts without it, of
+    that type (a NumPy integer or bool as pandas' nullable one): ``pd.concat`` made such a column floats (2**53 + 1
+    read back as 2**53; an ``Int64`` too, on pandas 2, which warned that it would change how it picks the type)."""
+    kinds = {str(_nullable(column.dtype)) for column in columns}  # a part's int64 beside another's Int64 (a null)
+    if len(kinds) > 1:
+        return
+    dtype = _nullable(columns[0].dtype)
+    for frame in frames:
+        if name in frame.columns:
+            frame[name] = frame[name].astype(dtype)
+        else:
+            frame[name] = pd.Series(pd.array([None] * len(frame), dtype=dtype), index=frame.index)
+
+
+def _nullable(dtype: Any) -> Any:
+    """A NumPy integer or bool dtype as pandas' nullable one, which holds a missing value exactly; others as they are."""
+    if isinstance(dtype, np.dtype) and dtype.kind in "iub":
+        return pd.api.types.pandas_dtype("boolean" if dtype.kind == "b" else
+                                         f"{'UInt' if dtype.kind == 'u' else 'Int'}{dtype.itemsize * 8}")
+    return dtype
 
 
 def _as_arrow(frames: list[pd.DataFrame], name: str, dtype: pd.ArrowDtype) -> bool:

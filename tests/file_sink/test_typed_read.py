@@ -297,6 +297,21 @@ def test_parts_written_before_schemas_were_kept_read_as_the_types_of_a_later_par
     assert typed.map(repr).values.tolist() == expected.map(repr).values.tolist()
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "avro", "jsonl"])
+def test_parts_of_other_columns_read_back_each_column_exact_and_of_its_type(tmp_path, fmt):
+    """A column some parts lack was made floats by ``pd.concat``: 2**53 + 1 read back as 2**53, a bool as an object,
+    and on pandas 2 an ``Int64`` too, with a FutureWarning (all-NA entries) on every read."""
+    sink = FileSink(str(tmp_path), format=fmt).with_rolling_policy(RollingPolicy.on_every_batch())
+    sink.write(pd.DataFrame({"id": [2**53 + 1], "n": pd.array([None], "Int64"), "on": [True]}))
+    sink.write(pd.DataFrame({"id": [2**53 + 3], "n": pd.array([5], "Int64"), "on": [False]}))
+    sink.write(pd.DataFrame({"other": ["x"]}))
+    back = sink.read()
+    assert [str(back[name].dtype) for name in ("id", "n", "on")] == ["Int64", "Int64", "boolean"]
+    assert back[["id", "n", "on"]].astype(object).where(back[["id", "n", "on"]].notna(), None).values.tolist() == [
+        [2**53 + 1, None, True], [2**53 + 3, 5, False], [None, None, None]]
+    assert [None if pd.isna(v) else v for v in back["other"]] == [None, None, "x"]
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "orc", "avro", "jsonl", "csv"])
 @pytest.mark.parametrize("tz", [None, "UTC", "Asia/Kolkata"])
 def test_every_format_reads_timestamps_back_in_the_unit_written(tmp_path, fmt, tz):
