@@ -102,6 +102,8 @@ SPARK_RUNS = {
                                r"with the accumulator: [\d.]+ s, Python [\d.]+ cpu s; without: [\d.]+ s"),
     "window_state_spark.py": (["--sessions", "100", "--batches", "1", "--warmup", "0", "--build-rows", "1000"], "--work",
                               r"(?m)^ +100 +1 +memory +[\d.]+ (.|\n)*^ +100 +1 +store +[\d.]+ "),
+    "query_definition.py": (["--buckets", "2", "20", "--repeat", "1"], None,
+                            r"\| buckets \| define s \|(.|\n)*\| 20 \| [\d.]+ \| [\d.]+ \| [\d.]+ \|"),
     "file_sink_bench.py": (["--rows", "2000", "--files", "2", "--rounds", "1"], None,
                            r"\| json \| FileSink \| [\d,]+ \|(.|\n)*\| parquet \| FileSink \(foreachBatch\) \| [\d,]+ \|"),
 }

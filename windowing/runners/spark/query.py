@@ -358,7 +358,7 @@ def _bucket(keys: list[str], bucketing: Bucketing, schema: Any) -> Any:
     hashed = [F.nanvl(_col(k), F.lit(None).cast(schema[k].dataType))
               if isinstance(schema[k].dataType, (T.FloatType, T.DoubleType)) else _col(k) for k in keys]
     number = F.pmod(F.xxhash64(*hashed), F.lit(bucketing.count)).cast("int")
-    if bucketing.placement != NUMBERS:  # one SQL literal: a Column per label took 1.6 s to build for 2,000 buckets
+    if bucketing.placement != NUMBERS:  # one SQL literal, not a Column per label (benchmarks/query_definition.py)
         labels = F.expr(f"array({', '.join(map(str, bucketing.labels().tolist()))})")
         number = F.element_at(labels, number + 1)
     return F.coalesce(number, F.lit(0))  # never null, but Spark cannot tell: see `bucket_field`
