@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyspark
-import pytest
 from pyspark.sql import Row
 from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState
@@ -29,10 +28,6 @@ from windowing.runners.spark.wire import WIRE
 
 NO_TIMESTAMP = -1
 PYSPARK_3 = int(pyspark.__version__.split(".")[0]) < 4
-LOCAL_MEAN_TIME_ON_PYSPARK_3 = pytest.mark.xfail(
-    PYSPARK_3, strict=True, reason="pyspark 3.5 hands a packed timestamp of the year 100 over in Los Angeles' standard time, "
-                                   "not its local mean time, which the workers give back: 7 minutes 2 seconds off "
-                                   "(docs/spark.md, 'Output types')")
 EPOCH_2024_S = 1_704_067_200
 
 

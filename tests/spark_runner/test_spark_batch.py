@@ -23,7 +23,7 @@ from triggers import AfterCount, AfterWatermark
 from windowing import spark_typed, windowed
 from windowing.errors import RepeatedWallTimeWarning, WindowingConfigError
 
-from .helpers import LOCAL_MEAN_TIME_ON_PYSPARK_3, PYSPARK_3, assert_same_panes, events, frozen_when_output
+from .helpers import PYSPARK_3, assert_same_panes, events, frozen_when_output
 
 pytestmark = pytest.mark.spark
 
@@ -665,11 +665,8 @@ def test_a_nan_pane_value_reaches_spark_as_null_where_pandas_keeps_nan(spark):
     assert np.isnan(on_pandas.s.iloc[0]) and np.isnan(on_pandas.m.iloc[0]) and on_pandas.hi.tolist() == [float("inf")]
 
 
-
-
-@pytest.mark.filterwarnings("ignore::windowing.RepeatedWallTimeWarning")  # the repeated hour: not in these rows
 @pytest.mark.parametrize("zone, combine", [("UTC", "true"), ("UTC", "false"), ("America/Los_Angeles", "false"),
-                                           pytest.param("America/Los_Angeles", "true", marks=LOCAL_MEAN_TIME_ON_PYSPARK_3)])
+                                           ("America/Los_Angeles", "true")])
 def test_timestamp_keys_and_values_beyond_pandas_nanoseconds_come_back_exact(spark, combine, zone):
     """Spark's timestamps run from the year 1 to 9999; pandas' nanoseconds from 1677 to 2262 (docs/spark.md,
     "Output types"). Unpacked (``combine=false``) such rows failed in pyspark's conversion to pandas, and on pyspark 4
@@ -689,7 +686,6 @@ def test_timestamp_keys_and_values_beyond_pandas_nanoseconds_come_back_exact(spa
     assert sorted(got) == [(ancient, None, None, 1), (summer, summer, summer, 1), (far, ancient, far, 2)]
 
 
-@pytest.mark.filterwarnings("ignore::windowing.RepeatedWallTimeWarning")  # the repeated hour: not in these rows
 @pytest.mark.parametrize("combine", ["true", "false"])
 def test_summer_times_after_2037_in_a_zone_with_daylight_saving_come_back_exact(spark, combine):
     """pyspark 3.5 hands packed timestamps over as wall times made by pandas 2's rules (pytz's), which know no
@@ -715,44 +711,75 @@ def test_lists_of_timestamps_in_a_zone_with_daylight_saving_come_back_exact(spar
     """pyspark localizes the naive wall times of a list with its own rules: a time of the hour the clocks go back
     failed the job inside pyspark (``AmbiguousTimeError``, naming no column), and on pyspark 3.5 unpacked a summer
     time after 2037 came back an hour late (pytz's rules against zoneinfo's). The workers hand them over zone-aware
-    (`instants.zone_aware`); the hour the clocks go back is read as standard time, as keys are."""
+    (`instants.zone_aware`), in UTC (`planning.exact_instants`): the first of the repeated hour's times stays itself."""
     rows = [(dt.datetime(2024, 11, 3, 8, 30),), (dt.datetime(2041, 7, 1, 9),), (None,), (dt.datetime(3000, 7, 1, 9),)]
     frame = spark.createDataFrame(rows, "v timestamp").withColumn("ts", F.lit(dt.datetime(2024, 1, 1, 0, 0, 1)))
     spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
     spark.conf.set("windowing.spark.combine", combine)
     try:
-        with pytest.warns(RepeatedWallTimeWarning, match=r"hold 'v', 'all', 'top' as wall times"):
-            panes = windowed(frame, time="ts").fixed("10 seconds").aggregate(all=ToList("v"), top=TopN("v", 2))
+        panes = windowed(frame, time="ts").fixed("10 seconds").aggregate(all=ToList("v"), top=TopN("v", 2))
         got = panes.select(F.transform("all", F.unix_micros).alias("all"), F.transform("top", F.unix_micros).alias("top"))
         [(everything, top)] = [tuple(row) for row in got.collect()]
     finally:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
         spark.conf.unset("windowing.spark.combine")
-    standard, summer, far = 1_730_626_200_000_000, 2_256_282_000_000_000, 32_519_350_800_000_000  # 2024-11-03 09:30 UTC
-    assert sorted(everything) == [standard, summer, far] and top == [far, summer]
+    daylight, summer, far = 1_730_622_600_000_000, 2_256_282_000_000_000, 32_519_350_800_000_000  # 2024-11-03 08:30 UTC
+    assert sorted(everything) == [daylight, summer, far] and top == [far, summer]
+
+
+@pytest.mark.parametrize("combine", ["true", "false"])
+def test_two_instants_of_the_hour_the_clocks_go_back_stay_two_keys_and_two_values(spark, combine):
+    """In Los Angeles 08:30 and 09:30 UTC of 2024-11-03 are both 01:30. The workers held timestamp keys and
+    built-ins' timestamp values as the session zone's wall times, where the two were one key and one value, the
+    later; they hold them as UTC wall times now (`planning.exact_instants`), with no warning. Lifted (a timestamp
+    key, Counts), packed (a Min, Max, ToList) and unpacked (``combine=false``)."""
+    first, second = dt.datetime(2024, 11, 3, 8, 30), dt.datetime(2024, 11, 3, 9, 30)
+    at = dt.datetime(2024, 1, 1, 0, 0, 1)
+    frame = spark.createDataFrame([(first, at, first), (second, at, second), (second, at, None)],
+                                  "k timestamp, ts timestamp, v timestamp")  # built in UTC
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    spark.conf.set("windowing.spark.combine", combine)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RepeatedWallTimeWarning)
+            keyed = windowed(frame, time="ts", key="k").fixed("10 seconds").aggregate(n=Count("v"), rows=Count())
+            valued = windowed(frame, time="ts").fixed("10 seconds").aggregate(
+                lo=Min("v"), hi=Max("v"), all=ToList("v"), top=TopN("v", 2), n=Count("v"))
+        keys = keyed.select(F.unix_micros("k"), "n", "rows").collect()
+        values = valued.select(F.unix_micros("lo"), F.unix_micros("hi"), F.transform("all", F.unix_micros),
+                               F.transform("top", F.unix_micros), "n").collect()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        spark.conf.unset("windowing.spark.combine")
+    a, b = 1_730_622_600_000_000, 1_730_626_200_000_000
+    assert sorted(tuple(row) for row in keys) == [(a, 1, 1), (b, 1, 2)]
+    [(lo, hi, everything, top, n)] = [tuple(row) for row in values]
+    assert (lo, hi, sorted(everything), top, n) == (a, b, [a, b], [b, a], 2)
 
 
 @pytest.mark.parametrize("zone, warned", [("America/Los_Angeles", True), ("Europe/Berlin", True), ("UTC", False),
                                           ("Asia/Tokyo", False), ("+05:30", False)])
 def test_a_session_zone_that_sets_its_clocks_back_warns_naming_the_timestamp_columns_the_workers_hold(spark, zone, warned):
-    """The workers hold timestamp keys and values as wall times in the session zone, where the hour the clocks go
-    back gives two instants one wall time, taken as the later (the case above): silently, until this warning at the
-    query's definition, pointing at the user's line. The time column alone leaves as microseconds: no warning."""
+    """The workers hold a Fold's timestamps as wall times in the session zone, where the hour the clocks go back gives
+    two instants one wall time, taken as the later: silently, but for this warning at the query's definition, pointing
+    at the user's line. Keys and built-ins' values are held exactly (the case above), and the time column leaves as
+    microseconds: no warning for those."""
     base = dt.datetime(2024, 1, 1)
     frame = spark.createDataFrame([("a", base, base)], "k string, ts timestamp, seen timestamp")
+    latest = Fold("seen", None, lambda a, v: v if a is None or v > a else a, lambda a, b: b if a is None or b > a else a)
     spark.conf.set("spark.sql.session.timeZone", zone)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            windowed(frame, time="ts", key="seen").fixed("1 minute").aggregate(n=Count())
-            windowed(frame, time="ts", key="k").fixed("1 minute").aggregate(n=Count(), last=Max("seen"))
+            windowed(frame, time="ts", key="seen").fixed("1 minute").aggregate(n=Count(), first=Min("seen"))
+            windowed(frame, time="ts", key="k").fixed("1 minute").aggregate(n=Count(), all=ToList("seen"), last=latest)
             windowed(frame, time="ts", key="k").fixed("1 minute").aggregate(n=Count())
     finally:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
     repeated = [w for w in caught if issubclass(w.category, RepeatedWallTimeWarning)]
     assert [str(w.message).split(": two instants")[0] for w in repeated] == [
         f"spark.sql.session.timeZone={zone!r} sets its clocks back (daylight saving), and the Python workers hold "
-        f"'{name}' as wall times in it" for name in ("seen", "seen")] * warned
+        "'seen', 'last' as wall times in it"] * warned
     assert all(w.filename == __file__ for w in repeated)
 
 

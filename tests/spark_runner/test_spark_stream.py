@@ -13,6 +13,8 @@ import datetime as dt
 import decimal
 import os
 import uuid
+import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,9 +27,9 @@ from accumulations import Count, Distinct, Fold, Max, Mean, Min, Reduce, Sum, To
 from storage import KVStore
 from triggers import AfterCount, AfterEach, AtWatermark, Default, OrFinally, Repeatedly
 from windowing import windowed
-from windowing.errors import WindowingConfigError
+from windowing.errors import RepeatedWallTimeWarning, WindowingConfigError
 
-from .helpers import LOCAL_MEAN_TIME_ON_PYSPARK_3, assert_same_late_data, assert_same_panes, events, frozen_when_output
+from .helpers import assert_same_late_data, assert_same_panes, events, frozen_when_output
 from .streaming import (
     ROCKSDB_CHANGELOG,
     batch_inputs,
@@ -913,19 +915,55 @@ STREAM_SHAPES = pytest.mark.parametrize("late_data, combine", [(False, "true"), 
                                         ids=["aggregate-packed", "aggregate-rows", "run-packed"])
 
 
-@pytest.mark.filterwarnings("ignore::windowing.RepeatedWallTimeWarning")  # the repeated hour: not in these rows
 @pytest.mark.parametrize("zone", ["UTC", "America/Los_Angeles"])
 @STREAM_SHAPES
-def test_timestamp_keys_and_values_of_any_year_stream_exactly_in_any_session_zone(spark, where, late_data, combine, zone,
-                                                                                   request):
+def test_timestamp_keys_and_values_of_any_year_stream_exactly_in_any_session_zone(spark, where, late_data, combine, zone):
     """Off UTC they came back shifted by the zone's offset on pyspark 4 (7 hours in a Los Angeles summer): pyspark's
     stateful step wrote the workers' wall times back as UTC, where the same batch query is right; on pyspark 3.5 so
     beyond 1677 to 2262. They now leave the workers as microseconds (docs/spark.md, "Output types")."""
-    if zone != "UTC" and combine == "true":
-        request.applymarker(LOCAL_MEAN_TIME_ON_PYSPARK_3)
     got, wanted = _stream_instants(spark, where, late_data, combine, zone, beyond_nanoseconds=True)
     assert got == wanted
     assert {k.year for k, *_ in wanted} == {100, 2020, 2040, 3000} and max(hi.year for *_, hi, n in wanted if n) > 2262
+
+
+def _repeated_hour(stream):
+    """`events` with a key per user and a value per amount: 'a' and 1 at 08:30 UTC of 2024-11-03, 'b' and 2 an hour
+    later, both 01:30 in Los Angeles; null for the rest. Made from microseconds, which no session time zone reads."""
+    def instant(column: str, first: Any, second: Any) -> Any:
+        micros = F.when(F.col(column) == first, 1_730_622_600_000_000).when(F.col(column) == second, 1_730_626_200_000_000)
+        return F.timestamp_micros(micros)
+
+    return stream.select(instant("user", "a", "b").alias("k"), "ts", instant("amount", 1, 2).alias("v"))
+
+
+@pytest.mark.parametrize("late_data, combine, counts", [(False, "true", True), (False, "true", False),
+                                                        (False, "false", False), (True, "true", False)],
+                         ids=["aggregate-lifted", "aggregate-packed", "aggregate-rows", "run-packed"])
+def test_two_instants_of_the_hour_the_clocks_go_back_stream_as_two_keys_and_two_values(spark, where, late_data, combine,
+                                                                                       counts):
+    """As in a batch query (test_spark_batch.py): the workers held the two as one wall time in Los Angeles, one key
+    and one value; as UTC wall times they stay two, with no warning, as the same batch query in UTC gives them."""
+    aggs = dict(n=Count("v"), rows=Count()) if counts else dict(lo=Min("v"), hi=Max("v"), all=ToList("v"), n=Count("v"))
+    rows = [("a", 1, 1), ("b", 2, 2), ("a", 3, 2), ("b", 4, 1), ("c", 5, 3), ("a", 12, 1), ("b", 13, 3)]
+    pipeline = lambda s: windowed(_repeated_hour(s), time="ts", key="k").fixed("10 seconds").watermark("5 seconds")  # noqa: E731
+    lists = [F.array_sort(F.transform("all", F.unix_micros)).alias("all")] if not counts else []
+    as_micros = lambda panes: sorted((tuple(row) for row in panes.select(  # noqa: E731
+        F.unix_micros("k"), "window_start", *[F.unix_micros(c) for c in ("lo", "hi") if c in aggs], *lists, "n").collect()),
+        key=repr)
+    source, sink, checkpoint = where()
+    spark.conf.set("windowing.spark.combine", combine)
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RepeatedWallTimeWarning)
+            got = as_micros(_panes_of_a_stream(spark, (source, sink, checkpoint), pipeline, aggs,
+                                               [events(rows), events([("z", 60, 0)])], late_data))
+    finally:
+        spark.conf.unset("windowing.spark.combine")
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    expected = as_micros(pipeline(spark.createDataFrame(events(rows))).aggregate(**aggs))
+    assert got == expected
+    assert len({k for k, *_ in expected}) == 3 and len(expected) == 5  # 'a', 'b' and the null key; two windows
 
 
 @pytest.mark.parametrize("server", ["3.5.6", "4.1.0"])

@@ -19,6 +19,7 @@ from windowing import columns, state_codec, windowed
 from windowing.engine import next_timers, step
 from windowing.errors import WindowingConfigError
 from windowing.runners.spark import NUMBERS, PARTITIONS, Bucketing, plan_spark
+from windowing.runners.spark.pipelines import EXACT_INSTANTS
 from windowing.runners.spark.wire import WIRE
 from windowing.state_codec import COMPRESSIONS, MAGIC, checked_compression, decode, encode
 from windowing.timeaxis import MAX_TIME
@@ -453,8 +454,12 @@ def test_the_pipeline_description_stays_as_checkpoints_store_it():
 
 
 def _keyed(frame, key, session_zone="UTC", buckets=4):
+    return plan_spark(_keyed_strategy(frame, key), spark_schema(frame), buckets, session_zone=session_zone).adapter
+
+
+def _keyed_strategy(frame, key):
     w = windowed(frame, time="ts", key=key).fixed("10 seconds").trigger(AtWatermark().with_early_firings_every("10 seconds"))
-    return plan_spark(w.strategy(lo=Min("amount")), spark_schema(frame), buckets, session_zone=session_zone).adapter
+    return w.strategy(lo=Min("amount"))
 
 
 @pytest.mark.parametrize("then, now, message", [
@@ -506,6 +511,28 @@ def test_a_checkpoint_written_before_key_columns_and_zones_were_described_restar
     adapter = _keyed(frame, "day", "America/Los_Angeles")
     older = dataclasses.replace(adapter, described=())
     assert len(adapter.load(older.save(adapter.fresh_state()))) == 0
+
+
+def test_a_bucket_written_with_wall_times_in_the_session_zone_goes_on_so_until_its_table_is_empty():
+    """A state row without `pipelines.EXACT_INSTANTS` holds timestamp keys and built-ins' values as the session zone's
+    wall times (written before they were held exactly): the step for its bucket restores new rows so and saves the row
+    without the part; an empty table, or a row with the part, is held exactly. The restart of such checkpoints:
+    test_old_checkpoints.py."""
+    import dataclasses
+
+    frame = events([("a", 1, 5)]).assign(day=lambda f: f["ts"].dt.floor("D"))
+    adapter = _keyed(frame, "day", "America/Los_Angeles")
+    older = dataclasses.replace(adapter, described=tuple(p for p in adapter.described if p[0] != EXACT_INSTANTS))
+    element = adapter.elements([shipped(frame, plan_spark(_keyed_strategy(frame, "day"), spark_schema(frame), 4,
+                                                          session_zone="America/Los_Angeles")).drop(columns="_wm_ms")])
+    table = step(adapter.plan.spec, adapter.fresh_state(), element, 0, 0).state
+    assert len(table) and adapter.exact == ("_k0",)
+    _, meta = adapter.load_with_meta(older.save(table))
+    kept = adapter.as_written(meta, table)
+    assert not kept.exact_held and EXACT_INSTANTS not in kept.pipeline
+    assert EXACT_INSTANTS not in adapter.load_with_meta(kept.save(table))[1]["pipeline"]
+    assert adapter.as_written(meta, adapter.fresh_state()) is adapter
+    assert adapter.as_written(adapter.load_with_meta(adapter.save(table))[1], table) is adapter
 
 
 def test_a_checkpoint_with_other_aggregations_is_refused_naming_them():

@@ -2,14 +2,15 @@
 
 pyspark hands a `timestamp` column to pandas as wall times and reads the function's output back so,
 but not alike in every path: ``applyInPandasWithState`` on pyspark 4 wrote wall times back as UTC,
-and a column outside pandas' nanoseconds (1677 to 2262) failed or was shifted (docs/spark.md,
-"Output types"). The workers give timestamp keys
-and built-ins' timestamp values back as microseconds, which the JVM makes timestamps (`query._finish`),
-and with ``windowing.spark.combine=false`` receive them so too. ``zone`` is the zone of the wall times
-the workers hold (the session's). The workers make wall times with `zoneinfo`'s rules (pandas 2's own, pytz's,
-know no daylight saving after 2037 and gave a time of the year 100 back 1.5 ms off) and read each back with the
-rules it was made with: pyspark's own for the packed rows it hands over. Timestamps pyspark converts itself
-(lists of them) are handed over zone-aware (`zone_aware`).
+a column outside pandas' nanoseconds (1677 to 2262) failed or was shifted, and in a zone that sets its clocks
+back two instants share a wall time (docs/spark.md, "Output types"). The workers receive timestamp keys and
+built-ins' timestamp values as microseconds (with ``windowing.spark.combine=false`` every timestamp), hold them as
+UTC wall times, exact (`planning.exact_instants`), and give them back as microseconds, which the JVM makes
+timestamps (`query._finish`). ``zone`` is the zone of the wall times the workers hold: ``UTC``, or the session's for
+a Fold's values and a table written before (`worker.BucketStep.as_written`). The workers make wall times with
+`zoneinfo`'s rules (pandas 2's own, pytz's, know no daylight saving after 2037 and gave a time of the year 100 back
+1.5 ms off) and read each back with the rules it was made with: pyspark's own for the packed rows it hands over.
+Timestamps pyspark converts itself (lists of them) are handed over zone-aware (`zone_aware`).
 """
 
 from __future__ import annotations
@@ -29,16 +30,19 @@ from .output_values import as_list, is_missing
 from .wire import WIRE
 
 
-def instants_restored(columns: dict[str, Any], names: Iterable[str], zone: str) -> dict[str, Any]:
-    """``columns`` with each of ``names``, epoch microseconds (and its null flag, if shipped), as the naive wall times
-    in ``zone`` that pyspark would have handed over, in microseconds: they reach the years 1 to 9999 as Spark's do."""
-    out = dict(columns)
+def instants_restored(columns: dict[str, Any], names: Iterable[str], zone: str, like_pyspark: bool = False) -> dict[str, Any]:
+    """``columns`` with each of ``names``, epoch microseconds (and its null flag, if shipped), as naive wall times in
+    ``zone``, in microseconds: they reach the years 1 to 9999 as Spark's do. In ``UTC`` they are exact; in a zone
+    that sets its clocks back, two instants of the repeated hour share one. ``like_pyspark``: made with pyspark's
+    rules (the zone as pandas names it), as pyspark made the packed rows' wall times a window table holds
+    (`instants_as_micros`); else with zoneinfo's."""
+    out, rules = dict(columns), zone if like_pyspark else zone_rules(zone)
     for name in names:
         instants = np.asarray(out[name], dtype=np.int64).astype("datetime64[us]")
         flag = WIRE.null_flag(name)
         if flag in out:
             instants[np.asarray(out.pop(flag), dtype=bool)] = np.datetime64("NaT")
-        out[name] = pd.Series(instants).dt.tz_localize("UTC").dt.tz_convert(zone_rules(zone)).dt.tz_localize(None)
+        out[name] = pd.Series(instants).dt.tz_localize("UTC").dt.tz_convert(rules).dt.tz_localize(None)
     return out
 
 
@@ -102,19 +106,19 @@ def zone_rules(zone: str) -> Any:
 
 
 def warn_where_clocks_go_back(columns: list[str], zone: str) -> None:
-    """Warn, naming ``columns`` (timestamp keys, values and outputs the workers hold as wall times in ``zone``),
-    where ``zone`` sets its clocks back: the instants of the repeated hour would be read as the later one of each
-    pair, silently, on every run (docs/spark.md, "Output types"). Said before the first run, while the zone can
-    still change: a checkpoint holding timestamps is refused in another zone."""
+    """Warn, naming ``columns`` (a Fold's, Reduce's or own accumulation's timestamp inputs and outputs, which the
+    workers hold as wall times in ``zone``), where ``zone`` sets its clocks back: the instants of the repeated hour
+    would be read as the later one of each pair, silently, on every run (docs/spark.md, "Output types"). Said before
+    the first run, while the zone can still change: a checkpoint holding timestamps is refused in another zone."""
     if not columns or not clocks_go_back(zone):
         return
     named = ", ".join(repr(name) for name in columns)
     warnings.warn(
         f"spark.sql.session.timeZone={zone!r} sets its clocks back (daylight saving), and the Python workers hold "
         f"{named} as wall times in it: two instants an hour apart in the hour the clocks go back share a wall time "
-        "and are taken as the later one (two timestamp keys as one key; a Min, Max, list or Fold given the later "
-        "instant). To keep them apart set the session's zone to 'UTC' before the query's first run (instants are "
-        "unchanged; only how strings and naive datetimes are read and shown changes)",
+        "and are taken as the later one (a Fold, Reduce or own accumulation given the later instant; keys and "
+        "built-ins hold them exactly). To keep them apart set the session's zone to 'UTC' before the query's first "
+        "run (instants are unchanged; only how strings and naive datetimes are read and shown changes)",
         RepeatedWallTimeWarning, stacklevel=_first_frame_outside_the_package())
 
 

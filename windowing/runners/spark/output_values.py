@@ -33,6 +33,7 @@ class OutputColumn:
     floating: bool = False  # a built-in's double (a Mean of decimals, as Decimals) or a stated one: made floats, as a cast
     instant: bool = False  # a Spark timestamp, key or built-in's value: leaves as epoch microseconds (`instants`)
     zoned: bool = False  # timestamps pyspark converts itself (a list of them, a Fold's): handed over zone-aware
+    exact: bool = False  # a key's or built-in's timestamps, held as UTC wall times (`planning.exact_instants`)
     own_values: bool = False  # values of the user's code (a Fold, Reduce or own accumulation; one stated): kinds checked
     shape: str | None = None  # its stated or sampled type (an array's elements') as a `SHAPES` entry, if it has one
     nested: tuple[str, Any] | None = None  # a map, struct or array of them, of the user's code: its type and `Kinds`

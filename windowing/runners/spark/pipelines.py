@@ -10,7 +10,12 @@ from ...errors import WindowingConfigError
 from ...spec import EngineSpec
 from .wire import WIRE
 
-LATER_PARTS = ("key columns", "session time zone")
+EXACT_INSTANTS = "timestamps held"
+"""The part saying that the table holds timestamp keys and built-ins' timestamp values as UTC wall times, exact
+(`planning.exact_instants`); a table without it holds them as wall times in the session zone, where two instants of
+the hour the clocks go back share one, and keeps them so (`worker.BucketStep.as_written`)."""
+
+LATER_PARTS = ("key columns", "session time zone", EXACT_INSTANTS)
 """Parts the description gained after checkpoints were written without them: such a checkpoint is not refused for
 lacking one (it restarts as it did before)."""
 

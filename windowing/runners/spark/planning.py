@@ -23,7 +23,7 @@ from .buckets import Bucketing
 from .combine import COMBINE_CONF, Lifting, lifted_aggregations, lifting
 from .output_types import SparkTyped, integer_bits, integral, nested_kinds, numpy_dtype, output_type
 from .output_values import NS_PER_US, SAMPLED_CHECKED, OutputColumn
-from .pipelines import pipeline_of
+from .pipelines import EXACT_INSTANTS, pipeline_of
 from .wire import WIRE
 from .worker import (
     ELEMENT,
@@ -54,6 +54,15 @@ class SparkPlan:
     lifted_schema: Any = None
     input_columns: tuple[str | None, ...] = ()
     """The input column of each aggregation (``_v<i>`` shipped to the workers)."""
+
+    def held_exactly(self, keys: list[str]) -> tuple[set[str], set[str]]:
+        """The input columns whose timestamps the workers hold as UTC wall times wherever the query reads them, and
+        the output columns they give back from such (`exact_instants`)."""
+        shipped = [(WIRE.key(i), k) for i, k in enumerate(keys)] + [
+            (WIRE.value(i), name) for i, name in enumerate(self.input_columns) if name is not None]
+        inputs = {name for alias, name in shipped if alias in self.adapter.exact}
+        inputs -= {name for alias, name in shipped if alias not in self.adapter.exact}
+        return inputs, {c.name for c in self.adapter.columns if c.exact}
 
 
 def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combine: bool = True,
@@ -117,11 +126,19 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     may_be_null = {f.name for f in schema.fields if f.nullable and integral(f.dataType)}
     nullable = tuple([WIRE.key(i) for i, k in enumerate(keys) if k in may_be_null]
                      + [WIRE.value(i) for i, (_, acc) in enumerate(aggregations) if acc.column in may_be_null])
+    shipped = [(WIRE.key(i), k) for i, k in enumerate(keys)] + [
+        (WIRE.value(i), acc.column) for i, (_, acc) in enumerate(aggregations) if acc.column is not None]
+    exact = exact_instants(keys, aggregations, types)
+    # Shipped as epoch microseconds (`BucketStep.instants`): packed, the exact ones (pyspark hands a Fold's inputs
+    # over as wall times, as its code always read them); unpacked, every timestamp.
+    instants = exact if combine else tuple(alias for alias, name in shipped if isinstance(types[name], T.TimestampType))
+    nullable += tuple(alias for alias, name in shipped if alias in instants and schema[name].nullable)
     liftable = lifting(strategy.windowing.window_fn(axis), strategy.trigger, engine_aggregations(aggregations, dtypes),
                        strategy.n_keys, NS_PER_US if timestamp else 1, nullable)
     how = liftable if combine and not late_data else None  # run() needs every input row in the stateful step
     plan = unlifted_plan = make_plan(strategy, axis, dtypes)
-    described = _described_state(keys, [acc.column for _, acc in aggregations if acc.column is not None], types, session_zone)
+    described = _described_state(keys, [acc.column for _, acc in aggregations if acc.column is not None], types, session_zone,
+                                 bool(exact))
     switched = None
     if liftable is not None:  # lifted, the stateful step runs the lifted aggregations, over the folded rows' columns
         lifted = lifted_aggregations(aggregations)
@@ -136,7 +153,8 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     lifted_fields = None
     if how is not None:
         lifted_fields = [T.StructField(WIRE.bucket, T.IntegerType())]
-        lifted_fields += [T.StructField(WIRE.key(i), types[k]) for i, k in enumerate(keys)] or [T.StructField(WIRE.key(0), T.LongType())]
+        lifted_fields += [T.StructField(WIRE.key(i), T.LongType() if WIRE.key(i) in instants else types[k])
+                          for i, k in enumerate(keys)] or [T.StructField(WIRE.key(0), T.LongType())]
         lifted_fields.append(T.StructField(WIRE.time, T.LongType()))
         lifted_fields += [T.StructField(WIRE.value(i), vtype) for i, vtype in enumerate(value_types)]
         lifted_fields.append(T.StructField(WIRE.latest, T.LongType()))
@@ -147,7 +165,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     for i, name in enumerate(keys):
         instant = isinstance(types[name], T.TimestampType)
         out_fields.append(T.StructField(name, T.LongType() if instant else types[name]))
-        columns.append(OutputColumn(name, "key", WIRE.key(i), integral=integral(types[name]), instant=instant))
+        columns.append(OutputColumn(name, "key", WIRE.key(i), integral=integral(types[name]), instant=instant, exact=instant))
     window_type = T.LongType() if timestamp else time_type
     for name, src in (("window_start", "start"), ("window_end", "end")):
         out_fields.append(T.StructField(name, window_type))
@@ -164,6 +182,7 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
         columns.append(OutputColumn(name, "value", engine_columns.output(i), integral=integral(vtype), bits=integer_bits(vtype),
                                     array=array, instant=instant,
                                     zoned=zoned,
+                                    exact=(instant or zoned) and WIRE.value(i) in exact,
                                     interval=isinstance(vtype, T.DayTimeIntervalType),
                                     whole_elements=array and checked and integral(vtype.elementType),
                                     sampled=checked_type,
@@ -189,15 +208,9 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     key_dtypes = tuple(numpy_dtype(types[k]) for k in keys) or (np.dtype(np.int64),)
     pt_mode = uses_processing_time(plan.spec)
     bucketing = buckets if isinstance(buckets, Bucketing) else Bucketing(buckets)
-    instants: tuple[str, ...] = ()
-    if not combine:  # the rows reach the workers unpacked: timestamps as epoch microseconds (`BucketStep.instants`)
-        shipped = [(WIRE.key(i), k) for i, k in enumerate(keys)] + [
-            (WIRE.value(i), acc.column) for i, (_, acc) in enumerate(aggregations) if acc.column is not None]
-        instants = tuple(alias for alias, name in shipped if isinstance(types[name], T.TimestampType))
-        nullable += tuple(alias for alias, name in shipped if alias in instants and schema[name].nullable)
     adapter = BucketStep(plan, tuple(columns), key_dtypes, timestamp, bucketing, pt_mode, late_data, packed=combine,
                          nullable=nullable, window_state=strategy.window_state, state_compression=state_compression,
-                         switched=switched, instants=instants, wall_zone=session_zone, described=described)
+                         switched=switched, instants=instants, exact=exact, wall_zone=session_zone, described=described)
     return SparkPlan(adapter, T.StructType(out_fields), T.StructType([T.StructField("table", T.BinaryType())]),
                      "ProcessingTimeTimeout" if pt_mode else "EventTimeTimeout",
                      NEVER_BEHIND_MS if late_data else horizon_ms(plan, per_ms(timestamp)),
@@ -251,11 +264,27 @@ def _check_collations(strategy: Strategy, types: dict[str, Any]) -> None:
                 "UTF8_LCASE, or col(...).cast('string collate UTF8_BINARY')")
 
 
-def _described_state(keys: list[str], values: list[str], types: dict[str, Any], session_zone: str) -> tuple[tuple[str, str], ...]:
+def exact_instants(keys: list[str], aggregations: Any, types: dict[str, Any]) -> tuple[str, ...]:
+    """The shipped columns (`wire`) the workers hold as UTC wall times, exact: timestamp keys, and built-ins'
+    timestamp values (a Min, a ToList, ...), which they only compare and give back. In the session zone's wall
+    times, which pyspark hands over, two instants of the hour the clocks go back were one key, one Min. A Fold's,
+    Reduce's or own accumulation's timestamps stay the session zone's wall times: its code reads them so, and its
+    accumulators in existing checkpoints hold them so."""
+    from pyspark.sql import types as T
+
+    built_in = [(WIRE.value(i), acc.column) for i, (_, acc) in enumerate(aggregations)
+                if acc.column is not None and acc.output_kind is not None]
+    return tuple(alias for alias, name in [*((WIRE.key(i), k) for i, k in enumerate(keys)), *built_in]
+                 if isinstance(types[name], T.TimestampType))
+
+
+def _described_state(keys: list[str], values: list[str], types: dict[str, Any], session_zone: str,
+                     exact: bool) -> tuple[tuple[str, str], ...]:
     """What the state rows say beyond the engine's description (`pipelines.pipeline_of`): the key columns with their
-    Spark types (another key column of one type was taken silently, its old keys firing under the new name), and the
-    session time zone where the window table holds timestamps, which it keeps as wall times there (a restart in
-    another zone read them shifted by the zones' difference)."""
+    Spark types (another key column of one type was taken silently, its old keys firing under the new name), the
+    session time zone where the window table holds timestamps, which it may keep as wall times there (a restart in
+    another zone read them shifted by the zones' difference), and, where it holds ``exact`` ones
+    (`exact_instants`), that it holds them in UTC (`pipelines.EXACT_INSTANTS`)."""
     from pyspark.sql import types as T
 
     def holds_instants(kind: Any) -> bool:
@@ -270,6 +299,8 @@ def _described_state(keys: list[str], values: list[str], types: dict[str, Any], 
     described = [("key columns", ", ".join(f"{k} {types[k].simpleString()}" for k in keys) or "none (not keyed)")]
     if any(holds_instants(types[c]) for c in [*keys, *values]):
         described.append(("session time zone", session_zone))
+    if exact:
+        described.append((EXACT_INSTANTS, "as UTC wall times"))
     return tuple(described)
 
 

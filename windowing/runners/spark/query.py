@@ -61,7 +61,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
     if not case_sensitive:
         _check_names_apart_but_for_case(sp.out_schema.names)
     _check_zone_pandas_reads(strategy, source.schema, sp.out_schema,
-                             str(source.sparkSession.conf.get("spark.sql.session.timeZone")))
+                             str(source.sparkSession.conf.get("spark.sql.session.timeZone")), sp.held_exactly(keys))
     adapter, time = sp.adapter, str(strategy.time)  # a column's name: plan_spark refuses a function
     watermarked = _input_watermark(source) if source.isStreaming else None
     if source.isStreaming:
@@ -208,16 +208,20 @@ def _check_stream_timestamps(out_schema: Any, zone: str, spark_version: str) -> 
         "datetimes are read and shown changes), or state the column as a timestamp or an array of them")
 
 
-def _check_zone_pandas_reads(strategy: Strategy, schema: Any, out_schema: Any, zone: str) -> None:
+def _check_zone_pandas_reads(strategy: Strategy, schema: Any, out_schema: Any, zone: str,
+                             exact: tuple[set[str], set[str]] = (set(), set())) -> None:
     """Refuse a session zone ID that Spark takes and pandas cannot (``GMT+05:30``, ``UTC-03``, ``IST``, ``Z``) where
     a timestamp key or value reaches the workers, or leaves them as pyspark converts it (a type stated with
-    ``spark_typed``): they hold such values as the zone's wall times, and the query failed in its first task with
+    ``spark_typed``): they may hold such values as the zone's wall times, and the query failed in its first task with
     ``ZoneInfoNotFoundError`` or pyspark's ``Cannot locate or parse timezone``, naming no column (the time column
     alone leaves as microseconds and needs no zone). Warn where the zone sets its clocks back
-    (`instants.warn_where_clocks_go_back`)."""
+    (`instants.warn_where_clocks_go_back`), naming the columns but the ``exact`` inputs and outputs
+    (`planning.SparkPlan.held_exactly`)."""
     read = [(name, schema[name].dataType) for name in [*(strategy.keys or ()), *(acc.column for _, acc in strategy.aggregations)]
             if name is not None and _holds_timestamps(schema[name].dataType)]
-    read += [(f.name, f.dataType) for f in out_schema.fields if _holds_timestamps(f.dataType)]
+    written = [(f.name, f.dataType) for f in out_schema.fields if _holds_timestamps(f.dataType)]
+    wall_times = [n for n, _ in read if n not in exact[0]] + [n for n, _ in written if n not in exact[1]]
+    read += written
     if not read:
         return
     try:
@@ -231,7 +235,7 @@ def _check_zone_pandas_reads(strategy: Strategy, schema: Any, out_schema: Any, z
             f"Python workers hold the {role} column {name!r} ({kind.simpleString()}) as wall times in it: set the "
             "session's zone to a region ID such as 'Asia/Kolkata' or an offset such as '+05:30' (instants are "
             "unchanged; only how strings and naive datetimes are read and shown changes)") from None
-    warn_where_clocks_go_back(list(dict.fromkeys(name for name, _ in read)), zone)
+    warn_where_clocks_go_back(list(dict.fromkeys(wall_times)), zone)
 
 
 def _holds_timestamps(kind: Any) -> bool:

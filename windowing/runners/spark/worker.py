@@ -10,7 +10,7 @@ turns panes (and, for ``run()``, dropped elements) into the output rows. Tests d
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -33,7 +33,7 @@ from .combine import CHECKED_BUCKET, nulls_restored
 from .instants import instants_as_micros, instants_restored, zone_aware
 from .old_checkpoints import without_float_integers
 from .output_values import NS_PER_US, OutputColumn, check_kinds, spark_ready
-from .pipelines import differences, pipeline_of, refuse_another_pipeline
+from .pipelines import EXACT_INSTANTS, differences, pipeline_of, refuse_another_pipeline
 from .wire import WIRE
 
 # ``run()``'s output: panes and dropped elements in one frame, told apart by ``kind``.
@@ -91,8 +91,15 @@ class BucketStep:
     """The table as this pipeline writes it lifted where this query does not, or the other way round
     (`SwitchedLayout`); None where both write the same."""
     instants: tuple[str, ...] = ()
-    """Timestamp key and value columns of unpacked rows, shipped as epoch microseconds (`instants.instants_restored`):
-    pyspark's own conversion fails beyond 2262 and, on pyspark 4, reads summer times after 2037 an hour early."""
+    """Timestamp key and value columns shipped as epoch microseconds (`instants.instants_restored`): the `exact`
+    ones, and unpacked every one: pyspark's own conversion fails beyond 2262, on pyspark 4 reads summer times after
+    2037 an hour early, and gives two instants of the hour the clocks go back one wall time."""
+    exact: tuple[str, ...] = ()
+    """Of `instants`, the timestamp keys and built-ins' values (`planning.exact_instants`): held as UTC wall times,
+    exact, unless `exact_held` is off."""
+    exact_held: bool = True
+    """Whether this bucket's table holds `exact` as UTC wall times; off for a table written without
+    (`as_written`), which holds them as wall times in `wall_zone` and keeps them so."""
     wall_zone: str = "UTC"
     """``spark.sql.session.timeZone``: pyspark hands timestamps to pandas as wall times there."""
     described: tuple[tuple[str, str], ...] = ()
@@ -119,8 +126,11 @@ class BucketStep:
             columns = _unpacked(frames, names, flags) if frames else {}
         else:
             data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True) if frames else None
-            columns = {} if data is None else instants_restored({name: data[name] for name in names + flags}, self.instants,
-                                                                self.wall_zone)
+            columns = {} if data is None else {name: data[name] for name in names + flags}
+        if columns:
+            exact_zone, made_by_pyspark = self._exact_zone
+            columns = instants_restored(columns, [n for n in self.instants if n in self.exact], exact_zone, made_by_pyspark)
+            columns = instants_restored(columns, [n for n in self.instants if n not in self.exact], self.wall_zone)
         if not columns or not len(columns[WIRE.time]):  # no rows, or the packed row of empty lists of combine.CHECKED_BUCKET
             empty = {k: pd.Series([], dtype=self.key_dtypes[i]) for i, k in enumerate(spec.key_columns)}
             empty[WIRE.time] = np.array([], np.int64)
@@ -143,10 +153,10 @@ class BucketStep:
             values = sources[col.source]
             if col.instant:
                 values = check_kinds(values, col)
-                out[col.name] = instants_as_micros(values, self.wall_zone, made_by_pyspark=self.packed)
+                out[col.name] = instants_as_micros(values, *self._zone_of(col))
             elif col.zoned:
                 values = check_kinds(values, col)
-                out[col.name] = zone_aware(values, self.wall_zone, self.packed, lists=col.array)
+                out[col.name] = zone_aware(values, *self._zone_of(col), lists=col.array)
             elif col.kind == "time":
                 raw = values.to_numpy(dtype=np.int64)
                 out[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw, widen=False).to_numpy()
@@ -179,8 +189,7 @@ class BucketStep:
         for col in self.columns:
             if col.kind == "key":
                 keys = elements.loc[labels, col.source]
-                late[col.name] = instants_as_micros(keys, self.wall_zone, made_by_pyspark=self.packed) if col.instant \
-                    else keys.to_numpy()
+                late[col.name] = instants_as_micros(keys, *self._zone_of(col)) if col.instant else keys.to_numpy()
             elif col.kind == "time":
                 raw = dropped[col.source].to_numpy(dtype=np.int64)
                 late[col.name] = _micros(raw) if self.timestamp else self.plan.axis.from_internal(raw, widen=False).to_numpy()
@@ -191,6 +200,26 @@ class BucketStep:
         late[ELEMENT] = elements.loc[labels, WIRE.element].to_numpy(dtype=object)
         rows = pd.DataFrame(late, index=pd.RangeIndex(len(labels)))
         return stacked([out, rows]) if len(out) else rows
+
+    @property
+    def _exact_zone(self) -> tuple[str, bool]:
+        """The zone the table holds `exact` in, and whether pyspark's rules made those wall times (`instants`)."""
+        return ("UTC", False) if self.exact_held else (self.wall_zone, self.packed)
+
+    def _zone_of(self, col: OutputColumn) -> tuple[str, bool]:
+        """The zone an output column's timestamps are wall times in, and whether pyspark's rules made them."""
+        return self._exact_zone if col.exact else (self.wall_zone, self.packed)
+
+    def as_written(self, meta: dict[str, Any], table: pd.DataFrame) -> "BucketStep":
+        """This step for a bucket whose state row has ``meta`` and ``table``: one written without
+        `pipelines.EXACT_INSTANTS` holds `exact` as wall times in `wall_zone`, and goes on so, saved without that
+        part, until its table is empty (a row without windows, as `combine.CHECKED_BUCKET`'s stays; with
+        ``.window_state(store)`` the windows are in the store, and the row is removed with the last). Keys never move
+        between buckets, so no table mixes the two."""
+        written_by = meta.get("pipeline") or {}
+        if not self.exact or EXACT_INSTANTS in written_by or (not len(table) and self.window_state is None):
+            return self
+        return replace(self, exact_held=False, described=tuple(p for p in self.described if p[0] != EXACT_INSTANTS))
 
     def fresh_state(self) -> pd.DataFrame:
         return empty_state(self.plan.spec, list(self.key_dtypes))
@@ -238,13 +267,19 @@ class BucketStep:
 
     # -- streaming: applyInPandasWithState --
     def run_stream(self, key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        remember_classes_of(self.plan.spec)  # before any state is read: its cells may name classes of the pipeline's
+        table, meta = self.load_with_meta(state.get[0]) if state.exists else (self.fresh_state(), {})
+        bucket = self.as_written(meta, table) if state.exists else self
+        yield from bucket._stream_step(key, frames, state, table, meta)
+
+    def _stream_step(self, key: Any, frames: Iterator[pd.DataFrame], state: Any, table: pd.DataFrame,
+                     meta: dict[str, Any]) -> Iterator[pd.DataFrame]:
+        """`run_stream` over the bucket's loaded ``table`` and its state row's ``meta``."""
         spec = self.plan.spec
-        remember_classes_of(spec)  # before any state is read: its cells may name classes of the pipeline's
         watermark_ms = state.getCurrentWatermarkMs()
         processing_ms = state.getCurrentProcessingTimeMs()
         # Spark reports 0 before the first watermark; 0 then means "no watermark yet".
         watermark = MIN_TIME if watermark_ms <= 0 else self._from_ms(watermark_ms)
-        table, meta = self.load_with_meta(state.get[0]) if state.exists else (self.fresh_state(), {})
         elements = self.elements(frames)
         processing_time = self._from_ms(processing_ms)
         if self.window_state is not None:
