@@ -40,6 +40,7 @@ def _load(name: str):
 
 old = _load("old_checkpoints")
 numbered = _load("numbered_checkpoints")
+wall = _load("wall_time_checkpoints")
 
 
 def _fixture(case: str, folder: str = "checkpoints", script: str = "old_checkpoints") -> Path:
@@ -83,6 +84,47 @@ def test_a_checkpoint_with_nested_trigger_state_numbered_by_position_restarts_wi
     expected = expected[expected["step"] < len(stream.actions)].to_dict("records")  # Spark's stream has no end of input
     assert any(p["timing"] == "LATE" for p in expected if p["step"] >= restarted_at)
     assert sorted(map(_row, panes)) == sorted(_row(p) for p in expected if p["step"] >= restarted_at)
+
+
+@pytest.mark.parametrize("case", list(wall.CASES))
+def test_a_checkpoint_holding_wall_times_in_the_session_zone_restarts_holding_them_so(spark, tmp_path, case):
+    """Its buckets go on holding timestamp keys and values as the zone's wall times (`worker.BucketStep.as_written`):
+    taken as UTC ones, a key's new rows became another key beside its old ones, and its old values came back
+    shifted by the zone's offset (7 hours)."""
+    fixture = _fixture(case, "wall-times", "wall_time_checkpoints")
+    written = json.loads((fixture / "old.json").read_text())
+    shutil.copytree(fixture / "checkpoint", tmp_path / "checkpoint")
+    if (fixture / "store").is_dir():
+        shutil.copytree(fixture / "store", tmp_path / "store")
+    (tmp_path / "in").mkdir()
+    inputs, panes = wall.run(spark, case, tmp_path / "in", tmp_path / "checkpoint", wall.AFTER)
+    assert sum(inputs) == sum(map(len, wall.AFTER))
+    restarted_at = len(written["inputs"])
+    parts, stream = iter(wall.BEFORE + wall.AFTER), TestStream()
+    for n in written["inputs"] + inputs:
+        stream = stream.add_elements(wall.frame(next(parts) if n else [], zoned=False))
+    expected = wall.pipeline(stream, case)
+    expected = expected[expected["step"].between(restarted_at, len(stream.actions) - 1)].drop(columns="step")
+    assert {p["k"] for p in panes} == {None, *(_micros(wall.KEYS[k]) for k in "ab")}
+    assert sorted(map(_in_micros, panes), key=repr) == sorted(map(_in_micros, expected.to_dict("records")), key=repr)
+
+
+def _micros(at: dt.datetime | None) -> int | None:
+    return None if at is None or pd.isna(at) else int(pd.Timestamp(at).value // 1000)
+
+
+def _in_micros(pane: dict) -> tuple:
+    """A pane of either runner with its timestamps as epoch microseconds (a list's sorted), as sorted pairs."""
+    out = {}
+    for name, value in pane.items():
+        if name == "all":
+            value = sorted(v if isinstance(v, int) else _micros(v) for v in value)
+        elif name in ("k", "window_start", "window_end", "lo", "hi") and not isinstance(value, int):
+            value = _micros(value)
+        elif hasattr(value, "item"):
+            value = value.item()
+        out[name] = value
+    return tuple(sorted(out.items()))
 
 
 def _pandas_runner(case: str, inputs: list[int]) -> list[dict]:

@@ -22,9 +22,6 @@ the rows each micro-batch read and the panes it emitted (see `old_checkpoints`).
 from __future__ import annotations
 
 import importlib.util
-import json
-import shutil
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -59,18 +56,8 @@ def pipeline(stream, case: str):
 
 
 def main() -> None:
-    import pyspark
-
-    out = HERE / f"numbered-{'.'.join(pyspark.__version__.split('.')[:2])}"
-    shutil.rmtree(out, ignore_errors=True)
-    spark = old.session()
-    with tempfile.TemporaryDirectory() as scratch:
-        for case in CASES:
-            source, checkpoint = Path(scratch) / case / "in", out / case / "checkpoint"
-            source.mkdir(parents=True)
-            inputs, panes = old.run(spark, case, source, checkpoint, BEFORE, build=pipeline, combine="true")
-            (out / case / "old.json").write_text(json.dumps({"inputs": inputs, "panes": panes}, indent=1) + "\n")
-    spark.stop()
+    old.write_fixtures("numbered", CASES, lambda spark, case, source, checkpoint: old.run(
+        spark, case, source, checkpoint, BEFORE, build=pipeline, combine="true"))
 
 
 if __name__ == "__main__":

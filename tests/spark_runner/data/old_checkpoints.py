@@ -97,33 +97,36 @@ def session():
     return spark
 
 
-def run(spark, case: str, source: Path, checkpoint: Path, parts, build=None, combine: str | None = None
-        ) -> tuple[list[int], list[dict]]:
+def run(spark, case: str, source: Path, checkpoint: Path, parts, build=None, combine: str | None = None,
+        schema: str = SCHEMA, framed=None, collected=None) -> tuple[list[int], list[dict]]:
     """Feed ``parts`` to ``case``'s query, one file and micro-batch each, with every key in one bucket
     (beside the null key); the rows each micro-batch read, and the panes, in batch order.
 
     ``build(stream, case)`` makes the query (`pipeline` unless given), ``combine`` is the
-    ``windowing.spark.combine`` setting (the case's unless given)."""
-    build = build or pipeline
+    ``windowing.spark.combine`` setting (the case's unless given). ``schema``, ``framed(rows)`` and
+    ``collected(batch)``: the source's schema, a part's frame (`frame` unless given), and a micro-batch's
+    panes as dicts (window bounds in seconds unless given)."""
+    build, framed = build or pipeline, framed or frame
     spark.conf.set("windowing.spark.buckets", "1")
     spark.conf.set("windowing.spark.combine", combine or CASES[case][2])
     emitted: dict[int, list[dict]] = {}
 
     def write(batch, batch_id):  # Rows, not toPandas: that would turn a bigint beside a null into float64
-        emitted[batch_id] = [{**r.asDict(), "window_start": seconds(r.window_start), "window_end": seconds(r.window_end)}
-                             for r in batch.collect()]
+        emitted[batch_id] = collected(batch) if collected else [
+            {**r.asDict(), "window_start": seconds(r.window_start), "window_end": seconds(r.window_end)}
+            for r in batch.collect()]
 
     try:
         # maxFileAge: the file source skips files older than a week before the newest it listed, and
         # a restart's new files may be older than the fixture's on another machine's clock.
-        stream = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).option("maxFileAge", "36500d")
+        stream = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).option("maxFileAge", "36500d")
                   .parquet(str(source)))
         query = (build(stream, case).writeStream.foreachBatch(write)
                  .option("checkpointLocation", str(checkpoint)).outputMode("append").start())
         try:
             for i, rows in enumerate(parts):
                 tmp = source / f".part-{i:05d}.parquet"
-                frame(rows).to_parquet(tmp, index=False)
+                framed(rows).to_parquet(tmp, index=False)
                 os.replace(tmp, source / f"part-{i:05d}.parquet")
                 query.processAllAvailable()
             # Without addBatch: a trigger that ran no batch (see streaming.batch_inputs).
@@ -140,19 +143,25 @@ def seconds(at: dt.datetime) -> float:
     return (at - EPOCH).total_seconds()
 
 
-def main() -> None:
+def write_fixtures(folder: str, cases, run_before) -> None:
+    """``HERE/<folder>-<pyspark major.minor>/<case>/`` for each of ``cases``: ``checkpoint/``, written by
+    ``run_before(spark, case, source, checkpoint)`` (`run`'s result), and ``old.json``, its rows and panes."""
     import pyspark
 
-    out = HERE / f"checkpoints-{'.'.join(pyspark.__version__.split('.')[:2])}"
+    out = HERE / f"{folder}-{'.'.join(pyspark.__version__.split('.')[:2])}"
     shutil.rmtree(out, ignore_errors=True)
     spark = session()
     with tempfile.TemporaryDirectory() as scratch:
-        for case in CASES:
+        for case in cases:
             source, checkpoint = Path(scratch) / case / "in", out / case / "checkpoint"
             source.mkdir(parents=True)
-            inputs, panes = run(spark, case, source, checkpoint, BEFORE)
+            inputs, panes = run_before(spark, case, source, checkpoint)
             (out / case / "old.json").write_text(json.dumps({"inputs": inputs, "panes": panes}, indent=1) + "\n")
     spark.stop()
+
+
+def main() -> None:
+    write_fixtures("checkpoints", CASES, lambda spark, case, source, checkpoint: run(spark, case, source, checkpoint, BEFORE))
 
 
 if __name__ == "__main__":
