@@ -10,6 +10,6 @@ __all__ = ["WindowingConfigError", "RepeatedWallTimeWarning"]
 
 
 class RepeatedWallTimeWarning(UserWarning):
-    """A Spark query's timestamps that a Fold, Reduce or own accumulation reads or gives (keys and built-ins' are held
-    exactly) are held as wall times in a session time zone that sets its clocks back, where two instants an hour apart
-    share a wall time (docs/spark.md, "Output types")."""
+    """A Spark query's timestamps that a Fold, Reduce, own or ``spark_typed`` accumulation reads or gives, or nested
+    ones (keys and built-ins of a timestamp column are held exactly), are held as wall times in a session time zone
+    that sets its clocks back, where two instants an hour apart share a wall time (docs/spark.md, "Output types")."""

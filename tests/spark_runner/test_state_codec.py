@@ -25,7 +25,7 @@ from windowing.state_codec import COMPRESSIONS, MAGIC, checked_compression, deco
 from windowing.timeaxis import MAX_TIME
 from windowing.window_table import current_layout
 
-from .helpers import events, shipped, spark_schema
+from .helpers import EPOCH_2024_S, events, shipped, spark_schema
 
 SAMPLES = Path(__file__).parent / "data"
 T0 = 1_704_067_200 * 10**9  # 2024-01-01 in ns
@@ -533,6 +533,37 @@ def test_a_bucket_written_with_wall_times_in_the_session_zone_goes_on_so_until_i
     assert EXACT_INSTANTS not in adapter.load_with_meta(kept.save(table))[1]["pipeline"]
     assert adapter.as_written(meta, adapter.fresh_state()) is adapter
     assert adapter.as_written(adapter.load_with_meta(adapter.save(table))[1], table) is adapter
+
+
+@pytest.mark.parametrize("store", [False, True], ids=["table", "window-state"])
+def test_a_bucket_written_with_wall_times_is_saved_exact_once_it_holds_no_window(tmp_path, monkeypatch, store):
+    """Bucket 0 (`combine.CHECKED_BUCKET`, a bucket of keys too: a query's only one where it has one) keeps its state
+    row when it holds no window: saved the old way, it held wall times for good. With ``.window_state(store)`` the
+    row's table is always empty, and the store says whether windows are left."""
+    import dataclasses
+
+    from pyspark.sql import Row
+    from pyspark.sql.streaming.state import GroupState
+
+    import storage.kv.spark
+    from storage import KVStore
+
+    monkeypatch.setattr(storage.kv.spark, "task_batch_id", lambda: 1)  # read in a Spark task
+    frame = events([("a", 1, 5)]).assign(day=lambda f: f["ts"].dt.floor("D"))
+    pipeline = windowed(frame, time="ts", key="day").fixed("10 seconds")
+    pipeline = pipeline.window_state(KVStore(str(tmp_path / "kv"))) if store else pipeline
+    planned = plan_spark(pipeline.strategy(lo=Min("amount")), spark_schema(frame), 4, session_zone="America/Los_Angeles")
+    adapter = planned.adapter
+    older = dataclasses.replace(adapter, exact_held=False)
+    elements = older.elements([shipped(frame, planned).drop(columns="_wm_ms")])
+    table = adapter.fresh_state() if store else step(adapter.plan.spec, adapter.fresh_state(), elements, 0, 0).state
+    assert EXACT_INSTANTS not in older.pipeline and (store or len(table))
+    watermark_ms = (EPOCH_2024_S + 60) * 1000
+    state = GroupState(Row(table=older.save(table)), 0, watermark_ms, planned.timeout, True, True, True, False, False, -1,
+                       b"", planned.state_schema)
+    [out] = adapter.run_stream((0,), iter([]), state)
+    assert len(out) == (0 if store else 1)  # the table's window closes: its pane fires
+    assert state._defined and EXACT_INSTANTS in adapter.load_with_meta(state._value[0])[1]["pipeline"]
 
 
 def test_a_checkpoint_with_other_aggregations_is_refused_naming_them():

@@ -106,8 +106,8 @@ def zone_rules(zone: str) -> Any:
 
 
 def warn_where_clocks_go_back(columns: list[str], zone: str) -> None:
-    """Warn, naming ``columns`` (a Fold's, Reduce's or own accumulation's timestamp inputs and outputs, which the
-    workers hold as wall times in ``zone``), where ``zone`` sets its clocks back: the instants of the repeated hour
+    """Warn, naming ``columns`` (timestamp inputs and outputs the workers hold as wall times in ``zone``: a Fold's,
+    Reduce's, own or `spark_typed` accumulation's, and nested ones), where ``zone`` sets its clocks back: the instants of the repeated hour
     would be read as the later one of each pair, silently, on every run (docs/spark.md, "Output types"). Said before
     the first run, while the zone can still change: a checkpoint holding timestamps is refused in another zone."""
     if not columns or not clocks_go_back(zone):
@@ -116,9 +116,10 @@ def warn_where_clocks_go_back(columns: list[str], zone: str) -> None:
     warnings.warn(
         f"spark.sql.session.timeZone={zone!r} sets its clocks back (daylight saving), and the Python workers hold "
         f"{named} as wall times in it: two instants an hour apart in the hour the clocks go back share a wall time "
-        "and are taken as the later one (a Fold, Reduce or own accumulation given the later instant; keys and "
-        "built-ins hold them exactly). To keep them apart set the session's zone to 'UTC' before the query's first "
-        "run (instants are unchanged; only how strings and naive datetimes are read and shown changes)",
+        "and are taken as the later one (keys and built-ins of a timestamp column are held exactly; these are a "
+        "Fold's, Reduce's or own accumulation's, one typed with spark_typed, or timestamps nested in an array, map "
+        "or struct). To keep them apart set the session's zone to 'UTC' before the query's first run (instants are "
+        "unchanged; only how strings and naive datetimes are read and shown changes)",
         RepeatedWallTimeWarning, stacklevel=_first_frame_outside_the_package())
 
 

@@ -26,8 +26,8 @@ def pipeline_of(spec: EngineSpec, window_state: Any = None, described: Iterable[
     name instead; so is one with or without ``.window_state(store)`` where the checkpoint was written the other way,
     and one whose checkpoint kept the windows' small fields in its state rows ("payloads in a key-value store": the
     store then holds no window table).
-    ``described``: what the driver adds (`planning._described_state`): the key columns and their types, and the
-    session time zone where the table holds wall times in it."""
+    ``described``: what the driver adds (`planning._described_state`): the key columns and their types, the
+    session time zone where the table holds wall times in it, and `EXACT_INSTANTS`."""
     spilled = {} if window_state is None else {"window_state": "windows per key in a key-value store"}
     return spilled | {
         "windows": _described(spec.windows),

@@ -111,8 +111,10 @@ class BucketStep:
 
     @property
     def pipeline(self) -> dict[str, str]:
-        """What builds this query's window tables, stored in each state row and compared at every load."""
-        return pipeline_of(self.plan.spec, self.window_state, self.described)
+        """What builds this query's window tables, stored in each state row and compared at every load; without
+        `pipelines.EXACT_INSTANTS` where the bucket's table holds wall times in `wall_zone` (`as_written`)."""
+        described = self.described if self.exact_held else tuple(p for p in self.described if p[0] != EXACT_INSTANTS)
+        return pipeline_of(self.plan.spec, self.window_state, described)
 
     # -- frames in and out --
     def elements(self, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -213,13 +215,17 @@ class BucketStep:
     def as_written(self, meta: dict[str, Any], table: pd.DataFrame) -> "BucketStep":
         """This step for a bucket whose state row has ``meta`` and ``table``: one written without
         `pipelines.EXACT_INSTANTS` holds `exact` as wall times in `wall_zone`, and goes on so, saved without that
-        part, until its table is empty (a row without windows, as `combine.CHECKED_BUCKET`'s stays; with
-        ``.window_state(store)`` the windows are in the store, and the row is removed with the last). Keys never move
-        between buckets, so no table mixes the two."""
+        part, until it holds no window (`saving`; with ``.window_state(store)`` its windows are in the store, and
+        ``table`` is always empty). Keys never move between buckets, so no table mixes the two."""
         written_by = meta.get("pipeline") or {}
         if not self.exact or EXACT_INSTANTS in written_by or (not len(table) and self.window_state is None):
             return self
-        return replace(self, exact_held=False, described=tuple(p for p in self.described if p[0] != EXACT_INSTANTS))
+        return replace(self, exact_held=False)
+
+    def saving(self, holds_windows: bool) -> "BucketStep":
+        """The step that saves the bucket's row: as it was written while it ``holds_windows``; else exact, as a new
+        bucket starts (a row without windows stays for `combine.CHECKED_BUCKET`, whose bucket holds keys too)."""
+        return self if holds_windows or self.exact_held else replace(self, exact_held=True)
 
     def fresh_state(self) -> pd.DataFrame:
         return empty_state(self.plan.spec, list(self.key_dtypes))
@@ -285,8 +291,9 @@ class BucketStep:
         if self.window_state is not None:
             with _widened_on_spark():
                 keyed = self._keyed_step(int(key[0]), elements, watermark, processing_time, meta.get("store_batch"))
-            if keyed.windows_left or keyed.undo_pending or key[0] == CHECKED_BUCKET:  # see combine.CHECKED_BUCKET
-                state.update((self.save(self.fresh_state(), keyed.committed_batch_id),))
+            holds_windows = bool(keyed.windows_left or keyed.undo_pending)
+            if holds_windows or key[0] == CHECKED_BUCKET:  # see combine.CHECKED_BUCKET
+                state.update((self.saving(holds_windows).save(self.fresh_state(), keyed.committed_batch_id),))
                 # A bucket left with undo records but no window gets no element to call it again: it is called
                 # as soon as Spark can, or the records would outlive the windows until one of its keys came back.
                 self._set_timeout(state, keyed.next_watermark_time, keyed.next_processing_time, watermark_ms,
@@ -298,7 +305,7 @@ class BucketStep:
         with _widened_on_spark():
             result = step(spec, table, elements, watermark, processing_time)
         if len(result.state) or key[0] == CHECKED_BUCKET:  # see combine.CHECKED_BUCKET
-            state.update((self.save(result.state),))
+            state.update((self.saving(bool(len(result.state))).save(result.state),))
             self._set_timeout(state, *next_timers(spec, result.state, processing_time), watermark_ms, processing_ms)
         else:
             state.remove()
