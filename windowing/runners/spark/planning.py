@@ -58,8 +58,7 @@ class SparkPlan:
     def held_exactly(self, keys: list[str]) -> tuple[set[str], set[str]]:
         """The input columns whose timestamps the workers hold as UTC wall times wherever the query reads them, and
         the output columns they give back from such (`exact_instants`)."""
-        shipped = [(WIRE.key(i), k) for i, k in enumerate(keys)] + [
-            (WIRE.value(i), name) for i, name in enumerate(self.input_columns) if name is not None]
+        shipped = shipped_columns(keys, self.input_columns)
         inputs = {name for alias, name in shipped if alias in self.adapter.exact}
         inputs -= {name for alias, name in shipped if alias not in self.adapter.exact}
         return inputs, {c.name for c in self.adapter.columns if c.exact}
@@ -126,9 +125,8 @@ def plan_spark(strategy: Strategy, schema: Any, buckets: int | Bucketing, combin
     may_be_null = {f.name for f in schema.fields if f.nullable and integral(f.dataType)}
     nullable = tuple([WIRE.key(i) for i, k in enumerate(keys) if k in may_be_null]
                      + [WIRE.value(i) for i, (_, acc) in enumerate(aggregations) if acc.column in may_be_null])
-    shipped = [(WIRE.key(i), k) for i, k in enumerate(keys)] + [
-        (WIRE.value(i), acc.column) for i, (_, acc) in enumerate(aggregations) if acc.column is not None]
-    exact = exact_instants(keys, aggregations, types)
+    shipped = shipped_columns(keys, [acc.column for _, acc in aggregations])
+    exact = exact_instants(shipped, aggregations, types)
     # Shipped as epoch microseconds (`BucketStep.instants`): packed, the exact ones (pyspark hands a Fold's inputs
     # over as wall times, as its code always read them); unpacked, every timestamp.
     instants = exact if combine else tuple(alias for alias, name in shipped if isinstance(types[name], T.TimestampType))
@@ -264,18 +262,22 @@ def _check_collations(strategy: Strategy, types: dict[str, Any]) -> None:
                 "UTF8_LCASE, or col(...).cast('string collate UTF8_BINARY')")
 
 
-def exact_instants(keys: list[str], aggregations: Any, types: dict[str, Any]) -> tuple[str, ...]:
-    """The shipped columns (`wire`) the workers hold as UTC wall times, exact: timestamp keys, and built-ins'
-    timestamp values (a Min, a ToList, ...), which they only compare and give back. In the session zone's wall
-    times, which pyspark hands over, two instants of the hour the clocks go back were one key, one Min. A Fold's,
-    Reduce's or own accumulation's timestamps stay the session zone's wall times: its code reads them so, and its
-    accumulators in existing checkpoints hold them so."""
+def shipped_columns(keys: list[str], input_columns: Any) -> list[tuple[str, str]]:
+    """(wire name, input column) of the key columns and of each aggregation's input column (``None``: it reads none)."""
+    return [(WIRE.key(i), k) for i, k in enumerate(keys)] + [
+        (WIRE.value(i), name) for i, name in enumerate(input_columns) if name is not None]
+
+
+def exact_instants(shipped: list[tuple[str, str]], aggregations: Any, types: dict[str, Any]) -> tuple[str, ...]:
+    """Of the ``shipped`` columns (`shipped_columns`), those the workers hold as UTC wall times, exact: timestamp
+    keys, and built-ins' timestamp values (a Min, a ToList, ...), which they only compare and give back. In the
+    session zone's wall times, which pyspark hands over, two instants of the hour the clocks go back were one key,
+    one Min. A Fold's, Reduce's or own accumulation's timestamps stay the session zone's wall times: its code reads
+    them so, and its accumulators in existing checkpoints hold them so."""
     from pyspark.sql import types as T
 
-    built_in = [(WIRE.value(i), acc.column) for i, (_, acc) in enumerate(aggregations)
-                if acc.column is not None and acc.output_kind is not None]
-    return tuple(alias for alias, name in [*((WIRE.key(i), k) for i, k in enumerate(keys)), *built_in]
-                 if isinstance(types[name], T.TimestampType))
+    own = {WIRE.value(i) for i, (_, acc) in enumerate(aggregations) if acc.output_kind is None}
+    return tuple(alias for alias, name in shipped if alias not in own and isinstance(types[name], T.TimestampType))
 
 
 def _described_state(keys: list[str], values: list[str], types: dict[str, Any], session_zone: str,

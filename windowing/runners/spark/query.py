@@ -209,7 +209,7 @@ def _check_stream_timestamps(out_schema: Any, zone: str, spark_version: str) -> 
 
 
 def _check_zone_pandas_reads(strategy: Strategy, schema: Any, out_schema: Any, zone: str,
-                             exact: tuple[set[str], set[str]] = (set(), set())) -> None:
+                             exact: tuple[set[str], set[str]]) -> None:
     """Refuse a session zone ID that Spark takes and pandas cannot (``GMT+05:30``, ``UTC-03``, ``IST``, ``Z``) where
     a timestamp key or value reaches the workers, or leaves them as pyspark converts it (a type stated with
     ``spark_typed``): they may hold such values as the zone's wall times, and the query failed in its first task with
@@ -232,7 +232,7 @@ def _check_zone_pandas_reads(strategy: Strategy, schema: Any, out_schema: Any, z
         role = "key" if name in (strategy.keys or ()) else "input" if name in schema.names else "output"
         raise WindowingConfigError(
             f"spark.sql.session.timeZone={zone!r} is a zone ID pandas cannot read ({type(error).__name__}), and the "
-            f"Python workers hold the {role} column {name!r} ({kind.simpleString()}) as wall times in it: set the "
+            f"Python workers may hold the {role} column {name!r} ({kind.simpleString()}) as wall times in it: set the "
             "session's zone to a region ID such as 'Asia/Kolkata' or an offset such as '+05:30' (instants are "
             "unchanged; only how strings and naive datetimes are read and shown changes)") from None
     warn_where_clocks_go_back(list(dict.fromkeys(wall_times)), zone)
