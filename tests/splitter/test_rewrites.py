@@ -4,6 +4,7 @@ then the whole file again from byte 0)."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -117,8 +118,10 @@ def test_a_file_shrunk_between_the_hand_out_of_its_blocks_and_their_read_skips_t
     splitter = FileSplitter(str(rewritten.parent), settle=0, scan_interval=0, block_size=8, blocks_per_batch=100)
     _, blocks = splitter.blocks()
     rewritten.write_text(lines("b", 3))  # shorter, before its blocks are read
-    with pytest.warns(UserWarning, match=r"skipped block 0 of file .*a\.log.*fewer than the 50 its listing saw"):
+    with pytest.warns(UserWarning, match=r"skipped block \d+ of file .*a\.log.*fewer than the 50 its listing saw") as warned:
         got = list(splitter.read_lines(blocks)["value"])
+    named = {int(m.group(1)) for w in warned if (m := re.search(r"skipped block (\d+) of file", str(w.message)))}
+    assert named == set(range(7))
     assert got + drain(splitter) == lines("b", 3).splitlines()
     assert {s.block_id for s in splitter.skipped_blocks} == set(range(7))
 
