@@ -68,6 +68,16 @@ def stream_with_builder_watermark(spark, work: Path) -> None:
     _stream(spark, work, lambda s: s, build, build)
 
 
+def stream_unpacked(spark, work: Path) -> None:
+    """Both streams with ``windowing.spark.combine=false``: their rows pass a ``mapInArrow`` after the watermark is
+    set (`combine.with_checked_bucket_copy`), whose schema must carry the watermark's marker over Connect."""
+    from windowing.runners.spark import COMBINE_CONF
+
+    spark.conf.set(COMBINE_CONF, "false")
+    stream_with_watermark(spark, work / "input_watermark")
+    stream_with_builder_watermark(spark, work / "builder_watermark")
+
+
 def _stream(spark, work: Path, prepare, build, pandas_build) -> None:
     """Feed ``PARTS`` one file and micro-batch each, ``run().output`` into a Parquet sink, the query stopped
     and started again from its checkpoint after the second file; compare panes and late data with the
@@ -229,7 +239,7 @@ def splitter(spark, work: Path) -> None:
     assert sorted(pd.read_parquet(work / "out")["value"]) == sorted(lines)
 
 
-SCENARIOS = {f.__name__: f for f in (batch, stream_with_watermark, stream_with_builder_watermark,
+SCENARIOS = {f.__name__: f for f in (batch, stream_with_watermark, stream_with_builder_watermark, stream_unpacked,
                                      stream_aggregate_then_run, file_sink, file_sink_foreach_batch, compaction,
                                      window_state_foreach_batch, splitter)}
 

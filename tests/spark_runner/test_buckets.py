@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from accumulations import Count, Sum
 from windowing import windowed
 from windowing.errors import WindowingConfigError
-from windowing.runners.spark import BUCKETS_CONF, PLACEMENT_CONF, bucket_labels, buckets, run_spark
+from windowing.runners.spark import BUCKETS_CONF, COMBINE_CONF, PLACEMENT_CONF, bucket_labels, buckets, run_spark
 from windowing.runners.spark.buckets import Bucketing, bucketing_of, default_bucket_count, local_cores, setting
 
 from .helpers import assert_same_panes, events, partition_when_output
@@ -101,17 +101,22 @@ def test_by_default_each_bucket_has_its_own_shuffle_partition_in_the_stateful_st
     assert set(read_sink(spark, sink)["partition"]) == {1}
 
 
+@pytest.mark.parametrize("combine", ["true", "false"])
 def test_a_restart_with_other_shuffle_partitions_is_refused_in_its_first_batch_and_restarts_with_the_named_count(
-        spark, tmp_path, monkeypatch):
+        spark, tmp_path, monkeypatch, request, combine):
     """Spark keeps a checkpoint's shuffle partitions whatever the session says; the default bucket count
     follows the session's setting when the query is defined, so a changed setting would move keys to
     other buckets. The first micro-batch refuses it, naming the count to set, and nothing is lost.
 
     That batch holds only key g, whose bucket of 3 has a label no bucket of 2 has (1; 2 buckets are
-    labelled 2 and 0): its group has no state to tell the other count. The checked bucket's does.
-    As on a cluster's master: on the suite's ``local[2]`` 3 partitions would make 1 bucket (at most one
-    per core, dividing the partitions: tested below)."""
+    labelled 2 and 0): its group has no state to tell the other count. The checked bucket's does, called
+    by the packed row `combine.pack` gives it or, rows not packed (``combine`` false), by the copy of a row
+    `combine.with_checked_bucket` gives it: unpacked, that batch's panes reached the sink, and the refusal came
+    only with a batch for a bucket with state. As on a cluster's master: on the suite's ``local[2]`` 3
+    partitions would make 1 bucket (at most one per core, dividing the partitions: tested below)."""
     monkeypatch.setattr(buckets, "local_cores", lambda master: None)
+    spark.conf.set(COMBINE_CONF, combine)
+    request.addfinalizer(lambda: spark.conf.unset(COMBINE_CONF))
     parts = PARTS[:2] + [events([("g", 33, 1)])] + PARTS[2:]
     source, sink, checkpoint = _where(tmp_path)
     _feed(start(spark, source, sink, checkpoint, _pipeline), source, parts)

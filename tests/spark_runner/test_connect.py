@@ -19,7 +19,7 @@ def connect_url():
         yield url
 
 
-@pytest.mark.parametrize("scenario", ["batch", "stream_with_watermark", "stream_with_builder_watermark",
+@pytest.mark.parametrize("scenario", ["batch", "stream_with_watermark", "stream_with_builder_watermark", "stream_unpacked",
                                       "stream_aggregate_then_run", "file_sink", "file_sink_foreach_batch", "compaction",
                                       "window_state_foreach_batch", "splitter"])
 def test_over_spark_connect(connect_url, tmp_path, scenario):

@@ -11,7 +11,7 @@ from pyspark.sql import types as T
 from accumulations import Count, Max, Mean, Min, Sum, ToList
 from windowing import windowed
 from windowing.runners.spark import plan_spark
-from windowing.runners.spark.query import _packed_output_schema
+from windowing.runners.spark.wire import packed_output_schema
 
 from .helpers import assert_same_panes, events
 from .streaming import mirror, read_sink, run_all, start
@@ -32,7 +32,7 @@ def test_packed_and_unpacked_output_give_the_pandas_runners_panes(spark, tmp_pat
         return windowed(source, time="ts", key="user").fixed("10 seconds").watermark("5 seconds").aggregate(**aggregations)
 
     strategy = windowed(events(ROWS), time="ts", key="user").fixed("10 seconds").watermark("5 seconds").strategy(**aggregations)
-    assert (_packed_output_schema(plan_spark(strategy, SCHEMA, 4).out_schema) is not None) == packed
+    assert (packed_output_schema(plan_spark(strategy, SCHEMA, 4).out_schema) is not None) == packed
 
     base = tmp_path / uuid.uuid4().hex[:8]
     source, sink, checkpoint = base / "in", base / "out", base / "chk"

@@ -302,7 +302,7 @@ def test_a_checkpoint_restarts_with_packing_switched_off_or_on(spark, where):
 def test_a_checkpoint_of_one_bucket_restarts_with_packing_switched_off_or_on(spark, where, shape):
     """One bucket (an unkeyed query): unpacked its key ``_b`` was a literal, not null, packed a nullable column, and
     pyspark 3.5 refused the restart that made it nullable (``StateSchemaNotCompatible``). It is not null in every
-    shape now (`query.bucket_field`)."""
+    shape now (`wire.bucket_field`)."""
     from windowing.runners.spark import COMBINE_CONF
 
     def build(s):

@@ -202,6 +202,24 @@ PACK_ROWS = 1 << 17
 CHECKED_BUCKET = 0
 
 
+def with_checked_bucket_copy(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body for rows of a stream not packed (``windowing.spark.combine=false``), the watermark set:
+    the rows as they are, plus a copy of the task's first row labelled ``CHECKED_BUCKET`` with a null ``_wm``. As
+    `pack`'s empty row does, the copy calls the checked bucket in every micro-batch with data, and it refuses a
+    restart under another bucket count before a key reaches a bucket with no state to tell (`worker.BucketStep.load`).
+    The copy comes after Spark measures the watermark, Spark keeps a row whose watermark column is null, and
+    `worker.BucketStep.elements` drops it."""
+    copied = False
+    for batch in batches:
+        yield batch
+        if batch.num_rows and not copied:
+            first, copied = batch.slice(0, 1), True
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([CHECKED_BUCKET], field.type) if field.name == WIRE.bucket
+                 else pa.nulls(1, field.type) if field.name == WIRE.watermark else column
+                 for field, column in zip(first.schema, first.columns)], schema=first.schema)
+
+
 def with_null_flags(batch: pa.RecordBatch, nullable: Iterable[str]) -> pa.RecordBatch:
     """``batch`` with each of the integer columns ``nullable`` (as shipped, nulls and all) as its
     value, 0 where null, followed by its null flag: the columns `pack` and `lift` take."""

@@ -19,13 +19,13 @@ from ...state_codec import COMPRESSIONS, checked_compression
 from ...strategy import GlobalWindowing, Strategy
 from ...timeaxis import DEKKER_SPLITTER, MAX_MICROS, MAX_TIME, MICROS_PER_UNIT, MIN_MICROS, MIN_TIME, NUMERIC_RANGE
 from .buckets import NUMBERS, Bucketing, bucketing_of, setting
-from .combine import COMBINE_CONF, lift_and_pack, pack, with_buckets
+from .combine import COMBINE_CONF, lift_and_pack, pack, with_buckets, with_checked_bucket_copy
 from .instants import warn_where_clocks_go_back, zone_rules
 from .output_types import integral
 from .output_values import NS_PER_US
 from .planning import NEVER_BEHIND_MS, plan_spark
 from .results import JSON_OPTIONS, spark_run
-from .wire import WIRE
+from .wire import WIRE, flagged_schema, nullable_watermark, packed_output_schema, packed_schema, with_bucket_field
 from .worker import ELEMENT, KIND, REASON, BucketStep, packed_output, per_ms
 from .worker_python import check_worker_python, on_workers
 
@@ -112,16 +112,16 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         def combine_rows(batches: Iterator[Any]) -> Iterator[Any]:
             return lift_and_pack(batches, how, lifted, checked=streaming, bucketing=bucketing if buckets_in_python else None)
 
-        frame, latest = frame.mapInArrow(on_workers(combine_rows, quick), _packed_schema(sp.lifted_schema)), WIRE.latest
+        frame, latest = frame.mapInArrow(on_workers(combine_rows, quick), packed_schema(sp.lifted_schema)), WIRE.latest
     elif adapter.packed:
         streaming, nullable = source.isStreaming, adapter.nullable
 
         def pack_rows(batches: Iterator[Any]) -> Iterator[Any]:
             return pack(bucketed(batches), checked=streaming, nullable=nullable)
 
-        shipped_schema = _with_bucket(frame.schema) if buckets_in_python else frame.schema
-        packed_schema = _packed_schema(_flagged_schema(shipped_schema, nullable))
-        frame, latest = frame.mapInArrow(on_workers(pack_rows, quick), packed_schema), WIRE.latest
+        shipped_schema = with_bucket_field(frame.schema) if buckets_in_python else frame.schema
+        rows_schema = packed_schema(flagged_schema(shipped_schema, nullable))
+        frame, latest = frame.mapInArrow(on_workers(pack_rows, quick), rows_schema), WIRE.latest
 
     if not source.isStreaming:
         def run_batch(frame: pd.DataFrame) -> pd.DataFrame:  # Spark counts a bound method's `self` as an argument
@@ -149,9 +149,11 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         # aliases the column again, without its metadata.
         delay_ms = source.schema[watermarked].metadata[WATERMARK_DELAY_KEY]
         frame = frame.select("*", shifted.alias(WIRE.watermark, metadata={WATERMARK_DELAY_KEY: delay_ms + sp.horizon_ms}))
+    if not adapter.packed and sp.lifting is None:  # a copy of a row calls the checked bucket, as packed rows do
+        frame = frame.mapInArrow(on_workers(with_checked_bucket_copy, quick), nullable_watermark(frame.schema))
 
-    packed_schema = _packed_output_schema(sp.out_schema)
-    if packed_schema is None:
+    output_schema = packed_output_schema(sp.out_schema)
+    if output_schema is None:
         def run_stream(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
             return adapter.run_stream(key, frames, state)
 
@@ -161,7 +163,7 @@ def run_spark(strategy: Strategy, source: Any, second: Any = None, late_data: bo
         def run_stream_packed(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
             return packed_output(adapter.run_stream(key, frames, state))
 
-        packed = frame.groupBy(WIRE.bucket).applyInPandasWithState(on_workers(run_stream_packed, quick), packed_schema,
+        packed = frame.groupBy(WIRE.bucket).applyInPandasWithState(on_workers(run_stream_packed, quick), output_schema,
                                                                      sp.state_schema, "append", sp.timeout)
         out = packed.select(F.inline(F.arrays_zip(*[_col(name) for name in sp.out_schema.names]))).toDF(*sp.out_schema.names)
     return spark_run(_finish(out, adapter), late_data, source.schema)
@@ -365,7 +367,7 @@ def _bucket(keys: list[str], bucketing: Bucketing, schema: Any) -> Any:
     if bucketing.placement != NUMBERS:  # one SQL literal, not a Column per label (benchmarks/query_definition.py)
         labels = F.expr(f"array({', '.join(map(str, bucketing.labels().tolist()))})")
         number = F.element_at(labels, number + 1)
-    return F.coalesce(number, F.lit(0))  # never null, but Spark cannot tell: see `bucket_field`
+    return F.coalesce(number, F.lit(0))  # never null, but Spark cannot tell: see `wire.bucket_field`
 
 
 def _col(name: str) -> Any:
@@ -487,56 +489,6 @@ def _nanos_to_micros(nanos: str) -> Any:
 
     return F.expr(f"{nanos} div 1000 - CAST({nanos} < 0 AND pmod({nanos}, 1000) != 0 AS BIGINT)"
                   f" + CAST(pmod({nanos}, 1000) >= 500 AS BIGINT)")
-
-
-def _packed_schema(schema: Any) -> Any:
-    """The Spark schema of `combine.pack`'s rows: ``_b``, every other column as an array, ``_tmax``."""
-    from pyspark.sql import types as T
-
-    arrays = [bucket_field() if f.name == WIRE.bucket else T.StructField(f.name, T.ArrayType(f.dataType))
-              for f in schema if f.name != WIRE.latest]
-    return T.StructType(arrays + [T.StructField(WIRE.latest, T.LongType())])
-
-
-def _with_bucket(schema: Any) -> Any:
-    """``schema`` with ``_b`` first, as `combine.with_buckets` puts it."""
-    from pyspark.sql import types as T
-
-    return T.StructType([bucket_field(), *schema.fields])
-
-
-def bucket_field() -> Any:
-    """``_b`` as the stateful step's key: an int that is never null, in every shape of the query. pyspark 3.5 takes
-    a restart's key as the checkpoint's only where it is no more nullable: a query of one bucket written unpacked
-    (a literal, not null) failed to restart packed (nullable) with ``StateSchemaNotCompatible``."""
-    from pyspark.sql import types as T
-
-    return T.StructField(WIRE.bucket, T.IntegerType(), nullable=False)
-
-
-def _flagged_schema(schema: Any, nullable: tuple[str, ...]) -> Any:
-    """The Spark schema of `combine.with_null_flags`'s batches from that of the shipped ones: each of the
-    columns ``nullable`` followed by its null flag."""
-    from pyspark.sql import types as T
-
-    fields = []
-    for field in schema.fields:
-        fields.append(field)
-        if field.name in nullable:
-            fields.append(T.StructField(WIRE.null_flag(field.name), T.BooleanType(), False))
-    return T.StructType(fields)
-
-
-def _packed_output_schema(schema: Any) -> Any:
-    """The schema of the stateful function's packed output rows (`worker.packed_output`): each column
-    an array of its type. None where a column's type might convert otherwise inside an array than
-    alone (timestamps, decimals, arrays, ...): those queries' functions return rows."""
-    from pyspark.sql import types as T
-
-    plain = (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.BooleanType, T.StringType, T.DoubleType)
-    if not all(isinstance(f.dataType, plain) for f in schema.fields):
-        return None
-    return T.StructType([T.StructField(f.name, T.ArrayType(f.dataType)) for f in schema.fields])
 
 
 def _finish(panes: Any, adapter: BucketStep) -> Any:

@@ -128,6 +128,8 @@ class BucketStep:
             columns = _unpacked(frames, names, flags) if frames else {}
         else:
             data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True) if frames else None
+            if data is not None and WIRE.watermark in data and data[WIRE.watermark].isna().any():
+                data = data[data[WIRE.watermark].notna()].reset_index(drop=True)  # combine.with_checked_bucket's copies
             columns = {} if data is None else {name: data[name] for name in names + flags}
         if columns:
             exact_zone, made_by_pyspark = self._exact_zone
