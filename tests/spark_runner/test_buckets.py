@@ -111,7 +111,7 @@ def test_a_restart_with_other_shuffle_partitions_is_refused_in_its_first_batch_a
     That batch holds only key g, whose bucket of 3 has a label no bucket of 2 has (1; 2 buckets are
     labelled 2 and 0): its group has no state to tell the other count. The checked bucket's does, called
     by the packed row `combine.pack` gives it or, rows not packed (``combine`` false), by the copy of a row
-    `combine.with_checked_bucket` gives it: unpacked, that batch's panes reached the sink, and the refusal came
+    `combine.with_checked_bucket_copy` gives it: unpacked, that batch's panes reached the sink, and the refusal came
     only with a batch for a bucket with state. As on a cluster's master: on the suite's ``local[2]`` 3
     partitions would make 1 bucket (at most one per core, dividing the partitions: tested below)."""
     monkeypatch.setattr(buckets, "local_cores", lambda master: None)

@@ -129,13 +129,14 @@ class BucketStep:
         else:
             data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True) if frames else None
             if data is not None and WIRE.watermark in data and data[WIRE.watermark].isna().any():
-                data = data[data[WIRE.watermark].notna()].reset_index(drop=True)  # combine.with_checked_bucket's copies
+                data = data[data[WIRE.watermark].notna()].reset_index(drop=True)  # combine.with_checked_bucket_copy's copies
             columns = {} if data is None else {name: data[name] for name in names + flags}
         if columns:
             exact_zone, made_by_pyspark = self._exact_zone
             columns = instants_restored(columns, [n for n in self.instants if n in self.exact], exact_zone, made_by_pyspark)
             columns = instants_restored(columns, [n for n in self.instants if n not in self.exact], self.wall_zone)
-        if not columns or not len(columns[WIRE.time]):  # no rows, or the packed row of empty lists of combine.CHECKED_BUCKET
+        # No rows, or only combine.CHECKED_BUCKET's packed row of empty lists or its copies (with_checked_bucket_copy).
+        if not columns or not len(columns[WIRE.time]):
             empty = {k: pd.Series([], dtype=self.key_dtypes[i]) for i, k in enumerate(spec.key_columns)}
             empty[WIRE.time] = np.array([], np.int64)
             empty.update({n: pd.Series([], dtype=object) for n in names[len(spec.key_columns) + 1:]})
